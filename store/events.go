@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"sync"
+)
+
+// EventType says what happened in an inbox. The values are the GraphQL enum values.
+type EventType string
+
+// Inbox event types.
+const (
+	EventAdded   EventType = "ADDED"
+	EventEdited  EventType = "EDITED"
+	EventDeleted EventType = "DELETED"
+	EventRead    EventType = "READ"
+)
+
+// Event is a change in one user's inbox, published after the change is
+// stored. Counts are the inbox's counts after the change, except for
+// EventEdited, which leaves them zero: an edit changes no count, and its
+// publisher does not read them.
+type Event struct {
+	Type      EventType
+	UserID    ID // the inbox owner
+	MessageID ID // NilID for EventRead
+	Counts    InboxCounts
+}
+
+// Events carries inbox events from the store to live subscribers.
+type Events interface {
+	// Publish delivers ev to the current subscribers of ev.UserID. It never
+	// blocks on a subscriber.
+	Publish(ctx context.Context, ev Event)
+	// Subscribe returns a channel of the events of one user's inbox. The
+	// channel is closed when ctx ends or when the subscriber falls too far
+	// behind and is dropped; the Events implementation closes it, never the
+	// subscriber.
+	Subscribe(ctx context.Context, userID ID) (<-chan Event, error)
+}
+
+// HubBuffer is how many undelivered events a subscriber may have before the
+// hub drops it.
+const HubBuffer = 64
+
+// Hub is the in-process Events implementation: each subscriber has a buffered
+// channel, and a subscriber whose buffer is full is dropped (its channel
+// closed), so a publisher never waits for a slow client.
+type Hub struct {
+	mu     sync.Mutex
+	subs   map[ID]map[*hubSub]struct{}
+	closed bool
+}
+
+type hubSub struct {
+	ch chan Event
+}
+
+var _ Events = (*Hub)(nil)
+
+// NewHub returns an empty hub.
+func NewHub() *Hub {
+	return &Hub{subs: make(map[ID]map[*hubSub]struct{})}
+}
+
+// Publish implements Events.
+func (h *Hub) Publish(_ context.Context, ev Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs[ev.UserID] {
+		select {
+		case s.ch <- ev:
+		default:
+			h.removeLocked(ev.UserID, s)
+		}
+	}
+}
+
+// Subscribe implements Events. After Close it returns INTERNAL.
+func (h *Hub) Subscribe(ctx context.Context, userID ID) (<-chan Event, error) {
+	s := &hubSub{ch: make(chan Event, HubBuffer)}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, Errorf(EINTERNAL, "event hub is closed")
+	}
+	m := h.subs[userID]
+	if m == nil {
+		m = make(map[*hubSub]struct{})
+		h.subs[userID] = m
+	}
+	m[s] = struct{}{}
+	h.mu.Unlock()
+
+	go func() {
+		<-ctx.Done()
+		h.mu.Lock()
+		h.removeLocked(userID, s)
+		h.mu.Unlock()
+	}()
+	return s.ch, nil
+}
+
+// removeLocked unregisters s and closes its channel, once.
+func (h *Hub) removeLocked(userID ID, s *hubSub) {
+	m := h.subs[userID]
+	if _, ok := m[s]; !ok {
+		return
+	}
+	delete(m, s)
+	if len(m) == 0 {
+		delete(h.subs, userID)
+	}
+	close(s.ch)
+}
+
+// Subscribers returns the number of open subscriptions of one user.
+func (h *Hub) Subscribers(userID ID) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[userID])
+}
+
+// Len returns the number of open subscriptions of all users.
+func (h *Hub) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range h.subs {
+		n += len(m)
+	}
+	return n
+}
+
+// Close ends every subscription and refuses new ones.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for id, m := range h.subs {
+		for s := range m {
+			h.removeLocked(id, s)
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// jobNotifyEdit tells an edited message's inbox owners about the edit. It
+// is never stored: a missed EDITED event loses nothing, since inboxes point
+// at the message and show the new text anyway.
+const jobNotifyEdit JobKind = 100
+
+// fanout runs jobs on a pool of workers. The queue is unbounded because
+// every stored job must run; jobs are small.
+type fanout struct {
+	s       *Service
+	workers int
+	chunk   int
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []*Job
+	running int
+	closing bool
+
+	ctx    context.Context // cancelled when Close gives up waiting
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newFanout(s *Service, workers, chunk int) *fanout {
+	f := &fanout{s: s, workers: workers, chunk: chunk}
+	f.cond = sync.NewCond(&f.mu)
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	return f
+}
+
+func (f *fanout) start() {
+	for range f.workers {
+		f.wg.Add(1)
+		go f.work()
+	}
+}
+
+func (f *fanout) enqueue(j *Job) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closing {
+		return // stored jobs resume at the next start
+	}
+	f.queue = append(f.queue, j)
+	f.cond.Signal()
+}
+
+func (f *fanout) idle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.queue) == 0 && f.running == 0
+}
+
+// close lets the workers finish the queue, then stops them; if ctx ends
+// first, running jobs are interrupted between chunks.
+func (f *fanout) close(ctx context.Context) error {
+	f.mu.Lock()
+	f.closing = true
+	f.cond.Broadcast()
+	f.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { f.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		f.cancel()
+		return nil
+	case <-ctx.Done():
+		f.cancel()
+		<-done
+		return ctx.Err()
+	}
+}
+
+func (f *fanout) work() {
+	defer f.wg.Done()
+	for {
+		f.mu.Lock()
+		for len(f.queue) == 0 && !f.closing {
+			f.cond.Wait()
+		}
+		if len(f.queue) == 0 || f.ctx.Err() != nil {
+			f.mu.Unlock()
+			return
+		}
+		j := f.queue[0]
+		f.queue[0] = nil
+		f.queue = f.queue[1:]
+		f.running++
+		f.mu.Unlock()
+
+		f.run(j)
+
+		f.mu.Lock()
+		f.running--
+		f.mu.Unlock()
+	}
+}
+
+// run runs a job to its end, retrying failed steps with backoff until the
+// fan-out is stopped; a stopped job stays stored and resumes at restart.
+func (f *fanout) run(j *Job) {
+	backoff := 10 * time.Millisecond
+	for {
+		err := f.step(j)
+		if err == nil || ErrorCode(err) == ENOTFOUND {
+			return // done, or the job was cancelled by a deletion
+		}
+		if f.ctx.Err() != nil {
+			return
+		}
+		f.s.log.Error("fan-out step failed; retrying", "kind", j.Kind, "message", j.MessageID.String(), "err", err, "retry_in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-f.ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// step runs j from its current cursor to the end. It returns nil when the
+// job is done. j.Cursor advances only after a chunk is stored, so a failed
+// chunk is retried from where the stored job stands.
+func (f *fanout) step(j *Job) error {
+	ctx, b := f.ctx, f.s.backend
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		switch j.Kind {
+		case JobDeliver:
+			after := NilID
+			if len(j.Cursor) == len(after) {
+				copy(after[:], j.Cursor)
+			}
+			fs, err := b.ListFollowers(ctx, j.AuthorID, after, f.chunk)
+			if err != nil {
+				return err
+			}
+			d := Delivery{Job: j, At: f.s.now().UTC(), Done: len(fs) < f.chunk, Owners: make([]ID, len(fs))}
+			for i := range fs {
+				d.Owners[i] = fs[i].UserID
+			}
+			if len(fs) > 0 {
+				last := fs[len(fs)-1].UserID
+				d.Cursor = last[:]
+			}
+			changes, err := b.DeliverInbox(ctx, d)
+			if err != nil {
+				return err
+			}
+			f.publish(ctx, EventAdded, j.MessageID, changes)
+			if d.Done {
+				return nil
+			}
+			j.Cursor = d.Cursor
+		case JobRetract:
+			refs, next, err := b.FindDeliveries(ctx, j.MessageID, j.Cursor, f.chunk)
+			if err != nil {
+				return err
+			}
+			r := Removal{Job: j, Refs: refs, Cursor: next, Done: next == nil}
+			changes, err := b.RemoveInboxEntries(ctx, r)
+			if err != nil {
+				return err
+			}
+			f.publish(ctx, EventDeleted, j.MessageID, changes)
+			if r.Done {
+				return nil
+			}
+			j.Cursor = next
+		case jobNotifyEdit:
+			refs, next, err := b.FindDeliveries(ctx, j.MessageID, j.Cursor, f.chunk)
+			if err != nil {
+				return err
+			}
+			for _, r := range refs {
+				f.s.events.Publish(ctx, Event{Type: EventEdited, UserID: r.Owner, MessageID: j.MessageID})
+			}
+			if next == nil {
+				return nil
+			}
+			j.Cursor = next
+		default:
+			f.s.log.Error("unknown fan-out job kind; dropped", "kind", j.Kind)
+			return nil
+		}
+	}
+}
+
+func (f *fanout) publish(ctx context.Context, t EventType, msg ID, changes []InboxChange) {
+	for _, c := range changes {
+		f.s.events.Publish(ctx, Event{Type: t, UserID: c.Owner, MessageID: msg, Counts: c.Counts})
+	}
+}

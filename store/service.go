@@ -1,0 +1,392 @@
+package store
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Options configure a Service. Zero values pick the defaults.
+type Options struct {
+	// Now is the clock; time.Now by default. Tests inject their own.
+	Now func() time.Time
+	// Logger receives fan-out errors; slog.Default() by default.
+	Logger *slog.Logger
+	// Workers is the number of fan-out workers (default 4).
+	Workers int
+	// ChunkSize is the number of followers delivered to in one atomic
+	// step (default 1000).
+	ChunkSize int
+	// PasswordCost is the bcrypt cost (default bcrypt.DefaultCost).
+	PasswordCost int
+}
+
+// Service is Herald's domain API: validation, authorization, the timeline
+// strategy and the fan-out workers, over a Backend and an Events.
+type Service struct {
+	backend Backend
+	events  Events
+	now     func() time.Time
+	log     *slog.Logger
+	cost    int
+	fanout  *fanout
+}
+
+// NewService returns a Service over backend and events. Call Start to run
+// the fan-out workers and Close to stop them.
+func NewService(backend Backend, events Events, opts Options) *Service {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.ChunkSize <= 0 {
+		opts.ChunkSize = 1000
+	}
+	if opts.PasswordCost == 0 {
+		opts.PasswordCost = bcrypt.DefaultCost
+	}
+	s := &Service{backend: backend, events: events, now: opts.Now, log: opts.Logger, cost: opts.PasswordCost}
+	s.fanout = newFanout(s, opts.Workers, opts.ChunkSize)
+	return s
+}
+
+// Backend returns the storage backend the service runs on.
+func (s *Service) Backend() Backend { return s.backend }
+
+// Start runs the fan-out workers and queues every job left pending by an
+// earlier run. It returns an error if the pending jobs cannot be read.
+func (s *Service) Start(ctx context.Context) error {
+	jobs, err := s.backend.PendingJobs(ctx)
+	if err != nil {
+		return err
+	}
+	s.fanout.start()
+	for _, j := range jobs {
+		s.fanout.enqueue(j)
+	}
+	if len(jobs) > 0 {
+		s.log.Info("resuming fan-out", "jobs", len(jobs))
+	}
+	return nil
+}
+
+// Close stops taking fan-out work and waits until the queued work is done
+// or ctx ends. Work not done stays stored and resumes at the next Start.
+func (s *Service) Close(ctx context.Context) error {
+	return s.fanout.close(ctx)
+}
+
+// Idle reports whether no fan-out work is queued or running.
+func (s *Service) Idle() bool { return s.fanout.idle() }
+
+// SignUpInput is what a new user supplies.
+type SignUpInput struct {
+	Handle      string
+	Password    string
+	DisplayName string
+}
+
+// SignUp creates a user. It returns BAD_USER_INPUT for an invalid handle,
+// password or display name and CONFLICT for a taken handle.
+func (s *Service) SignUp(ctx context.Context, in SignUpInput) (*User, error) {
+	handle, err := NormalizeHandle(in.Handle)
+	if err != nil {
+		return nil, err
+	}
+	if err := validatePassword(in.Password); err != nil {
+		return nil, err
+	}
+	name, err := normalizeDisplayName(in.DisplayName, handle)
+	if err != nil {
+		return nil, err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(in.Password), s.cost)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now().UTC()
+	u := &User{ID: NewID(now), Handle: handle, DisplayName: name, PasswordHash: hash, CreatedAt: now, LastSeenAt: now}
+	if err := s.backend.CreateUser(ctx, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// LogIn checks a handle and password. Any mismatch, including an unknown
+// handle, is UNAUTHENTICATED with the same message.
+func (s *Service) LogIn(ctx context.Context, handle, password string) (*User, error) {
+	bad := Errorf(EUNAUTHENTICATED, "wrong handle or password")
+	h, err := NormalizeHandle(handle)
+	if err != nil {
+		return nil, bad
+	}
+	u, err := s.backend.FindUserByHandle(ctx, h)
+	if ErrorCode(err) == ENOTFOUND {
+		// Spend the same time as a real check so handles cannot be probed by timing.
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		return nil, bad
+	} else if err != nil {
+		return nil, err
+	}
+	if bcrypt.CompareHashAndPassword(u.PasswordHash, []byte(password)) != nil {
+		return nil, bad
+	}
+	return u, nil
+}
+
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("herald-timing-equalizer"), bcrypt.DefaultCost)
+
+// FindUserByID returns a user or NOT_FOUND.
+func (s *Service) FindUserByID(ctx context.Context, id ID) (*User, error) {
+	return s.backend.FindUserByID(ctx, id)
+}
+
+// FindUsersByIDs returns users aligned with ids, nil where missing.
+func (s *Service) FindUsersByIDs(ctx context.Context, ids []ID) ([]*User, error) {
+	return s.backend.FindUsersByIDs(ctx, ids)
+}
+
+// FindUserByHandle returns a user by handle (any case) or NOT_FOUND.
+func (s *Service) FindUserByHandle(ctx context.Context, handle string) (*User, error) {
+	h, err := NormalizeHandle(handle)
+	if err != nil {
+		return nil, Errorf(ENOTFOUND, "user not found")
+	}
+	return s.backend.FindUserByHandle(ctx, h)
+}
+
+// Follow makes viewer follow target and returns target with its new counts.
+// Following twice counts once; following yourself is BAD_USER_INPUT.
+func (s *Service) Follow(ctx context.Context, viewer, target ID) (*User, error) {
+	if viewer == target {
+		return nil, Errorf(EINVALID, "you cannot follow yourself")
+	}
+	if _, err := s.backend.Follow(ctx, viewer, target, s.now().UTC()); err != nil {
+		return nil, err
+	}
+	return s.backend.FindUserByID(ctx, target)
+}
+
+// Unfollow makes viewer stop following target and returns target.
+func (s *Service) Unfollow(ctx context.Context, viewer, target ID) (*User, error) {
+	if viewer == target {
+		return nil, Errorf(EINVALID, "you cannot unfollow yourself")
+	}
+	if _, err := s.backend.Unfollow(ctx, viewer, target); err != nil {
+		return nil, err
+	}
+	return s.backend.FindUserByID(ctx, target)
+}
+
+// FindFollowing reports, for each target, whether viewer follows it.
+func (s *Service) FindFollowing(ctx context.Context, viewer ID, targets []ID) ([]bool, error) {
+	return s.backend.FindFollowing(ctx, viewer, targets)
+}
+
+// FollowPage is a page of one side of the follow graph.
+type FollowPage struct {
+	Follows []Follow
+	HasMore bool
+}
+
+// Followers returns a page of user's followers in ID order after the given ID.
+func (s *Service) Followers(ctx context.Context, user, after ID, limit int) (FollowPage, error) {
+	fs, err := s.backend.ListFollowers(ctx, user, after, limit+1)
+	return followPage(fs, limit), err
+}
+
+// Following returns a page of the users user follows in ID order after the given ID.
+func (s *Service) Following(ctx context.Context, user, after ID, limit int) (FollowPage, error) {
+	fs, err := s.backend.ListFollowing(ctx, user, after, limit+1)
+	return followPage(fs, limit), err
+}
+
+func followPage(fs []Follow, limit int) FollowPage {
+	if len(fs) > limit {
+		return FollowPage{Follows: fs[:limit], HasMore: true}
+	}
+	return FollowPage{Follows: fs}
+}
+
+// PostInput is a new message.
+type PostInput struct {
+	Text      string
+	ReplyToID ID // NilID for a post
+}
+
+// PostMessage stores a message by author and its fan-out job, then queues the
+// job; it returns before any follower has the message. It returns
+// BAD_USER_INPUT for invalid text and NOT_FOUND for an unknown reply target.
+func (s *Service) PostMessage(ctx context.Context, author ID, in PostInput) (*Message, error) {
+	if err := ValidateMessageText(in.Text); err != nil {
+		return nil, err
+	}
+	now := s.now().UTC()
+	m := &Message{ID: NewID(now), AuthorID: author, Text: in.Text, Kind: KindPost, CreatedAt: now}
+	if !in.ReplyToID.IsZero() {
+		if _, err := s.backend.FindMessageByID(ctx, in.ReplyToID); err != nil {
+			if ErrorCode(err) == ENOTFOUND {
+				return nil, Errorf(ENOTFOUND, "the message replied to does not exist")
+			}
+			return nil, err
+		}
+		m.Kind, m.ReplyToID = KindReply, in.ReplyToID
+	}
+	job := &Job{Kind: JobDeliver, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+	if err := s.backend.CreateMessage(ctx, m, job); err != nil {
+		return nil, err
+	}
+	s.fanout.enqueue(job)
+	return m, nil
+}
+
+// FindMessageByID returns a message or NOT_FOUND.
+func (s *Service) FindMessageByID(ctx context.Context, id ID) (*Message, error) {
+	return s.backend.FindMessageByID(ctx, id)
+}
+
+// FindMessagesByIDs returns messages aligned with ids, nil where missing or deleted.
+func (s *Service) FindMessagesByIDs(ctx context.Context, ids []ID) ([]*Message, error) {
+	return s.backend.FindMessagesByIDs(ctx, ids)
+}
+
+// ownMessage returns the message if viewer wrote it: NOT_FOUND if it does
+// not exist, FORBIDDEN if someone else wrote it.
+func (s *Service) ownMessage(ctx context.Context, viewer, id ID) (*Message, error) {
+	m, err := s.backend.FindMessageByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if m.AuthorID != viewer {
+		return nil, Errorf(EFORBIDDEN, "only its author can change a message")
+	}
+	return m, nil
+}
+
+// EditMessage changes the text of viewer's message; every inbox holding it
+// shows the new text at once, and its owners' subscriptions get EDITED.
+func (s *Service) EditMessage(ctx context.Context, viewer, id ID, text string) (*Message, error) {
+	if err := ValidateMessageText(text); err != nil {
+		return nil, err
+	}
+	if _, err := s.ownMessage(ctx, viewer, id); err != nil {
+		return nil, err
+	}
+	now := s.now().UTC()
+	m, err := s.backend.UpdateMessage(ctx, id, MessageUpdate{Text: &text, EditedAt: &now})
+	if err != nil {
+		return nil, err
+	}
+	s.fanout.enqueue(&Job{Kind: jobNotifyEdit, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt})
+	return m, nil
+}
+
+// DeleteMessage deletes viewer's message. It vanishes from every inbox view
+// at once; a durable job then removes the entries and fixes the counts.
+func (s *Service) DeleteMessage(ctx context.Context, viewer, id ID) error {
+	m, err := s.ownMessage(ctx, viewer, id)
+	if err != nil {
+		return err
+	}
+	job := &Job{Kind: JobRetract, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+	if err := s.backend.DeleteMessage(ctx, id, job); err != nil {
+		return err
+	}
+	s.fanout.enqueue(job)
+	return nil
+}
+
+// MessagePage is a page of an author's messages, newest first.
+type MessagePage struct {
+	Messages []*Message
+	HasMore  bool
+}
+
+// Messages returns a page of author's messages, newest first, before the given ID.
+func (s *Service) Messages(ctx context.Context, author, before ID, limit int) (MessagePage, error) {
+	ms, err := s.backend.FindMessages(ctx, MessageFilter{AuthorID: author, Before: before, Limit: limit + 1})
+	if err != nil {
+		return MessagePage{}, err
+	}
+	if len(ms) > limit {
+		return MessagePage{Messages: ms[:limit], HasMore: true}, nil
+	}
+	return MessagePage{Messages: ms}, nil
+}
+
+// InboxPage is a page of a home timeline, newest first.
+type InboxPage struct {
+	Items      []InboxItem // each with Message set
+	Counts     InboxCounts
+	HasMore    bool
+	Rebuilding bool
+}
+
+// Inbox returns a page of owner's home timeline below the sequence number
+// before (0: from the newest), each item with its message loaded. Entries
+// whose message was deleted but not yet retracted are skipped. A page costs
+// two backend calls unless deletions are pending.
+func (s *Service) Inbox(ctx context.Context, owner ID, before uint64, limit int) (InboxPage, error) {
+	var page InboxPage
+	for {
+		want := limit + 1 - len(page.Items)
+		items, counts, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: owner, Before: before, Limit: want})
+		if err != nil {
+			return InboxPage{}, err
+		}
+		page.Counts = counts
+		if len(items) == 0 {
+			break
+		}
+		ids := make([]ID, len(items))
+		for i := range items {
+			ids[i] = items[i].MessageID
+		}
+		msgs, err := s.backend.FindMessagesByIDs(ctx, ids)
+		if err != nil {
+			return InboxPage{}, err
+		}
+		for i := range items {
+			if msgs[i] != nil {
+				items[i].Message = msgs[i]
+				page.Items = append(page.Items, items[i])
+			}
+		}
+		if len(items) < want || len(page.Items) > limit {
+			break
+		}
+		before = items[len(items)-1].Seq
+	}
+	if len(page.Items) > limit {
+		page.Items, page.HasMore = page.Items[:limit], true
+	}
+	return page, nil
+}
+
+// MarkInboxRead marks owner's whole inbox read and tells their subscriptions.
+func (s *Service) MarkInboxRead(ctx context.Context, owner ID) (InboxCounts, error) {
+	c, err := s.backend.MarkInboxRead(ctx, owner)
+	if err != nil {
+		return InboxCounts{}, err
+	}
+	s.events.Publish(ctx, Event{Type: EventRead, UserID: owner, Counts: c})
+	return c, nil
+}
+
+// InboxCounts returns owner's inbox counts.
+func (s *Service) InboxCounts(ctx context.Context, owner ID) (InboxCounts, error) {
+	_, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: owner, Limit: 0})
+	return c, err
+}
+
+// Subscribe returns the live events of owner's inbox until ctx ends.
+func (s *Service) Subscribe(ctx context.Context, owner ID) (<-chan Event, error) {
+	return s.events.Subscribe(ctx, owner)
+}

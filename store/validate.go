@@ -1,0 +1,79 @@
+package store
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// Input limits.
+const (
+	HandleMinLen      = 3
+	HandleMaxLen      = 30
+	PasswordMinLen    = 8
+	PasswordMaxLen    = 72 // bcrypt reads at most 72 bytes
+	DisplayNameMaxLen = 64
+	MessageMaxLen     = 5000 // characters
+	MaxPageSize       = 100
+	DefaultPageSize   = 20
+)
+
+// NormalizeHandle lowercases a handle and checks it is 3–30 of [a-z0-9_].
+// Handles are unique case-insensitively because they are stored lowercase.
+func NormalizeHandle(handle string) (string, error) {
+	h := strings.ToLower(handle)
+	if len(h) < HandleMinLen || len(h) > HandleMaxLen {
+		return "", Errorf(EINVALID, "handle must be %d to %d characters", HandleMinLen, HandleMaxLen)
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return "", Errorf(EINVALID, "handle may contain only letters, digits and underscores")
+		}
+	}
+	return h, nil
+}
+
+func validatePassword(p string) error {
+	if len(p) < PasswordMinLen || len(p) > PasswordMaxLen {
+		return Errorf(EINVALID, "password must be %d to %d bytes", PasswordMinLen, PasswordMaxLen)
+	}
+	return nil
+}
+
+func normalizeDisplayName(name, handle string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return handle, nil
+	}
+	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > DisplayNameMaxLen {
+		return "", Errorf(EINVALID, "display name must be valid text of at most %d characters", DisplayNameMaxLen)
+	}
+	return name, nil
+}
+
+// ValidateMessageText checks a message's text: valid UTF-8, not blank, at
+// most MessageMaxLen characters.
+func ValidateMessageText(text string) error {
+	if !utf8.ValidString(text) {
+		return Errorf(EINVALID, "message text must be valid UTF-8")
+	}
+	if strings.TrimSpace(text) == "" {
+		return Errorf(EINVALID, "message text must not be empty")
+	}
+	if utf8.RuneCountInString(text) > MessageMaxLen {
+		return Errorf(EINVALID, "message text must be at most %d characters", MessageMaxLen)
+	}
+	return nil
+}
+
+// PageSize resolves a client's `first` argument: nil means DefaultPageSize,
+// and values outside 0..MaxPageSize are BAD_USER_INPUT.
+func PageSize(first *int) (int, error) {
+	if first == nil {
+		return DefaultPageSize, nil
+	}
+	if *first < 0 || *first > MaxPageSize {
+		return 0, Errorf(EINVALID, "first must be between 0 and %d", MaxPageSize)
+	}
+	return *first, nil
+}

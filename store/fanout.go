@@ -146,7 +146,7 @@ func (f *fanout) step(j *Job) error {
 			if err != nil {
 				return err
 			}
-			d := Delivery{Job: j, At: f.s.now().UTC(), Done: len(fs) < f.chunk, Owners: make([]ID, len(fs))}
+			d := Delivery{Job: j, At: f.s.clock(), Done: len(fs) < f.chunk, Owners: make([]ID, len(fs))}
 			for i := range fs {
 				d.Owners[i] = fs[i].UserID
 			}

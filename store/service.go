@@ -57,6 +57,11 @@ func NewService(backend Backend, events Events, opts Options) *Service {
 	return s
 }
 
+// clock returns the current time in UTC, to the millisecond: stored times
+// have millisecond precision, so what a mutation returns equals what later
+// reads return.
+func (s *Service) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
+
 // Backend returns the storage backend the service runs on.
 func (s *Service) Backend() Backend { return s.backend }
 
@@ -111,7 +116,7 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (*User, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := s.now().UTC()
+	now := s.clock()
 	u := &User{ID: NewID(now), Handle: handle, DisplayName: name, PasswordHash: hash, CreatedAt: now, LastSeenAt: now}
 	if err := s.backend.CreateUser(ctx, u); err != nil {
 		return nil, err
@@ -168,7 +173,7 @@ func (s *Service) Follow(ctx context.Context, viewer, target ID) (*User, error) 
 	if viewer == target {
 		return nil, Errorf(EINVALID, "you cannot follow yourself")
 	}
-	if _, err := s.backend.Follow(ctx, viewer, target, s.now().UTC()); err != nil {
+	if _, err := s.backend.Follow(ctx, viewer, target, s.clock()); err != nil {
 		return nil, err
 	}
 	return s.backend.FindUserByID(ctx, target)
@@ -228,7 +233,7 @@ func (s *Service) PostMessage(ctx context.Context, author ID, in PostInput) (*Me
 	if err := ValidateMessageText(in.Text); err != nil {
 		return nil, err
 	}
-	now := s.now().UTC()
+	now := s.clock()
 	m := &Message{ID: NewID(now), AuthorID: author, Text: in.Text, Kind: KindPost, CreatedAt: now}
 	if !in.ReplyToID.IsZero() {
 		if _, err := s.backend.FindMessageByID(ctx, in.ReplyToID); err != nil {
@@ -279,7 +284,7 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id ID, text string) (
 	if _, err := s.ownMessage(ctx, viewer, id); err != nil {
 		return nil, err
 	}
-	now := s.now().UTC()
+	now := s.clock()
 	m, err := s.backend.UpdateMessage(ctx, id, MessageUpdate{Text: &text, EditedAt: &now})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,119 @@
+package embedded
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"herald/store"
+)
+
+// Follow implements store.Backend.
+func (s *Store) Follow(_ context.Context, follower, followee store.ID, at time.Time) (bool, error) {
+	s.call()
+	return s.setFollow(follower, followee, at, true)
+}
+
+// Unfollow implements store.Backend.
+func (s *Store) Unfollow(_ context.Context, follower, followee store.ID) (bool, error) {
+	s.call()
+	return s.setFollow(follower, followee, time.Time{}, false)
+}
+
+// setFollow adds or removes both edges and adjusts both counters in one batch.
+func (s *Store) setFollow(follower, followee store.ID, at time.Time, on bool) (bool, error) {
+	unlock := s.lock(follower[:], followee[:])
+	defer unlock()
+	a, err := s.findUser(follower)
+	if err != nil {
+		return false, err
+	}
+	b, err := s.findUser(followee)
+	if err != nil {
+		return false, err
+	}
+	ek := key(pFollowee, follower, followee)
+	_, exists, err := s.get(ek)
+	if err != nil {
+		return false, err
+	}
+	if exists == on {
+		return false, nil
+	}
+	batch := s.db.NewBatch()
+	defer batch.Close()
+	rk := key(pFollower, followee, follower)
+	delta := 1
+	if on {
+		v := binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli()))
+		_ = batch.Set(ek, v, nil)
+		_ = batch.Set(rk, v, nil)
+	} else {
+		delta = -1
+		_ = batch.Delete(ek, nil)
+		_ = batch.Delete(rk, nil)
+	}
+	a.FollowingCount += delta
+	b.FollowerCount += delta
+	if err := setUser(batch, a); err != nil {
+		return false, err
+	}
+	if err := setUser(batch, b); err != nil {
+		return false, err
+	}
+	return true, s.commit(batch)
+}
+
+// FindFollowing implements store.Backend.
+func (s *Store) FindFollowing(_ context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
+	s.call()
+	out := make([]bool, len(targets))
+	for i, t := range targets {
+		_, ok, err := s.get(key(pFollowee, follower, t))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ok
+	}
+	return out, nil
+}
+
+// ListFollowers implements store.Backend.
+func (s *Store) ListFollowers(_ context.Context, user, after store.ID, limit int) ([]store.Follow, error) {
+	s.call()
+	return s.listEdges(pFollower, user, after, limit)
+}
+
+// ListFollowing implements store.Backend.
+func (s *Store) ListFollowing(_ context.Context, user, after store.ID, limit int) ([]store.Follow, error) {
+	s.call()
+	return s.listEdges(pFollowee, user, after, limit)
+}
+
+func (s *Store) listEdges(prefix byte, user, after store.ID, limit int) ([]store.Follow, error) {
+	p := key(prefix, user)
+	lower := p
+	if !after.IsZero() {
+		lower = append(key(prefix, user, after), 0)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	out := make([]store.Follow, 0, min(limit, 1024))
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		var f store.Follow
+		copy(f.UserID[:], it.Key()[len(p):])
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, fmt.Errorf("embedded iter: %w", err)
+		}
+		f.At = time.UnixMilli(int64(binary.BigEndian.Uint64(v))).UTC()
+		out = append(out, f)
+	}
+	return out, it.Error()
+}

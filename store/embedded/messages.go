@@ -1,0 +1,221 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"herald/store"
+	"herald/store/internal/docs"
+)
+
+// CreateMessage implements store.Backend.
+func (s *Store) CreateMessage(_ context.Context, m *store.Message, job *store.Job) error {
+	s.call()
+	unlock := s.lock(m.AuthorID[:])
+	defer unlock()
+	author, err := s.findUser(m.AuthorID)
+	if err != nil {
+		return err
+	}
+	author.MessageCount++
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := setMessage(b, m); err != nil {
+		return err
+	}
+	_ = b.Set(key(pOutbox, m.AuthorID, m.ID), nil, nil)
+	if err := setUser(b, author); err != nil {
+		return err
+	}
+	if job != nil {
+		if err := setJob(b, job); err != nil {
+			return err
+		}
+	}
+	return s.commit(b)
+}
+
+func setMessage(b *pebble.Batch, m *store.Message) error {
+	v, err := docs.Marshal(docs.FromMessage(m))
+	if err != nil {
+		return fmt.Errorf("encode message: %w", err)
+	}
+	return b.Set(key(pMessage, m.ID), v, nil)
+}
+
+func setJob(b *pebble.Batch, j *store.Job) error {
+	v, err := docs.Marshal(docs.FromJob(j))
+	if err != nil {
+		return fmt.Errorf("encode job: %w", err)
+	}
+	return b.Set(key(pJob, j.MessageID), v, nil)
+}
+
+func decodeMessage(v []byte) (*store.Message, error) {
+	var d docs.Message
+	if err := docs.Unmarshal(v, &d); err != nil {
+		return nil, fmt.Errorf("decode message: %w", err)
+	}
+	return d.Store(), nil
+}
+
+func (s *Store) findMessage(id store.ID) (*store.Message, error) {
+	v, ok, err := s.get(key(pMessage, id))
+	if err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, store.Errorf(store.ENOTFOUND, "message not found")
+	}
+	return decodeMessage(v)
+}
+
+// FindMessageByID implements store.Backend.
+func (s *Store) FindMessageByID(_ context.Context, id store.ID) (*store.Message, error) {
+	s.call()
+	return s.findMessage(id)
+}
+
+// FindMessagesByIDs implements store.Backend.
+func (s *Store) FindMessagesByIDs(_ context.Context, ids []store.ID) ([]*store.Message, error) {
+	s.call()
+	out := make([]*store.Message, len(ids))
+	for i, id := range ids {
+		v, ok, err := s.get(key(pMessage, id))
+		if err != nil {
+			return nil, err
+		} else if !ok {
+			continue
+		}
+		if out[i], err = decodeMessage(v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// FindMessages implements store.Backend.
+func (s *Store) FindMessages(_ context.Context, f store.MessageFilter) ([]*store.Message, error) {
+	s.call()
+	p := key(pOutbox, f.AuthorID)
+	upper := prefixEnd(p)
+	if !f.Before.IsZero() {
+		upper = key(pOutbox, f.AuthorID, f.Before)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	out := make([]*store.Message, 0, f.Limit)
+	for ok := it.Last(); ok && len(out) < f.Limit; ok = it.Prev() {
+		var id store.ID
+		copy(id[:], it.Key()[len(p):])
+		m, err := s.findMessage(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, it.Error()
+}
+
+// UpdateMessage implements store.Backend.
+func (s *Store) UpdateMessage(_ context.Context, id store.ID, upd store.MessageUpdate) (*store.Message, error) {
+	s.call()
+	m, err := s.findMessage(id)
+	if err != nil {
+		return nil, err
+	}
+	// The author's stripe orders this against DeleteMessage, so an edit
+	// cannot write a deleted message back.
+	unlock := s.lock(m.AuthorID[:])
+	defer unlock()
+	if m, err = s.findMessage(id); err != nil {
+		return nil, err
+	}
+	if upd.Text != nil {
+		m.Text = *upd.Text
+	}
+	if upd.EditedAt != nil {
+		m.EditedAt = upd.EditedAt
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := setMessage(b, m); err != nil {
+		return nil, err
+	}
+	return m, s.commit(b)
+}
+
+// DeleteMessage implements store.Backend.
+func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *store.Job) error {
+	s.call()
+	m, err := s.findMessage(id)
+	if err != nil {
+		return err
+	}
+	// inboxMu orders the deletion against deliveries: a delivery either
+	// committed before (and its records are retracted) or finds its job gone.
+	s.inboxMu.Lock()
+	defer s.inboxMu.Unlock()
+	unlock := s.lock(m.AuthorID[:])
+	defer unlock()
+	if _, err := s.findMessage(id); err != nil {
+		return err
+	}
+	author, err := s.findUser(m.AuthorID)
+	if err != nil {
+		return err
+	}
+	author.MessageCount--
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Delete(key(pMessage, id), nil)
+	_ = b.Delete(key(pOutbox, m.AuthorID, id), nil)
+	_ = b.Delete(key(pJob, id), nil)
+	if err := setUser(b, author); err != nil {
+		return err
+	}
+	if retract != nil {
+		if err := setJob(b, retract); err != nil {
+			return err
+		}
+	}
+	return s.commit(b)
+}
+
+// PendingJobs implements store.Backend.
+func (s *Store) PendingJobs(_ context.Context) ([]*store.Job, error) {
+	s.call()
+	p := []byte{pJob}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	var out []*store.Job
+	for ok := it.First(); ok; ok = it.Next() {
+		var d docs.Job
+		if err := docs.Unmarshal(it.Value(), &d); err != nil {
+			return nil, fmt.Errorf("decode job: %w", err)
+		}
+		out = append(out, d.Store())
+	}
+	return out, it.Error()
+}
+
+func (s *Store) findJob(id store.ID) (*store.Job, error) {
+	v, ok, err := s.get(key(pJob, id))
+	if err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, store.Errorf(store.ENOTFOUND, "job not found")
+	}
+	var d docs.Job
+	if err := docs.Unmarshal(v, &d); err != nil {
+		return nil, fmt.Errorf("decode job: %w", err)
+	}
+	return d.Store(), nil
+}

@@ -1,0 +1,132 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"herald/store"
+	"herald/store/internal/docs"
+)
+
+// CreateUser implements store.Backend.
+func (s *Store) CreateUser(_ context.Context, u *store.User) error {
+	s.call()
+	v, err := docs.Marshal(docs.FromUser(u))
+	if err != nil {
+		return fmt.Errorf("encode user: %w", err)
+	}
+	// Handles are claimed under the stripe lock of the handle's key, so two
+	// sign-ups of one handle cannot both see it free.
+	hk := key(pHandle, u.Handle)
+	unlock := s.lock(hk)
+	defer unlock()
+	if _, ok, err := s.get(hk); err != nil {
+		return err
+	} else if ok {
+		return store.Errorf(store.ECONFLICT, "handle %q is taken", u.Handle)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(hk, u.ID[:], nil)
+	_ = b.Set(key(pUser, u.ID), v, nil)
+	return s.commit(b)
+}
+
+func decodeUser(v []byte) (*store.User, error) {
+	var d docs.User
+	if err := docs.Unmarshal(v, &d); err != nil {
+		return nil, fmt.Errorf("decode user: %w", err)
+	}
+	return d.Store(), nil
+}
+
+func (s *Store) findUser(id store.ID) (*store.User, error) {
+	v, ok, err := s.get(key(pUser, id))
+	if err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, store.Errorf(store.ENOTFOUND, "user not found")
+	}
+	return decodeUser(v)
+}
+
+// FindUserByID implements store.Backend.
+func (s *Store) FindUserByID(_ context.Context, id store.ID) (*store.User, error) {
+	s.call()
+	return s.findUser(id)
+}
+
+// FindUsersByIDs implements store.Backend.
+func (s *Store) FindUsersByIDs(_ context.Context, ids []store.ID) ([]*store.User, error) {
+	s.call()
+	out := make([]*store.User, len(ids))
+	for i, id := range ids {
+		v, ok, err := s.get(key(pUser, id))
+		if err != nil {
+			return nil, err
+		} else if !ok {
+			continue
+		}
+		if out[i], err = decodeUser(v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// FindUserByHandle implements store.Backend.
+func (s *Store) FindUserByHandle(_ context.Context, handle string) (*store.User, error) {
+	s.call()
+	v, ok, err := s.get(key(pHandle, handle))
+	if err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, store.Errorf(store.ENOTFOUND, "user not found")
+	}
+	var id store.ID
+	copy(id[:], v)
+	return s.findUser(id)
+}
+
+// UpdateUser implements store.Backend.
+func (s *Store) UpdateUser(_ context.Context, id store.ID, upd store.UserUpdate) (*store.User, error) {
+	s.call()
+	unlock := s.lock(id[:])
+	defer unlock()
+	u, err := s.findUser(id)
+	if err != nil {
+		return nil, err
+	}
+	if upd.DisplayName != nil {
+		u.DisplayName = *upd.DisplayName
+	}
+	if upd.LastSeenAt != nil {
+		u.LastSeenAt = *upd.LastSeenAt
+	}
+	if err := s.putUsers(u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// putUsers writes user documents in one synced batch.
+func (s *Store) putUsers(us ...*store.User) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, u := range us {
+		if err := setUser(b, u); err != nil {
+			return err
+		}
+	}
+	return s.commit(b)
+}
+
+func setUser(b *pebble.Batch, u *store.User) error {
+	v, err := docs.Marshal(docs.FromUser(u))
+	if err != nil {
+		return fmt.Errorf("encode user: %w", err)
+	}
+	return b.Set(key(pUser, u.ID), v, nil)
+}

@@ -1,0 +1,119 @@
+// Package docs holds the stored shapes of Herald's documents, shared by the
+// backends so that a document has one encoding everywhere: BSON with short
+// field names. Short names matter at scale because every document repeats
+// its field names (seed 001): a user document here is 52 bytes smaller than
+// with full names, about 40 % of a typical user.
+//
+// Field names:
+//
+//	users:    _id id, h handle, n display name, p password hash, c created,
+//	          s last seen, fr followers, fg following, mc messages
+//	messages: _id id, a author, t text, k kind (0 post, 1 reply),
+//	          r replied-to message, c created, e edited
+//	jobs:     _id message id, k kind, a author, c message created, cur cursor
+package docs
+
+import (
+	"time"
+
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/bson/primitive"
+
+	"herald/store"
+)
+
+// User is a stored user.
+type User struct {
+	ID        primitive.ObjectID `bson:"_id"`
+	Handle    string             `bson:"h"`
+	Name      string             `bson:"n"`
+	Pass      []byte             `bson:"p"`
+	Created   time.Time          `bson:"c"`
+	Seen      time.Time          `bson:"s"`
+	Followers int64              `bson:"fr"`
+	Following int64              `bson:"fg"`
+	Messages  int64              `bson:"mc"`
+}
+
+// FromUser returns the stored form of u.
+func FromUser(u *store.User) *User {
+	return &User{
+		ID: primitive.ObjectID(u.ID), Handle: u.Handle, Name: u.DisplayName, Pass: u.PasswordHash,
+		Created: u.CreatedAt, Seen: u.LastSeenAt,
+		Followers: int64(u.FollowerCount), Following: int64(u.FollowingCount), Messages: int64(u.MessageCount),
+	}
+}
+
+// Store returns the domain form of d.
+func (d *User) Store() *store.User {
+	return &store.User{
+		ID: store.ID(d.ID), Handle: d.Handle, DisplayName: d.Name, PasswordHash: d.Pass,
+		CreatedAt: d.Created.UTC(), LastSeenAt: d.Seen.UTC(),
+		FollowerCount: int(d.Followers), FollowingCount: int(d.Following), MessageCount: int(d.Messages),
+	}
+}
+
+// Message kinds as stored.
+const (
+	kindPost  = 0
+	kindReply = 1
+)
+
+// Message is a stored message.
+type Message struct {
+	ID      primitive.ObjectID  `bson:"_id"`
+	Author  primitive.ObjectID  `bson:"a"`
+	Text    string              `bson:"t"`
+	Kind    int32               `bson:"k"`
+	ReplyTo *primitive.ObjectID `bson:"r,omitempty"`
+	Created time.Time           `bson:"c"`
+	Edited  *time.Time          `bson:"e,omitempty"`
+}
+
+// FromMessage returns the stored form of m.
+func FromMessage(m *store.Message) *Message {
+	d := &Message{ID: primitive.ObjectID(m.ID), Author: primitive.ObjectID(m.AuthorID), Text: m.Text, Kind: kindPost, Created: m.CreatedAt, Edited: m.EditedAt}
+	if m.Kind == store.KindReply {
+		r := primitive.ObjectID(m.ReplyToID)
+		d.Kind, d.ReplyTo = kindReply, &r
+	}
+	return d
+}
+
+// Store returns the domain form of d.
+func (d *Message) Store() *store.Message {
+	m := &store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC()}
+	if d.Kind == kindReply && d.ReplyTo != nil {
+		m.Kind, m.ReplyToID = store.KindReply, store.ID(*d.ReplyTo)
+	}
+	if d.Edited != nil {
+		t := d.Edited.UTC()
+		m.EditedAt = &t
+	}
+	return m
+}
+
+// Job is a stored fan-out job, keyed by its message.
+type Job struct {
+	Message primitive.ObjectID `bson:"_id"`
+	Kind    int32              `bson:"k"`
+	Author  primitive.ObjectID `bson:"a"`
+	Created time.Time          `bson:"c"`
+	Cursor  []byte             `bson:"cur,omitempty"`
+}
+
+// FromJob returns the stored form of j.
+func FromJob(j *store.Job) *Job {
+	return &Job{Message: primitive.ObjectID(j.MessageID), Kind: int32(j.Kind), Author: primitive.ObjectID(j.AuthorID), Created: j.CreatedAt, Cursor: j.Cursor}
+}
+
+// Store returns the domain form of d.
+func (d *Job) Store() *store.Job {
+	return &store.Job{Kind: store.JobKind(d.Kind), MessageID: store.ID(d.Message), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC(), Cursor: d.Cursor}
+}
+
+// Marshal encodes a document as BSON.
+func Marshal(v any) ([]byte, error) { return bson.Marshal(v) }
+
+// Unmarshal decodes a BSON document.
+func Unmarshal(b []byte, v any) error { return bson.Unmarshal(b, v) }

@@ -1,0 +1,58 @@
+package docs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/bson/primitive"
+
+	"herald/store"
+)
+
+// longUser is the same document with descriptive field names, to measure
+// what the short names save.
+type longUser struct {
+	ID        primitive.ObjectID `bson:"_id"`
+	Handle    string             `bson:"handle"`
+	Name      string             `bson:"displayName"`
+	Pass      []byte             `bson:"passwordHash"`
+	Created   time.Time          `bson:"createdAt"`
+	Seen      time.Time          `bson:"lastSeenAt"`
+	Followers int64              `bson:"followerCount"`
+	Following int64              `bson:"followingCount"`
+	Messages  int64              `bson:"messageCount"`
+}
+
+func TestShortFieldNames_BytesSaved(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	u := &store.User{ID: store.NewID(now), Handle: "alice_1", DisplayName: "Alice", PasswordHash: make([]byte, 60), CreatedAt: now, LastSeenAt: now, FollowerCount: 10}
+	short, err := bson.Marshal(FromUser(u))
+	require.NoError(t, err)
+	d := FromUser(u)
+	long, err := bson.Marshal(longUser(*d))
+	require.NoError(t, err)
+	saved := len(long) - len(short)
+	t.Logf("user document: %d bytes with short names, %d with long names: %d bytes (%.0f%%) saved", len(short), len(long), saved, 100*float64(saved)/float64(len(long)))
+	assert.Greater(t, saved, 50)
+
+	var back User
+	require.NoError(t, bson.Unmarshal(short, &back))
+	assert.Equal(t, u, back.Store())
+}
+
+func TestMessage_RoundTrip(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, m := range []*store.Message{
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "hi", Kind: store.KindPost, CreatedAt: now},
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "re", Kind: store.KindReply, ReplyToID: store.NewID(now), CreatedAt: now, EditedAt: &now},
+	} {
+		b, err := bson.Marshal(FromMessage(m))
+		require.NoError(t, err)
+		var d Message
+		require.NoError(t, bson.Unmarshal(b, &d))
+		assert.Equal(t, m, d.Store())
+	}
+}

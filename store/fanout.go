@@ -11,7 +11,12 @@ import (
 // at the message and show the new text anyway.
 const jobNotifyEdit JobKind = 100
 
-// fanout runs jobs on a pool of workers. The queue is unbounded because
+// fanout runs jobs. Deliveries run one job at a time, in the order they
+// were queued, so every follower receives an author's messages (and
+// messages of different authors) in the order they were posted: an inbox
+// is ordered by its sequence numbers, and those must follow posting order
+// for the timeline to read newest first. Other jobs (retractions, edit
+// notices) need no order and run on a pool. Queues are unbounded because
 // every stored job must run; jobs are small.
 type fanout struct {
 	s       *Service
@@ -20,7 +25,8 @@ type fanout struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	queue   []*Job
+	ordered []*Job // JobDeliver, first in first out
+	other   []*Job
 	running int
 	closing bool
 
@@ -37,9 +43,10 @@ func newFanout(s *Service, workers, chunk int) *fanout {
 }
 
 func (f *fanout) start() {
+	f.wg.Add(1 + f.workers)
+	go f.work(&f.ordered)
 	for range f.workers {
-		f.wg.Add(1)
-		go f.work()
+		go f.work(&f.other)
 	}
 }
 
@@ -49,14 +56,19 @@ func (f *fanout) enqueue(j *Job) {
 	if f.closing {
 		return // stored jobs resume at the next start
 	}
-	f.queue = append(f.queue, j)
-	f.cond.Signal()
+	if j.Kind == JobDeliver {
+		f.ordered = append(f.ordered, j)
+	} else {
+		f.other = append(f.other, j)
+	}
+	// Broadcast: the waiters serve different queues.
+	f.cond.Broadcast()
 }
 
 func (f *fanout) idle() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.queue) == 0 && f.running == 0
+	return len(f.ordered) == 0 && len(f.other) == 0 && f.running == 0
 }
 
 // close lets the workers finish the queue, then stops them; if ctx ends
@@ -80,20 +92,21 @@ func (f *fanout) close(ctx context.Context) error {
 	}
 }
 
-func (f *fanout) work() {
+// work runs the jobs of one queue until the fan-out closes and the queue is empty.
+func (f *fanout) work(queue *[]*Job) {
 	defer f.wg.Done()
 	for {
 		f.mu.Lock()
-		for len(f.queue) == 0 && !f.closing {
+		for len(*queue) == 0 && !f.closing {
 			f.cond.Wait()
 		}
-		if len(f.queue) == 0 || f.ctx.Err() != nil {
+		if len(*queue) == 0 || f.ctx.Err() != nil {
 			f.mu.Unlock()
 			return
 		}
-		j := f.queue[0]
-		f.queue[0] = nil
-		f.queue = f.queue[1:]
+		j := (*queue)[0]
+		(*queue)[0] = nil
+		*queue = (*queue)[1:]
 		f.running++
 		f.mu.Unlock()
 

@@ -14,7 +14,8 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives fan-out errors; slog.Default() by default.
 	Logger *slog.Logger
-	// Workers is the number of fan-out workers (default 4).
+	// Workers is the number of workers for retractions and edit notices
+	// (default 4); deliveries run in order on a worker of their own.
 	Workers int
 	// ChunkSize is the number of followers delivered to in one atomic
 	// step (default 1000).

@@ -1,0 +1,292 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/store"
+)
+
+func mustSignUp(t *testing.T, svc *store.Service, handle string) *store.User {
+	t.Helper()
+	u, err := svc.SignUp(ctx, store.SignUpInput{Handle: handle, Password: "password1"})
+	require.NoError(t, err)
+	return u
+}
+
+// inboxTexts pages through a whole inbox through the service.
+func inboxTexts(t *testing.T, svc *store.Service, owner store.ID, pageSize int) []string {
+	t.Helper()
+	var texts []string
+	var before uint64
+	for {
+		page, err := svc.Inbox(ctx, owner, before, pageSize)
+		require.NoError(t, err)
+		for _, it := range page.Items {
+			require.NotNil(t, it.Message)
+			texts = append(texts, it.Message.Text)
+		}
+		if !page.HasMore {
+			return texts
+		}
+		before = page.Items[len(page.Items)-1].Seq
+	}
+}
+
+func nextEvent(t *testing.T, ch <-chan store.Event) store.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		require.True(t, ok, "subscription closed")
+		return ev
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "no event")
+	}
+	return store.Event{}
+}
+
+func testService(t *testing.T, open OpenFunc) {
+	t.Run("Timeline", func(t *testing.T) {
+		b, c := openBackend(t, open), newClock()
+		svc, hub := newService(t, b, c)
+		alice := mustSignUp(t, svc, "Alice")
+		assert.Equal(t, "alice", alice.Handle, "handles are stored lowercase")
+		bob := mustSignUp(t, svc, "bob")
+		// More followers than a chunk (7), so fan-out takes several chunks.
+		var fans []store.ID
+		for i := range 16 {
+			f := mustSignUp(t, svc, fmt.Sprintf("fan_%02d", i))
+			_, err := svc.Follow(ctx, f.ID, alice.ID)
+			require.NoError(t, err)
+			fans = append(fans, f.ID)
+		}
+		target, err := svc.Follow(ctx, bob.ID, alice.ID)
+		require.NoError(t, err)
+		assert.Equal(t, 17, target.FollowerCount)
+
+		sctx, cancel := context.WithCancel(ctx)
+		events, err := svc.Subscribe(sctx, bob.ID)
+		require.NoError(t, err)
+
+		var posted []*store.Message
+		for i := range 55 {
+			m, err := svc.PostMessage(ctx, alice.ID, store.PostInput{Text: fmt.Sprintf("post %d", i)})
+			require.NoError(t, err)
+			posted = append(posted, m)
+		}
+		reply, err := svc.PostMessage(ctx, alice.ID, store.PostInput{Text: "a reply", ReplyToID: posted[0].ID})
+		require.NoError(t, err)
+		assert.Equal(t, store.KindReply, reply.Kind)
+		assert.Equal(t, posted[0].ID, reply.ReplyToID)
+		waitIdle(t, svc)
+
+		ev := nextEvent(t, events)
+		assert.Equal(t, store.EventAdded, ev.Type)
+		assert.Equal(t, posted[0].ID, ev.MessageID)
+		assert.Equal(t, 1, ev.Counts.Unread)
+
+		want := []string{"a reply"}
+		for i := 54; i >= 0; i-- {
+			want = append(want, fmt.Sprintf("post %d", i))
+		}
+		for _, size := range []int{1, 49, 50, 51, 100} {
+			assert.Equal(t, want, inboxTexts(t, svc, bob.ID, size), "page size %d", size)
+		}
+		for _, f := range fans {
+			page, err := svc.Inbox(ctx, f, 0, 100)
+			require.NoError(t, err)
+			assert.Equal(t, 56, page.Counts.Total)
+			assert.Len(t, page.Items, 56)
+		}
+		assert.Equal(t, 56, mustUser(t, b, alice.ID).MessageCount)
+
+		edited, err := svc.EditMessage(ctx, alice.ID, posted[54].ID, "post 54, edited")
+		require.NoError(t, err)
+		require.NotNil(t, edited.EditedAt)
+		page, err := svc.Inbox(ctx, bob.ID, 0, 2)
+		require.NoError(t, err)
+		assert.Equal(t, "post 54, edited", page.Items[1].Message.Text, "an edit shows in every inbox at once")
+
+		require.NoError(t, svc.DeleteMessage(ctx, alice.ID, posted[53].ID))
+		page, err = svc.Inbox(ctx, bob.ID, 0, 3)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"a reply", "post 54, edited", "post 52"}, []string{page.Items[0].Message.Text, page.Items[1].Message.Text, page.Items[2].Message.Text}, "a deleted message disappears at once")
+		waitIdle(t, svc)
+		page, err = svc.Inbox(ctx, bob.ID, 0, 100)
+		require.NoError(t, err)
+		assert.Equal(t, 55, page.Counts.Total)
+		assert.Equal(t, 55, page.Counts.Unread)
+		assert.Len(t, page.Items, 55)
+
+		counts, err := svc.MarkInboxRead(ctx, bob.ID)
+		require.NoError(t, err)
+		assert.Equal(t, 0, counts.Unread)
+		assert.Equal(t, 55, counts.Total)
+
+		// Skip the remaining ADDED events, then expect EDITED, DELETED, READ.
+		var types []store.EventType
+		for len(types) < 3 {
+			ev := nextEvent(t, events)
+			if ev.Type != store.EventAdded {
+				types = append(types, ev.Type)
+			}
+		}
+		assert.Equal(t, []store.EventType{store.EventEdited, store.EventDeleted, store.EventRead}, types)
+
+		cancel()
+		require.Eventually(t, func() bool { return hub.Subscribers(bob.ID) == 0 }, 5*time.Second, time.Millisecond)
+	})
+	t.Run("Validation", func(t *testing.T) {
+		b, c := openBackend(t, open), newClock()
+		svc, _ := newService(t, b, c)
+		alice, bob := mustSignUp(t, svc, "alice"), mustSignUp(t, svc, "bob")
+		for _, tc := range []struct {
+			name string
+			err  error
+			code string
+		}{
+			{"ShortHandle", signUpErr(svc, "ab", "password1"), store.EINVALID},
+			{"BadHandle", signUpErr(svc, "al-ice", "password1"), store.EINVALID},
+			{"TakenHandleAnyCase", signUpErr(svc, "ALICE", "password1"), store.ECONFLICT},
+			{"ShortPassword", signUpErr(svc, "carol", "short"), store.EINVALID},
+			{"WrongPassword", loginErr(svc, "alice", "password2"), store.EUNAUTHENTICATED},
+			{"UnknownHandle", loginErr(svc, "nobody", "password1"), store.EUNAUTHENTICATED},
+			{"EmptyText", postErr(svc, alice.ID, " \n", store.NilID), store.EINVALID},
+			{"LongText", postErr(svc, alice.ID, strings.Repeat("é", store.MessageMaxLen+1), store.NilID), store.EINVALID},
+			{"ReplyToUnknown", postErr(svc, alice.ID, "hi", store.NewID(c.Now())), store.ENOTFOUND},
+			{"FollowSelf", followErr(svc, alice.ID, alice.ID), store.EINVALID},
+			{"FollowUnknown", followErr(svc, alice.ID, store.NewID(c.Now())), store.ENOTFOUND},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				assert.Equal(t, tc.code, store.ErrorCode(tc.err), "%v", tc.err)
+			})
+		}
+		_, err := svc.PostMessage(ctx, alice.ID, store.PostInput{Text: strings.Repeat("é", store.MessageMaxLen)})
+		assert.NoError(t, err, "exactly the limit is fine")
+		m, err := svc.PostMessage(ctx, alice.ID, store.PostInput{Text: "mine"})
+		require.NoError(t, err)
+		_, err = svc.EditMessage(ctx, bob.ID, m.ID, "theirs")
+		assert.Equal(t, store.EFORBIDDEN, store.ErrorCode(err))
+		assert.Equal(t, store.EFORBIDDEN, store.ErrorCode(svc.DeleteMessage(ctx, bob.ID, m.ID)))
+		u, err := svc.LogIn(ctx, "ALICE", "password1")
+		require.NoError(t, err)
+		assert.Equal(t, alice.ID, u.ID)
+	})
+	t.Run("ResumesStoredJobs", func(t *testing.T) {
+		b, c := openBackend(t, open), newClock()
+		author, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+		mustFollow(t, b, c, owner.ID, author.ID)
+		// A job stored by a process that stopped before running it.
+		m := newMessage(c, author.ID, "left behind")
+		require.NoError(t, b.CreateMessage(ctx, m, deliverJob(m)))
+		svc, _ := newService(t, b, c)
+		waitIdle(t, svc)
+		assert.Equal(t, []string{"left behind"}, inboxTexts(t, svc, owner.ID, 10))
+		pending, err := b.PendingJobs(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, pending)
+	})
+}
+
+func signUpErr(svc *store.Service, h, p string) error {
+	_, err := svc.SignUp(ctx, store.SignUpInput{Handle: h, Password: p})
+	return err
+}
+
+func loginErr(svc *store.Service, h, p string) error {
+	_, err := svc.LogIn(ctx, h, p)
+	return err
+}
+
+func postErr(svc *store.Service, author store.ID, text string, replyTo store.ID) error {
+	_, err := svc.PostMessage(ctx, author, store.PostInput{Text: text, ReplyToID: replyTo})
+	return err
+}
+
+func followErr(svc *store.Service, a, b store.ID) error {
+	_, err := svc.Follow(ctx, a, b)
+	return err
+}
+
+// testConcurrency has many users follow and post at once, then checks every
+// count and inbox exactly. Follows made while posts fan out target users who
+// never post, so every inbox's contents are determined.
+func testConcurrency(t *testing.T, open OpenFunc) {
+	const posters, quiet, posts = 10, 4, 6
+	b, c := openBackend(t, open), newClock()
+	svc, _ := newService(t, b, c)
+	var users []*store.User
+	for i := range posters + quiet {
+		users = append(users, mustSignUp(t, svc, fmt.Sprintf("conc_%02d", i)))
+	}
+	// Poster i follows posters i+1..i+3 (mod posters): set up concurrently.
+	follows := func(i int) []int { return []int{(i + 1) % posters, (i + 2) % posters, (i + 3) % posters} }
+	run := func(n int, f func(i int) error) {
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Go(func() { errs <- f(i) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	run(posters, func(i int) error {
+		for _, j := range follows(i) {
+			// Following twice must still count once.
+			for range 2 {
+				if _, err := svc.Follow(ctx, users[i].ID, users[j].ID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	// Everyone posts while also following every quiet user.
+	run(posters, func(i int) error {
+		for k := range posts {
+			if _, err := svc.PostMessage(ctx, users[i].ID, store.PostInput{Text: fmt.Sprintf("%d/%d", i, k)}); err != nil {
+				return err
+			}
+			if k < quiet {
+				if _, err := svc.Follow(ctx, users[i].ID, users[posters+k].ID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	waitIdle(t, svc)
+
+	for i := range posters {
+		u := mustUser(t, b, users[i].ID)
+		assert.Equal(t, 3, u.FollowerCount, "followers of %d", i)
+		assert.Equal(t, 3+quiet, u.FollowingCount, "following of %d", i)
+		assert.Equal(t, posts, u.MessageCount)
+
+		var want []string
+		for _, j := range follows(i) {
+			for k := range posts {
+				want = append(want, fmt.Sprintf("%d/%d", j, k))
+			}
+		}
+		got := inboxTexts(t, svc, users[i].ID, 7)
+		assert.ElementsMatch(t, want, got, "inbox of %d", i)
+		page, err := svc.Inbox(ctx, users[i].ID, 0, 0)
+		require.NoError(t, err)
+		assert.Equal(t, len(want), page.Counts.Total)
+		assert.Equal(t, len(want), page.Counts.Unread)
+	}
+	for k := range quiet {
+		assert.Equal(t, posters, mustUser(t, b, users[posters+k].ID).FollowerCount)
+	}
+}

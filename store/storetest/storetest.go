@@ -1,0 +1,118 @@
+// Package storetest is the conformance suite every store.Backend passes:
+// the storage primitives one by one, then the timeline scenarios run by a
+// store.Service over the backend, concurrency included.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+
+	"herald/store"
+)
+
+// OpenFunc returns a fresh, empty backend for one test; the suite closes it.
+type OpenFunc func(t *testing.T) store.Backend
+
+// Run runs the whole suite against backends made by open.
+func Run(t *testing.T, open OpenFunc) {
+	t.Run("Users", func(t *testing.T) { testUsers(t, open) })
+	t.Run("Follows", func(t *testing.T) { testFollows(t, open) })
+	t.Run("Messages", func(t *testing.T) { testMessages(t, open) })
+	t.Run("Inbox", func(t *testing.T) { testInbox(t, open) })
+	t.Run("Jobs", func(t *testing.T) { testJobs(t, open) })
+	t.Run("Service", func(t *testing.T) { testService(t, open) })
+	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, open) })
+}
+
+var ctx = context.Background()
+
+// clock is a test clock that moves one millisecond per reading, so times
+// and IDs are distinct and ordered.
+type clock struct{ ms atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ms.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	return c
+}
+
+func (c *clock) Now() time.Time { return time.UnixMilli(c.ms.Add(1)).UTC() }
+
+func openBackend(t *testing.T, open OpenFunc) store.Backend {
+	t.Helper()
+	b := open(t)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+var userSeq atomic.Int64
+
+func mustCreateUser(t *testing.T, b store.Backend, c *clock) *store.User {
+	t.Helper()
+	now := c.Now()
+	u := &store.User{ID: store.NewID(now), Handle: fmt.Sprintf("user_%d", userSeq.Add(1)), DisplayName: "User", PasswordHash: []byte("x"), CreatedAt: now, LastSeenAt: now}
+	require.NoError(t, b.CreateUser(ctx, u))
+	return u
+}
+
+func mustFollow(t *testing.T, b store.Backend, c *clock, follower, followee store.ID) {
+	t.Helper()
+	created, err := b.Follow(ctx, follower, followee, c.Now())
+	require.NoError(t, err)
+	require.True(t, created)
+}
+
+func mustUser(t *testing.T, b store.Backend, id store.ID) *store.User {
+	t.Helper()
+	u, err := b.FindUserByID(ctx, id)
+	require.NoError(t, err)
+	return u
+}
+
+func newMessage(c *clock, author store.ID, text string) *store.Message {
+	now := c.Now()
+	return &store.Message{ID: store.NewID(now), AuthorID: author, Text: text, Kind: store.KindPost, CreatedAt: now}
+}
+
+func deliverJob(m *store.Message) *store.Job {
+	return &store.Job{Kind: store.JobDeliver, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+}
+
+// mustPostTo stores a message by author with a job and delivers it to
+// owners in one chunk, as fan-out would.
+func mustPostTo(t *testing.T, b store.Backend, c *clock, author store.ID, owners ...store.ID) *store.Message {
+	t.Helper()
+	m := newMessage(c, author, "hello")
+	job := deliverJob(m)
+	require.NoError(t, b.CreateMessage(ctx, m, job))
+	_, err := b.DeliverInbox(ctx, store.Delivery{Job: job, Owners: owners, At: c.Now(), Done: true})
+	require.NoError(t, err)
+	return m
+}
+
+func newService(t *testing.T, b store.Backend, c *clock) (*store.Service, *store.Hub) {
+	t.Helper()
+	hub := store.NewHub()
+	svc := store.NewService(b, hub, store.Options{Now: c.Now, PasswordCost: bcrypt.MinCost, ChunkSize: 7})
+	require.NoError(t, svc.Start(ctx))
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		assert.NoError(t, svc.Close(cctx))
+		hub.Close()
+	})
+	return svc, hub
+}
+
+// waitIdle waits until the service has no fan-out work left.
+func waitIdle(t *testing.T, svc *store.Service) {
+	t.Helper()
+	require.Eventually(t, svc.Idle, 20*time.Second, 2*time.Millisecond, "fan-out did not finish")
+}

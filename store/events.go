@@ -53,7 +53,8 @@ type Hub struct {
 }
 
 type hubSub struct {
-	ch chan Event
+	ch   chan Event
+	done chan struct{} // closed with ch, so the watcher of ctx can return
 }
 
 var _ Events = (*Hub)(nil)
@@ -78,7 +79,7 @@ func (h *Hub) Publish(_ context.Context, ev Event) {
 
 // Subscribe implements Events. After Close it returns INTERNAL.
 func (h *Hub) Subscribe(ctx context.Context, userID ID) (<-chan Event, error) {
-	s := &hubSub{ch: make(chan Event, HubBuffer)}
+	s := &hubSub{ch: make(chan Event, HubBuffer), done: make(chan struct{})}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -93,10 +94,13 @@ func (h *Hub) Subscribe(ctx context.Context, userID ID) (<-chan Event, error) {
 	h.mu.Unlock()
 
 	go func() {
-		<-ctx.Done()
-		h.mu.Lock()
-		h.removeLocked(userID, s)
-		h.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			h.mu.Lock()
+			h.removeLocked(userID, s)
+			h.mu.Unlock()
+		case <-s.done: // dropped, or the hub closed
+		}
 	}()
 	return s.ch, nil
 }
@@ -112,6 +116,7 @@ func (h *Hub) removeLocked(userID ID, s *hubSub) {
 		delete(h.subs, userID)
 	}
 	close(s.ch)
+	close(s.done)
 }
 
 // Subscribers returns the number of open subscriptions of one user.

@@ -1,0 +1,163 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/store"
+)
+
+func TestID(t *testing.T) {
+	now := time.Now()
+	a, b := store.NewID(now), store.NewID(now)
+	assert.Equal(t, -1, a.Compare(b), "ids made in one process increase, even within a millisecond")
+	back := store.NewID(now.Add(-time.Hour))
+	assert.Equal(t, -1, b.Compare(back), "ids increase when the clock steps back")
+	assert.Equal(t, now.UnixMilli(), a.Time().UnixMilli())
+
+	parsed, err := store.ParseID(a.String())
+	require.NoError(t, err)
+	assert.Equal(t, a, parsed)
+	for _, bad := range []string{"", "xyz", a.String()[:23], a.String() + "0", "zz" + a.String()[2:]} {
+		_, err := store.ParseID(bad)
+		assert.Equal(t, store.EINVALID, store.ErrorCode(err), "%q", bad)
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	for _, tc := range []struct {
+		err       error
+		code, msg string
+	}{
+		{nil, "", ""},
+		{store.Errorf(store.ENOTFOUND, "user %s not found", "x"), store.ENOTFOUND, "user x not found"},
+		{fmt.Errorf("wrapped: %w", store.Errorf(store.ECONFLICT, "taken")), store.ECONFLICT, "taken"},
+		{errors.New("disk on fire"), store.EINTERNAL, "internal error"},
+	} {
+		assert.Equal(t, tc.code, store.ErrorCode(tc.err))
+		assert.Equal(t, tc.msg, store.ErrorMessage(tc.err))
+	}
+}
+
+func TestNormalizeHandle(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"alice", "alice", true},
+		{"Alice_99", "alice_99", true},
+		{"abc", "abc", true},
+		{"ab", "", false},
+		{"a23456789012345678901234567890", "a23456789012345678901234567890", true},
+		{"a234567890123456789012345678901", "", false},
+		{"al ice", "", false},
+		{"al-ice", "", false},
+		{"ålice", "", false},
+	} {
+		got, err := store.NormalizeHandle(tc.in)
+		if tc.ok {
+			assert.NoError(t, err, tc.in)
+			assert.Equal(t, tc.want, got)
+		} else {
+			assert.Equal(t, store.EINVALID, store.ErrorCode(err), tc.in)
+		}
+	}
+}
+
+func TestPageSize(t *testing.T) {
+	n := func(i int) *int { return &i }
+	for _, tc := range []struct {
+		first *int
+		want  int
+		ok    bool
+	}{
+		{nil, store.DefaultPageSize, true},
+		{n(0), 0, true},
+		{n(100), 100, true},
+		{n(101), 0, false},
+		{n(-1), 0, false},
+	} {
+		got, err := store.PageSize(tc.first)
+		if tc.ok {
+			assert.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		} else {
+			assert.Equal(t, store.EINVALID, store.ErrorCode(err))
+		}
+	}
+}
+
+func TestHub(t *testing.T) {
+	t.Run("DeliversToTheUsersSubscribers", func(t *testing.T) {
+		hub := store.NewHub()
+		defer hub.Close()
+		alice, bob := store.NewID(time.Now()), store.NewID(time.Now())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		a1, err := hub.Subscribe(ctx, alice)
+		require.NoError(t, err)
+		a2, err := hub.Subscribe(ctx, alice)
+		require.NoError(t, err)
+		b1, err := hub.Subscribe(ctx, bob)
+		require.NoError(t, err)
+		hub.Publish(ctx, store.Event{Type: store.EventRead, UserID: alice})
+		assert.Equal(t, store.EventRead, (<-a1).Type)
+		assert.Equal(t, store.EventRead, (<-a2).Type)
+		assert.Empty(t, b1)
+	})
+	t.Run("SlowSubscriberIsDropped", func(t *testing.T) {
+		hub := store.NewHub()
+		defer hub.Close()
+		u := store.NewID(time.Now())
+		ctx := context.Background()
+		slow, err := hub.Subscribe(ctx, u)
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() {
+			for range store.HubBuffer + 10 {
+				hub.Publish(ctx, store.Event{Type: store.EventAdded, UserID: u})
+			}
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("publisher blocked on a slow subscriber")
+		}
+		n := 0
+		for range slow {
+			n++
+		}
+		assert.Equal(t, store.HubBuffer, n, "the buffered events arrive, then the channel closes")
+		assert.Equal(t, 0, hub.Subscribers(u))
+	})
+	t.Run("EndsWithContext", func(t *testing.T) {
+		hub := store.NewHub()
+		defer hub.Close()
+		u := store.NewID(time.Now())
+		ctx, cancel := context.WithCancel(context.Background())
+		ch, err := hub.Subscribe(ctx, u)
+		require.NoError(t, err)
+		assert.Equal(t, 1, hub.Len())
+		cancel()
+		_, open := <-ch
+		assert.False(t, open)
+		assert.Equal(t, 0, hub.Len())
+	})
+	t.Run("Close", func(t *testing.T) {
+		hub := store.NewHub()
+		ch, err := hub.Subscribe(context.Background(), store.NewID(time.Now()))
+		require.NoError(t, err)
+		hub.Close()
+		_, open := <-ch
+		assert.False(t, open)
+		_, err = hub.Subscribe(context.Background(), store.NewID(time.Now()))
+		assert.Error(t, err)
+	})
+}

@@ -1,0 +1,137 @@
+package auth_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/graph/auth"
+	"herald/store"
+)
+
+var secret = []byte("test-secret-0123456789")
+
+// sign makes a token with arbitrary claims and method, to forge the tokens a
+// Signer would never issue.
+func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.Claims) string {
+	t.Helper()
+	tok, err := jwt.NewWithClaims(method, claims).SignedString(key)
+	require.NoError(t, err)
+	return tok
+}
+
+func TestSigner_Issue(t *testing.T) {
+	s := auth.NewSigner(secret, time.Hour)
+	id := store.NewID(time.Now())
+	before := time.Now()
+	tok, exp, err := s.Issue(id)
+	require.NoError(t, err)
+	assert.WithinDuration(t, before.Add(time.Hour), exp, 2*time.Second)
+
+	got, err := s.Verify(tok)
+	require.NoError(t, err)
+	assert.Equal(t, id, got)
+}
+
+func TestSigner_Verify(t *testing.T) {
+	s := auth.NewSigner(secret, time.Hour)
+	id := store.NewID(time.Now())
+	good, _, err := s.Issue(id)
+	require.NoError(t, err)
+	otherSigner, _, err := auth.NewSigner([]byte("another-secret"), time.Hour).Issue(id)
+	require.NoError(t, err)
+
+	now := time.Now()
+	claims := func(mod func(*jwt.RegisteredClaims)) jwt.RegisteredClaims {
+		c := jwt.RegisteredClaims{
+			Issuer:    auth.Issuer,
+			Subject:   id.String(),
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour)),
+		}
+		if mod != nil {
+			mod(&c)
+		}
+		return c
+	}
+
+	tests := []struct {
+		name  string
+		token string
+		ok    bool
+	}{
+		{"OK", good, true},
+		{"OKHandMade", sign(t, jwt.SigningMethodHS256, secret, claims(nil)), true},
+		{"Expired", sign(t, jwt.SigningMethodHS256, secret, claims(func(c *jwt.RegisteredClaims) {
+			c.IssuedAt = jwt.NewNumericDate(now.Add(-2 * time.Hour))
+			c.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Hour))
+		})), false},
+		{"NoExpiry", sign(t, jwt.SigningMethodHS256, secret, claims(func(c *jwt.RegisteredClaims) {
+			c.ExpiresAt = nil
+		})), false},
+		{"WrongSecret", otherSigner, false},
+		{"AlgNone", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, claims(nil)), false},
+		{"AlgHS512", sign(t, jwt.SigningMethodHS512, secret, claims(nil)), false},
+		{"WrongIssuer", sign(t, jwt.SigningMethodHS256, secret, claims(func(c *jwt.RegisteredClaims) {
+			c.Issuer = "someone-else"
+		})), false},
+		{"BadSubject", sign(t, jwt.SigningMethodHS256, secret, claims(func(c *jwt.RegisteredClaims) {
+			c.Subject = "not-an-id"
+		})), false},
+		{"NilSubject", sign(t, jwt.SigningMethodHS256, secret, claims(func(c *jwt.RegisteredClaims) {
+			c.Subject = store.NilID.String()
+		})), false},
+		{"Malformed", "not.a.token", false},
+		{"Empty", "", false},
+		{"Tampered", good[:len(good)-2] + "xx", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.Verify(tt.token)
+			if tt.ok {
+				require.NoError(t, err)
+				assert.Equal(t, id, got)
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, store.EUNAUTHENTICATED, store.ErrorCode(err))
+			assert.Equal(t, "invalid or expired token", store.ErrorMessage(err))
+			assert.Equal(t, store.NilID, got)
+		})
+	}
+}
+
+func TestNewSigner_Panics(t *testing.T) {
+	assert.Panics(t, func() { auth.NewSigner(nil, time.Hour) })
+	assert.Panics(t, func() { auth.NewSigner(secret, 0) })
+}
+
+func TestFromHeader(t *testing.T) {
+	tests := []struct {
+		value string
+		token string
+		ok    bool
+	}{
+		{"Bearer abc.def.ghi", "abc.def.ghi", true},
+		{"bearer abc", "abc", true},
+		{"BEARER abc", "abc", true},
+		{"  Bearer   abc  ", "abc", true},
+		{"Basic dXNlcjpwYXNz", "", false},
+		{"Bearer", "", false},
+		{"Bearer ", "", false},
+		{"abc", "", false},
+		{"", "", false},
+		{"Bearer a b", "", false},
+		{"Bearerabc", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			tok, ok := auth.FromHeader(tt.value)
+			assert.Equal(t, tt.ok, ok)
+			assert.Equal(t, tt.token, tok)
+		})
+	}
+}

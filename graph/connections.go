@@ -1,0 +1,224 @@
+package graph
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"herald/graph/loader"
+	"herald/graph/model"
+	"herald/store"
+)
+
+// The connections page forward only (first/after), so hasPreviousPage is
+// always false: reporting whether items precede `after` would cost a read
+// that no forward-paging client needs.
+
+// pageInfo returns the PageInfo of a page whose edge cursors are cursors.
+func pageInfo(cursors []string, hasMore bool) *model.PageInfo {
+	pi := &model.PageInfo{HasNextPage: hasMore}
+	if len(cursors) > 0 {
+		pi.StartCursor = &cursors[0]
+		pi.EndCursor = &cursors[len(cursors)-1]
+	}
+	return pi
+}
+
+// inbox returns a page of viewer's home timeline. The messages come with the
+// page (Service.Inbox loads them), so they are primed into MessageByID; when
+// the query asks for their authors, the authors are queued in UserByID now, so
+// they cost one batch call whatever the page size and however the edge
+// resolvers are scheduled. A page therefore costs three backend calls:
+// ReadInbox, FindMessagesByIDs and FindUsersByIDs.
+func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after *string) (*model.InboxConnection, error) {
+	limit, err := store.PageSize(first)
+	if err != nil {
+		return nil, err
+	}
+	before, err := decodeSeqCursor(after)
+	if err != nil {
+		return nil, err
+	}
+	page, err := r.Service.Inbox(ctx, viewer, before, limit)
+	if err != nil {
+		return nil, err
+	}
+
+	ld := loader.For(ctx)
+	conn := &model.InboxConnection{
+		Edges:       make([]*model.InboxEdge, len(page.Items)),
+		TotalCount:  page.Counts.Total,
+		UnreadCount: page.Counts.Unread,
+		Rebuilding:  page.Rebuilding,
+	}
+	cursors := make([]string, len(page.Items))
+	authors := make([]store.ID, len(page.Items))
+	for i, it := range page.Items {
+		ld.MessageByID.Prime(ctx, it.Message.ID, it.Message)
+		cursors[i] = encodeSeqCursor(it.Seq)
+		authors[i] = it.Message.AuthorID
+		conn.Edges[i] = &model.InboxEdge{Cursor: cursors[i], Node: it.Message, DeliveredAt: it.DeliveredAt}
+	}
+	if graphql.FieldRequested(ctx, "edges.node.author") {
+		loader.Queue(ctx, ld.UserByID, authors)
+		if graphql.FieldRequested(ctx, "edges.node.author.viewerFollows") {
+			loader.Queue(ctx, ld.ViewerFollows, authors)
+		}
+	}
+	conn.PageInfo = pageInfo(cursors, page.HasMore)
+	return conn, nil
+}
+
+// follows returns a page of user's followers (following false) or of the
+// users user follows (following true), in ID order, loading the users in one
+// batch.
+func (r *Resolver) follows(ctx context.Context, user *store.User, following bool, first *int, after *string) (*model.UserConnection, error) {
+	kind, total, list := cursorFollowers, user.FollowerCount, r.Service.Followers
+	if following {
+		kind, total, list = cursorFollowing, user.FollowingCount, r.Service.Following
+	}
+	limit, err := store.PageSize(first)
+	if err != nil {
+		return nil, err
+	}
+	afterID, err := decodeIDCursor(kind, after)
+	if err != nil {
+		return nil, err
+	}
+	page, err := list(ctx, user.ID, afterID, limit)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]store.ID, len(page.Follows))
+	for i, f := range page.Follows {
+		ids[i] = f.UserID
+	}
+	users, errs := loader.For(ctx).Users(ctx, ids)
+	conn := &model.UserConnection{Edges: make([]*model.UserEdge, 0, len(ids)), TotalCount: total}
+	cursors := make([]string, 0, len(ids))
+	for i, u := range users {
+		if store.ErrorCode(errs[i]) == store.ENOTFOUND {
+			continue // an edge to a user that is gone: nothing to show
+		} else if errs[i] != nil {
+			return nil, errs[i]
+		}
+		c := encodeIDCursor(kind, u.ID)
+		cursors = append(cursors, c)
+		conn.Edges = append(conn.Edges, &model.UserEdge{Cursor: c, Node: u})
+	}
+	conn.PageInfo = pageInfo(cursors, page.HasMore)
+	return conn, nil
+}
+
+// messages returns a page of user's outbox, newest first, priming
+// MessageByID with the page.
+func (r *Resolver) messages(ctx context.Context, user *store.User, first *int, after *string) (*model.MessageConnection, error) {
+	limit, err := store.PageSize(first)
+	if err != nil {
+		return nil, err
+	}
+	before, err := decodeIDCursor(cursorMessages, after)
+	if err != nil {
+		return nil, err
+	}
+	page, err := r.Service.Messages(ctx, user.ID, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	ld := loader.For(ctx)
+	// Every message on the page has the same author, and the caller already
+	// holds it.
+	ld.UserByID.Prime(ctx, user.ID, user)
+	conn := &model.MessageConnection{Edges: make([]*model.MessageEdge, len(page.Messages)), TotalCount: user.MessageCount}
+	cursors := make([]string, len(page.Messages))
+	for i, m := range page.Messages {
+		ld.MessageByID.Prime(ctx, m.ID, m)
+		cursors[i] = encodeIDCursor(cursorMessages, m.ID)
+		conn.Edges[i] = &model.MessageEdge{Cursor: cursors[i], Node: m}
+	}
+	conn.PageInfo = pageInfo(cursors, page.HasMore)
+	return conn, nil
+}
+
+// node loads the object a global id names, or nil if it does not exist. A
+// malformed id is BAD_USER_INPUT.
+func (r *Resolver) node(ctx context.Context, id string) (model.Node, error) {
+	nodes, err := r.nodes(ctx, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	return nodes[0], nil
+}
+
+// nodes loads the objects global ids name, in order, with nil for those that
+// do not exist. Users and messages each cost one batch call, however many
+// ids there are. A malformed id is BAD_USER_INPUT for the whole list.
+func (r *Resolver) nodes(ctx context.Context, ids []string) ([]model.Node, error) {
+	if len(ids) > store.MaxPageSize {
+		return nil, store.Errorf(store.EINVALID, "at most %d ids at once", store.MaxPageSize)
+	}
+	types := make([]string, len(ids))
+	var userIDs, msgIDs []store.ID
+	for i, s := range ids {
+		typ, id, err := parseGlobalID(s)
+		if err != nil {
+			return nil, err
+		}
+		types[i] = typ
+		if typ == typeUser {
+			userIDs = append(userIDs, id)
+		} else {
+			msgIDs = append(msgIDs, id)
+		}
+	}
+	ld := loader.For(ctx)
+	// Queue both kinds before waiting on either, so the two batches run
+	// side by side.
+	loader.Queue(ctx, ld.MessageByID, msgIDs)
+	users, uerrs := ld.Users(ctx, userIDs)
+	msgs, merrs := ld.Messages(ctx, msgIDs)
+
+	out := make([]model.Node, len(ids))
+	var ui, mi int
+	for i, typ := range types {
+		var n model.Node
+		var err error
+		if typ == typeUser {
+			if uerrs[ui] == nil {
+				n = users[ui]
+			}
+			err = uerrs[ui]
+			ui++
+		} else {
+			if merrs[mi] == nil {
+				n = msgs[mi]
+			}
+			err = merrs[mi]
+			mi++
+		}
+		if err != nil && store.ErrorCode(err) != store.ENOTFOUND {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// optionalUser loads a user through UserByID, or nil if it does not exist.
+func optionalUser(ctx context.Context, id store.ID) (*store.User, error) {
+	u, err := loader.For(ctx).UserByID.Load(ctx, id)()
+	if store.ErrorCode(err) == store.ENOTFOUND {
+		return nil, nil
+	}
+	return u, err
+}
+
+// optionalMessage loads a message through MessageByID, or nil if it does not
+// exist or was deleted.
+func optionalMessage(ctx context.Context, id store.ID) (*store.Message, error) {
+	m, err := loader.For(ctx).MessageByID.Load(ctx, id)()
+	if store.ErrorCode(err) == store.ENOTFOUND {
+		return nil, nil
+	}
+	return m, err
+}

@@ -1,0 +1,83 @@
+package graph
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+
+	"herald/store"
+)
+
+// cursorKind tags a cursor with the connection that made it, so a cursor
+// from one connection is refused by another instead of being misread.
+type cursorKind byte
+
+// Cursor kinds, one per connection.
+const (
+	cursorInbox     cursorKind = 'i' // payload: the inbox item's Seq (8 bytes)
+	cursorMessages  cursorKind = 'm' // payload: the message's store.ID
+	cursorFollowers cursorKind = 'f' // payload: the follower's store.ID
+	cursorFollowing cursorKind = 'g' // payload: the followee's store.ID
+)
+
+// Cursors are base64url(kind byte + payload). They are opaque to clients and
+// carry only what the store needs to continue after the edge.
+
+func encodeCursor(kind cursorKind, payload []byte) string {
+	return base64.RawURLEncoding.EncodeToString(append([]byte{byte(kind)}, payload...))
+}
+
+// decodeCursor returns the payload of a cursor of the given kind and size.
+// Anything else is BAD_USER_INPUT "invalid cursor".
+func decodeCursor(kind cursorKind, size int, s string) ([]byte, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(raw) != 1+size || cursorKind(raw[0]) != kind {
+		return nil, errInvalidCursor()
+	}
+	return raw[1:], nil
+}
+
+func errInvalidCursor() error { return store.Errorf(store.EINVALID, "invalid cursor") }
+
+// encodeSeqCursor returns the cursor of the inbox item with sequence seq.
+func encodeSeqCursor(seq uint64) string {
+	return encodeCursor(cursorInbox, binary.BigEndian.AppendUint64(nil, seq))
+}
+
+// decodeSeqCursor returns the inbox sequence number in an `after` argument;
+// nil means from the newest (0). Sequence numbers start at 1, so 0 is invalid.
+func decodeSeqCursor(after *string) (uint64, error) {
+	if after == nil {
+		return 0, nil
+	}
+	p, err := decodeCursor(cursorInbox, 8, *after)
+	if err != nil {
+		return 0, err
+	}
+	seq := binary.BigEndian.Uint64(p)
+	if seq == 0 {
+		return 0, errInvalidCursor()
+	}
+	return seq, nil
+}
+
+// encodeIDCursor returns a cursor of the given kind positioned at id.
+func encodeIDCursor(kind cursorKind, id store.ID) string {
+	return encodeCursor(kind, id[:])
+}
+
+// decodeIDCursor returns the store id in an `after` argument of a connection
+// of the given kind; nil means from the start (store.NilID).
+func decodeIDCursor(kind cursorKind, after *string) (store.ID, error) {
+	if after == nil {
+		return store.NilID, nil
+	}
+	p, err := decodeCursor(kind, len(store.ID{}), *after)
+	if err != nil {
+		return store.NilID, err
+	}
+	id := store.ID(p)
+	if id.IsZero() {
+		return store.NilID, errInvalidCursor()
+	}
+	return id, nil
+}

@@ -1,0 +1,57 @@
+package graph
+
+import (
+	"encoding/base64"
+	"strings"
+
+	"herald/store"
+)
+
+// Global ids are base64url("<Type>:<24 hex>"): opaque to clients, unique
+// across types (so Query.node can tell a user from a message), and free of
+// characters that need escaping in URLs.
+const (
+	typeUser    = "User"
+	typeMessage = "Message"
+)
+
+// globalID returns the opaque GraphQL id of the object of type typ with id.
+func globalID(typ string, id store.ID) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(typ + ":" + id.String()))
+}
+
+// parseGlobalID splits a global id into its type name and store id. Anything
+// that is not a global id made by globalID is BAD_USER_INPUT.
+func parseGlobalID(s string) (typ string, id store.ID, err error) {
+	bad := store.Errorf(store.EINVALID, "malformed id")
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return "", store.NilID, bad
+	}
+	typ, hexID, ok := strings.Cut(string(raw), ":")
+	if !ok || (typ != typeUser && typ != typeMessage) {
+		return "", store.NilID, bad
+	}
+	id, err = store.ParseID(hexID)
+	if err != nil || id.IsZero() {
+		return "", store.NilID, bad
+	}
+	return typ, id, nil
+}
+
+// parseIDOf decodes a global id that must name an object of type want; a
+// malformed id or one of another type is BAD_USER_INPUT.
+func parseIDOf(want, s string) (store.ID, error) {
+	typ, id, err := parseGlobalID(s)
+	if err != nil {
+		return store.NilID, err
+	}
+	if typ != want {
+		return store.NilID, store.Errorf(store.EINVALID, "id is not a %s id", want)
+	}
+	return id, nil
+}
+
+// parseUserID and parseMessageID are parseIDOf for the two node types.
+func parseUserID(s string) (store.ID, error)    { return parseIDOf(typeUser, s) }
+func parseMessageID(s string) (store.ID, error) { return parseIDOf(typeMessage, s) }

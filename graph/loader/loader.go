@@ -1,0 +1,164 @@
+// Package loader batches the graph's reads: within one GraphQL operation (or
+// one subscription event), every UserByID, MessageByID and ViewerFollows load
+// that arrives within a short window becomes one store.Service batch call, and
+// each key is loaded at most once. This keeps a page of N items at a fixed
+// number of storage round trips instead of N+1.
+//
+// A Loaders caches for the life of the operation it was made for and must not
+// be shared across operations or subscription events: it would serve stale
+// data. graph.NewServer makes a fresh one for each.
+package loader
+
+import (
+	"context"
+	"time"
+
+	"github.com/graph-gophers/dataloader/v7"
+
+	"herald/store"
+)
+
+// Wait is how long a loader collects keys before it makes its batch call.
+// Resolvers for sibling list items run in parallel goroutines and reach their
+// loads within microseconds of each other; the wait adds at most this much
+// latency per level of loading.
+const Wait = time.Millisecond
+
+// Loaders holds the per-operation dataloaders. Load results are cached for
+// the life of the Loaders; the methods of the dataloader types are safe for
+// concurrent use.
+type Loaders struct {
+	// UserByID loads users by id with Service.FindUsersByIDs; a missing user
+	// is NOT_FOUND.
+	UserByID *dataloader.Loader[store.ID, *store.User]
+	// MessageByID loads messages by id with Service.FindMessagesByIDs; a
+	// missing or deleted message is NOT_FOUND.
+	MessageByID *dataloader.Loader[store.ID, *store.Message]
+	// ViewerFollows reports whether the operation's viewer follows each key
+	// user, with Service.FindFollowing. Without a viewer it reports false
+	// without a call.
+	ViewerFollows *dataloader.Loader[store.ID, bool]
+}
+
+// New returns fresh loaders over svc for one operation whose signed-in user
+// is viewer (hasViewer false for an anonymous operation).
+func New(svc *store.Service, viewer store.ID, hasViewer bool) *Loaders {
+	return &Loaders{
+		UserByID: dataloader.NewBatchedLoader(
+			batch(svc.FindUsersByIDs, "user not found"),
+			dataloader.WithWait[store.ID, *store.User](Wait),
+		),
+		MessageByID: dataloader.NewBatchedLoader(
+			batch(svc.FindMessagesByIDs, "message not found"),
+			dataloader.WithWait[store.ID, *store.Message](Wait),
+		),
+		ViewerFollows: dataloader.NewBatchedLoader(
+			followsBatch(svc, viewer, hasViewer),
+			dataloader.WithWait[store.ID, bool](Wait),
+		),
+	}
+}
+
+// batch adapts a store batch read (results aligned with ids, nil where
+// missing) to a dataloader batch function: one call per batch, one result per
+// key in key order, NOT_FOUND at the index of a missing key, and the call's
+// error at every index when it fails.
+func batch[V any](find func(context.Context, []store.ID) ([]*V, error), notFound string) dataloader.BatchFunc[store.ID, *V] {
+	return func(ctx context.Context, keys []store.ID) []*dataloader.Result[*V] {
+		results := make([]*dataloader.Result[*V], len(keys))
+		vals, err := find(ctx, keys)
+		if err == nil && len(vals) != len(keys) {
+			err = store.Errorf(store.EINTERNAL, "batch read returned %d results for %d ids", len(vals), len(keys))
+		}
+		for i := range keys {
+			switch {
+			case err != nil:
+				results[i] = &dataloader.Result[*V]{Error: err}
+			case vals[i] == nil:
+				results[i] = &dataloader.Result[*V]{Error: store.Errorf(store.ENOTFOUND, "%s", notFound)}
+			default:
+				results[i] = &dataloader.Result[*V]{Data: vals[i]}
+			}
+		}
+		return results
+	}
+}
+
+func followsBatch(svc *store.Service, viewer store.ID, hasViewer bool) dataloader.BatchFunc[store.ID, bool] {
+	return func(ctx context.Context, keys []store.ID) []*dataloader.Result[bool] {
+		results := make([]*dataloader.Result[bool], len(keys))
+		var follows []bool
+		var err error
+		if hasViewer {
+			follows, err = svc.FindFollowing(ctx, viewer, keys)
+			if err == nil && len(follows) != len(keys) {
+				err = store.Errorf(store.EINTERNAL, "FindFollowing returned %d results for %d ids", len(follows), len(keys))
+			}
+		}
+		for i := range keys {
+			switch {
+			case err != nil:
+				results[i] = &dataloader.Result[bool]{Error: err}
+			case hasViewer:
+				results[i] = &dataloader.Result[bool]{Data: follows[i]}
+			default:
+				results[i] = &dataloader.Result[bool]{Data: false}
+			}
+		}
+		return results
+	}
+}
+
+// loadersKey is the context key of an operation's Loaders; unexported so
+// only NewContext can set it.
+type loadersKey struct{}
+
+// NewContext returns a copy of ctx carrying l.
+func NewContext(ctx context.Context, l *Loaders) context.Context {
+	return context.WithValue(ctx, loadersKey{}, l)
+}
+
+// For returns the Loaders of the operation ctx belongs to. It panics if there
+// are none: graph.NewServer installs them around every operation, so a
+// missing Loaders is a wiring bug, and gqlgen turns the panic into INTERNAL.
+func For(ctx context.Context) *Loaders {
+	l, ok := ctx.Value(loadersKey{}).(*Loaders)
+	if !ok || l == nil {
+		panic("loader: no Loaders in context; graph.NewServer installs them around each operation")
+	}
+	return l
+}
+
+// Users loads the users with the given ids in one batch (plus whatever else
+// is pending) and returns them in the same order. It queues every key before
+// waiting for any, so the keys cannot straddle two batches.
+func (l *Loaders) Users(ctx context.Context, ids []store.ID) ([]*store.User, []error) {
+	return loadAll(ctx, l.UserByID, ids)
+}
+
+// Messages loads the messages with the given ids in one batch, like Users.
+func (l *Loaders) Messages(ctx context.Context, ids []store.ID) ([]*store.Message, []error) {
+	return loadAll(ctx, l.MessageByID, ids)
+}
+
+// Queue starts loading the given ids without waiting, so that resolvers asking
+// for them later (from parallel goroutines) find them in the cache and the
+// whole set costs one batch however those goroutines are scheduled.
+func Queue[V any](ctx context.Context, ld *dataloader.Loader[store.ID, V], ids []store.ID) {
+	for _, id := range ids {
+		ld.Load(ctx, id)
+	}
+}
+
+func loadAll[V any](ctx context.Context, ld *dataloader.Loader[store.ID, V], ids []store.ID) ([]V, []error) {
+	thunks := make([]dataloader.Thunk[V], len(ids))
+	for i, id := range ids {
+		thunks[i] = ld.Load(ctx, id)
+	}
+	vals := make([]V, len(ids))
+	errs := make([]error, len(ids))
+	for i, th := range thunks {
+		vals[i], errs[i] = th()
+	}
+	return vals, errs
+}

@@ -1,0 +1,43 @@
+package graph
+
+import (
+	"context"
+
+	"herald/graph/loader"
+	"herald/graph/model"
+	"herald/store"
+)
+
+// authPayload signs user in: a fresh token and the user.
+func (r *Resolver) authPayload(u *store.User) (*model.AuthPayload, error) {
+	token, expires, err := r.Tokens.Issue(u.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &model.AuthPayload{Token: token, ExpiresAt: expires, User: u}, nil
+}
+
+// The loaders cache for the whole operation, and a mutation operation may
+// read what an earlier root field of it changed (root mutation fields run in
+// order). Each mutation therefore replaces what it changed in the cache.
+
+// refreshUser replaces u in the operation's UserByID cache.
+func refreshUser(ctx context.Context, u *store.User) {
+	loader.For(ctx).UserByID.Clear(ctx, u.ID).Prime(ctx, u.ID, u)
+}
+
+// refreshFollows records in the operation's cache whether the viewer now
+// follows target.
+func refreshFollows(ctx context.Context, target store.ID, follows bool) {
+	loader.For(ctx).ViewerFollows.Clear(ctx, target).Prime(ctx, target, follows)
+}
+
+// refreshMessage replaces m in the operation's MessageByID cache.
+func refreshMessage(ctx context.Context, m *store.Message) {
+	loader.For(ctx).MessageByID.Clear(ctx, m.ID).Prime(ctx, m.ID, m)
+}
+
+// forgetMessage drops a deleted message from the operation's cache.
+func forgetMessage(ctx context.Context, id store.ID) {
+	loader.For(ctx).MessageByID.Clear(ctx, id)
+}

@@ -1,0 +1,26 @@
+package graph
+
+import (
+	"log/slog"
+
+	"herald/graph/auth"
+	"herald/store"
+)
+
+// Resolver is the root of gqlgen's resolvers and holds their dependencies.
+// It keeps no per-request state: the viewer and the loaders travel in ctx.
+type Resolver struct {
+	// Service is the domain API every resolver calls.
+	Service *store.Service
+	// Tokens issues the bearer tokens returned by signUp and logIn.
+	Tokens *auth.Signer
+	// Logger receives the errors hidden from clients; slog.Default() if nil.
+	Logger *slog.Logger
+}
+
+func (r *Resolver) logger() *slog.Logger {
+	if r.Logger == nil {
+		return slog.Default()
+	}
+	return r.Logger
+}

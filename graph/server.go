@@ -1,0 +1,158 @@
+package graph
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"herald/graph/auth"
+	"herald/graph/generated"
+	"herald/graph/loader"
+	"herald/store"
+)
+
+// Defaults of the Config limits, used where a field is zero.
+const (
+	DefaultComplexityLimit = 1000
+	DefaultMaxDepth        = 12
+	DefaultQueryCacheSize  = 1000
+	DefaultAPQCacheSize    = 100
+)
+
+// Config is what NewServer needs: the resolvers' dependencies and the query
+// limits. A zero limit means its default; a negative ComplexityLimit or
+// MaxDepth turns that limit off. Introspection is off in the zero value (the
+// safe choice for a server built by hand); DefaultConfig turns it on, since
+// Herald serves its own playground.
+type Config struct {
+	// Service is the domain API the resolvers call. Required.
+	Service *store.Service
+	// Tokens issues the tokens returned by signUp and logIn. Required.
+	Tokens *auth.Signer
+	// Logger receives internal errors and recovered panics; slog.Default()
+	// if nil.
+	Logger *slog.Logger
+
+	// ComplexityLimit caps an operation's complexity: each field costs 1 plus
+	// its children, and a connection's children count once per requested
+	// item (first, default 20). Over it: COMPLEXITY_LIMIT_EXCEEDED.
+	ComplexityLimit int
+	// MaxDepth caps how deep selections nest. Over it: QUERY_TOO_DEEP.
+	MaxDepth int
+	// Introspection enables __schema and __type queries.
+	Introspection bool
+	// QueryCacheSize is the number of parsed and validated queries kept.
+	QueryCacheSize int
+	// APQCacheSize is the number of automatic persisted queries kept.
+	APQCacheSize int
+}
+
+// DefaultConfig returns a Config with every limit at its default and
+// introspection on; the caller sets the dependencies.
+func DefaultConfig() Config {
+	return Config{
+		ComplexityLimit: DefaultComplexityLimit,
+		MaxDepth:        DefaultMaxDepth,
+		Introspection:   true,
+		QueryCacheSize:  DefaultQueryCacheSize,
+		APQCacheSize:    DefaultAPQCacheSize,
+	}
+}
+
+// NewServer returns the GraphQL handler over cfg.Service with the HTTP
+// transports (OPTIONS, GET, POST), the caches, the limits, the error
+// presenter and recover function, and fresh dataloaders for every operation
+// and every subscription event. The caller adds the websocket transport with
+// AddTransport and puts the viewer into the request context with
+// NewContextWithViewer before the handler runs.
+func NewServer(cfg Config) *handler.Server {
+	if cfg.Service == nil || cfg.Tokens == nil {
+		panic("graph: NewServer needs a Service and a token Signer")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.ComplexityLimit = orDefault(cfg.ComplexityLimit, DefaultComplexityLimit)
+	cfg.MaxDepth = orDefault(cfg.MaxDepth, DefaultMaxDepth)
+	cfg.QueryCacheSize = orDefault(cfg.QueryCacheSize, DefaultQueryCacheSize)
+	cfg.APQCacheSize = orDefault(cfg.APQCacheSize, DefaultAPQCacheSize)
+
+	gcfg := generated.Config{Resolvers: &Resolver{Service: cfg.Service, Tokens: cfg.Tokens, Logger: cfg.Logger}}
+	setComplexity(&gcfg.Complexity)
+	srv := handler.New(generated.NewExecutableSchema(gcfg))
+
+	srv.AddTransport(transport.Options{})
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.POST{})
+
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](cfg.QueryCacheSize))
+	if cfg.Introspection {
+		srv.Use(extension.Introspection{})
+	}
+	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](cfg.APQCacheSize)})
+	if cfg.ComplexityLimit > 0 {
+		srv.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
+	}
+	if cfg.MaxDepth > 0 {
+		srv.Use(DepthLimit{Max: cfg.MaxDepth})
+	}
+
+	srv.SetErrorPresenter(ErrorPresenter(cfg.Logger))
+	srv.SetRecoverFunc(RecoverFunc(cfg.Logger))
+
+	svc := cfg.Service
+	// Loaders cache for one operation. Queries and mutations resolve under
+	// the operation's context, so one Loaders per operation is enough.
+	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+		return next(withLoaders(ctx, svc))
+	})
+	// A subscription's events all resolve under the subscription's context;
+	// gqlgen calls the response middleware once per event, around the
+	// resolution of that event's fields, so each event gets its own Loaders
+	// there and never sees what an earlier event cached.
+	srv.AroundResponses(func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+		if graphql.HasOperationContext(ctx) {
+			if op := graphql.GetOperationContext(ctx).Operation; op != nil && op.Operation == ast.Subscription {
+				ctx = withLoaders(ctx, svc)
+			}
+		}
+		return next(ctx)
+	})
+	return srv
+}
+
+// withLoaders returns ctx with fresh Loaders for the viewer in ctx.
+func withLoaders(ctx context.Context, svc *store.Service) context.Context {
+	viewer, ok := ViewerFromContext(ctx)
+	return loader.NewContext(ctx, loader.New(svc, viewer, ok))
+}
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// setComplexity makes each connection's children count once per requested
+// item, because that is how often they are resolved.
+func setComplexity(c *generated.ComplexityRoot) {
+	page := func(child int, first *int, _ *string) int {
+		n := store.DefaultPageSize
+		if first != nil && *first > 0 {
+			n = *first
+		}
+		return 1 + n*child
+	}
+	c.Query.Inbox = page
+	c.User.Followers = page
+	c.User.Following = page
+	c.User.Messages = page
+	c.Query.Nodes = func(child int, ids []string) int { return 1 + len(ids)*child }
+}

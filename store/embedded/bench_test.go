@@ -1,0 +1,101 @@
+package embedded_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+
+	"herald/store"
+	"herald/store/embedded"
+)
+
+// graph makes an author with n followers directly through the backend,
+// concurrently so that synced commits share fsyncs.
+func graph(b *testing.B, st *embedded.Store, n int) (author store.ID, followers []store.ID) {
+	b.Helper()
+	ctx := context.Background()
+	mk := func(handle string) store.ID {
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		u := &store.User{ID: store.NewID(now), Handle: handle, DisplayName: handle, CreatedAt: now, LastSeenAt: now}
+		require.NoError(b, st.CreateUser(ctx, u))
+		return u.ID
+	}
+	author = mk("author")
+	followers = make([]store.ID, n)
+	var wg sync.WaitGroup
+	const par = 32
+	for w := range par {
+		wg.Go(func() {
+			for i := w; i < n; i += par {
+				followers[i] = mk(fmt.Sprintf("f%d", i))
+				_, err := st.Follow(ctx, followers[i], author, time.Now())
+				require.NoError(b, err)
+			}
+		})
+	}
+	wg.Wait()
+	return author, followers
+}
+
+// BenchmarkFanout measures the time from postMessage until every follower
+// has the message in their inbox, and the delivery rate.
+func BenchmarkFanout(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("followers=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			st, err := embedded.Open(b.TempDir(), embedded.Options{})
+			require.NoError(b, err)
+			defer st.Close()
+			author, _ := graph(b, st, n)
+			svc := store.NewService(st, store.NewHub(), store.Options{PasswordCost: bcrypt.MinCost})
+			require.NoError(b, svc.Start(ctx))
+			defer svc.Close(ctx)
+
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				_, err := svc.PostMessage(ctx, author, store.PostInput{Text: "hello followers"})
+				require.NoError(b, err)
+				for !svc.Idle() {
+					time.Sleep(50 * time.Microsecond)
+				}
+			}
+			elapsed := time.Since(start)
+			b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/post")
+			b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "deliveries/s")
+		})
+	}
+}
+
+// BenchmarkInbox measures reading a 50-item inbox page with its messages,
+// as the timeline query does before loading authors.
+func BenchmarkInbox(b *testing.B) {
+	ctx := context.Background()
+	st, err := embedded.Open(b.TempDir(), embedded.Options{})
+	require.NoError(b, err)
+	defer st.Close()
+	author, followers := graph(b, st, 10)
+	svc := store.NewService(st, store.NewHub(), store.Options{PasswordCost: bcrypt.MinCost})
+	require.NoError(b, svc.Start(ctx))
+	defer svc.Close(ctx)
+	for range 120 {
+		_, err := svc.PostMessage(ctx, author, store.PostInput{Text: "a message of ordinary length, say eighty characters or so, to read"})
+		require.NoError(b, err)
+	}
+	for !svc.Idle() {
+		time.Sleep(time.Millisecond)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		page, err := svc.Inbox(ctx, followers[i%len(followers)], 0, 50)
+		if err != nil || len(page.Items) != 50 {
+			b.Fatalf("page: %d items, %v", len(page.Items), err)
+		}
+	}
+}

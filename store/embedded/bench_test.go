@@ -16,7 +16,7 @@ import (
 
 // graph makes an author with n followers directly through the backend,
 // concurrently so that synced commits share fsyncs.
-func graph(b *testing.B, st *embedded.Store, n int) (author store.ID, followers []store.ID) {
+func graph(b testing.TB, st *embedded.Store, n int) (author store.ID, followers []store.ID) {
 	b.Helper()
 	ctx := context.Background()
 	mk := func(handle string) store.ID {

@@ -1,0 +1,118 @@
+package graph
+
+import (
+	"encoding/base64"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/store"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestCursor_Seq(t *testing.T) {
+	id := store.NewID(time.Now())
+	tests := []struct {
+		name  string
+		after *string
+		want  uint64
+		ok    bool
+	}{
+		{"Nil", nil, 0, true},
+		{"OK", ptr(encodeSeqCursor(42)), 42, true},
+		{"OKLarge", ptr(encodeSeqCursor(1 << 60)), 1 << 60, true},
+		{"Zero", ptr(encodeSeqCursor(0)), 0, false},
+		{"Empty", ptr(""), 0, false},
+		{"NotBase64", ptr("!!!"), 0, false},
+		{"Truncated", ptr(encodeSeqCursor(42)[:5]), 0, false},
+		{"MessagesKind", ptr(encodeIDCursor(cursorMessages, id)), 0, false},
+		{"OtherKindSameSize", ptr(encodeCursor(cursorFollowers, make([]byte, 8))), 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decodeSeqCursor(tt.after)
+			if !tt.ok {
+				require.Error(t, err)
+				assert.Equal(t, store.EINVALID, store.ErrorCode(err))
+				assert.Equal(t, "invalid cursor", store.ErrorMessage(err))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestCursor_ID(t *testing.T) {
+	id := store.NewID(time.Now())
+	tests := []struct {
+		name  string
+		kind  cursorKind
+		after *string
+		want  store.ID
+		ok    bool
+	}{
+		{"Nil", cursorMessages, nil, store.NilID, true},
+		{"Messages", cursorMessages, ptr(encodeIDCursor(cursorMessages, id)), id, true},
+		{"Followers", cursorFollowers, ptr(encodeIDCursor(cursorFollowers, id)), id, true},
+		{"Following", cursorFollowing, ptr(encodeIDCursor(cursorFollowing, id)), id, true},
+		{"FollowersOnFollowing", cursorFollowing, ptr(encodeIDCursor(cursorFollowers, id)), store.NilID, false},
+		{"MessagesOnFollowers", cursorFollowers, ptr(encodeIDCursor(cursorMessages, id)), store.NilID, false},
+		{"InboxOnMessages", cursorMessages, ptr(encodeSeqCursor(7)), store.NilID, false},
+		{"NilID", cursorMessages, ptr(encodeIDCursor(cursorMessages, store.NilID)), store.NilID, false},
+		{"Garbage", cursorMessages, ptr("abc"), store.NilID, false},
+		{"GlobalID", cursorMessages, ptr(globalID(typeMessage, id)), store.NilID, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decodeIDCursor(tt.kind, tt.after)
+			if !tt.ok {
+				require.Error(t, err)
+				assert.Equal(t, store.EINVALID, store.ErrorCode(err))
+				assert.Equal(t, "invalid cursor", store.ErrorMessage(err))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestGlobalID(t *testing.T) {
+	id := store.NewID(time.Now())
+	user, msg := globalID(typeUser, id), globalID(typeMessage, id)
+	assert.NotEqual(t, user, msg, "the same store id must give different global ids per type")
+
+	tests := []struct {
+		name string
+		want string // the type parseIDOf is asked for
+		in   string
+		ok   bool
+	}{
+		{"User", typeUser, user, true},
+		{"Message", typeMessage, msg, true},
+		{"WrongType", typeUser, msg, false},
+		{"UnknownType", typeUser, base64.RawURLEncoding.EncodeToString([]byte("Post:" + id.String())), false},
+		{"NoType", typeUser, base64.RawURLEncoding.EncodeToString([]byte(id.String())), false},
+		{"BadHex", typeUser, base64.RawURLEncoding.EncodeToString([]byte("User:zz")), false},
+		{"NilID", typeUser, globalID(typeUser, store.NilID), false},
+		{"RawHex", typeUser, id.String(), false},
+		{"Empty", typeUser, "", false},
+		{"NotBase64", typeUser, "User:abc", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseIDOf(tt.want, tt.in)
+			if !tt.ok {
+				require.Error(t, err)
+				assert.Equal(t, store.EINVALID, store.ErrorCode(err))
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, id, got)
+		})
+	}
+}

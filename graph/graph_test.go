@@ -1,0 +1,409 @@
+package graph_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/client"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+
+	"herald/graph"
+	"herald/graph/auth"
+	"herald/store"
+	"herald/store/embedded"
+)
+
+// env is one Herald GraphQL server over a fresh embedded store, with the
+// backend wrapped in a call counter.
+type env struct {
+	svc     *store.Service
+	hub     *store.Hub
+	backend *countingBackend
+	tokens  *auth.Signer
+	srv     *handler.Server
+	client  *client.Client
+	logs    *syncBuffer
+}
+
+// clock is an injected clock that moves forward 1ms at every reading, so
+// every stored time is distinct and ordering assertions are deterministic.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Millisecond)
+	return c.now
+}
+
+// syncBuffer collects log output from the server's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// newEnv starts a server with cfg's limits (graph.DefaultConfig() when mod
+// is nil), stopped in t.Cleanup.
+func newEnv(t *testing.T, mod func(*graph.Config)) *env {
+	t.Helper()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	st, err := embedded.Open(t.TempDir(), embedded.Options{Logger: logger, CacheBytes: 8 << 20})
+	require.NoError(t, err)
+	cb := newCountingBackend(st)
+	hub := store.NewHub()
+	clk := &clock{now: time.Now().UTC().Truncate(time.Second)}
+	svc := store.NewService(cb, hub, store.Options{PasswordCost: bcrypt.MinCost, Now: clk.Now, Logger: logger})
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, svc.Close(ctx))
+		hub.Close()
+		require.NoError(t, st.Close())
+	})
+
+	tokens := auth.NewSigner([]byte("graph-test-secret"), time.Hour)
+	cfg := graph.DefaultConfig()
+	cfg.Service, cfg.Tokens, cfg.Logger = svc, tokens, logger
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv := graph.NewServer(cfg)
+	// The server package adds its own websocket transport; gqlgen's client
+	// speaks the legacy graphql-ws protocol and expects a keep-alive at once.
+	srv.AddTransport(transport.Websocket{KeepAlivePingInterval: 10 * time.Second})
+
+	return &env{
+		svc: svc, hub: hub, backend: cb, tokens: tokens, srv: srv, logs: logs,
+		client: client.New(withViewer(tokens, srv)),
+	}
+}
+
+// withViewer stands in for the server package's authentication: a valid
+// bearer token puts its user into the request context.
+func withViewer(tokens *auth.Signer, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok, ok := auth.FromHeader(r.Header.Get("Authorization")); ok {
+			if id, err := tokens.Verify(tok); err == nil {
+				r = r.WithContext(graph.NewContextWithViewer(r.Context(), id))
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// gqlError is one entry of a response's errors.
+type gqlError struct {
+	Message    string `json:"message"`
+	Path       []any  `json:"path"`
+	Extensions struct {
+		Code string `json:"code"`
+	} `json:"extensions"`
+}
+
+// opts builds client options: the token (if any) and variables.
+func opts(token string, vars map[string]any) []client.Option {
+	var o []client.Option
+	if token != "" {
+		o = append(o, client.AddHeader("Authorization", "Bearer "+token))
+	}
+	for k, v := range vars {
+		o = append(o, client.Var(k, v))
+	}
+	return o
+}
+
+// exec runs an operation and returns its data as JSON and its errors.
+func (e *env) exec(t *testing.T, token, query string, vars map[string]any) (json.RawMessage, []gqlError) {
+	t.Helper()
+	resp, err := e.client.RawPost(query, opts(token, vars)...)
+	if err != nil {
+		// gqlgen's client refuses an HTTP error status (422 for an operation
+		// refused before it runs) but keeps the body in the error text.
+		m := httpErr.FindStringSubmatch(err.Error())
+		require.NotNil(t, m, "request failed: %v", err)
+		resp = &client.Response{}
+		require.NoError(t, json.Unmarshal([]byte(m[1]), resp))
+	}
+	data, err := json.Marshal(resp.Data)
+	require.NoError(t, err)
+	var errs []gqlError
+	if len(resp.Errors) > 0 {
+		require.NoError(t, json.Unmarshal(resp.Errors, &errs))
+	}
+	return data, errs
+}
+
+var httpErr = regexp.MustCompile(`(?s)^http 4\d\d: (.*)$`)
+
+// mustExec runs an operation that must succeed and decodes its data into out.
+func (e *env) mustExec(t *testing.T, token, query string, vars map[string]any, out any) {
+	t.Helper()
+	data, errs := e.exec(t, token, query, vars)
+	require.Empty(t, errs, "errors from %s", query)
+	if out != nil {
+		require.NoError(t, json.Unmarshal(data, out))
+	}
+}
+
+// errCode runs an operation that must fail and returns its first error's
+// code, checking the message is the client-safe one.
+func (e *env) errCode(t *testing.T, token, query string, vars map[string]any) string {
+	t.Helper()
+	_, errs := e.exec(t, token, query, vars)
+	require.NotEmpty(t, errs, "expected an error from %s", query)
+	require.NotContains(t, errs[0].Message, "herald error", "clients get store.Error.Message, not Error()")
+	return errs[0].Extensions.Code
+}
+
+// user is the part of a User the fixtures use.
+type user struct {
+	ID             string `json:"id"`
+	Handle         string `json:"handle"`
+	DisplayName    string `json:"displayName"`
+	FollowerCount  int    `json:"followerCount"`
+	FollowingCount int    `json:"followingCount"`
+	MessageCount   int    `json:"messageCount"`
+	ViewerFollows  bool   `json:"viewerFollows"`
+}
+
+const userFields = `id handle displayName followerCount followingCount messageCount viewerFollows`
+
+// mustSignUp creates a user and returns its token and global id.
+func mustSignUp(t *testing.T, e *env, handle string) (token, id string) {
+	t.Helper()
+	var resp struct {
+		SignUp struct {
+			Token string `json:"token"`
+			User  user   `json:"user"`
+		} `json:"signUp"`
+	}
+	e.mustExec(t, "", `mutation($in: SignUpInput!) { signUp(input: $in) { token user { `+userFields+` } } }`,
+		map[string]any{"in": map[string]any{"handle": handle, "password": "password123"}}, &resp)
+	require.NotEmpty(t, resp.SignUp.Token)
+	return resp.SignUp.Token, resp.SignUp.User.ID
+}
+
+// mustFollow makes the token's user follow userID and returns the followee.
+func mustFollow(t *testing.T, e *env, token, userID string) user {
+	t.Helper()
+	var resp struct {
+		Follow user `json:"follow"`
+	}
+	e.mustExec(t, token, `mutation($id: ID!) { follow(userId: $id) { `+userFields+` } }`, map[string]any{"id": userID}, &resp)
+	return resp.Follow
+}
+
+// mustPost posts text as the token's user and returns the message's id.
+func mustPost(t *testing.T, e *env, token, text string) string {
+	t.Helper()
+	var resp struct {
+		PostMessage struct {
+			ID string `json:"id"`
+		} `json:"postMessage"`
+	}
+	e.mustExec(t, token, `mutation($in: PostMessageInput!) { postMessage(input: $in) { id } }`,
+		map[string]any{"in": map[string]any{"text": text}}, &resp)
+	return resp.PostMessage.ID
+}
+
+// waitFanOut waits until every queued fan-out job is done.
+func waitFanOut(t *testing.T, e *env) {
+	t.Helper()
+	require.Eventually(t, e.svc.Idle, 10*time.Second, 5*time.Millisecond, "fan-out did not finish")
+}
+
+// fakeGlobalID builds the global id of an object that does not exist, in the
+// format graph/id.go documents.
+func fakeGlobalID(typ string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(typ + ":" + store.NewID(time.Now()).String()))
+}
+
+// countingBackend counts the calls made to each Backend method, to prove
+// what a GraphQL operation costs in storage round trips.
+type countingBackend struct {
+	store.Backend
+	mu    sync.Mutex
+	calls map[string]*atomic.Int64
+}
+
+var _ store.Backend = (*countingBackend)(nil)
+
+func newCountingBackend(b store.Backend) *countingBackend {
+	return &countingBackend{Backend: b, calls: map[string]*atomic.Int64{}}
+}
+
+func (c *countingBackend) count(method string) {
+	c.mu.Lock()
+	n, ok := c.calls[method]
+	if !ok {
+		n = new(atomic.Int64)
+		c.calls[method] = n
+	}
+	c.mu.Unlock()
+	n.Add(1)
+}
+
+// reset zeroes the counters.
+func (c *countingBackend) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = map[string]*atomic.Int64{}
+}
+
+// snapshot returns the calls per method since the last reset, and their sum.
+func (c *countingBackend) snapshot() (map[string]int64, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int64{}
+	var total int64
+	for m, n := range c.calls {
+		out[m] = n.Load()
+		total += out[m]
+	}
+	return out, total
+}
+
+func (c *countingBackend) CreateUser(ctx context.Context, u *store.User) error {
+	c.count("CreateUser")
+	return c.Backend.CreateUser(ctx, u)
+}
+
+func (c *countingBackend) FindUserByID(ctx context.Context, id store.ID) (*store.User, error) {
+	c.count("FindUserByID")
+	return c.Backend.FindUserByID(ctx, id)
+}
+
+func (c *countingBackend) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error) {
+	c.count("FindUsersByIDs")
+	return c.Backend.FindUsersByIDs(ctx, ids)
+}
+
+func (c *countingBackend) FindUserByHandle(ctx context.Context, handle string) (*store.User, error) {
+	c.count("FindUserByHandle")
+	return c.Backend.FindUserByHandle(ctx, handle)
+}
+
+func (c *countingBackend) UpdateUser(ctx context.Context, id store.ID, upd store.UserUpdate) (*store.User, error) {
+	c.count("UpdateUser")
+	return c.Backend.UpdateUser(ctx, id, upd)
+}
+
+func (c *countingBackend) Follow(ctx context.Context, follower, followee store.ID, at time.Time) (bool, error) {
+	c.count("Follow")
+	return c.Backend.Follow(ctx, follower, followee, at)
+}
+
+func (c *countingBackend) Unfollow(ctx context.Context, follower, followee store.ID) (bool, error) {
+	c.count("Unfollow")
+	return c.Backend.Unfollow(ctx, follower, followee)
+}
+
+func (c *countingBackend) FindFollowing(ctx context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
+	c.count("FindFollowing")
+	return c.Backend.FindFollowing(ctx, follower, targets)
+}
+
+func (c *countingBackend) ListFollowers(ctx context.Context, u, after store.ID, limit int) ([]store.Follow, error) {
+	c.count("ListFollowers")
+	return c.Backend.ListFollowers(ctx, u, after, limit)
+}
+
+func (c *countingBackend) ListFollowing(ctx context.Context, u, after store.ID, limit int) ([]store.Follow, error) {
+	c.count("ListFollowing")
+	return c.Backend.ListFollowing(ctx, u, after, limit)
+}
+
+func (c *countingBackend) CreateMessage(ctx context.Context, m *store.Message, job *store.Job) error {
+	c.count("CreateMessage")
+	return c.Backend.CreateMessage(ctx, m, job)
+}
+
+func (c *countingBackend) FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error) {
+	c.count("FindMessageByID")
+	return c.Backend.FindMessageByID(ctx, id)
+}
+
+func (c *countingBackend) FindMessagesByIDs(ctx context.Context, ids []store.ID) ([]*store.Message, error) {
+	c.count("FindMessagesByIDs")
+	return c.Backend.FindMessagesByIDs(ctx, ids)
+}
+
+func (c *countingBackend) FindMessages(ctx context.Context, f store.MessageFilter) ([]*store.Message, error) {
+	c.count("FindMessages")
+	return c.Backend.FindMessages(ctx, f)
+}
+
+func (c *countingBackend) UpdateMessage(ctx context.Context, id store.ID, upd store.MessageUpdate) (*store.Message, error) {
+	c.count("UpdateMessage")
+	return c.Backend.UpdateMessage(ctx, id, upd)
+}
+
+func (c *countingBackend) DeleteMessage(ctx context.Context, id store.ID, retract *store.Job) error {
+	c.count("DeleteMessage")
+	return c.Backend.DeleteMessage(ctx, id, retract)
+}
+
+func (c *countingBackend) DeliverInbox(ctx context.Context, d store.Delivery) ([]store.InboxChange, error) {
+	c.count("DeliverInbox")
+	return c.Backend.DeliverInbox(ctx, d)
+}
+
+func (c *countingBackend) ReadInbox(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
+	c.count("ReadInbox")
+	return c.Backend.ReadInbox(ctx, f)
+}
+
+func (c *countingBackend) MarkInboxRead(ctx context.Context, owner store.ID) (store.InboxCounts, error) {
+	c.count("MarkInboxRead")
+	return c.Backend.MarkInboxRead(ctx, owner)
+}
+
+func (c *countingBackend) FindDeliveries(ctx context.Context, messageID store.ID, cursor []byte, limit int) ([]store.InboxRef, []byte, error) {
+	c.count("FindDeliveries")
+	return c.Backend.FindDeliveries(ctx, messageID, cursor, limit)
+}
+
+func (c *countingBackend) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]store.InboxChange, error) {
+	c.count("RemoveInboxEntries")
+	return c.Backend.RemoveInboxEntries(ctx, r)
+}
+
+func (c *countingBackend) PendingJobs(ctx context.Context) ([]*store.Job, error) {
+	c.count("PendingJobs")
+	return c.Backend.PendingJobs(ctx)
+}
+
+func (c *countingBackend) Close() error {
+	c.count("Close")
+	return c.Backend.Close()
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"herald/graph"
+)
+
+// envPrefix starts the environment variable of every flag: -max-body-bytes
+// falls back to HERALD_MAX_BODY_BYTES.
+const envPrefix = "HERALD_"
+
+// envTokenSecret holds the token signing secret. It has no flag on purpose:
+// command lines are visible to every user of the machine (ps, /proc).
+const envTokenSecret = "HERALD_TOKEN_SECRET"
+
+// minSecretLen is the shortest accepted token secret: 256 bits, the key size
+// RFC 7518 requires for HMAC-SHA256 signed tokens.
+const minSecretLen = 32
+
+// config is everything the server reads from flags and the environment.
+type config struct {
+	Addr            string
+	DataDir         string
+	LogLevel        slog.Level
+	LogFormat       string // "json" or "text"
+	AllowedOrigins  []string
+	TokenTTL        time.Duration
+	MaxBodyBytes    int64
+	Introspection   bool
+	ComplexityLimit int
+	MaxDepth        int
+	ShutdownTimeout time.Duration
+	// TokenSecret comes from HERALD_TOKEN_SECRET; nil means "use or create
+	// the secret file in DataDir".
+	TokenSecret []byte
+}
+
+// parseConfig reads flags from args, falling back for each flag not given
+// to its HERALD_* environment variable, then to its default. It returns
+// flag.ErrHelp when -h or -help is given, after writing the usage to usage.
+func parseConfig(args []string, getenv func(string) string, usage io.Writer) (config, error) {
+	var (
+		cfg      config
+		logLevel string
+		origins  string
+	)
+	fs := flag.NewFlagSet("herald", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned, usage printed only on -h
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (host:port; port 0 picks a free one)")
+	fs.StringVar(&cfg.DataDir, "data", "./herald-data", "data directory of the embedded store and the token secret")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&cfg.LogFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&origins, "allowed-origins", "", "comma-separated origins (scheme://host[:port]) besides the server's own that may open a websocket; * allows any")
+	fs.DurationVar(&cfg.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of issued bearer tokens")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body or websocket message, in bytes")
+	fs.BoolVar(&cfg.Introspection, "introspection", true, "allow GraphQL introspection queries")
+	fs.IntVar(&cfg.ComplexityLimit, "complexity-limit", graph.DefaultComplexityLimit, "largest accepted query complexity")
+	fs.IntVar(&cfg.MaxDepth, "max-depth", graph.DefaultMaxDepth, "deepest accepted query nesting")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and queued fan-out")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(usage)
+			fmt.Fprintln(usage, "Usage: herald [flags]\n\nEvery flag may also be set by its environment variable, e.g. -max-body-bytes by HERALD_MAX_BODY_BYTES; a flag on the command line wins.\nThe token secret is read from HERALD_TOKEN_SECRET, or else from <data>/token-secret (created on first start).\n\nFlags:")
+			fs.PrintDefaults()
+		}
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+
+	given := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || envErr != nil {
+			return
+		}
+		name := envName(f.Name)
+		if v := getenv(name); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("invalid %s=%q: %v", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return config{}, envErr
+	}
+
+	var err error
+	if cfg.LogLevel, err = parseLogLevel(logLevel); err != nil {
+		return config{}, err
+	}
+	if cfg.LogFormat != "json" && cfg.LogFormat != "text" {
+		return config{}, fmt.Errorf("invalid log format %q: want json or text", cfg.LogFormat)
+	}
+	for o := range strings.SplitSeq(origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
+		}
+	}
+	if _, err := newOriginPolicy(cfg.AllowedOrigins); err != nil {
+		return config{}, err
+	}
+	switch {
+	case cfg.Addr == "":
+		return config{}, errors.New("-addr must not be empty")
+	case cfg.DataDir == "":
+		return config{}, errors.New("-data must not be empty")
+	case cfg.TokenTTL <= 0:
+		return config{}, errors.New("-token-ttl must be positive")
+	case cfg.MaxBodyBytes <= 0:
+		return config{}, errors.New("-max-body-bytes must be positive")
+	case cfg.ComplexityLimit <= 0:
+		return config{}, errors.New("-complexity-limit must be positive")
+	case cfg.MaxDepth <= 0:
+		return config{}, errors.New("-max-depth must be positive")
+	case cfg.ShutdownTimeout <= 0:
+		return config{}, errors.New("-shutdown-timeout must be positive")
+	}
+
+	if s := getenv(envTokenSecret); s != "" {
+		if len(s) < minSecretLen {
+			return config{}, fmt.Errorf("%s is %d bytes; it must be at least %d", envTokenSecret, len(s), minSecretLen)
+		}
+		cfg.TokenSecret = []byte(s)
+	}
+	return cfg, nil
+}
+
+// envName returns the environment variable of a flag: "max-body-bytes" →
+// "HERALD_MAX_BODY_BYTES".
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func parseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("invalid log level %q: want debug, info, warn or error", s)
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"herald/graph"
+	"herald/graph/auth"
+	"herald/store"
+)
+
+// verifier checks a bearer token and returns the user it was issued to. It
+// is *auth.Signer in the program; the interface keeps the middleware
+// testable on its own.
+type verifier interface {
+	Verify(token string) (store.ID, error)
+}
+
+// authMiddleware puts the viewer named by an "Authorization: Bearer <token>"
+// header into the request context. Without the header the request goes on
+// anonymously. A header that is malformed, or a token that is invalid or
+// expired, is answered at once with an UNAUTHENTICATED GraphQL error: going
+// on anonymously would hide the client's mistake behind confusing
+// permission errors further down.
+func authMiddleware(v verifier, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		if h == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		token, ok := auth.FromHeader(h)
+		if !ok {
+			writeRequestError(w, r, http.StatusUnauthorized, store.EUNAUTHENTICATED, `malformed Authorization header: want "Bearer <token>"`)
+			return
+		}
+		id, err := v.Verify(token)
+		if err != nil {
+			msg := "invalid or expired token"
+			if store.ErrorCode(err) == store.EUNAUTHENTICATED {
+				msg = store.ErrorMessage(err)
+			}
+			writeRequestError(w, r, http.StatusUnauthorized, store.EUNAUTHENTICATED, msg)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(graph.NewContextWithViewer(r.Context(), id)))
+	})
+}
+
+// bodyLimitMiddleware refuses a request body larger than limit bytes with
+// 413. The body is read here in full (gqlgen reads it in full anyway) so
+// the client gets a clear status instead of gqlgen's generic read error.
+func bodyLimitMiddleware(limit int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.ContentLength > limit {
+			writeRequestError(w, r, http.StatusRequestEntityTooLarge, store.EINVALID, fmt.Sprintf("request body exceeds %d bytes", limit))
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				writeRequestError(w, r, http.StatusRequestEntityTooLarge, store.EINVALID, fmt.Sprintf("request body exceeds %d bytes", limit))
+				return
+			}
+			writeRequestError(w, r, http.StatusBadRequest, store.EINVALID, "could not read request body")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeRequestError answers a request that never reached GraphQL execution
+// with a GraphQL-shaped error. Following GraphQL over HTTP, a client that
+// accepts application/graphql-response+json gets the real HTTP status, and
+// a legacy application/json client gets 200 and learns from the body. Two
+// cases always get the real status: 413, which concerns the transport, not
+// GraphQL, and a websocket handshake, whose client sees only the status.
+func writeRequestError(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+	ct := responseType(r)
+	if ct == "application/json" && !isUpgrade(r) && status != http.StatusRequestEntityTooLarge {
+		status = http.StatusOK
+	}
+	if status == http.StatusUnauthorized {
+		// RFC 6750 §3: a 401 for a bearer token names the scheme.
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	}
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"errors": []any{map[string]any{
+			"message":    message,
+			"extensions": map[string]any{"code": code},
+		}},
+	})
+}
+
+// responseType picks the media type of a response as gqlgen does: the first
+// of the two GraphQL media types the Accept header names, application/json
+// when it names neither.
+func responseType(r *http.Request) string {
+	for part := range strings.SplitSeq(r.Header.Get("Accept"), ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case "application/json":
+			return mt
+		case "application/graphql-response+json":
+			return mt
+		}
+	}
+	return "application/json"
+}
+
+// accessLogMiddleware logs each request at debug level, once it is done
+// (for a websocket: once the connection ends). It costs nothing when debug
+// logging is off.
+func accessLogMiddleware(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !log.Enabled(r.Context(), slog.LevelDebug) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if rec.hijacked {
+			status = http.StatusSwitchingProtocols
+		}
+		log.LogAttrs(r.Context(), slog.LevelDebug, "request",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", status),
+			slog.Int64("bytes", rec.bytes),
+			slog.Duration("duration", time.Since(start)),
+			slog.String("remote", r.RemoteAddr),
+		)
+	})
+}
+
+// statusRecorder records the status and size of a response. It passes
+// Hijack and Flush through, which the websocket upgrade and streaming
+// transports need.
+type statusRecorder struct {
+	http.ResponseWriter
+	status   int
+	bytes    int64
+	hijacked bool
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+// Hijack implements http.Hijacker for the websocket upgrade.
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := s.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("response writer does not support hijacking")
+	}
+	c, rw, err := h.Hijack()
+	if err == nil {
+		s.hijacked = true
+	}
+	return c, rw, err
+}
+
+// Flush implements http.Flusher.
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// health serves /healthz and /readyz. Liveness is unconditional while the
+// process serves HTTP; readiness is true once storage is open and fan-out
+// runs, and false again as soon as shutdown begins, so a load balancer stops
+// sending traffic before connections are closed.
+type health struct {
+	ready atomic.Bool
+}
+
+func (h *health) live(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if !h.ready.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "not ready\n")
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}

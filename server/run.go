@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+
+	"herald/graph"
+	"herald/graph/auth"
+	"herald/store"
+	"herald/store/embedded"
+	"herald/web"
+)
+
+// Websocket timing. The legacy graphql-ws protocol has only server-sent
+// keep-alives ("ka"); graphql-transport-ws uses ping/pong, and a client that
+// leaves a ping unanswered for two intervals is dropped, which frees its
+// subscriptions when a network path dies silently.
+const (
+	wsInitTimeout  = 10 * time.Second
+	wsKeepAlive    = 15 * time.Second
+	wsPingInterval = 15 * time.Second
+	wsWriteTimeout = 10 * time.Second
+)
+
+// closeForbidden is the graphql-transport-ws close code for a refused
+// connection_init ("4403: Forbidden" in the protocol).
+const closeForbidden = 4403
+
+// embeddedDir is the embedded store's directory inside the data directory;
+// the token secret sits beside it.
+const embeddedDir = "embedded"
+
+// run is the whole program, apart from signal handling: it parses args and
+// the environment, opens the store, serves until ctx ends, then shuts down.
+// It returns nil after a clean shutdown. stdout receives the usage text
+// asked for with -h; logs go to stderr.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	secret, err := loadTokenSecret(cfg.DataDir, cfg.TokenSecret, log)
+	if err != nil {
+		return err
+	}
+	dbDir := filepath.Join(cfg.DataDir, embeddedDir)
+	st, err := embedded.Open(dbDir, embedded.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	log.Info("store open", "backend", "embedded", "dir", dbDir)
+	hub := store.NewHub()
+	svc := store.NewService(st, hub, store.Options{Logger: log})
+	if err := svc.Start(ctx); err != nil {
+		hub.Close()
+		_ = st.Close()
+		return fmt.Errorf("start fan-out: %w", err)
+	}
+
+	a, err := newApp(cfg, log, svc, auth.NewSigner(secret, cfg.TokenTTL))
+	if err != nil {
+		return errors.Join(err, stopAll(context.Background(), log, svc, hub, st))
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return errors.Join(fmt.Errorf("listen: %w", err), stopAll(context.Background(), log, svc, hub, st))
+	}
+	hs := &http.Server{
+		Handler:           a.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	a.health.ready.Store(true)
+	log.Info("listening", "addr", ln.Addr().String())
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	case err := <-serveErr:
+		runErr = fmt.Errorf("serve: %w", err)
+		log.Error("server failed; shutting down", "err", err)
+	}
+	// One deadline for the whole shutdown: fan-out cut short by it is not
+	// lost, it is stored and resumes at the next start.
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(runErr, a.shutdown(sctx, hs), stopAll(sctx, log, svc, hub, st))
+}
+
+// stopAll stops what run started below the HTTP layer, in dependency order:
+// the fan-out first (it publishes to the hub and writes to the store), then
+// the hub (ending every subscription), then the store.
+func stopAll(ctx context.Context, log *slog.Logger, svc *store.Service, hub *store.Hub, st *embedded.Store) error {
+	var errs []error
+	if err := svc.Close(ctx); err != nil {
+		log.Warn("fan-out stopped before its queue was empty; the rest resumes at next start", "err", err)
+		errs = append(errs, fmt.Errorf("stop fan-out: %w", err))
+	} else {
+		log.Info("fan-out drained")
+	}
+	hub.Close()
+	log.Info("event hub closed")
+	if err := st.Close(); err != nil {
+		log.Error("closing store", "err", err)
+		errs = append(errs, fmt.Errorf("close store: %w", err))
+	} else {
+		log.Info("store closed")
+	}
+	return errors.Join(errs...)
+}
+
+func newLogger(cfg config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// app is the HTTP face of the server: routes, middleware and the websocket
+// transport, over a running store.Service.
+type app struct {
+	cfg     config
+	log     *slog.Logger
+	svc     *store.Service
+	signer  *auth.Signer
+	origins *originPolicy
+	ws      *wsAdapter
+	wsTrack wsTracker
+	health  health
+}
+
+func newApp(cfg config, log *slog.Logger, svc *store.Service, signer *auth.Signer) (*app, error) {
+	origins, err := newOriginPolicy(cfg.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	return &app{
+		cfg:     cfg,
+		log:     log,
+		svc:     svc,
+		signer:  signer,
+		origins: origins,
+		ws:      newWSAdapter(origins, wsWriteTimeout),
+	}, nil
+}
+
+// routes returns the server's handler. The middleware runs outside in:
+// access log, origin check (websocket only), upgrade tracking, body limit,
+// authentication, then gqlgen.
+func (a *app) routes() http.Handler {
+	gql := graph.NewServer(graph.Config{
+		Service:         a.svc,
+		Tokens:          a.signer,
+		Logger:          a.log,
+		ComplexityLimit: a.cfg.ComplexityLimit,
+		MaxDepth:        a.cfg.MaxDepth,
+		Introspection:   a.cfg.Introspection,
+	})
+	limit := a.cfg.MaxBodyBytes
+	gql.AddTransport(transport.Websocket{
+		Implementation:        a.ws,
+		InitFunc:              a.wsInit,
+		InitTimeout:           wsInitTimeout,
+		KeepAlivePingInterval: wsKeepAlive,
+		PingPongInterval:      wsPingInterval,
+		PayloadReadLimit:      &limit,
+		ErrorFunc: func(ctx context.Context, err error) {
+			a.log.DebugContext(ctx, "websocket error", "err", err)
+		},
+	})
+
+	var h http.Handler = gql
+	h = authMiddleware(a.signer, h)
+	h = bodyLimitMiddleware(a.cfg.MaxBodyBytes, h)
+	h = a.wsTrack.middleware(h)
+	h = a.origins.middleware(h)
+
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", h)
+	mux.HandleFunc("GET /healthz", a.health.live)
+	mux.HandleFunc("GET /readyz", a.health.readyz)
+	// "/" without a method: a method-qualified "GET /" would conflict with
+	// the method-less "/graphql" in ServeMux's precedence rules.
+	mux.Handle("/", getOnly(http.FileServerFS(web.Assets)))
+	return accessLogMiddleware(a.log, mux)
+}
+
+// getOnly answers 405 to any method but GET and HEAD, which is all static
+// files support.
+func getOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// wsInit authenticates a websocket's connection_init. The payload's
+// "authorization" (or "Authorization") must hold "Bearer <token>"; a token
+// already given in the handshake's Authorization header (non-browser
+// clients) is accepted instead. Anything else closes the connection with
+// 4403 Forbidden, the graphql-transport-ws code for a refused init.
+func (a *app) wsInit(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+	h := p.Authorization()
+	if h == "" {
+		if _, ok := graph.ViewerFromContext(ctx); ok {
+			return ctx, nil, nil
+		}
+		return refuseInit(ctx, `Forbidden: connection_init payload needs "authorization": "Bearer <token>"`)
+	}
+	token, ok := auth.FromHeader(h)
+	if !ok {
+		return refuseInit(ctx, `Forbidden: malformed authorization: want "Bearer <token>"`)
+	}
+	id, err := a.signer.Verify(token)
+	if err != nil {
+		return refuseInit(ctx, "Forbidden: invalid or expired token")
+	}
+	return graph.NewContextWithViewer(ctx, id), nil, nil
+}
+
+// refuseInit makes gqlgen close the connection with 4403 and reason. gqlgen
+// reads the code and reason from the returned context, so it must never be
+// nil.
+func refuseInit(ctx context.Context, reason string) (context.Context, *transport.InitPayload, error) {
+	ctx = transport.WithWebsocketCloseCode(ctx, closeForbidden)
+	ctx = transport.AppendCloseReason(ctx, reason)
+	return ctx, nil, errors.New(reason)
+}
+
+// shutdown stops the HTTP side: readiness goes false, http.Server.Shutdown
+// stops listening and waits for in-flight requests, then every websocket
+// (hijacked, so Shutdown does not see them) is closed with 1001 Going Away
+// and their handlers are waited for, so their subscriptions have ended
+// before the hub and store close.
+func (a *app) shutdown(ctx context.Context, hs *http.Server) error {
+	a.health.ready.Store(false)
+	var errs []error
+	if err := hs.Shutdown(ctx); err != nil {
+		a.log.Warn("http requests still running at the deadline; closing them", "err", err)
+		_ = hs.Close()
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	} else {
+		a.log.Info("http server stopped")
+	}
+	n := a.ws.Len()
+	a.ws.closeAll()
+	if err := a.wsTrack.wait(ctx); err != nil {
+		a.log.Warn("websocket handlers still running at the deadline", "err", err)
+		errs = append(errs, fmt.Errorf("websocket shutdown: %w", err))
+	} else {
+		a.log.Info("websockets closed", "connections", n)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+)
+
+// secretFile is the name of the token secret inside the data directory.
+const secretFile = "token-secret"
+
+// loadTokenSecret returns the secret that signs bearer tokens: fromEnv if
+// set (parseConfig has checked its length), else the content of
+// <dataDir>/token-secret, which is created with 32 random bytes on first
+// start. Keeping it next to the data means tokens survive a restart.
+//
+// The file holds the bytes hex-encoded, and the secret is that text, so an
+// operator can move it to HERALD_TOKEN_SECRET unchanged and keep every
+// issued token valid.
+func loadTokenSecret(dataDir string, fromEnv []byte, log *slog.Logger) ([]byte, error) {
+	if fromEnv != nil {
+		log.Info("token secret from environment", "var", envTokenSecret)
+		return fromEnv, nil
+	}
+	path := filepath.Join(dataDir, secretFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		secret := bytes.TrimSpace(b)
+		if len(secret) < minSecretLen {
+			return nil, fmt.Errorf("token secret %s is %d bytes; it must be at least %d (delete it to make a new one, which logs everyone out)", path, len(secret), minSecretLen)
+		}
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			log.Warn("token secret file is readable by other users; chmod 600 it", "path", path, "mode", fi.Mode().Perm().String())
+		}
+		log.Info("token secret from file", "path", path)
+		return secret, nil
+	case errors.Is(err, fs.ErrNotExist):
+		secret, err := createSecretFile(dataDir, path)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("token secret created", "path", path)
+		return secret, nil
+	default:
+		return nil, fmt.Errorf("read token secret: %w", err)
+	}
+}
+
+// createSecretFile writes a new random secret to path atomically: a temp
+// file in the same directory (created 0600), synced, then renamed, so a
+// crash never leaves a partial secret behind.
+func createSecretFile(dir, path string) ([]byte, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, fmt.Errorf("generate token secret: %w", err)
+	}
+	secret := []byte(hex.EncodeToString(raw))
+
+	tmp, err := os.CreateTemp(dir, secretFile+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("create token secret: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("create token secret: %w", err)
+	}
+	if _, err := tmp.Write(append(secret, '\n')); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("write token secret: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("write token secret: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("write token secret: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return nil, fmt.Errorf("install token secret: %w", err)
+	}
+	// Sync the directory so the rename itself survives a power loss.
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return secret, nil
+}

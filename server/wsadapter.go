@@ -1,0 +1,380 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/gorilla/websocket"
+)
+
+// maxCloseReason is the most bytes a close frame's reason may hold: a control
+// frame carries at most 125 bytes, two of which are the status code.
+const maxCloseReason = 123
+
+// wsAdapter implements gqlgen's transport.WebsocketImplementation over
+// gorilla/websocket, so buffer sizes, compression and the origin check are
+// ours to choose. It also keeps the set of open connections, so shutdown can
+// close them: http.Server.Shutdown neither waits for nor closes hijacked
+// connections.
+type wsAdapter struct {
+	upgrader     websocket.Upgrader
+	writeTimeout time.Duration
+
+	mu      sync.Mutex
+	conns   map[*wsConn]struct{}
+	closing bool
+}
+
+var _ transport.WebsocketImplementation = (*wsAdapter)(nil)
+
+// newWSAdapter returns an adapter that accepts only origins allowed by
+// origins and gives up on any write that takes longer than writeTimeout.
+func newWSAdapter(origins *originPolicy, writeTimeout time.Duration) *wsAdapter {
+	return &wsAdapter{
+		upgrader: websocket.Upgrader{
+			HandshakeTimeout: 10 * time.Second,
+			ReadBufferSize:   1024,
+			WriteBufferSize:  4096,
+			// Idle connections hold no write buffer: with thousands of
+			// subscribers mostly waiting, that is most of their memory.
+			WriteBufferPool: &sync.Pool{},
+			// Messages are small JSON documents; per-connection deflate
+			// state would cost more memory and CPU than it saves.
+			EnableCompression: false,
+			CheckOrigin:       origins.allowed,
+			// Leave the response to gqlgen, which answers 400 when Accept
+			// fails; writing here too would write the header twice. A
+			// refused origin is answered with 403 before gqlgen runs (see
+			// originPolicy.middleware).
+			Error: func(http.ResponseWriter, *http.Request, int, error) {},
+		},
+		writeTimeout: writeTimeout,
+		conns:        make(map[*wsConn]struct{}),
+	}
+}
+
+// Accept implements transport.WebsocketImplementation. It negotiates one of
+// the subprotocols gqlgen offers (graphql-transport-ws or the legacy
+// graphql-ws), in the client's order of preference.
+func (a *wsAdapter) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
+	a.mu.Lock()
+	closing := a.closing
+	a.mu.Unlock()
+	if closing {
+		return nil, errors.New("server is shutting down")
+	}
+
+	up := a.upgrader // a copy, so concurrent Accepts never share Subprotocols
+	up.Subprotocols = slices.Clone(opts.Subprotocols)
+	raw, err := up.Upgrade(w, r, opts.ResponseHeader)
+	if err != nil {
+		return nil, err
+	}
+	c := &wsConn{conn: raw, writeTimeout: a.writeTimeout, adapter: a}
+
+	a.mu.Lock()
+	if a.closing {
+		a.mu.Unlock()
+		_ = c.WriteClose(websocket.CloseGoingAway, "server shutting down")
+		_ = raw.Close()
+		return nil, errors.New("server is shutting down")
+	}
+	a.conns[c] = struct{}{}
+	a.mu.Unlock()
+
+	if h, ok := r.Context().Value(connHolderKey{}).(*connHolder); ok {
+		h.set(c)
+	}
+	return c, nil
+}
+
+// Len returns the number of open websocket connections.
+func (a *wsAdapter) Len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.conns)
+}
+
+// closeAll refuses new connections and closes every open one with 1001
+// Going Away. gqlgen's read loop then fails, which cancels the connection's
+// subscriptions.
+func (a *wsAdapter) closeAll() {
+	a.mu.Lock()
+	a.closing = true
+	conns := make([]*wsConn, 0, len(a.conns))
+	for c := range a.conns {
+		conns = append(conns, c)
+	}
+	a.mu.Unlock()
+	for _, c := range conns {
+		_ = c.WriteClose(websocket.CloseGoingAway, "server shutting down")
+		_ = c.Close()
+	}
+}
+
+func (a *wsAdapter) forget(c *wsConn) {
+	a.mu.Lock()
+	delete(a.conns, c)
+	a.mu.Unlock()
+}
+
+// wsConn is one accepted connection. gqlgen reads from one goroutine and
+// writes from several (each subscription, the keep-alive ticker, close), but
+// gorilla allows one concurrent writer: mu serializes the data writes.
+// Close and WriteControl are safe to call concurrently with anything.
+type wsConn struct {
+	conn         *websocket.Conn
+	writeTimeout time.Duration
+	adapter      *wsAdapter
+
+	mu        sync.Mutex // held while writing a data frame
+	closeOnce sync.Once
+}
+
+var (
+	_ transport.WebsocketConn          = (*wsConn)(nil)
+	_ transport.WebsocketReadLimiter   = (*wsConn)(nil)
+	_ transport.WebsocketReadDeadliner = (*wsConn)(nil)
+)
+
+// NextReader returns the next data message. A close by the peer with 1000
+// Normal Closure, 1001 Going Away (a browser leaving the page) or no status
+// is reported as transport.ErrWebsocketClosed, which gqlgen treats as an
+// orderly end rather than an error.
+func (c *wsConn) NextReader() (int, io.Reader, error) {
+	t, r, err := c.conn.NextReader()
+	if err != nil {
+		if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
+			return t, nil, transport.ErrWebsocketClosed
+		}
+		return t, nil, err
+	}
+	return t, r, nil
+}
+
+// WriteJSON writes v as one text message. A write that does not finish
+// within the write timeout (a client that stopped reading) fails, and the
+// connection is closed so its subscriptions end instead of piling up.
+func (c *wsConn) WriteJSON(v any) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
+		return err
+	}
+	if err := c.conn.WriteJSON(v); err != nil {
+		_ = c.Close()
+		return err
+	}
+	return nil
+}
+
+// WriteClose sends a close frame with code and message (cut to fit a
+// control frame). It does not wait for the peer's reply; gqlgen calls Close
+// right after.
+func (c *wsConn) WriteClose(code int, message string) error {
+	if len(message) > maxCloseReason {
+		message = truncateUTF8(message, maxCloseReason)
+	}
+	return c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, message), time.Now().Add(c.writeTimeout))
+}
+
+// Close closes the underlying network connection. It is safe to call more
+// than once and from any goroutine.
+func (c *wsConn) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.adapter.forget(c)
+		err = c.conn.Close()
+	})
+	return err
+}
+
+// Subprotocol returns the negotiated subprotocol, "" if none.
+func (c *wsConn) Subprotocol() string { return c.conn.Subprotocol() }
+
+// SetReadLimit implements transport.WebsocketReadLimiter: a larger message
+// fails the read and closes the connection with 1009 Message Too Big.
+func (c *wsConn) SetReadLimit(limit int64) { c.conn.SetReadLimit(limit) }
+
+// SetReadDeadline implements transport.WebsocketReadDeadliner; gqlgen uses
+// it to drop graphql-transport-ws clients that stop answering pings.
+func (c *wsConn) SetReadDeadline(t time.Time) error { return c.conn.SetReadDeadline(t) }
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !isRuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// connHolderKey is the context key of the connHolder of an upgrade request.
+type connHolderKey struct{}
+
+// connHolder lets the handler that wraps a websocket upgrade find the
+// connection gqlgen accepted, to close it once the handler returns: gqlgen
+// leaves it open on a few error paths (for example an init payload that is
+// not a JSON object).
+type connHolder struct {
+	mu   sync.Mutex
+	conn *wsConn
+}
+
+func (h *connHolder) set(c *wsConn) {
+	h.mu.Lock()
+	h.conn = c
+	h.mu.Unlock()
+}
+
+func (h *connHolder) close() {
+	h.mu.Lock()
+	c := h.conn
+	h.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+// wsTracker wraps the handler of websocket upgrades: it counts the handlers
+// still running, so shutdown can wait for them, and closes each connection
+// when its handler returns.
+type wsTracker struct {
+	mu      sync.Mutex
+	wg      sync.WaitGroup
+	closing bool
+}
+
+// middleware passes non-upgrade requests through untouched. It refuses new
+// upgrades with 503 once shutdown has begun.
+func (t *wsTracker) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isUpgrade(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		t.mu.Lock()
+		if t.closing {
+			t.mu.Unlock()
+			http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		// Add under the lock that wait takes first, so Add never races Wait.
+		t.wg.Add(1)
+		t.mu.Unlock()
+		defer t.wg.Done()
+
+		h := &connHolder{}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), connHolderKey{}, h)))
+		h.close()
+	})
+}
+
+// wait refuses new upgrades and waits until every upgrade handler has
+// returned or ctx ends.
+func (t *wsTracker) wait(ctx context.Context) error {
+	t.mu.Lock()
+	t.closing = true
+	t.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		t.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// isUpgrade reports whether r asks to switch protocols. It is the same test
+// gqlgen's websocket transport uses to claim a request.
+func isUpgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != ""
+}
+
+// originPolicy decides which browser origins may open a websocket. A
+// websocket is not subject to CORS, so without this check any page a user
+// visits could open one with the user's cookies (cross-site websocket
+// hijacking). Herald authenticates with bearer tokens, not cookies, but the
+// check is cheap and keeps that door shut for good.
+type originPolicy struct {
+	any  bool
+	list map[string]bool // normalized "scheme://host[:port]"
+}
+
+// newOriginPolicy builds a policy from an allow-list of origins such as
+// "https://app.example.com". The entry "*" allows every origin.
+func newOriginPolicy(origins []string) (*originPolicy, error) {
+	p := &originPolicy{list: make(map[string]bool)}
+	for _, o := range origins {
+		o = strings.TrimSpace(o)
+		if o == "" {
+			continue
+		}
+		if o == "*" {
+			p.any = true
+			continue
+		}
+		n, ok := normalizeOrigin(o)
+		if !ok {
+			return nil, fmt.Errorf("invalid origin %q: want scheme://host[:port]", o)
+		}
+		p.list[n] = true
+	}
+	return p, nil
+}
+
+// allowed reports whether r may be upgraded: requests without an Origin
+// (non-browser clients), same-origin requests, and listed origins.
+func (p *originPolicy) allowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || p.any {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	n, ok := normalizeOrigin(origin)
+	return ok && p.list[n]
+}
+
+// middleware answers 403 to an upgrade request from an origin that is not
+// allowed, before gqlgen sees it (gqlgen would answer any failed upgrade
+// with 400).
+func (p *originPolicy) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isUpgrade(r) && !p.allowed(r) {
+			http.Error(w, "websocket origin not allowed", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func normalizeOrigin(o string) (string, bool) {
+	u, err := url.Parse(o)
+	if err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return "", false
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host), true
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func env(kv ...string) func(string) string {
+	m := make(map[string]string)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func TestParseConfig(t *testing.T) {
+	secret := strings.Repeat("s", 32)
+	tests := []struct {
+		name    string
+		args    []string
+		env     func(string) string
+		check   func(t *testing.T, c config)
+		wantErr string
+	}{
+		{
+			name: "Defaults",
+			env:  env(),
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, "127.0.0.1:8080", c.Addr)
+				assert.Equal(t, "./herald-data", c.DataDir)
+				assert.Equal(t, slog.LevelInfo, c.LogLevel)
+				assert.Equal(t, "json", c.LogFormat)
+				assert.Empty(t, c.AllowedOrigins)
+				assert.Equal(t, 24*time.Hour, c.TokenTTL)
+				assert.Equal(t, int64(1<<20), c.MaxBodyBytes)
+				assert.True(t, c.Introspection)
+				assert.Positive(t, c.ComplexityLimit)
+				assert.Positive(t, c.MaxDepth)
+				assert.Nil(t, c.TokenSecret, "no env secret means the secret file is used")
+			},
+		},
+		{
+			name: "Env",
+			env: env(
+				"HERALD_ADDR", ":9000", "HERALD_DATA", "/var/lib/herald", "HERALD_LOG_LEVEL", "DEBUG",
+				"HERALD_ALLOWED_ORIGINS", "https://a.example, https://b.example:8443",
+				"HERALD_TOKEN_TTL", "1h", "HERALD_MAX_BODY_BYTES", "2048", "HERALD_INTROSPECTION", "false",
+				"HERALD_COMPLEXITY_LIMIT", "50", "HERALD_MAX_DEPTH", "5", "HERALD_TOKEN_SECRET", secret,
+			),
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, ":9000", c.Addr)
+				assert.Equal(t, "/var/lib/herald", c.DataDir)
+				assert.Equal(t, slog.LevelDebug, c.LogLevel)
+				assert.Equal(t, []string{"https://a.example", "https://b.example:8443"}, c.AllowedOrigins)
+				assert.Equal(t, time.Hour, c.TokenTTL)
+				assert.Equal(t, int64(2048), c.MaxBodyBytes)
+				assert.False(t, c.Introspection)
+				assert.Equal(t, 50, c.ComplexityLimit)
+				assert.Equal(t, 5, c.MaxDepth)
+				assert.Equal(t, []byte(secret), c.TokenSecret)
+			},
+		},
+		{
+			name: "FlagBeatsEnv",
+			args: []string{"-addr", "127.0.0.1:0", "-log-level", "warn", "-introspection=true", "-max-depth", "7"},
+			env:  env("HERALD_ADDR", ":9000", "HERALD_LOG_LEVEL", "debug", "HERALD_INTROSPECTION", "false", "HERALD_MAX_DEPTH", "3", "HERALD_DATA", "/d"),
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, "127.0.0.1:0", c.Addr)
+				assert.Equal(t, slog.LevelWarn, c.LogLevel)
+				assert.True(t, c.Introspection)
+				assert.Equal(t, 7, c.MaxDepth)
+				assert.Equal(t, "/d", c.DataDir, "env still fills flags not given")
+			},
+		},
+		{name: "ErrBadLogLevel", args: []string{"-log-level", "verbose"}, env: env(), wantErr: `invalid log level "verbose"`},
+		{name: "ErrBadLogLevelEnv", env: env("HERALD_LOG_LEVEL", "trace"), wantErr: `invalid log level "trace"`},
+		{name: "ErrBadLogFormat", args: []string{"-log-format", "xml"}, env: env(), wantErr: `invalid log format "xml"`},
+		{name: "ErrShortSecret", env: env("HERALD_TOKEN_SECRET", "too-short"), wantErr: "HERALD_TOKEN_SECRET is 9 bytes; it must be at least 32"},
+		{name: "ErrBadEnvValue", env: env("HERALD_MAX_BODY_BYTES", "lots"), wantErr: `invalid HERALD_MAX_BODY_BYTES="lots"`},
+		{name: "ErrBadDuration", args: []string{"-token-ttl", "forever"}, env: env(), wantErr: "invalid value"},
+		{name: "ErrNegativeBody", args: []string{"-max-body-bytes", "-1"}, env: env(), wantErr: "-max-body-bytes must be positive"},
+		{name: "ErrZeroTTL", args: []string{"-token-ttl", "0s"}, env: env(), wantErr: "-token-ttl must be positive"},
+		{name: "ErrUnknownFlag", args: []string{"-port", "80"}, env: env(), wantErr: "flag provided but not defined: -port"},
+		{name: "ErrArgument", args: []string{"serve"}, env: env(), wantErr: `unexpected argument "serve"`},
+		{name: "ErrBadOrigin", args: []string{"-allowed-origins", "example.com"}, env: env(), wantErr: `invalid origin "example.com"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.args, tt.env, &bytes.Buffer{})
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestParseConfig_Help(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parseConfig([]string{"-h"}, env(), &out)
+	assert.True(t, errors.Is(err, flag.ErrHelp))
+	assert.Contains(t, out.String(), "-allowed-origins")
+	assert.Contains(t, out.String(), "HERALD_TOKEN_SECRET")
+}
+
+func TestLoadTokenSecret(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+
+	t.Run("OK", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "data")
+		s1, err := loadTokenSecret(dir, nil, log)
+		require.NoError(t, err)
+		assert.Len(t, s1, 64, "32 random bytes, hex-encoded")
+
+		fi, err := os.Stat(filepath.Join(dir, secretFile))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+		s2, err := loadTokenSecret(dir, nil, log)
+		require.NoError(t, err)
+		assert.Equal(t, s1, s2, "the secret is created once and then reused")
+
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		assert.Len(t, entries, 1, "no temp file is left behind")
+	})
+
+	t.Run("Env", func(t *testing.T) {
+		dir := t.TempDir()
+		s, err := loadTokenSecret(dir, []byte(strings.Repeat("e", 32)), log)
+		require.NoError(t, err)
+		assert.Equal(t, strings.Repeat("e", 32), string(s))
+		assert.NoFileExists(t, filepath.Join(dir, secretFile), "an env secret writes no file")
+	})
+
+	t.Run("ErrShortFile", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, secretFile), []byte("short\n"), 0o600))
+		_, err := loadTokenSecret(dir, nil, log)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "it must be at least 32")
+	})
+}

@@ -94,13 +94,17 @@ func NewServer(cfg Config) *handler.Server {
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](cfg.QueryCacheSize))
 	if cfg.Introspection {
 		srv.Use(extension.Introspection{})
+	} else {
+		srv.Use(noIntrospection{})
 	}
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](cfg.APQCacheSize)})
-	if cfg.ComplexityLimit > 0 {
-		srv.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
-	}
+	// Depth first: it is the cheaper check, and a deep operation is usually
+	// also too complex, but "too deep" is the more useful error.
 	if cfg.MaxDepth > 0 {
 		srv.Use(DepthLimit{Max: cfg.MaxDepth})
+	}
+	if cfg.ComplexityLimit > 0 {
+		srv.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
 	}
 
 	srv.SetErrorPresenter(ErrorPresenter(cfg.Logger))
@@ -145,8 +149,10 @@ func orDefault(v, def int) int {
 func setComplexity(c *generated.ComplexityRoot) {
 	page := func(child int, first *int, _ *string) int {
 		n := store.DefaultPageSize
-		if first != nil && *first > 0 {
-			n = *first
+		if first != nil {
+			// A first outside 0..MaxPageSize is refused when the field runs;
+			// capping it here keeps nested products from overflowing.
+			n = min(max(*first, 1), store.MaxPageSize+1)
 		}
 		return 1 + n*child
 	}

@@ -105,3 +105,55 @@ func selectionDepth(doc *ast.QueryDocument, set ast.SelectionSet, limit int, vis
 	}
 	return deepest
 }
+
+// noIntrospection refuses __schema and __type when introspection is off,
+// with GRAPHQL_VALIDATION_FAILED. Without it, gqlgen runs the operation and
+// fails those fields with an uncoded error, which the presenter would have to
+// treat as INTERNAL.
+type noIntrospection struct{}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationContextMutator
+} = noIntrospection{}
+
+func (noIntrospection) ExtensionName() string                   { return "NoIntrospection" }
+func (noIntrospection) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (noIntrospection) MutateOperationContext(_ context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
+	if opCtx.Operation == nil || !introspects(opCtx.Doc, opCtx.Operation.SelectionSet, map[string]bool{}) {
+		return nil
+	}
+	err := gqlerror.Errorf("introspection is disabled")
+	errcode.Set(err, errcode.ValidationFailed)
+	return err
+}
+
+// introspects reports whether a root selection set asks for __schema or
+// __type (valid only at the root, possibly through fragments).
+func introspects(doc *ast.QueryDocument, set ast.SelectionSet, seen map[string]bool) bool {
+	for _, sel := range set {
+		switch sel := sel.(type) {
+		case *ast.Field:
+			if sel.Name == "__schema" || sel.Name == "__type" {
+				return true
+			}
+		case *ast.InlineFragment:
+			if introspects(doc, sel.SelectionSet, seen) {
+				return true
+			}
+		case *ast.FragmentSpread:
+			def := sel.Definition
+			if def == nil && doc != nil {
+				def = doc.Fragments.ForName(sel.Name)
+			}
+			if def != nil && !seen[sel.Name] {
+				seen[sel.Name] = true
+				if introspects(doc, def.SelectionSet, seen) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,116 @@
+package graph_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type inboxEvent struct {
+	InboxEvents struct {
+		Type        string `json:"type"`
+		UnreadCount int    `json:"unreadCount"`
+		TotalCount  int    `json:"totalCount"`
+		Message     *struct {
+			ID     string `json:"id"`
+			Text   string `json:"text"`
+			Author struct {
+				Handle string `json:"handle"`
+			} `json:"author"`
+		} `json:"message"`
+	} `json:"inboxEvents"`
+}
+
+const inboxEventsQuery = `subscription { inboxEvents { type unreadCount totalCount message { id text author { handle } } } }`
+
+// next waits for the subscription's next payload, failing after a timeout
+// rather than hanging the test.
+func next(t *testing.T, sub *client.Subscription) inboxEvent {
+	t.Helper()
+	type result struct {
+		ev  inboxEvent
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = sub.Next(&r.ev)
+		ch <- r
+	}()
+	select {
+	case r := <-ch:
+		require.NoError(t, r.err)
+		return r.ev
+	case <-time.After(5 * time.Second):
+		t.Fatal("no subscription event within 5s")
+		return inboxEvent{}
+	}
+}
+
+func TestSubscription_InboxEvents(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, _ := mustSignUp(t, e, "alice")
+	bob, _ := mustSignUp(t, e, "bob")
+	stranger, _ := mustSignUp(t, e, "stranger") // not followed: their posts must not arrive
+	var aliceUser struct {
+		User user `json:"user"`
+	}
+	e.mustExec(t, "", `{ user(handle: "alice") { id } }`, nil, &aliceUser)
+	mustFollow(t, e, bob, aliceUser.User.ID)
+
+	sub := e.client.Websocket(inboxEventsQuery, opts(bob, nil)...)
+	t.Cleanup(func() { _ = sub.Close() })
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond, "the subscription did not register")
+
+	mustPost(t, e, stranger, "not for bob")
+	msg := mustPost(t, e, alice, "first")
+	ev := next(t, sub).InboxEvents
+	assert.Equal(t, "ADDED", ev.Type)
+	assert.Equal(t, 1, ev.UnreadCount)
+	assert.Equal(t, 1, ev.TotalCount)
+	require.NotNil(t, ev.Message)
+	assert.Equal(t, msg, ev.Message.ID)
+	assert.Equal(t, "first", ev.Message.Text)
+	assert.Equal(t, "alice", ev.Message.Author.Handle)
+
+	// The EDITED event resolves the same message again: with loaders shared
+	// across events it would show the cached old text.
+	e.mustExec(t, alice, `mutation($id: ID!) { editMessage(id: $id, text: "first, edited") { id } }`, map[string]any{"id": msg}, nil)
+	ev = next(t, sub).InboxEvents
+	assert.Equal(t, "EDITED", ev.Type)
+	require.NotNil(t, ev.Message)
+	assert.Equal(t, "first, edited", ev.Message.Text, "each event resolves with fresh loaders")
+	assert.Equal(t, 1, ev.UnreadCount, "EDITED counts are read, not left zero")
+	assert.Equal(t, 1, ev.TotalCount)
+
+	e.mustExec(t, bob, `mutation { markInboxRead }`, nil, nil)
+	ev = next(t, sub).InboxEvents
+	assert.Equal(t, "READ", ev.Type)
+	assert.Nil(t, ev.Message)
+	assert.Equal(t, 0, ev.UnreadCount)
+	assert.Equal(t, 1, ev.TotalCount)
+
+	e.mustExec(t, alice, `mutation($id: ID!) { deleteMessage(id: $id) }`, map[string]any{"id": msg}, nil)
+	ev = next(t, sub).InboxEvents
+	assert.Equal(t, "DELETED", ev.Type)
+	assert.Nil(t, ev.Message)
+	assert.Equal(t, 0, ev.TotalCount)
+
+	require.NoError(t, sub.Close())
+	assert.Eventually(t, func() bool { return e.hub.Len() == 0 }, 5*time.Second, 5*time.Millisecond,
+		"closing the socket must end the subscription and unregister it")
+}
+
+func TestSubscription_Unauthenticated(t *testing.T) {
+	e := newEnv(t, nil)
+	sub := e.client.Websocket(inboxEventsQuery)
+	t.Cleanup(func() { _ = sub.Close() })
+	var ev inboxEvent
+	err := sub.Next(&ev)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "UNAUTHENTICATED")
+	assert.Equal(t, 0, e.hub.Len())
+}

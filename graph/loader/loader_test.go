@@ -1,0 +1,150 @@
+package loader_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+
+	"herald/graph/loader"
+	"herald/store"
+	"herald/store/embedded"
+)
+
+// backend counts the batch reads the loaders make and can be told to fail
+// them; everything else goes to the embedded store.
+type backend struct {
+	store.Backend
+	users, messages, following atomic.Int64
+	fail                       error
+}
+
+func (b *backend) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error) {
+	b.users.Add(1)
+	if b.fail != nil {
+		return nil, b.fail
+	}
+	return b.Backend.FindUsersByIDs(ctx, ids)
+}
+
+func (b *backend) FindMessagesByIDs(ctx context.Context, ids []store.ID) ([]*store.Message, error) {
+	b.messages.Add(1)
+	return b.Backend.FindMessagesByIDs(ctx, ids)
+}
+
+func (b *backend) FindFollowing(ctx context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
+	b.following.Add(1)
+	return b.Backend.FindFollowing(ctx, follower, targets)
+}
+
+func newService(t *testing.T) (*store.Service, *backend) {
+	t.Helper()
+	st, err := embedded.Open(t.TempDir(), embedded.Options{CacheBytes: 8 << 20})
+	require.NoError(t, err)
+	b := &backend{Backend: st}
+	svc := store.NewService(b, store.NewHub(), store.Options{PasswordCost: bcrypt.MinCost})
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() {
+		require.NoError(t, svc.Close(context.Background()))
+		require.NoError(t, st.Close())
+	})
+	return svc, b
+}
+
+func mustCreateUser(t *testing.T, svc *store.Service, handle string) *store.User {
+	t.Helper()
+	u, err := svc.SignUp(context.Background(), store.SignUpInput{Handle: handle, Password: "password123"})
+	require.NoError(t, err)
+	return u
+}
+
+func TestLoaders_UserByID(t *testing.T) {
+	ctx := context.Background()
+	svc, b := newService(t)
+	a, c := mustCreateUser(t, svc, "alice"), mustCreateUser(t, svc, "carol")
+	missing := store.NewID(time.Now())
+
+	l := loader.New(svc, store.NilID, false)
+	users, errs := l.Users(ctx, []store.ID{a.ID, missing, c.ID, a.ID})
+	require.Len(t, users, 4)
+	assert.NoError(t, errs[0])
+	assert.Equal(t, "alice", users[0].Handle)
+	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(errs[1]), "a missing key is NOT_FOUND at its index")
+	assert.Nil(t, users[1])
+	assert.Equal(t, "carol", users[2].Handle)
+	assert.Equal(t, "alice", users[3].Handle)
+	assert.EqualValues(t, 1, b.users.Load(), "one batch call")
+
+	_, err := l.UserByID.Load(ctx, c.ID)()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, b.users.Load(), "cached for the life of the Loaders")
+
+	_, err = loader.New(svc, store.NilID, false).UserByID.Load(ctx, c.ID)()
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, b.users.Load(), "a new Loaders does not share the cache")
+}
+
+func TestLoaders_MessageByID(t *testing.T) {
+	ctx := context.Background()
+	svc, b := newService(t)
+	a := mustCreateUser(t, svc, "alice")
+	m1, err := svc.PostMessage(ctx, a.ID, store.PostInput{Text: "one"})
+	require.NoError(t, err)
+	m2, err := svc.PostMessage(ctx, a.ID, store.PostInput{Text: "two"})
+	require.NoError(t, err)
+	require.NoError(t, svc.DeleteMessage(ctx, a.ID, m2.ID))
+
+	msgs, errs := loader.New(svc, store.NilID, false).Messages(ctx, []store.ID{m2.ID, m1.ID})
+	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(errs[0]), "a deleted message is NOT_FOUND")
+	require.NoError(t, errs[1])
+	assert.Equal(t, "one", msgs[1].Text)
+	assert.EqualValues(t, 1, b.messages.Load())
+}
+
+func TestLoaders_ViewerFollows(t *testing.T) {
+	ctx := context.Background()
+	svc, b := newService(t)
+	a, c, v := mustCreateUser(t, svc, "alice"), mustCreateUser(t, svc, "carol"), mustCreateUser(t, svc, "viewer")
+	_, err := svc.Follow(ctx, v.ID, c.ID)
+	require.NoError(t, err)
+
+	l := loader.New(svc, v.ID, true)
+	ta, tc := l.ViewerFollows.Load(ctx, a.ID), l.ViewerFollows.Load(ctx, c.ID)
+	fa, err := ta()
+	require.NoError(t, err)
+	fc, err := tc()
+	require.NoError(t, err)
+	assert.False(t, fa)
+	assert.True(t, fc)
+	assert.EqualValues(t, 1, b.following.Load())
+
+	anon := loader.New(svc, store.NilID, false)
+	f, err := anon.ViewerFollows.Load(ctx, c.ID)()
+	require.NoError(t, err)
+	assert.False(t, f, "nobody follows anyone anonymously")
+	assert.EqualValues(t, 1, b.following.Load(), "without a viewer there is no call")
+}
+
+func TestLoaders_BatchError(t *testing.T) {
+	ctx := context.Background()
+	svc, b := newService(t)
+	a := mustCreateUser(t, svc, "alice")
+	b.fail = errors.New("disk on fire")
+
+	_, errs := loader.New(svc, store.NilID, false).Users(ctx, []store.ID{a.ID, store.NewID(time.Now())})
+	for _, err := range errs {
+		assert.ErrorIs(t, err, b.fail, "a failed batch fails every key")
+	}
+}
+
+func TestFor(t *testing.T) {
+	ctx := context.Background()
+	assert.Panics(t, func() { loader.For(ctx) })
+	l := &loader.Loaders{}
+	assert.Same(t, l, loader.For(loader.NewContext(ctx, l)))
+}

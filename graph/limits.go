@@ -117,9 +117,13 @@ var _ interface {
 	graphql.OperationContextMutator
 } = noIntrospection{}
 
-func (noIntrospection) ExtensionName() string                   { return "NoIntrospection" }
+// ExtensionName implements graphql.HandlerExtension.
+func (noIntrospection) ExtensionName() string { return "NoIntrospection" }
+
+// Validate implements graphql.HandlerExtension.
 func (noIntrospection) Validate(graphql.ExecutableSchema) error { return nil }
 
+// MutateOperationContext implements graphql.OperationContextMutator.
 func (noIntrospection) MutateOperationContext(_ context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
 	if opCtx.Operation == nil || !introspects(opCtx.Doc, opCtx.Operation.SelectionSet, map[string]bool{}) {
 		return nil

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger
+// and reads of a test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// listenAddr waits for run's "listening" log line and returns its address.
+func listenAddr(t *testing.T, logs *syncBuffer, done <-chan error) string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		for line := range strings.SplitSeq(logs.String(), "\n") {
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
+				return rec.Addr
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run returned before listening: %v\n%s", err, logs.String())
+		case <-deadline:
+			t.Fatalf("run did not listen within 30s:\n%s", logs.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// TestRun_Shutdown cancels run's context while a subscriber is connected:
+// the subscriber gets 1001 Going Away, readiness was up before, and run
+// returns nil after closing everything in order.
+func TestRun_Shutdown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	getenv := env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32))
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir()}, getenv, io.Discard, logs)
+	}()
+	base := "http://" + listenAddr(t, logs, done)
+
+	resp, err := http.Get(base + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	alice := mustSignUp(t, base, "alice")
+	c, _, err := dialWS(t, base, "graphql-transport-ws", nil)
+	require.NoError(t, err)
+	c.send("connection_init", "", map[string]any{"authorization": "Bearer " + alice.Token})
+	require.Equal(t, "connection_ack", c.mustRead(5*time.Second).Type)
+	c.send("subscribe", "1", map[string]any{"query": inboxSubscription})
+	time.Sleep(50 * time.Millisecond) // let the subscription start; its end is what is checked
+
+	cancel()
+	// The subscription may complete first (its hub closed); then the close.
+	var ce *websocket.CloseError
+	for i := 0; i < 10; i++ {
+		_, err = c.read(10 * time.Second)
+		if err != nil {
+			break
+		}
+	}
+	require.True(t, errors.As(err, &ce), "want a close frame, got %v", err)
+	assert.Equal(t, websocket.CloseGoingAway, ce.Code)
+
+	select {
+	case err := <-done:
+		require.NoError(t, err, "logs:\n%s", logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run did not return within 30s of cancel:\n%s", logs.String())
+	}
+	out := logs.String()
+	steps := []string{`"msg":"shutting down"`, `"msg":"http server stopped"`, `"msg":"websockets closed"`,
+		`"msg":"fan-out drained"`, `"msg":"event hub closed"`, `"msg":"store closed"`}
+	last := -1
+	for _, s := range steps {
+		i := strings.Index(out, s)
+		if assert.GreaterOrEqual(t, i, 0, "log has %s", s) {
+			assert.Greater(t, i, last, "%s comes after the previous step", s)
+			last = i
+		}
+	}
+}
+
+// TestRun_Errors covers configuration and startup failures: run reports
+// them instead of starting.
+func TestRun_Errors(t *testing.T) {
+	t.Run("ErrBadFlag", func(t *testing.T) {
+		err := run(context.Background(), []string{"-log-level", "loud"}, env(), io.Discard, io.Discard)
+		assert.ErrorContains(t, err, "invalid log level")
+	})
+	t.Run("ErrShortSecret", func(t *testing.T) {
+		err := run(context.Background(), []string{"-data", t.TempDir()}, env("HERALD_TOKEN_SECRET", "short"), io.Discard, io.Discard)
+		assert.ErrorContains(t, err, "HERALD_TOKEN_SECRET is 5 bytes")
+	})
+	t.Run("ErrAddrInUse", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		logs := &syncBuffer{}
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir()}, env(), io.Discard, logs)
+		}()
+		addr := listenAddr(t, logs, done)
+		err := run(context.Background(), []string{"-addr", addr, "-data", t.TempDir()}, env(), io.Discard, io.Discard)
+		assert.ErrorContains(t, err, "listen")
+		cancel()
+		require.NoError(t, <-done)
+	})
+	t.Run("OKHelp", func(t *testing.T) {
+		var out bytes.Buffer
+		require.NoError(t, run(context.Background(), []string{"-h"}, env(), &out, io.Discard))
+		assert.Contains(t, out.String(), "Usage: herald")
+	})
+}

@@ -58,6 +58,9 @@ func authMiddleware(v verifier, next http.Handler) http.Handler {
 	})
 }
 
+// bodyReadTimeout is how long a client may take to send a request body.
+const bodyReadTimeout = 30 * time.Second
+
 // bodyLimitMiddleware refuses a request body larger than limit bytes with
 // 413. The body is read here in full (gqlgen reads it in full anyway) so
 // the client gets a clear status instead of gqlgen's generic read error.
@@ -71,7 +74,14 @@ func bodyLimitMiddleware(limit int64, next http.Handler) http.Handler {
 			writeRequestError(w, r, http.StatusRequestEntityTooLarge, store.EINVALID, fmt.Sprintf("request body exceeds %d bytes", limit))
 			return
 		}
+		// Bound the time to send the body too, so a client trickling bytes
+		// cannot hold a connection and a handler for ever. The deadline is
+		// cleared after: left in place, it would expire while the handler
+		// runs and cancel the request.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		_ = rc.SetReadDeadline(time.Time{})
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
@@ -154,7 +164,7 @@ func accessLogMiddleware(log *slog.Logger, next http.Handler) http.Handler {
 			slog.String("path", r.URL.Path),
 			slog.Int("status", status),
 			slog.Int64("bytes", rec.bytes),
-			slog.Duration("duration", time.Since(start)),
+			slog.Float64("ms", float64(time.Since(start).Microseconds())/1000),
 			slog.String("remote", r.RemoteAddr),
 		)
 	})
@@ -170,6 +180,7 @@ type statusRecorder struct {
 	hijacked bool
 }
 
+// WriteHeader records the first status written and passes it on.
 func (s *statusRecorder) WriteHeader(code int) {
 	if s.status == 0 {
 		s.status = code
@@ -177,6 +188,7 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
+// Write counts the bytes written; a write before WriteHeader means 200.
 func (s *statusRecorder) Write(b []byte) (int, error) {
 	if s.status == 0 {
 		s.status = http.StatusOK

@@ -53,6 +53,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	// Libraries that log through the standard log package (gqlgen reports
+	// failed websocket handshakes that way) then write structured records
+	// too, instead of stray plain-text lines in the JSON stream.
+	slog.SetDefault(log)
 
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)

@@ -169,6 +169,31 @@ func TestWebsocket_InboxEvents(t *testing.T) {
 	})
 }
 
+func TestWebsocket_LegacyInboxEvents(t *testing.T) {
+	srv := newTestServer(t, nil)
+	alice := mustSignUp(t, srv.URL, "alice")
+	bob := mustSignUp(t, srv.URL, "bob")
+	mustFollow(t, srv.URL, bob, alice)
+
+	c, _, err := dialWS(t, srv.URL, "graphql-ws", nil)
+	require.NoError(t, err)
+	c.send("connection_init", "", map[string]any{"authorization": "Bearer " + bob.Token})
+	require.Equal(t, "connection_ack", c.mustRead(5*time.Second).Type)
+	c.send("start", "1", map[string]any{"query": inboxSubscription})
+	require.Eventually(t, func() bool { return srv.hub.Len() == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	mustPost(t, srv.URL, alice, "legacy hello")
+	m := c.mustRead(5 * time.Second)
+	require.Equal(t, "data", m.Type, "payload: %s", m.Payload)
+	assert.Contains(t, string(m.Payload), `"type":"ADDED"`)
+	assert.Contains(t, string(m.Payload), `"text":"legacy hello"`)
+
+	c.send("stop", "1", nil)
+	assert.Equal(t, "complete", c.mustRead(5*time.Second).Type)
+	require.Eventually(t, func() bool { return srv.hub.Len() == 0 }, 5*time.Second, 10*time.Millisecond)
+	c.closeNormally()
+}
+
 // wsGoroutines returns the stacks of the goroutines that serve websockets
 // or subscriptions: those running code of gorilla/websocket, gqlgen's
 // websocket transport, the graph package, the event hub or this package's

@@ -68,7 +68,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(usage)
-			fmt.Fprintln(usage, "Usage: herald [flags]\n\nEvery flag may also be set by its environment variable, e.g. -max-body-bytes by HERALD_MAX_BODY_BYTES; a flag on the command line wins.\nThe token secret is read from HERALD_TOKEN_SECRET, or else from <data>/token-secret (created on first start).\n\nFlags:")
+			fmt.Fprintln(usage, "Usage: herald [flags]\n       herald subscribe [-url ws://127.0.0.1:8080/graphql] [-token TOKEN]   print the token owner's inbox events\n\nEvery flag may also be set by its environment variable, e.g. -max-body-bytes by HERALD_MAX_BODY_BYTES; a flag on the command line wins.\nThe token secret is read from HERALD_TOKEN_SECRET, or else from <data>/token-secret (created on first start).\n\nFlags:")
 			fs.PrintDefaults()
 		}
 		return config{}, err

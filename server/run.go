@@ -46,6 +46,9 @@ const embeddedDir = "embedded"
 // It returns nil after a clean shutdown. stdout receives the usage text
 // asked for with -h; logs go to stderr.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "subscribe" {
+		return runSubscribe(ctx, args[1:], getenv, stdout, stderr)
+	}
 	cfg, err := parseConfig(args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

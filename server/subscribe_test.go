@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRun_Subscribe(t *testing.T) {
+	ts := newTestServer(t, nil)
+	alice, bob := mustSignUp(t, ts.URL, "alice"), mustSignUp(t, ts.URL, "bob")
+	mustFollow(t, ts.URL, bob, alice)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		args := []string{"subscribe", "-url", wsURL(ts.URL)}
+		env := func(k string) string {
+			if k == "HERALD_TOKEN" {
+				return bob.Token
+			}
+			return ""
+		}
+		done <- run(ctx, args, env, outW, errW)
+		outW.Close()
+		errW.Close()
+	}()
+	// The command says when it is subscribed; post only then.
+	line, err := bufio.NewReader(errR).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, "subscribed")
+	go func() { _, _ = io.Copy(io.Discard, errR) }()
+	mustPost(t, ts.URL, alice, "live from alice")
+
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	select {
+	case l := <-lines:
+		var ev struct {
+			InboxEvents struct {
+				Type        string
+				UnreadCount int
+				Message     struct {
+					Text   string
+					Author struct{ Handle string }
+				}
+			}
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &ev), l)
+		assert.Equal(t, "ADDED", ev.InboxEvents.Type)
+		assert.Equal(t, 1, ev.InboxEvents.UnreadCount)
+		assert.Equal(t, "live from alice", ev.InboxEvents.Message.Text)
+		assert.Equal(t, "alice", ev.InboxEvents.Message.Author.Handle)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event printed")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "Ctrl-C ends the command cleanly")
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscribe did not stop")
+	}
+}
+
+func TestRun_SubscribeErrors(t *testing.T) {
+	ts := newTestServer(t, nil)
+	noEnv := func(string) string { return "" }
+	err := run(context.Background(), []string{"subscribe", "-url", wsURL(ts.URL)}, noEnv, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "token is required")
+	err = run(context.Background(), []string{"subscribe", "-url", wsURL(ts.URL), "-token", "nonsense"}, noEnv, io.Discard, io.Discard)
+	require.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "4403"), "refused with 4403: %v", err)
+}

@@ -19,7 +19,7 @@ import (
 
 // Defaults of the Config limits, used where a field is zero.
 const (
-	DefaultComplexityLimit = 1000
+	DefaultComplexityLimit = 5000
 	DefaultMaxDepth        = 12
 	DefaultQueryCacheSize  = 1000
 	DefaultAPQCacheSize    = 100

@@ -32,7 +32,6 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -78,8 +77,6 @@ type Store struct {
 	// the map itself for readers.
 	headsMu sync.RWMutex
 	heads   map[store.ID]store.InboxCounts
-
-	calls atomic.Int64
 }
 
 var _ store.Backend = (*Store)(nil)
@@ -109,12 +106,6 @@ func Open(dir string, opts Options) (*Store, error) {
 func (s *Store) Close() error {
 	return s.db.Close()
 }
-
-// Calls returns how many backend methods have been called: the number of
-// storage round trips a caller caused.
-func (s *Store) Calls() int64 { return s.calls.Load() }
-
-func (s *Store) call() { s.calls.Add(1) }
 
 type pebbleLogger struct{ log *slog.Logger }
 

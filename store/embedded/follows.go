@@ -13,13 +13,11 @@ import (
 
 // Follow implements store.Backend.
 func (s *Store) Follow(_ context.Context, follower, followee store.ID, at time.Time) (bool, error) {
-	s.call()
 	return s.setFollow(follower, followee, at, true)
 }
 
 // Unfollow implements store.Backend.
 func (s *Store) Unfollow(_ context.Context, follower, followee store.ID) (bool, error) {
-	s.call()
 	return s.setFollow(follower, followee, time.Time{}, false)
 }
 
@@ -69,7 +67,6 @@ func (s *Store) setFollow(follower, followee store.ID, at time.Time, on bool) (b
 
 // FindFollowing implements store.Backend.
 func (s *Store) FindFollowing(_ context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
-	s.call()
 	out := make([]bool, len(targets))
 	for i, t := range targets {
 		_, ok, err := s.get(key(pFollowee, follower, t))
@@ -83,13 +80,11 @@ func (s *Store) FindFollowing(_ context.Context, follower store.ID, targets []st
 
 // ListFollowers implements store.Backend.
 func (s *Store) ListFollowers(_ context.Context, user, after store.ID, limit int) ([]store.Follow, error) {
-	s.call()
 	return s.listEdges(pFollower, user, after, limit)
 }
 
 // ListFollowing implements store.Backend.
 func (s *Store) ListFollowing(_ context.Context, user, after store.ID, limit int) ([]store.Follow, error) {
-	s.call()
 	return s.listEdges(pFollowee, user, after, limit)
 }
 

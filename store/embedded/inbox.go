@@ -113,7 +113,6 @@ func advanceJob(b *pebble.Batch, j *store.Job, cursor []byte, done bool) error {
 
 // DeliverInbox implements store.Backend.
 func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.InboxChange, error) {
-	s.call()
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	job, err := s.checkJob(d.Job)
@@ -153,7 +152,6 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 
 // ReadInbox implements store.Backend.
 func (s *Store) ReadInbox(_ context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
-	s.call()
 	counts, _, err := s.head(f.Owner)
 	if err != nil || f.Limit <= 0 {
 		return nil, counts, err
@@ -182,7 +180,6 @@ func (s *Store) ReadInbox(_ context.Context, f store.InboxFilter) ([]store.Inbox
 
 // MarkInboxRead implements store.Backend.
 func (s *Store) MarkInboxRead(_ context.Context, owner store.ID) (store.InboxCounts, error) {
-	s.call()
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	h, _, err := s.head(owner)
@@ -203,7 +200,6 @@ func (s *Store) MarkInboxRead(_ context.Context, owner store.ID) (store.InboxCou
 // FindDeliveries implements store.Backend. The cursor is the key suffix
 // (last owner) of the last delivery record returned.
 func (s *Store) FindDeliveries(_ context.Context, messageID store.ID, cursor []byte, limit int) ([]store.InboxRef, []byte, error) {
-	s.call()
 	p := key(pDelivery, messageID)
 	lower := p
 	if len(cursor) > 0 {
@@ -241,7 +237,6 @@ func (s *Store) FindDeliveries(_ context.Context, messageID store.ID, cursor []b
 
 // RemoveInboxEntries implements store.Backend.
 func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.InboxChange, error) {
-	s.call()
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	job, err := s.checkJob(r.Job)

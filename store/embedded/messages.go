@@ -12,7 +12,6 @@ import (
 
 // CreateMessage implements store.Backend.
 func (s *Store) CreateMessage(_ context.Context, m *store.Message, job *store.Job) error {
-	s.call()
 	unlock := s.lock(m.AuthorID[:])
 	defer unlock()
 	author, err := s.findUser(m.AuthorID)
@@ -73,13 +72,11 @@ func (s *Store) findMessage(id store.ID) (*store.Message, error) {
 
 // FindMessageByID implements store.Backend.
 func (s *Store) FindMessageByID(_ context.Context, id store.ID) (*store.Message, error) {
-	s.call()
 	return s.findMessage(id)
 }
 
 // FindMessagesByIDs implements store.Backend.
 func (s *Store) FindMessagesByIDs(_ context.Context, ids []store.ID) ([]*store.Message, error) {
-	s.call()
 	out := make([]*store.Message, len(ids))
 	for i, id := range ids {
 		v, ok, err := s.get(key(pMessage, id))
@@ -97,7 +94,6 @@ func (s *Store) FindMessagesByIDs(_ context.Context, ids []store.ID) ([]*store.M
 
 // FindMessages implements store.Backend.
 func (s *Store) FindMessages(_ context.Context, f store.MessageFilter) ([]*store.Message, error) {
-	s.call()
 	p := key(pOutbox, f.AuthorID)
 	upper := prefixEnd(p)
 	if !f.Before.IsZero() {
@@ -123,7 +119,6 @@ func (s *Store) FindMessages(_ context.Context, f store.MessageFilter) ([]*store
 
 // UpdateMessage implements store.Backend.
 func (s *Store) UpdateMessage(_ context.Context, id store.ID, upd store.MessageUpdate) (*store.Message, error) {
-	s.call()
 	m, err := s.findMessage(id)
 	if err != nil {
 		return nil, err
@@ -151,7 +146,6 @@ func (s *Store) UpdateMessage(_ context.Context, id store.ID, upd store.MessageU
 
 // DeleteMessage implements store.Backend.
 func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *store.Job) error {
-	s.call()
 	m, err := s.findMessage(id)
 	if err != nil {
 		return err
@@ -188,7 +182,6 @@ func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *store.Job
 
 // PendingJobs implements store.Backend.
 func (s *Store) PendingJobs(_ context.Context) ([]*store.Job, error) {
-	s.call()
 	p := []byte{pJob}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 
 // CreateUser implements store.Backend.
 func (s *Store) CreateUser(_ context.Context, u *store.User) error {
-	s.call()
 	v, err := docs.Marshal(docs.FromUser(u))
 	if err != nil {
 		return fmt.Errorf("encode user: %w", err)
@@ -54,13 +53,11 @@ func (s *Store) findUser(id store.ID) (*store.User, error) {
 
 // FindUserByID implements store.Backend.
 func (s *Store) FindUserByID(_ context.Context, id store.ID) (*store.User, error) {
-	s.call()
 	return s.findUser(id)
 }
 
 // FindUsersByIDs implements store.Backend.
 func (s *Store) FindUsersByIDs(_ context.Context, ids []store.ID) ([]*store.User, error) {
-	s.call()
 	out := make([]*store.User, len(ids))
 	for i, id := range ids {
 		v, ok, err := s.get(key(pUser, id))
@@ -78,7 +75,6 @@ func (s *Store) FindUsersByIDs(_ context.Context, ids []store.ID) ([]*store.User
 
 // FindUserByHandle implements store.Backend.
 func (s *Store) FindUserByHandle(_ context.Context, handle string) (*store.User, error) {
-	s.call()
 	v, ok, err := s.get(key(pHandle, handle))
 	if err != nil {
 		return nil, err
@@ -92,7 +88,6 @@ func (s *Store) FindUserByHandle(_ context.Context, handle string) (*store.User,
 
 // UpdateUser implements store.Backend.
 func (s *Store) UpdateUser(_ context.Context, id store.ID, upd store.UserUpdate) (*store.User, error) {
-	s.call()
 	unlock := s.lock(id[:])
 	defer unlock()
 	u, err := s.findUser(id)

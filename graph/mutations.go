@@ -17,6 +17,30 @@ func (r *Resolver) authPayload(u *store.User) (*model.AuthPayload, error) {
 	return &model.AuthPayload{Token: token, ExpiresAt: expires, User: u}, nil
 }
 
+// setFollow makes the viewer follow (on) or unfollow the user with the given
+// global id and returns that user with its new counts.
+func (r *Resolver) setFollow(ctx context.Context, userID string, on bool) (*store.User, error) {
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	target, err := parseUserID(userID)
+	if err != nil {
+		return nil, err
+	}
+	change := r.Service.Unfollow
+	if on {
+		change = r.Service.Follow
+	}
+	u, err := change(ctx, viewer, target)
+	if err != nil {
+		return nil, err
+	}
+	refreshUser(ctx, u)
+	refreshFollows(ctx, u.ID, on)
+	return u, nil
+}
+
 // The loaders cache for the whole operation, and a mutation operation may
 // read what an earlier root field of it changed (root mutation fields run in
 // order). Each mutation therefore replaces what it changed in the cache.

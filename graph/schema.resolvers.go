@@ -59,40 +59,12 @@ func (r *mutationResolver) LogIn(ctx context.Context, input model.LogInInput) (*
 
 // Follow is the resolver for the follow field.
 func (r *mutationResolver) Follow(ctx context.Context, userID string) (*store.User, error) {
-	viewer, err := requireViewer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	target, err := parseUserID(userID)
-	if err != nil {
-		return nil, err
-	}
-	u, err := r.Service.Follow(ctx, viewer, target)
-	if err != nil {
-		return nil, err
-	}
-	refreshUser(ctx, u)
-	refreshFollows(ctx, u.ID, true)
-	return u, nil
+	return r.setFollow(ctx, userID, true)
 }
 
 // Unfollow is the resolver for the unfollow field.
 func (r *mutationResolver) Unfollow(ctx context.Context, userID string) (*store.User, error) {
-	viewer, err := requireViewer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	target, err := parseUserID(userID)
-	if err != nil {
-		return nil, err
-	}
-	u, err := r.Service.Unfollow(ctx, viewer, target)
-	if err != nil {
-		return nil, err
-	}
-	refreshUser(ctx, u)
-	refreshFollows(ctx, u.ID, false)
-	return u, nil
+	return r.setFollow(ctx, userID, false)
 }
 
 // PostMessage is the resolver for the postMessage field.

@@ -165,6 +165,36 @@ func (s *Store) get(k []byte) ([]byte, bool, error) {
 	return v, true, nil
 }
 
+// findDoc reads and decodes the document at k; a missing one is NOT_FOUND
+// with the given message.
+func findDoc[T any](s *Store, k []byte, decode func([]byte) (*T, error), notFound string) (*T, error) {
+	v, ok, err := s.get(k)
+	if err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, store.Errorf(store.ENOTFOUND, "%s", notFound)
+	}
+	return decode(v)
+}
+
+// findDocs reads the documents of ids under prefix, aligned with ids and
+// nil where one is missing.
+func findDocs[T any](s *Store, prefix byte, ids []store.ID, decode func([]byte) (*T, error)) ([]*T, error) {
+	out := make([]*T, len(ids))
+	for i, id := range ids {
+		v, ok, err := s.get(key(prefix, id))
+		if err != nil {
+			return nil, err
+		} else if !ok {
+			continue
+		}
+		if out[i], err = decode(v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 func (s *Store) commit(b *pebble.Batch) error {
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("embedded commit: %w", err)

@@ -61,13 +61,7 @@ func decodeMessage(v []byte) (*store.Message, error) {
 }
 
 func (s *Store) findMessage(id store.ID) (*store.Message, error) {
-	v, ok, err := s.get(key(pMessage, id))
-	if err != nil {
-		return nil, err
-	} else if !ok {
-		return nil, store.Errorf(store.ENOTFOUND, "message not found")
-	}
-	return decodeMessage(v)
+	return findDoc(s, key(pMessage, id), decodeMessage, "message not found")
 }
 
 // FindMessageByID implements store.Backend.
@@ -77,19 +71,7 @@ func (s *Store) FindMessageByID(_ context.Context, id store.ID) (*store.Message,
 
 // FindMessagesByIDs implements store.Backend.
 func (s *Store) FindMessagesByIDs(_ context.Context, ids []store.ID) ([]*store.Message, error) {
-	out := make([]*store.Message, len(ids))
-	for i, id := range ids {
-		v, ok, err := s.get(key(pMessage, id))
-		if err != nil {
-			return nil, err
-		} else if !ok {
-			continue
-		}
-		if out[i], err = decodeMessage(v); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return findDocs(s, pMessage, ids, decodeMessage)
 }
 
 // FindMessages implements store.Backend.
@@ -190,22 +172,20 @@ func (s *Store) PendingJobs(_ context.Context) ([]*store.Job, error) {
 	defer it.Close()
 	var out []*store.Job
 	for ok := it.First(); ok; ok = it.Next() {
-		var d docs.Job
-		if err := docs.Unmarshal(it.Value(), &d); err != nil {
-			return nil, fmt.Errorf("decode job: %w", err)
+		j, err := decodeJob(it.Value())
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, d.Store())
+		out = append(out, j)
 	}
 	return out, it.Error()
 }
 
 func (s *Store) findJob(id store.ID) (*store.Job, error) {
-	v, ok, err := s.get(key(pJob, id))
-	if err != nil {
-		return nil, err
-	} else if !ok {
-		return nil, store.Errorf(store.ENOTFOUND, "job not found")
-	}
+	return findDoc(s, key(pJob, id), decodeJob, "job not found")
+}
+
+func decodeJob(v []byte) (*store.Job, error) {
 	var d docs.Job
 	if err := docs.Unmarshal(v, &d); err != nil {
 		return nil, fmt.Errorf("decode job: %w", err)

@@ -42,13 +42,7 @@ func decodeUser(v []byte) (*store.User, error) {
 }
 
 func (s *Store) findUser(id store.ID) (*store.User, error) {
-	v, ok, err := s.get(key(pUser, id))
-	if err != nil {
-		return nil, err
-	} else if !ok {
-		return nil, store.Errorf(store.ENOTFOUND, "user not found")
-	}
-	return decodeUser(v)
+	return findDoc(s, key(pUser, id), decodeUser, "user not found")
 }
 
 // FindUserByID implements store.Backend.
@@ -58,19 +52,7 @@ func (s *Store) FindUserByID(_ context.Context, id store.ID) (*store.User, error
 
 // FindUsersByIDs implements store.Backend.
 func (s *Store) FindUsersByIDs(_ context.Context, ids []store.ID) ([]*store.User, error) {
-	out := make([]*store.User, len(ids))
-	for i, id := range ids {
-		v, ok, err := s.get(key(pUser, id))
-		if err != nil {
-			return nil, err
-		} else if !ok {
-			continue
-		}
-		if out[i], err = decodeUser(v); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return findDocs(s, pUser, ids, decodeUser)
 }
 
 // FindUserByHandle implements store.Backend.

@@ -11,8 +11,8 @@ import (
 // conformance suite in store/storetest.
 //
 // Reads of missing objects return NOT_FOUND, except the batch reads
-// (FindUsersByIDs, FindMessagesByIDs), which return a slice aligned with the
-// ids and nil where an object is missing or deleted.
+// (FindUsersByIDs, FindMessagesByKeys), which return a slice aligned with the
+// keys and nil where an object is missing or deleted.
 type Backend interface {
 	// CreateUser stores a new user. The handle must be lowercase; a taken
 	// handle is CONFLICT.
@@ -21,6 +21,16 @@ type Backend interface {
 	FindUsersByIDs(ctx context.Context, ids []ID) ([]*User, error)
 	FindUserByHandle(ctx context.Context, handle string) (*User, error)
 	UpdateUser(ctx context.Context, id ID, upd UserUpdate) (*User, error)
+	// SetAttributes applies changes to a user's custom attributes, names
+	// stored under name-store tokens, and returns the user. More than
+	// MaxAttributes attributes is BAD_USER_INPUT, and nothing changes.
+	SetAttributes(ctx context.Context, id ID, changes []AttributeChange) (*User, error)
+	// FindUsersByAttribute returns up to limit users whose attribute name has
+	// exactly value, in ID order after the given ID.
+	FindUsersByAttribute(ctx context.Context, name, value string, after ID, limit int) ([]*User, error)
+	// CountUsersByAttribute counts the users whose attribute name has
+	// exactly value. It may cost a scan of the matching index entries.
+	CountUsersByAttribute(ctx context.Context, name, value string) (int, error)
 
 	// Follow makes follower follow followee, both edges and both counters in
 	// one atomic step. It reports false if the edge already existed (nothing
@@ -40,7 +50,7 @@ type Backend interface {
 	CreateMessage(ctx context.Context, m *Message, job *Job) error
 	// FindMessageByID returns NOT_FOUND for a deleted message.
 	FindMessageByID(ctx context.Context, id ID) (*Message, error)
-	FindMessagesByIDs(ctx context.Context, ids []ID) ([]*Message, error)
+	FindMessagesByKeys(ctx context.Context, keys []MessageKey) ([]*Message, error)
 	// FindMessages returns an author's messages, newest first.
 	FindMessages(ctx context.Context, f MessageFilter) ([]*Message, error)
 	UpdateMessage(ctx context.Context, id ID, upd MessageUpdate) (*Message, error)
@@ -122,4 +132,14 @@ type Removal struct {
 	Refs   []InboxRef
 	Cursor []byte
 	Done   bool
+}
+
+// Leaser is implemented by backends that several Herald processes share.
+// Only the holder of the fan-out lease runs stored jobs: deliveries then
+// reach every inbox in one order, from one writer, which is what lets a
+// backend without multi-document transactions make each step idempotent.
+type Leaser interface {
+	// TryFanoutLease takes or renews the fan-out lease for holder for ttl
+	// and reports whether holder has it.
+	TryFanoutLease(ctx context.Context, holder string, ttl time.Duration) (bool, error)
 }

@@ -29,9 +29,11 @@ type Event struct {
 
 // Events carries inbox events from the store to live subscribers.
 type Events interface {
-	// Publish delivers ev to the current subscribers of ev.UserID. It never
-	// blocks on a subscriber.
-	Publish(ctx context.Context, ev Event)
+	// Publish delivers each event to the current subscribers of its UserID.
+	// It never blocks on a subscriber. Publishers pass a fan-out chunk's
+	// events together, so an implementation that crosses processes can
+	// carry them in one message.
+	Publish(ctx context.Context, evs ...Event)
 	// Subscribe returns a channel of the events of one user's inbox. The
 	// channel is closed when ctx ends or when the subscriber falls too far
 	// behind and is dropped; the Events implementation closes it, never the
@@ -65,14 +67,16 @@ func NewHub() *Hub {
 }
 
 // Publish implements Events.
-func (h *Hub) Publish(_ context.Context, ev Event) {
+func (h *Hub) Publish(_ context.Context, evs ...Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for s := range h.subs[ev.UserID] {
-		select {
-		case s.ch <- ev:
-		default:
-			h.removeLocked(ev.UserID, s)
+	for _, ev := range evs {
+		for s := range h.subs[ev.UserID] {
+			select {
+			case s.ch <- ev:
+			default:
+				h.removeLocked(ev.UserID, s)
+			}
 		}
 	}
 }

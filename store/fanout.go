@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 	"time"
 )
@@ -11,24 +13,44 @@ import (
 // at the message and show the new text anyway.
 const jobNotifyEdit JobKind = 100
 
-// fanout runs jobs. Deliveries run one job at a time, in the order they
-// were queued, so every follower receives an author's messages (and
-// messages of different authors) in the order they were posted: an inbox
-// is ordered by its sequence numbers, and those must follow posting order
-// for the timeline to read newest first. Other jobs (retractions, edit
-// notices) need no order and run on a pool. Queues are unbounded because
-// every stored job must run; jobs are small.
+// Lease timing for backends shared by several processes (see Leaser).
+const (
+	leaseTTL     = 10 * time.Second
+	leaseRenew   = leaseTTL / 4
+	jobPollEvery = 200 * time.Millisecond
+)
+
+type jobKey struct {
+	msg  ID
+	kind JobKind
+}
+
+// fanout runs jobs. Stored jobs (deliveries and retractions) run one at a
+// time, in the order they were queued, so every follower receives messages
+// in the order they were posted (an inbox is ordered by its sequence
+// numbers, and those must follow posting order for the timeline to read
+// newest first) and each inbox has a single writer. Edit notices need no
+// order and run on a pool. Queues are unbounded because every stored job
+// must run; jobs are small.
+//
+// On a backend shared by several processes (a Leaser), only the holder of
+// the fan-out lease runs stored jobs; it finds jobs stored by other
+// processes by polling PendingJobs.
 type fanout struct {
 	s       *Service
 	workers int
 	chunk   int
+	leaser  Leaser
+	holder  string
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	ordered []*Job // JobDeliver, first in first out
-	other   []*Job
+	ordered []*Job // stored jobs, first in first out
+	other   []*Job // edit notices
+	known   map[jobKey]bool
 	running int
 	closing bool
+	leader  bool // holds the fan-out lease (always, without a Leaser)
 
 	ctx    context.Context // cancelled when Close gives up waiting
 	cancel context.CancelFunc
@@ -36,31 +58,102 @@ type fanout struct {
 }
 
 func newFanout(s *Service, workers, chunk int) *fanout {
-	f := &fanout{s: s, workers: workers, chunk: chunk}
+	f := &fanout{s: s, workers: workers, chunk: chunk, known: make(map[jobKey]bool)}
 	f.cond = sync.NewCond(&f.mu)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
+	if l, ok := s.backend.(Leaser); ok {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		f.leaser, f.holder = l, hex.EncodeToString(b[:])
+	} else {
+		f.leader = true
+	}
 	return f
 }
 
-func (f *fanout) start() {
+func (f *fanout) start(pending []*Job) {
+	for _, j := range pending {
+		f.enqueue(j)
+	}
 	f.wg.Add(1 + f.workers)
 	go f.work(&f.ordered)
 	for range f.workers {
 		go f.work(&f.other)
 	}
+	if f.leaser != nil {
+		f.wg.Add(1)
+		go f.lead()
+	}
 }
 
+// isLeader reports whether this process may run stored jobs.
+func (f *fanout) isLeader() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leader
+}
+
+// lead keeps the fan-out lease and, while holding it, queues the jobs
+// other processes stored. It returns when the fan-out closes.
+func (f *fanout) lead() {
+	defer f.wg.Done()
+	var tried time.Time
+	tick := time.NewTicker(jobPollEvery)
+	defer tick.Stop()
+	for {
+		if time.Since(tried) >= leaseRenew {
+			tried = time.Now()
+			held, err := f.leaser.TryFanoutLease(f.ctx, f.holder, leaseTTL)
+			if err != nil && f.ctx.Err() == nil {
+				f.s.log.Warn("fan-out lease", "err", err)
+			}
+			f.mu.Lock()
+			if held != f.leader {
+				f.s.log.Info("fan-out lease changed", "held", held, "holder", f.holder)
+			}
+			f.leader = held && err == nil
+			f.mu.Unlock()
+		}
+		if f.isLeader() {
+			jobs, err := f.s.backend.PendingJobs(f.ctx)
+			if err != nil && f.ctx.Err() == nil {
+				f.s.log.Warn("polling fan-out jobs", "err", err)
+			}
+			for _, j := range jobs {
+				f.enqueue(j)
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-f.ctx.Done():
+			return
+		}
+		f.mu.Lock()
+		closing := f.closing
+		f.mu.Unlock()
+		if closing {
+			return
+		}
+	}
+}
+
+// enqueue queues j unless it is already queued or running. Stored jobs are
+// queued only by the lease holder; the others leave them to it.
 func (f *fanout) enqueue(j *Job) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closing {
+	k := jobKey{j.MessageID, j.Kind}
+	if f.closing || f.known[k] {
 		return // stored jobs resume at the next start
 	}
-	if j.Kind == JobDeliver {
+	if j.Kind == jobNotifyEdit {
+		f.other = append(f.other, j)
+	} else if f.leader {
 		f.ordered = append(f.ordered, j)
 	} else {
-		f.other = append(f.other, j)
+		return
 	}
+	f.known[k] = true
 	// Broadcast: the waiters serve different queues.
 	f.cond.Broadcast()
 }
@@ -114,6 +207,7 @@ func (f *fanout) work(queue *[]*Job) {
 
 		f.mu.Lock()
 		f.running--
+		delete(f.known, jobKey{j.MessageID, j.Kind})
 		f.mu.Unlock()
 	}
 }
@@ -129,6 +223,9 @@ func (f *fanout) run(j *Job) {
 		}
 		if f.ctx.Err() != nil {
 			return
+		}
+		if j.Kind != jobNotifyEdit && !f.isLeader() {
+			return // the new lease holder resumes it
 		}
 		f.s.log.Error("fan-out step failed; retrying", "kind", j.Kind, "message", j.MessageID.String(), "err", err, "retry_in", backoff)
 		select {
@@ -148,6 +245,9 @@ func (f *fanout) step(j *Job) error {
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if j.Kind != jobNotifyEdit && !f.isLeader() {
+			return nil // the lease moved: its new holder resumes the job
 		}
 		switch j.Kind {
 		case JobDeliver:
@@ -196,9 +296,11 @@ func (f *fanout) step(j *Job) error {
 			if err != nil {
 				return err
 			}
-			for _, r := range refs {
-				f.s.events.Publish(ctx, Event{Type: EventEdited, UserID: r.Owner, MessageID: j.MessageID})
+			evs := make([]Event, len(refs))
+			for i, r := range refs {
+				evs[i] = Event{Type: EventEdited, UserID: r.Owner, MessageID: j.MessageID}
 			}
+			f.s.events.Publish(ctx, evs...)
 			if next == nil {
 				return nil
 			}
@@ -211,7 +313,12 @@ func (f *fanout) step(j *Job) error {
 }
 
 func (f *fanout) publish(ctx context.Context, t EventType, msg ID, changes []InboxChange) {
-	for _, c := range changes {
-		f.s.events.Publish(ctx, Event{Type: t, UserID: c.Owner, MessageID: msg, Counts: c.Counts})
+	if len(changes) == 0 {
+		return
 	}
+	evs := make([]Event, len(changes))
+	for i, c := range changes {
+		evs[i] = Event{Type: t, UserID: c.Owner, MessageID: msg, Counts: c.Counts}
+	}
+	f.s.events.Publish(ctx, evs...)
 }

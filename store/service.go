@@ -14,8 +14,8 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives fan-out errors; slog.Default() by default.
 	Logger *slog.Logger
-	// Workers is the number of workers for retractions and edit notices
-	// (default 4); deliveries run in order on a worker of their own.
+	// Workers is the number of workers for edit notices (default 4);
+	// stored jobs run in order on a worker of their own.
 	Workers int
 	// ChunkSize is the number of followers delivered to in one atomic
 	// step (default 1000).
@@ -73,10 +73,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.fanout.start()
-	for _, j := range jobs {
-		s.fanout.enqueue(j)
-	}
+	s.fanout.start(jobs)
 	if len(jobs) > 0 {
 		s.log.Info("resuming fan-out", "jobs", len(jobs))
 	}
@@ -221,6 +218,41 @@ func followPage(fs []Follow, limit int) FollowPage {
 	return FollowPage{Follows: fs}
 }
 
+// SetAttributes applies changes to the viewer's custom attributes and
+// returns the user. Names are 1–64 characters of any text (including `$`
+// and `.`: they are stored under tokens), values at most 1 KiB; a user has
+// at most MaxAttributes. Invalid input is BAD_USER_INPUT.
+func (s *Service) SetAttributes(ctx context.Context, viewer ID, changes []AttributeChange) (*User, error) {
+	if err := validateAttributeChanges(changes); err != nil {
+		return nil, err
+	}
+	return s.backend.SetAttributes(ctx, viewer, changes)
+}
+
+// FindUsersByAttribute returns a page of users whose attribute name equals
+// value, in ID order after the given ID.
+func (s *Service) FindUsersByAttribute(ctx context.Context, name, value string, after ID, limit int) ([]*User, bool, error) {
+	if err := validateAttribute(name, &value); err != nil {
+		return nil, false, err
+	}
+	us, err := s.backend.FindUsersByAttribute(ctx, name, value, after, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(us) > limit {
+		return us[:limit], true, nil
+	}
+	return us, false, nil
+}
+
+// CountUsersByAttribute counts the users whose attribute name equals value.
+func (s *Service) CountUsersByAttribute(ctx context.Context, name, value string) (int, error) {
+	if err := validateAttribute(name, &value); err != nil {
+		return 0, err
+	}
+	return s.backend.CountUsersByAttribute(ctx, name, value)
+}
+
 // PostInput is a new message.
 type PostInput struct {
 	Text      string
@@ -237,13 +269,13 @@ func (s *Service) PostMessage(ctx context.Context, author ID, in PostInput) (*Me
 	now := s.clock()
 	m := &Message{ID: NewID(now), AuthorID: author, Text: in.Text, Kind: KindPost, CreatedAt: now}
 	if !in.ReplyToID.IsZero() {
-		if _, err := s.backend.FindMessageByID(ctx, in.ReplyToID); err != nil {
-			if ErrorCode(err) == ENOTFOUND {
-				return nil, Errorf(ENOTFOUND, "the message replied to does not exist")
-			}
+		target, err := s.backend.FindMessageByID(ctx, in.ReplyToID)
+		if ErrorCode(err) == ENOTFOUND {
+			return nil, Errorf(ENOTFOUND, "the message replied to does not exist")
+		} else if err != nil {
 			return nil, err
 		}
-		m.Kind, m.ReplyToID = KindReply, in.ReplyToID
+		m.Kind, m.ReplyToID, m.ReplyToAuthorID = KindReply, target.ID, target.AuthorID
 	}
 	job := &Job{Kind: JobDeliver, MessageID: m.ID, AuthorID: author, CreatedAt: now}
 	if err := s.backend.CreateMessage(ctx, m, job); err != nil {
@@ -258,9 +290,9 @@ func (s *Service) FindMessageByID(ctx context.Context, id ID) (*Message, error) 
 	return s.backend.FindMessageByID(ctx, id)
 }
 
-// FindMessagesByIDs returns messages aligned with ids, nil where missing or deleted.
-func (s *Service) FindMessagesByIDs(ctx context.Context, ids []ID) ([]*Message, error) {
-	return s.backend.FindMessagesByIDs(ctx, ids)
+// FindMessagesByKeys returns messages aligned with keys, nil where missing or deleted.
+func (s *Service) FindMessagesByKeys(ctx context.Context, keys []MessageKey) ([]*Message, error) {
+	return s.backend.FindMessagesByKeys(ctx, keys)
 }
 
 // ownMessage returns the message if viewer wrote it: NOT_FOUND if it does
@@ -351,11 +383,11 @@ func (s *Service) Inbox(ctx context.Context, owner ID, before uint64, limit int)
 		if len(items) == 0 {
 			break
 		}
-		ids := make([]ID, len(items))
+		keys := make([]MessageKey, len(items))
 		for i := range items {
-			ids[i] = items[i].MessageID
+			keys[i] = items[i].Key()
 		}
-		msgs, err := s.backend.FindMessagesByIDs(ctx, ids)
+		msgs, err := s.backend.FindMessagesByKeys(ctx, keys)
 		if err != nil {
 			return InboxPage{}, err
 		}

@@ -18,6 +18,20 @@ type User struct {
 	FollowerCount  int
 	FollowingCount int
 	MessageCount   int
+	// Attributes are the app's custom attributes, sorted by name.
+	Attributes []Attribute
+}
+
+// Attribute is a custom user attribute: any name the app chooses, a string value.
+type Attribute struct {
+	Name  string
+	Value string
+}
+
+// AttributeChange sets (Value non-nil) or removes (Value nil) one attribute.
+type AttributeChange struct {
+	Name  string
+	Value *string
 }
 
 // MessageKind tells a post from a reply. The values are the GraphQL enum values.
@@ -37,8 +51,24 @@ type Message struct {
 	Text      string
 	Kind      MessageKind
 	ReplyToID ID // NilID unless Kind is KindReply
-	CreatedAt time.Time
+	// ReplyToAuthorID is the replied-to message's author, so that loading
+	// the replied-to message can name its author, which is how a sharded
+	// backend finds it without asking every shard.
+	ReplyToAuthorID ID
+	CreatedAt       time.Time
 	EditedAt  *time.Time
+}
+
+// Key returns the key that finds m in storage.
+func (m *Message) Key() MessageKey { return MessageKey{ID: m.ID, AuthorID: m.AuthorID} }
+
+// MessageKey finds a message: its ID and, when known, its author. Messages
+// are placed by author (a sharded backend keeps an author's messages
+// together), so a lookup that knows the author asks one place only; NilID
+// means unknown.
+type MessageKey struct {
+	ID       ID
+	AuthorID ID
 }
 
 // Follow is one edge of the follow graph as seen from one side: UserID is the
@@ -119,6 +149,9 @@ type Job struct {
 	// message's delivery records. Empty means not started.
 	Cursor []byte
 }
+
+// Key returns the key of the job's message.
+func (e InboxEntry) Key() MessageKey { return MessageKey{ID: e.MessageID, AuthorID: e.AuthorID} }
 
 // Entry returns the inbox entry the job delivers.
 func (j *Job) Entry() InboxEntry {

@@ -15,6 +15,9 @@ const (
 	MessageMaxLen     = 5000 // characters
 	MaxPageSize       = 100
 	DefaultPageSize   = 20
+	AttrNameMaxLen    = 64   // characters
+	AttrValueMaxLen   = 1024 // bytes
+	MaxAttributes     = 100  // per user, and per change
 )
 
 // NormalizeHandle lowercases a handle and checks it is 3–30 of [a-z0-9_].
@@ -76,4 +79,31 @@ func PageSize(first *int) (int, error) {
 		return 0, Errorf(EINVALID, "first must be between 0 and %d", MaxPageSize)
 	}
 	return *first, nil
+}
+
+func validateAttribute(name string, value *string) error {
+	if !utf8.ValidString(name) || name == "" || utf8.RuneCountInString(name) > AttrNameMaxLen {
+		return Errorf(EINVALID, "attribute names must be 1 to %d characters of valid text", AttrNameMaxLen)
+	}
+	if value != nil && (!utf8.ValidString(*value) || len(*value) > AttrValueMaxLen) {
+		return Errorf(EINVALID, "attribute %q: values must be valid text of at most %d bytes", name, AttrValueMaxLen)
+	}
+	return nil
+}
+
+func validateAttributeChanges(changes []AttributeChange) error {
+	if len(changes) > MaxAttributes {
+		return Errorf(EINVALID, "at most %d attributes per call", MaxAttributes)
+	}
+	seen := make(map[string]bool, len(changes))
+	for _, c := range changes {
+		if err := validateAttribute(c.Name, c.Value); err != nil {
+			return err
+		}
+		if seen[c.Name] {
+			return Errorf(EINVALID, "attribute %q is given twice", c.Name)
+		}
+		seen[c.Name] = true
+	}
+	return nil
 }

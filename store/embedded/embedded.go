@@ -15,6 +15,7 @@
 //	n <owner>                inbox head: seq, read seq, total, unread
 //	d <message> <last owner> delivery record: (owner, seq) pairs of one chunk
 //	j <message>              pending fan-out job document
+//	N, K, a                  name store and attribute index (attributes.go)
 //
 // Inboxes keep the bucket semantics of seed 000 (entries numbered by an
 // increment of the owner's count; bucket = (seq-1)/50) with one key per
@@ -78,6 +79,8 @@ type Store struct {
 	// the map itself for readers.
 	headsMu sync.RWMutex
 	heads   map[store.ID]store.InboxCounts
+
+	names names
 }
 
 var _ store.Backend = (*Store)(nil)
@@ -100,7 +103,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store in %s: %w", dir, err)
 	}
-	return &Store{db: db, seed: maphash.MakeSeed(), heads: make(map[store.ID]store.InboxCounts)}, nil
+	s := &Store{db: db, seed: maphash.MakeSeed(), heads: make(map[store.ID]store.InboxCounts)}
+	if err := s.loadNames(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close flushes and closes the database.

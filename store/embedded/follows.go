@@ -25,11 +25,11 @@ func (s *Store) Unfollow(_ context.Context, follower, followee store.ID) (bool, 
 func (s *Store) setFollow(follower, followee store.ID, at time.Time, on bool) (bool, error) {
 	unlock := s.lock(follower[:], followee[:])
 	defer unlock()
-	a, err := s.findUser(follower)
+	a, err := s.findUserDoc(follower)
 	if err != nil {
 		return false, err
 	}
-	b, err := s.findUser(followee)
+	b, err := s.findUserDoc(followee)
 	if err != nil {
 		return false, err
 	}
@@ -44,7 +44,7 @@ func (s *Store) setFollow(follower, followee store.ID, at time.Time, on bool) (b
 	batch := s.db.NewBatch()
 	defer batch.Close()
 	rk := key(pFollower, followee, follower)
-	delta := 1
+	delta := int64(1)
 	if on {
 		v := binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli()))
 		_ = batch.Set(ek, v, nil)
@@ -54,12 +54,12 @@ func (s *Store) setFollow(follower, followee store.ID, at time.Time, on bool) (b
 		_ = batch.Delete(ek, nil)
 		_ = batch.Delete(rk, nil)
 	}
-	a.FollowingCount += delta
-	b.FollowerCount += delta
-	if err := setUser(batch, a); err != nil {
+	a.Following += delta
+	b.Followers += delta
+	if err := setUserDoc(batch, a); err != nil {
 		return false, err
 	}
-	if err := setUser(batch, b); err != nil {
+	if err := setUserDoc(batch, b); err != nil {
 		return false, err
 	}
 	return true, s.commit(batch)

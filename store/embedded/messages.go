@@ -14,18 +14,18 @@ import (
 func (s *Store) CreateMessage(_ context.Context, m *store.Message, job *store.Job) error {
 	unlock := s.lock(m.AuthorID[:])
 	defer unlock()
-	author, err := s.findUser(m.AuthorID)
+	author, err := s.findUserDoc(m.AuthorID)
 	if err != nil {
 		return err
 	}
-	author.MessageCount++
+	author.Messages++
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := setMessage(b, m); err != nil {
 		return err
 	}
 	_ = b.Set(key(pOutbox, m.AuthorID, m.ID), nil, nil)
-	if err := setUser(b, author); err != nil {
+	if err := setUserDoc(b, author); err != nil {
 		return err
 	}
 	if job != nil {
@@ -69,8 +69,13 @@ func (s *Store) FindMessageByID(_ context.Context, id store.ID) (*store.Message,
 	return s.findMessage(id)
 }
 
-// FindMessagesByIDs implements store.Backend.
-func (s *Store) FindMessagesByIDs(_ context.Context, ids []store.ID) ([]*store.Message, error) {
+// FindMessagesByKeys implements store.Backend. Messages are keyed by id
+// alone here; the author part of a key is for sharded backends.
+func (s *Store) FindMessagesByKeys(_ context.Context, keys []store.MessageKey) ([]*store.Message, error) {
+	ids := make([]store.ID, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
 	return findDocs(s, pMessage, ids, decodeMessage)
 }
 
@@ -141,17 +146,17 @@ func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *store.Job
 	if _, err := s.findMessage(id); err != nil {
 		return err
 	}
-	author, err := s.findUser(m.AuthorID)
+	author, err := s.findUserDoc(m.AuthorID)
 	if err != nil {
 		return err
 	}
-	author.MessageCount--
+	author.Messages--
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.Delete(key(pMessage, id), nil)
 	_ = b.Delete(key(pOutbox, m.AuthorID, id), nil)
 	_ = b.Delete(key(pJob, id), nil)
-	if err := setUser(b, author); err != nil {
+	if err := setUserDoc(b, author); err != nil {
 		return err
 	}
 	if retract != nil {

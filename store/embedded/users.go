@@ -33,16 +33,30 @@ func (s *Store) CreateUser(_ context.Context, u *store.User) error {
 	return s.commit(b)
 }
 
-func decodeUser(v []byte) (*store.User, error) {
+func decodeUserDoc(v []byte) (*docs.User, error) {
 	var d docs.User
 	if err := docs.Unmarshal(v, &d); err != nil {
 		return nil, fmt.Errorf("decode user: %w", err)
 	}
-	return d.Store(), nil
+	return &d, nil
+}
+
+func (s *Store) decodeUser(v []byte) (*store.User, error) {
+	d, err := decodeUserDoc(v)
+	if err != nil {
+		return nil, err
+	}
+	u := d.Store()
+	u.Attributes = s.userAttributes(d)
+	return u, nil
 }
 
 func (s *Store) findUser(id store.ID) (*store.User, error) {
-	return findDoc(s, key(pUser, id), decodeUser, "user not found")
+	return findDoc(s, key(pUser, id), s.decodeUser, "user not found")
+}
+
+func (s *Store) findUserDoc(id store.ID) (*docs.User, error) {
+	return findDoc(s, key(pUser, id), decodeUserDoc, "user not found")
 }
 
 // FindUserByID implements store.Backend.
@@ -52,7 +66,7 @@ func (s *Store) FindUserByID(_ context.Context, id store.ID) (*store.User, error
 
 // FindUsersByIDs implements store.Backend.
 func (s *Store) FindUsersByIDs(_ context.Context, ids []store.ID) ([]*store.User, error) {
-	return findDocs(s, pUser, ids, decodeUser)
+	return findDocs(s, pUser, ids, s.decodeUser)
 }
 
 // FindUserByHandle implements store.Backend.
@@ -72,38 +86,34 @@ func (s *Store) FindUserByHandle(_ context.Context, handle string) (*store.User,
 func (s *Store) UpdateUser(_ context.Context, id store.ID, upd store.UserUpdate) (*store.User, error) {
 	unlock := s.lock(id[:])
 	defer unlock()
-	u, err := s.findUser(id)
+	d, err := s.findUserDoc(id)
 	if err != nil {
 		return nil, err
 	}
 	if upd.DisplayName != nil {
-		u.DisplayName = *upd.DisplayName
+		d.Name = *upd.DisplayName
 	}
 	if upd.LastSeenAt != nil {
-		u.LastSeenAt = *upd.LastSeenAt
+		d.Seen = *upd.LastSeenAt
 	}
-	if err := s.putUsers(u); err != nil {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := setUserDoc(b, d); err != nil {
 		return nil, err
 	}
+	if err := s.commit(b); err != nil {
+		return nil, err
+	}
+	u := d.Store()
+	u.Attributes = s.userAttributes(d)
 	return u, nil
 }
 
-// putUsers writes user documents in one synced batch.
-func (s *Store) putUsers(us ...*store.User) error {
-	b := s.db.NewBatch()
-	defer b.Close()
-	for _, u := range us {
-		if err := setUser(b, u); err != nil {
-			return err
-		}
-	}
-	return s.commit(b)
-}
-
-func setUser(b *pebble.Batch, u *store.User) error {
-	v, err := docs.Marshal(docs.FromUser(u))
+// setUserDoc writes a user document into b.
+func setUserDoc(b *pebble.Batch, d *docs.User) error {
+	v, err := docs.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode user: %w", err)
 	}
-	return b.Set(key(pUser, u.ID), v, nil)
+	return b.Set(key(pUser, store.ID(d.ID)), v, nil)
 }

@@ -147,7 +147,7 @@ func testMessages(t *testing.T, open OpenFunc) {
 		a := mustCreateUser(t, b, c)
 		m := newMessage(c, a.ID, "first")
 		reply := newMessage(c, a.ID, "reply")
-		reply.Kind, reply.ReplyToID = store.KindReply, m.ID
+		reply.Kind, reply.ReplyToID, reply.ReplyToAuthorID = store.KindReply, m.ID, a.ID
 		require.NoError(t, b.CreateMessage(ctx, m, nil))
 		require.NoError(t, b.CreateMessage(ctx, reply, nil))
 
@@ -170,7 +170,7 @@ func testMessages(t *testing.T, open OpenFunc) {
 		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(b.DeleteMessage(ctx, m.ID, nil)))
 		_, err = b.UpdateMessage(ctx, m.ID, store.MessageUpdate{Text: &text})
 		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
-		batch, err := b.FindMessagesByIDs(ctx, []store.ID{m.ID, reply.ID})
+		batch, err := b.FindMessagesByKeys(ctx, []store.MessageKey{m.Key(), {ID: reply.ID}})
 		require.NoError(t, err)
 		assert.Nil(t, batch[0])
 		assert.Equal(t, reply.ID, batch[1].ID)

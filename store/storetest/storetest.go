@@ -25,6 +25,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Users", func(t *testing.T) { testUsers(t, open) })
 	t.Run("Follows", func(t *testing.T) { testFollows(t, open) })
 	t.Run("Messages", func(t *testing.T) { testMessages(t, open) })
+	t.Run("Attributes", func(t *testing.T) { testAttributes(t, open) })
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, open) })
 	t.Run("Jobs", func(t *testing.T) { testJobs(t, open) })
 	t.Run("Service", func(t *testing.T) { testService(t, open) })

@@ -7,9 +7,10 @@
 // Field names:
 //
 //	users:    _id id, h handle, n display name, p password hash, c created,
-//	          s last seen, fr followers, fg following, mc messages
+//	          s last seen, fr followers, fg following, mc messages,
+//	          at custom attributes: [{k name-store token, v value}]
 //	messages: _id id, a author, t text, k kind (0 post, 1 reply),
-//	          r replied-to message, c created, e edited
+//	          r replied-to message, ra its author, c created, e edited
 //	jobs:     _id message id, k kind, a author, c message created, cur cursor
 package docs
 
@@ -33,9 +34,17 @@ type User struct {
 	Followers int64              `bson:"fr"`
 	Following int64              `bson:"fg"`
 	Messages  int64              `bson:"mc"`
+	Attrs     []Attr             `bson:"at,omitempty"`
 }
 
-// FromUser returns the stored form of u.
+// Attr is a custom attribute as stored: the name's name-store token and the value.
+type Attr struct {
+	Token int32  `bson:"k"`
+	Value string `bson:"v"`
+}
+
+// FromUser returns the stored form of u, without its attributes: those are
+// stored under tokens, which the backend's name store assigns.
 func FromUser(u *store.User) *User {
 	return &User{
 		ID: primitive.ObjectID(u.ID), Handle: u.Handle, Name: u.DisplayName, Pass: u.PasswordHash,
@@ -44,7 +53,7 @@ func FromUser(u *store.User) *User {
 	}
 }
 
-// Store returns the domain form of d.
+// Store returns the domain form of d, without its attributes (see FromUser).
 func (d *User) Store() *store.User {
 	return &store.User{
 		ID: store.ID(d.ID), Handle: d.Handle, DisplayName: d.Name, PasswordHash: d.Pass,
@@ -66,6 +75,7 @@ type Message struct {
 	Text    string              `bson:"t"`
 	Kind    int32               `bson:"k"`
 	ReplyTo *primitive.ObjectID `bson:"r,omitempty"`
+	ReplyBy *primitive.ObjectID `bson:"ra,omitempty"`
 	Created time.Time           `bson:"c"`
 	Edited  *time.Time          `bson:"e,omitempty"`
 }
@@ -74,8 +84,8 @@ type Message struct {
 func FromMessage(m *store.Message) *Message {
 	d := &Message{ID: primitive.ObjectID(m.ID), Author: primitive.ObjectID(m.AuthorID), Text: m.Text, Kind: kindPost, Created: m.CreatedAt, Edited: m.EditedAt}
 	if m.Kind == store.KindReply {
-		r := primitive.ObjectID(m.ReplyToID)
-		d.Kind, d.ReplyTo = kindReply, &r
+		r, ra := primitive.ObjectID(m.ReplyToID), primitive.ObjectID(m.ReplyToAuthorID)
+		d.Kind, d.ReplyTo, d.ReplyBy = kindReply, &r, &ra
 	}
 	return d
 }
@@ -85,6 +95,9 @@ func (d *Message) Store() *store.Message {
 	m := &store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC()}
 	if d.Kind == kindReply && d.ReplyTo != nil {
 		m.Kind, m.ReplyToID = store.KindReply, store.ID(*d.ReplyTo)
+		if d.ReplyBy != nil {
+			m.ReplyToAuthorID = store.ID(*d.ReplyBy)
+		}
 	}
 	if d.Edited != nil {
 		t := d.Edited.UTC()

@@ -24,6 +24,7 @@ type longUser struct {
 	Followers int64              `bson:"followerCount"`
 	Following int64              `bson:"followingCount"`
 	Messages  int64              `bson:"messageCount"`
+	Attrs     []Attr             `bson:"attributes,omitempty"`
 }
 
 func TestShortFieldNames_BytesSaved(t *testing.T) {
@@ -47,7 +48,7 @@ func TestMessage_RoundTrip(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for _, m := range []*store.Message{
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "hi", Kind: store.KindPost, CreatedAt: now},
-		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "re", Kind: store.KindReply, ReplyToID: store.NewID(now), CreatedAt: now, EditedAt: &now},
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "re", Kind: store.KindReply, ReplyToID: store.NewID(now), ReplyToAuthorID: store.NewID(now), CreatedAt: now, EditedAt: &now},
 	} {
 		b, err := bson.Marshal(FromMessage(m))
 		require.NoError(t, err)

@@ -72,6 +72,11 @@ func newFanout(s *Service, workers, chunk int) *fanout {
 }
 
 func (f *fanout) start(pending []*Job) {
+	if f.leaser != nil {
+		// Take the lease now if it is free, so a restarted process resumes
+		// its jobs at once rather than at the first poll.
+		f.tryLease()
+	}
 	for _, j := range pending {
 		f.enqueue(j)
 	}
@@ -97,22 +102,13 @@ func (f *fanout) isLeader() bool {
 // other processes stored. It returns when the fan-out closes.
 func (f *fanout) lead() {
 	defer f.wg.Done()
-	var tried time.Time
+	tried := time.Now() // start took it
 	tick := time.NewTicker(jobPollEvery)
 	defer tick.Stop()
 	for {
 		if time.Since(tried) >= leaseRenew {
 			tried = time.Now()
-			held, err := f.leaser.TryFanoutLease(f.ctx, f.holder, leaseTTL)
-			if err != nil && f.ctx.Err() == nil {
-				f.s.log.Warn("fan-out lease", "err", err)
-			}
-			f.mu.Lock()
-			if held != f.leader {
-				f.s.log.Info("fan-out lease changed", "held", held, "holder", f.holder)
-			}
-			f.leader = held && err == nil
-			f.mu.Unlock()
+			f.tryLease()
 		}
 		if f.isLeader() {
 			jobs, err := f.s.backend.PendingJobs(f.ctx)
@@ -135,6 +131,21 @@ func (f *fanout) lead() {
 			return
 		}
 	}
+}
+
+// tryLease takes or renews the fan-out lease and records whether it is held.
+func (f *fanout) tryLease() {
+	held, err := f.leaser.TryFanoutLease(f.ctx, f.holder, leaseTTL)
+	if err != nil && f.ctx.Err() == nil {
+		f.s.log.Warn("fan-out lease", "err", err)
+	}
+	held = held && err == nil
+	f.mu.Lock()
+	if held != f.leader {
+		f.s.log.Info("fan-out lease changed", "held", held, "holder", f.holder)
+	}
+	f.leader = held
+	f.mu.Unlock()
 }
 
 // enqueue queues j unless it is already queued or running. Stored jobs are

@@ -56,7 +56,7 @@ type Message struct {
 	// backend finds it without asking every shard.
 	ReplyToAuthorID ID
 	CreatedAt       time.Time
-	EditedAt  *time.Time
+	EditedAt        *time.Time
 }
 
 // Key returns the key that finds m in storage.

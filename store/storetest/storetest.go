@@ -6,6 +6,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,7 +102,7 @@ func mustPostTo(t *testing.T, b store.Backend, c *clock, author store.ID, owners
 func newService(t *testing.T, b store.Backend, c *clock) (*store.Service, *store.Hub) {
 	t.Helper()
 	hub := store.NewHub()
-	svc := store.NewService(b, hub, store.Options{Now: c.Now, PasswordCost: bcrypt.MinCost, ChunkSize: 7})
+	svc := store.NewService(b, hub, store.Options{Now: c.Now, PasswordCost: bcrypt.MinCost, ChunkSize: 7, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, svc.Start(ctx))
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)

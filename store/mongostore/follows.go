@@ -1,0 +1,221 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/256dpi/lungo"
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/bson/primitive"
+	"go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
+
+	"herald/store"
+)
+
+// Edge states in followees documents. A follow or unfollow touches four
+// documents (two edges, two counters), so the followees edge records how far
+// it got: a retry, or the next follow or unfollow of the pair, finishes the
+// work, and the counters change once per operation (see counterOnce).
+const (
+	edgeFollowing   = 0 // created; the other writes may not all be done
+	edgeFollowed    = 1 // every write of the follow is done
+	edgeUnfollowing = 2 // being removed
+)
+
+type edgeDoc struct {
+	User  primitive.ObjectID `bson:"u"`
+	Other primitive.ObjectID `bson:"o"`
+	At    time.Time          `bson:"t"`
+	Op    string             `bson:"op,omitempty"`
+	State int                `bson:"st"`
+	UnOp  string             `bson:"uop,omitempty"`
+}
+
+func edgeFilter(u, o store.ID) bson.D {
+	return bson.D{{Key: "u", Value: oid(u)}, {Key: "o", Value: oid(o)}}
+}
+
+// Follow implements store.Backend.
+func (s *Store) Follow(ctx context.Context, follower, followee store.ID, at time.Time) (bool, error) {
+	if err := s.usersExist(ctx, follower, followee); err != nil {
+		return false, err
+	}
+	op := "f" + store.NewID(at).String()
+	upd := bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "t", Value: at}, {Key: "op", Value: op}, {Key: "st", Value: edgeFollowing}}}}
+	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
+	var e edgeDoc
+	err := s.followees.FindOneAndUpdate(ctx, edgeFilter(follower, followee), upd, opts).Decode(&e)
+	if isDuplicate(err) {
+		// Two upserts of one new edge raced; the other one inserted it.
+		err = s.followees.FindOneAndUpdate(ctx, edgeFilter(follower, followee), upd, opts).Decode(&e)
+	}
+	if err != nil {
+		return false, wrap("follow", err)
+	}
+	switch e.State {
+	case edgeFollowed:
+		return false, nil
+	case edgeUnfollowing:
+		// An unfollow stopped half way: finish it, then follow anew.
+		if err := s.finishUnfollow(ctx, &e); err != nil {
+			return false, err
+		}
+		return s.Follow(ctx, follower, followee, at)
+	}
+	return true, s.finishFollow(ctx, &e)
+}
+
+// finishFollow does the rest of a follow whose followees edge exists. Every
+// step is idempotent.
+func (s *Store) finishFollow(ctx context.Context, e *edgeDoc) error {
+	follower, followee := store.ID(e.User), store.ID(e.Other)
+	_, err := s.followers.UpdateOne(ctx, edgeFilter(followee, follower),
+		bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "t", Value: e.At}}}}, options.Update().SetUpsert(true))
+	if err != nil && !isDuplicate(err) {
+		return wrap("follow", err)
+	}
+	if err := s.incOnce(ctx, follower, e.Op, bson.D{{Key: "fg", Value: 1}}); err != nil {
+		return err
+	}
+	if err := s.incOnce(ctx, followee, e.Op, bson.D{{Key: "fr", Value: 1}}); err != nil {
+		return err
+	}
+	_, err = s.followees.UpdateOne(ctx, append(edgeFilter(follower, followee), bson.E{Key: "op", Value: e.Op}, bson.E{Key: "st", Value: edgeFollowing}),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "st", Value: edgeFollowed}}}})
+	if err != nil {
+		return wrap("follow", err)
+	}
+	// The edge now says the counters are done: their markers can go.
+	if err := s.forgetOp(ctx, follower, e.Op); err != nil {
+		return err
+	}
+	return s.forgetOp(ctx, followee, e.Op)
+}
+
+// Unfollow implements store.Backend.
+func (s *Store) Unfollow(ctx context.Context, follower, followee store.ID) (bool, error) {
+	if err := s.usersExist(ctx, follower, followee); err != nil {
+		return false, err
+	}
+	var e edgeDoc
+	err := s.followees.FindOne(ctx, edgeFilter(follower, followee)).Decode(&e)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	} else if err != nil {
+		return false, wrap("unfollow", err)
+	}
+	if e.State == edgeFollowing {
+		// The follow stopped half way: finish it so its counts are right to undo.
+		if err := s.finishFollow(ctx, &e); err != nil {
+			return false, err
+		}
+	}
+	if e.UnOp == "" {
+		op := "u" + store.NewID(time.Now()).String()
+		err := s.followees.FindOneAndUpdate(ctx,
+			append(edgeFilter(follower, followee), bson.E{Key: "uop", Value: bson.D{{Key: "$exists", Value: false}}}),
+			bson.D{{Key: "$set", Value: bson.D{{Key: "st", Value: edgeUnfollowing}, {Key: "uop", Value: op}}}},
+			options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&e)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			// Another unfollow marked it first; finish that one.
+			if err := s.followees.FindOne(ctx, edgeFilter(follower, followee)).Decode(&e); errors.Is(err, mongo.ErrNoDocuments) {
+				return false, nil
+			} else if err != nil {
+				return false, wrap("unfollow", err)
+			}
+		} else if err != nil {
+			return false, wrap("unfollow", err)
+		}
+	}
+	return true, s.finishUnfollow(ctx, &e)
+}
+
+// finishUnfollow does the rest of an unfollow whose followees edge carries
+// its operation. Every step is idempotent; the edge goes last.
+func (s *Store) finishUnfollow(ctx context.Context, e *edgeDoc) error {
+	follower, followee := store.ID(e.User), store.ID(e.Other)
+	if err := s.incOnce(ctx, follower, e.UnOp, bson.D{{Key: "fg", Value: -1}}); err != nil {
+		return err
+	}
+	if err := s.incOnce(ctx, followee, e.UnOp, bson.D{{Key: "fr", Value: -1}}); err != nil {
+		return err
+	}
+	if _, err := s.followers.DeleteOne(ctx, edgeFilter(followee, follower)); err != nil {
+		return wrap("unfollow", err)
+	}
+	if _, err := s.followees.DeleteOne(ctx, append(edgeFilter(follower, followee), bson.E{Key: "uop", Value: e.UnOp})); err != nil {
+		return wrap("unfollow", err)
+	}
+	// A crash before these leaves a stale marker, which no later operation
+	// uses: harmless.
+	if err := s.forgetOp(ctx, follower, e.UnOp); err != nil {
+		return err
+	}
+	return s.forgetOp(ctx, followee, e.UnOp)
+}
+
+// FindFollowing implements store.Backend.
+func (s *Store) FindFollowing(ctx context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
+	out := make([]bool, len(targets))
+	if len(targets) == 0 {
+		return out, nil
+	}
+	ids, err := s.listEdges(ctx, s.followees, bson.D{{Key: "u", Value: oid(follower)}, {Key: "o", Value: bson.D{{Key: "$in", Value: oids(targets)}}}}, 0)
+	if err != nil {
+		return nil, err
+	}
+	set := make(map[store.ID]bool, len(ids))
+	for _, f := range ids {
+		set[f.UserID] = true
+	}
+	for i, t := range targets {
+		out[i] = set[t]
+	}
+	return out, nil
+}
+
+// ListFollowers implements store.Backend.
+func (s *Store) ListFollowers(ctx context.Context, user, after store.ID, limit int) ([]store.Follow, error) {
+	return s.listEdges(ctx, s.followers, pageFilter(user, after), limit)
+}
+
+// ListFollowing implements store.Backend.
+func (s *Store) ListFollowing(ctx context.Context, user, after store.ID, limit int) ([]store.Follow, error) {
+	return s.listEdges(ctx, s.followees, pageFilter(user, after), limit)
+}
+
+func pageFilter(user, after store.ID) bson.D {
+	f := bson.D{{Key: "u", Value: oid(user)}}
+	if !after.IsZero() {
+		f = append(f, bson.E{Key: "o", Value: bson.D{{Key: "$gt", Value: oid(after)}}})
+	}
+	return f
+}
+
+// listEdges reads edges in o order through the (u, o) index, up to limit
+// (0: all). The projection names only indexed fields, so MongoDB answers
+// from the index alone (a covered query) on the one shard that holds u.
+func (s *Store) listEdges(ctx context.Context, coll lungo.ICollection, filter bson.D, limit int) ([]store.Follow, error) {
+	opts := options.Find().SetSort(bson.D{{Key: "o", Value: 1}}).
+		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "o", Value: 1}})
+	if limit > 0 {
+		opts.SetLimit(int64(limit))
+	}
+	cur, err := coll.Find(ctx, filter, opts)
+	if err != nil {
+		return nil, wrap("list edges", err)
+	}
+	var rows []struct {
+		Other primitive.ObjectID `bson:"o"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, wrap("list edges", err)
+	}
+	out := make([]store.Follow, len(rows))
+	for i, r := range rows {
+		out[i] = store.Follow{UserID: store.ID(r.Other)}
+	}
+	return out, nil
+}

@@ -1,0 +1,237 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
+
+	"herald/store"
+	"herald/store/internal/docs"
+)
+
+// messageDoc is a stored message with its pending job and deletion mark.
+type messageDoc struct {
+	docs.Message `bson:",inline"`
+	Job          *jobDoc    `bson:"j,omitempty"`
+	Deleted      *time.Time `bson:"x,omitempty"`
+	// Counted and Uncounted record that the author's message count has
+	// taken this message in, and (after a deletion) out again.
+	Counted   bool `bson:"mn,omitempty"`
+	Uncounted bool `bson:"xn,omitempty"`
+}
+
+// jobDoc is a message's pending fan-out job: kind and cursor.
+type jobDoc struct {
+	Kind   int32  `bson:"k"`
+	Cursor []byte `bson:"cur,omitempty"`
+}
+
+func (d *messageDoc) job() *store.Job {
+	if d.Job == nil {
+		return nil
+	}
+	return &store.Job{Kind: store.JobKind(d.Job.Kind), MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC(), Cursor: d.Job.Cursor}
+}
+
+// live matches messages not deleted.
+var live = bson.E{Key: "x", Value: bson.D{{Key: "$exists", Value: false}}}
+
+func msgFilter(id store.ID) bson.D {
+	return bson.D{{Key: "_id", Value: oid(id)}, live}
+}
+
+// Markers of the author's message count, so it changes once per message.
+func postedOp(id store.ID) string  { return "m" + id.String() }
+func deletedOp(id store.ID) string { return "d" + id.String() }
+
+// CreateMessage implements store.Backend. The message and its job are one
+// document, so they are stored together; the author's count follows (see
+// count), and the job repeats that step in case a crash came between.
+func (s *Store) CreateMessage(ctx context.Context, m *store.Message, job *store.Job) error {
+	if err := s.usersExist(ctx, m.AuthorID); err != nil {
+		return err
+	}
+	d := &messageDoc{Message: *docs.FromMessage(m)}
+	if job != nil {
+		d.Job = &jobDoc{Kind: int32(job.Kind), Cursor: job.Cursor}
+	}
+	if _, err := s.messages.InsertOne(ctx, d); err != nil {
+		return wrap("create message", err)
+	}
+	return s.count(ctx, d, false)
+}
+
+// count takes message d into its author's message count (or out of it,
+// for a deletion) exactly once: the increment is marked on the user until
+// the message records that it was counted, so a retry at any point neither
+// repeats nor skips it.
+func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
+	id, author := store.ID(d.ID), store.ID(d.Author)
+	op, inc, flag := postedOp(id), int64(1), "mn"
+	if deleted {
+		op, inc, flag = deletedOp(id), -1, "xn"
+	}
+	if (!deleted && d.Counted) || (deleted && d.Uncounted) {
+		return nil
+	}
+	if err := s.incOnce(ctx, author, op, bson.D{{Key: "mc", Value: inc}}); err != nil {
+		return err
+	}
+	if _, err := s.messages.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: flag, Value: true}}}}); err != nil {
+		return wrap("count message", err)
+	}
+	return s.forgetOp(ctx, author, op)
+}
+
+// FindMessageByID implements store.Backend. Without the author it may ask
+// every shard; hot paths use FindMessagesByKeys.
+func (s *Store) FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error) {
+	var d messageDoc
+	err := s.messages.FindOne(ctx, msgFilter(id)).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, store.Errorf(store.ENOTFOUND, "message not found")
+	} else if err != nil {
+		return nil, wrap("find message", err)
+	}
+	return d.Store(), nil
+}
+
+// FindMessagesByKeys implements store.Backend. When every key names its
+// author the query names the shard key's prefix, so it goes only to the
+// shards of those authors.
+func (s *Store) FindMessagesByKeys(ctx context.Context, keys []store.MessageKey) ([]*store.Message, error) {
+	out := make([]*store.Message, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	ids := make(bson.A, len(keys))
+	authors := bson.A{}
+	seen := map[store.ID]bool{}
+	allAuthors := true
+	for i, k := range keys {
+		ids[i] = oid(k.ID)
+		if k.AuthorID.IsZero() {
+			allAuthors = false
+		} else if !seen[k.AuthorID] {
+			seen[k.AuthorID] = true
+			authors = append(authors, oid(k.AuthorID))
+		}
+	}
+	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, live}
+	if allAuthors {
+		filter = append(bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: authors}}}}, filter...)
+	}
+	msgs, err := s.findMessages(ctx, filter, nil)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[store.ID]*store.Message, len(msgs))
+	for _, m := range msgs {
+		byID[m.ID] = m
+	}
+	for i, k := range keys {
+		out[i] = byID[k.ID]
+	}
+	return out, nil
+}
+
+func (s *Store) findMessages(ctx context.Context, filter bson.D, opts *options.FindOptions) ([]*store.Message, error) {
+	if opts == nil {
+		opts = options.Find()
+	}
+	opts.SetProjection(bson.D{{Key: "j", Value: 0}})
+	cur, err := s.messages.Find(ctx, filter, opts)
+	if err != nil {
+		return nil, wrap("find messages", err)
+	}
+	var ds []*messageDoc
+	if err := cur.All(ctx, &ds); err != nil {
+		return nil, wrap("find messages", err)
+	}
+	out := make([]*store.Message, len(ds))
+	for i, d := range ds {
+		out[i] = d.Store()
+	}
+	return out, nil
+}
+
+// FindMessages implements store.Backend: the outbox, through the (a, _id) index.
+func (s *Store) FindMessages(ctx context.Context, f store.MessageFilter) ([]*store.Message, error) {
+	filter := bson.D{{Key: "a", Value: oid(f.AuthorID)}, live}
+	if !f.Before.IsZero() {
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$lt", Value: oid(f.Before)}}})
+	}
+	return s.findMessages(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: -1}}).SetLimit(int64(f.Limit)))
+}
+
+// UpdateMessage implements store.Backend.
+func (s *Store) UpdateMessage(ctx context.Context, id store.ID, upd store.MessageUpdate) (*store.Message, error) {
+	set := bson.D{}
+	if upd.Text != nil {
+		set = append(set, bson.E{Key: "t", Value: *upd.Text})
+	}
+	if upd.EditedAt != nil {
+		set = append(set, bson.E{Key: "e", Value: *upd.EditedAt})
+	}
+	if len(set) == 0 {
+		return s.FindMessageByID(ctx, id)
+	}
+	var d messageDoc
+	err := s.messages.FindOneAndUpdate(ctx, msgFilter(id), bson.D{{Key: "$set", Value: set}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After).SetProjection(bson.D{{Key: "j", Value: 0}})).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, store.Errorf(store.ENOTFOUND, "message not found")
+	} else if err != nil {
+		return nil, wrap("update message", err)
+	}
+	return d.Store(), nil
+}
+
+// DeleteMessage implements store.Backend. The deletion mark and the
+// retraction job replace the pending job in one update of the message
+// document; the message document itself goes when the retraction ends.
+func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *store.Job) error {
+	var d messageDoc
+	var err error
+	if retract == nil {
+		err = s.messages.FindOneAndDelete(ctx, msgFilter(id)).Decode(&d)
+	} else {
+		err = s.messages.FindOneAndUpdate(ctx, msgFilter(id), bson.D{{Key: "$set", Value: bson.D{
+			{Key: "x", Value: time.Now().UTC()},
+			{Key: "j", Value: jobDoc{Kind: int32(retract.Kind), Cursor: retract.Cursor}},
+		}}}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+	}
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return store.Errorf(store.ENOTFOUND, "message not found")
+	} else if err != nil {
+		return wrap("delete message", err)
+	}
+	if retract == nil {
+		// No job to repeat the count: the document is gone, so only the
+		// user's marker guards it.
+		return s.incOnce(ctx, store.ID(d.Author), deletedOp(id), bson.D{{Key: "mc", Value: -1}})
+	}
+	return s.count(ctx, &d, true)
+}
+
+// PendingJobs implements store.Backend, through the partial jobs index.
+func (s *Store) PendingJobs(ctx context.Context) ([]*store.Job, error) {
+	cur, err := s.messages.Find(ctx, bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}},
+		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetProjection(bson.D{{Key: "t", Value: 0}}))
+	if err != nil {
+		return nil, wrap("find jobs", err)
+	}
+	var ds []*messageDoc
+	if err := cur.All(ctx, &ds); err != nil {
+		return nil, wrap("find jobs", err)
+	}
+	out := make([]*store.Job, len(ds))
+	for i, d := range ds {
+		out[i] = d.job()
+	}
+	return out, nil
+}

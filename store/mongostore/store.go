@@ -1,0 +1,161 @@
+// Package mongostore is Herald's production backend: MongoDB, a replica set
+// or a sharded cluster, through the official driver. It is written against
+// lungo's driver interfaces so that the same code runs on a real MongoDB
+// (lungo.Connect wraps the official client) and on lungo's embedded engine
+// in tests.
+//
+// Nothing here uses multi-document transactions: each write is one atomic
+// document update, and where an operation must touch several documents the
+// steps are ordered and idempotent (conditional updates, upserts against
+// unique indexes, markers of applied operations), so a retry after a failure
+// at any point leaves nothing lost and nothing twice. See schema.go for the
+// collections, indexes and shard keys, and the reasons for each.
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/256dpi/lungo"
+	"go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
+	"go.mongodb.org/mongo-driver/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/mongo/writeconcern"
+
+	"herald/store"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Logger receives background errors; slog.Default() by default.
+	Logger *slog.Logger
+}
+
+// Store is the MongoDB backend. It is safe for concurrent use, and several
+// Herald processes may share one database.
+type Store struct {
+	client lungo.IClient
+	db     lungo.IDatabase
+	log    *slog.Logger
+
+	users, handles, followees, followers lungo.ICollection
+	messages, buckets, deliveries        lungo.ICollection
+	names, events, leases                lungo.ICollection
+
+	tokens *tokenCache
+}
+
+var (
+	_ store.Backend = (*Store)(nil)
+	_ store.Leaser  = (*Store)(nil)
+)
+
+// ConnectOptions configure a connection to a real MongoDB.
+type ConnectOptions struct {
+	URI            string
+	Database       string        // default "herald"
+	MaxPoolSize    uint64        // default the driver's (100)
+	ConnectTimeout time.Duration // default 10s
+	// WriteConcern is "majority" (the default) or a number of nodes.
+	WriteConcern string
+}
+
+// Connect connects to the MongoDB at o.URI. It does not wait for the
+// server: a server that is down now is retried by every operation, and
+// Ping reports whether it is reachable.
+func Connect(ctx context.Context, o ConnectOptions) (lungo.IClient, error) {
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	co := options.Client().ApplyURI(o.URI).SetConnectTimeout(o.ConnectTimeout).SetServerSelectionTimeout(o.ConnectTimeout).
+		SetReadConcern(readconcern.Majority())
+	if o.MaxPoolSize > 0 {
+		co.SetMaxPoolSize(o.MaxPoolSize)
+	}
+	wc, err := parseWriteConcern(o.WriteConcern)
+	if err != nil {
+		return nil, err
+	}
+	co.SetWriteConcern(wc)
+	client, err := lungo.Connect(ctx, co)
+	if err != nil {
+		return nil, fmt.Errorf("connect to mongodb: %w", err)
+	}
+	return client, nil
+}
+
+func parseWriteConcern(s string) (*writeconcern.WriteConcern, error) {
+	switch s {
+	case "", "majority":
+		return writeconcern.Majority(), nil
+	}
+	var n int
+	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || n < 0 || fmt.Sprint(n) != s {
+		return nil, fmt.Errorf("write concern %q: want majority or a number of nodes", s)
+	}
+	return &writeconcern.WriteConcern{W: n}, nil
+}
+
+// New returns a Store over database name of client. Call EnsureIndexes
+// before serving.
+func New(client lungo.IClient, name string, opts Options) *Store {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	db := client.Database(name)
+	return &Store{
+		client: client, db: db, log: opts.Logger,
+		users: db.Collection(collUsers), handles: db.Collection(collHandles),
+		followees: db.Collection(collFollowees), followers: db.Collection(collFollowers),
+		messages: db.Collection(collMessages), buckets: db.Collection(collBuckets),
+		deliveries: db.Collection(collDeliveries), names: db.Collection(collNames),
+		events: db.Collection(collEvents), leases: db.Collection(collLeases),
+		tokens: newTokenCache(),
+	}
+}
+
+// Database returns the database the store uses.
+func (s *Store) Database() lungo.IDatabase { return s.db }
+
+// EnsureIndexes creates every index that does not exist yet. It is
+// idempotent.
+func (s *Store) EnsureIndexes(ctx context.Context) error {
+	for _, ix := range indexes {
+		if _, err := s.db.Collection(ix.coll).Indexes().CreateOne(ctx, ix.model); err != nil {
+			return fmt.Errorf("create index %s on %s: %w", *ix.model.Options.Name, ix.coll, err)
+		}
+	}
+	return nil
+}
+
+// Ping reports whether MongoDB answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.client.Ping(ctx, nil)
+}
+
+// Close disconnects the client.
+func (s *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.client.Disconnect(ctx)
+}
+
+// isDuplicate reports a unique index violation, from MongoDB or lungo.
+func isDuplicate(err error) bool {
+	return err != nil && (mongo.IsDuplicateKeyError(err) || lungo.IsUniquenessError(err))
+}
+
+// wrap labels a driver error; errors that are already coded pass through.
+func wrap(label string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *store.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return fmt.Errorf("mongostore %s: %w", label, err)
+}

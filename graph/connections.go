@@ -25,11 +25,13 @@ func pageInfo(cursors []string, hasMore bool) *model.PageInfo {
 }
 
 // inbox returns a page of viewer's home timeline. The messages come with the
-// page (Service.Inbox loads them), so they are primed into MessageByID; when
-// the query asks for their authors, the authors are queued in UserByID now, so
-// they cost one batch call whatever the page size and however the edge
-// resolvers are scheduled. A page therefore costs three backend calls:
-// ReadInbox, FindMessagesByIDs and FindUsersByIDs.
+// page (Service.Inbox loads them), so they are primed into MessageByKey, and
+// what the query asks about them (the messages replied to, the authors of
+// both, viewerFollows) is queued at once by queueInboxLoads, so that each
+// costs one batch call whatever the page size and however the edge resolvers
+// are scheduled. A page costs ReadInbox and FindMessagesByKeys (both in
+// Service.Inbox) and FindUsersByIDs, plus one FindMessagesByKeys when it
+// holds replies to messages not on it and one FindFollowing for viewerFollows.
 func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after *string) (*model.InboxConnection, error) {
 	limit, err := store.PageSize(first)
 	if err != nil {
@@ -52,21 +54,51 @@ func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after
 		Rebuilding:  page.Rebuilding,
 	}
 	cursors := make([]string, len(page.Items))
-	authors := make([]store.ID, len(page.Items))
+	msgs := make([]*store.Message, len(page.Items))
 	for i, it := range page.Items {
-		ld.MessageByID.Prime(ctx, it.Message.ID, it.Message)
+		ld.MessageByKey.Prime(ctx, it.Key(), it.Message)
 		cursors[i] = encodeSeqCursor(it.Seq)
-		authors[i] = it.Message.AuthorID
+		msgs[i] = it.Message
 		conn.Edges[i] = &model.InboxEdge{Cursor: cursors[i], Node: it.Message, DeliveredAt: it.DeliveredAt}
 	}
-	if graphql.FieldRequested(ctx, "edges.node.author") {
-		loader.Queue(ctx, ld.UserByID, authors)
-		if graphql.FieldRequested(ctx, "edges.node.author.viewerFollows") {
-			loader.Queue(ctx, ld.ViewerFollows, authors)
-		}
-	}
+	queueInboxLoads(ctx, ld, msgs)
 	conn.PageInfo = pageInfo(cursors, page.HasMore)
 	return conn, nil
+}
+
+// queueInboxLoads queues the loads the selection under an inbox page will
+// make for msgs (see inbox). The authors of the messages replied to are known
+// from ReplyToAuthorID, so they join the page's authors in one UserByID batch
+// without waiting for the replied-to messages to load.
+func queueInboxLoads(ctx context.Context, ld *loader.Loaders, msgs []*store.Message) {
+	var authors, replyAuthors []store.ID
+	var replyTo []store.MessageKey
+	for _, m := range msgs {
+		authors = append(authors, m.AuthorID)
+		if !m.ReplyToID.IsZero() {
+			replyTo = append(replyTo, replyToKey(m))
+			if !m.ReplyToAuthorID.IsZero() {
+				replyAuthors = append(replyAuthors, m.ReplyToAuthorID)
+			}
+		}
+	}
+	if graphql.FieldRequested(ctx, "edges.node.replyTo") {
+		loader.Queue(ctx, ld.MessageByKey, replyTo)
+	}
+	queueAuthors(ctx, ld, "edges.node.author", authors)
+	queueAuthors(ctx, ld, "edges.node.replyTo.author", replyAuthors)
+}
+
+// queueAuthors queues ids in UserByID if the selection path is requested, and
+// in ViewerFollows if path.viewerFollows is.
+func queueAuthors(ctx context.Context, ld *loader.Loaders, path string, ids []store.ID) {
+	if !graphql.FieldRequested(ctx, path) {
+		return
+	}
+	loader.Queue(ctx, ld.UserByID, ids)
+	if graphql.FieldRequested(ctx, path+".viewerFollows") {
+		loader.Queue(ctx, ld.ViewerFollows, ids)
+	}
 }
 
 // follows returns a page of user's followers (following false) or of the
@@ -110,8 +142,41 @@ func (r *Resolver) follows(ctx context.Context, user *store.User, following bool
 	return conn, nil
 }
 
+// usersByAttribute returns a page of the users whose attribute name has
+// exactly value, in ID order. The users come with the page, so they are
+// primed into UserByID; the total is left to the UserConnection totalCount
+// resolver, which counts only if the client selects it. An invalid name,
+// value or cursor is BAD_USER_INPUT.
+func (r *Resolver) usersByAttribute(ctx context.Context, name, value string, first *int, after *string) (*model.UserConnection, error) {
+	limit, err := store.PageSize(first)
+	if err != nil {
+		return nil, err
+	}
+	afterID, err := decodeIDCursor(cursorAttribute, after)
+	if err != nil {
+		return nil, err
+	}
+	users, hasMore, err := r.Service.FindUsersByAttribute(ctx, name, value, afterID, limit)
+	if err != nil {
+		return nil, err
+	}
+	ld := loader.For(ctx)
+	conn := &model.UserConnection{
+		Edges:       make([]*model.UserEdge, len(users)),
+		ByAttribute: &store.Attribute{Name: name, Value: value},
+	}
+	cursors := make([]string, len(users))
+	for i, u := range users {
+		ld.UserByID.Prime(ctx, u.ID, u)
+		cursors[i] = encodeIDCursor(cursorAttribute, u.ID)
+		conn.Edges[i] = &model.UserEdge{Cursor: cursors[i], Node: u}
+	}
+	conn.PageInfo = pageInfo(cursors, hasMore)
+	return conn, nil
+}
+
 // messages returns a page of user's outbox, newest first, priming
-// MessageByID with the page.
+// MessageByKey with the page.
 func (r *Resolver) messages(ctx context.Context, user *store.User, first *int, after *string) (*model.MessageConnection, error) {
 	limit, err := store.PageSize(first)
 	if err != nil {
@@ -132,7 +197,7 @@ func (r *Resolver) messages(ctx context.Context, user *store.User, first *int, a
 	conn := &model.MessageConnection{Edges: make([]*model.MessageEdge, len(page.Messages)), TotalCount: user.MessageCount}
 	cursors := make([]string, len(page.Messages))
 	for i, m := range page.Messages {
-		ld.MessageByID.Prime(ctx, m.ID, m)
+		ld.MessageByKey.Prime(ctx, m.Key(), m)
 		cursors[i] = encodeIDCursor(cursorMessages, m.ID)
 		conn.Edges[i] = &model.MessageEdge{Cursor: cursors[i], Node: m}
 	}
@@ -158,7 +223,8 @@ func (r *Resolver) nodes(ctx context.Context, ids []string) ([]model.Node, error
 		return nil, store.Errorf(store.EINVALID, "at most %d ids at once", store.MaxPageSize)
 	}
 	types := make([]string, len(ids))
-	var userIDs, msgIDs []store.ID
+	var userIDs []store.ID
+	var msgKeys []store.MessageKey
 	for i, s := range ids {
 		typ, id, err := parseGlobalID(s)
 		if err != nil {
@@ -168,15 +234,17 @@ func (r *Resolver) nodes(ctx context.Context, ids []string) ([]model.Node, error
 		if typ == typeUser {
 			userIDs = append(userIDs, id)
 		} else {
-			msgIDs = append(msgIDs, id)
+			// A global id does not name the author, so the backend looks
+			// the message up by ID alone.
+			msgKeys = append(msgKeys, store.MessageKey{ID: id, AuthorID: store.NilID})
 		}
 	}
 	ld := loader.For(ctx)
 	// Queue both kinds before waiting on either, so the two batches run
 	// side by side.
-	loader.Queue(ctx, ld.MessageByID, msgIDs)
+	loader.Queue(ctx, ld.MessageByKey, msgKeys)
 	users, uerrs := ld.Users(ctx, userIDs)
-	msgs, merrs := ld.Messages(ctx, msgIDs)
+	msgs, merrs := ld.Messages(ctx, msgKeys)
 
 	out := make([]model.Node, len(ids))
 	var ui, mi int
@@ -204,6 +272,13 @@ func (r *Resolver) nodes(ctx context.Context, ids []string) ([]model.Node, error
 	return out, nil
 }
 
+// replyToKey returns the key of the message m replies to, author included,
+// so a sharded backend looks in one place (a NilID ReplyToAuthorID, where m
+// did not record it, means a lookup by ID alone).
+func replyToKey(m *store.Message) store.MessageKey {
+	return store.MessageKey{ID: m.ReplyToID, AuthorID: m.ReplyToAuthorID}
+}
+
 // optionalUser loads a user through UserByID, or nil if it does not exist.
 func optionalUser(ctx context.Context, id store.ID) (*store.User, error) {
 	u, err := loader.For(ctx).UserByID.Load(ctx, id)()
@@ -213,10 +288,10 @@ func optionalUser(ctx context.Context, id store.ID) (*store.User, error) {
 	return u, err
 }
 
-// optionalMessage loads a message through MessageByID, or nil if it does not
+// optionalMessage loads a message through MessageByKey, or nil if it does not
 // exist or was deleted.
-func optionalMessage(ctx context.Context, id store.ID) (*store.Message, error) {
-	m, err := loader.For(ctx).MessageByID.Load(ctx, id)()
+func optionalMessage(ctx context.Context, key store.MessageKey) (*store.Message, error) {
+	m, err := loader.For(ctx).MessageByKey.Load(ctx, key)()
 	if store.ErrorCode(err) == store.ENOTFOUND {
 		return nil, nil
 	}

@@ -17,6 +17,7 @@ const (
 	cursorMessages  cursorKind = 'm' // payload: the message's store.ID
 	cursorFollowers cursorKind = 'f' // payload: the follower's store.ID
 	cursorFollowing cursorKind = 'g' // payload: the followee's store.ID
+	cursorAttribute cursorKind = 'a' // payload: the user's store.ID (usersByAttribute)
 )
 
 // Cursors are base64url(kind byte + payload). They are opaque to clients and

@@ -9,7 +9,7 @@ import (
 )
 
 // TestLoaders_InboxBatching proves a home timeline page costs a fixed number
-// of backend calls whatever its size: ReadInbox, FindMessagesByIDs (both in
+// of backend calls whatever its size: ReadInbox, FindMessagesByKeys (both in
 // Service.Inbox) and one FindUsersByIDs for all the authors.
 func TestLoaders_InboxBatching(t *testing.T) {
 	e := newEnv(t, nil)
@@ -52,7 +52,7 @@ func TestLoaders_InboxBatching(t *testing.T) {
 
 			calls, total := e.backend.snapshot()
 			t.Logf("inbox(first: %d): %d backend calls %v", first, total, calls)
-			assert.Equal(t, map[string]int64{"ReadInbox": 1, "FindMessagesByIDs": 1, "FindUsersByIDs": 1}, calls)
+			assert.Equal(t, map[string]int64{"ReadInbox": 1, "FindMessagesByKeys": 1, "FindUsersByIDs": 1}, calls)
 			assert.EqualValues(t, 3, total)
 		})
 	}
@@ -61,7 +61,7 @@ func TestLoaders_InboxBatching(t *testing.T) {
 		e.backend.reset()
 		e.mustExec(t, reader, `{ inbox(first: 50) { edges { node { author { handle viewerFollows } replyTo { id } } } } }`, nil, nil)
 		calls, total := e.backend.snapshot()
-		assert.Equal(t, map[string]int64{"ReadInbox": 1, "FindMessagesByIDs": 1, "FindUsersByIDs": 1, "FindFollowing": 1}, calls)
+		assert.Equal(t, map[string]int64{"ReadInbox": 1, "FindMessagesByKeys": 1, "FindUsersByIDs": 1, "FindFollowing": 1}, calls)
 		assert.EqualValues(t, 4, total)
 	})
 
@@ -81,5 +81,105 @@ func TestLoaders_InboxBatching(t *testing.T) {
 		}
 		calls, _ := e.backend.snapshot()
 		assert.Equal(t, int64(3), calls["FindUsersByIDs"], "no caching across operations")
+	})
+}
+
+// TestLoaders_InboxReplies proves the messages a page's replies answer, and
+// their authors, cost one batch call each whatever the page size, and that
+// every message lookup names the author (so a sharded backend asks one
+// shard): the page's messages by their inbox entries, the replied-to ones by
+// ReplyToAuthorID.
+func TestLoaders_InboxReplies(t *testing.T) {
+	e := newEnv(t, nil)
+	reader, _ := mustSignUp(t, e, "reader")
+	outsider, _ := mustSignUp(t, e, "outsider") // not followed: its messages are never on the page
+	var outside []string
+	for i := range 10 {
+		outside = append(outside, mustPost(t, e, outsider, fmt.Sprintf("outside %d", i)))
+	}
+	var authors []string
+	for i := range 5 {
+		tok, id := mustSignUp(t, e, fmt.Sprintf("author%d", i))
+		mustFollow(t, e, reader, id)
+		authors = append(authors, tok)
+	}
+	// Message i is a reply to an outsider's message (i%3 == 0), a reply to
+	// message i-1 (i%3 == 1), or a post.
+	type target struct{ text, author string }
+	want := map[string]*target{}
+	var ids []string
+	for i := range 60 {
+		text, tok := fmt.Sprintf("message %d", i), authors[i%len(authors)]
+		switch {
+		case i%3 == 0:
+			ids = append(ids, mustReply(t, e, tok, text, outside[i%10]))
+			want[text] = &target{fmt.Sprintf("outside %d", i%10), "outsider"}
+		case i%3 == 1:
+			ids = append(ids, mustReply(t, e, tok, text, ids[i-1]))
+			want[text] = &target{fmt.Sprintf("message %d", i-1), fmt.Sprintf("author%d", (i-1)%len(authors))}
+		default:
+			ids = append(ids, mustPost(t, e, tok, text))
+			want[text] = nil
+		}
+	}
+	// Replies to a deleted message show replyTo null.
+	e.mustExec(t, outsider, `mutation($id: ID!) { deleteMessage(id: $id) }`, map[string]any{"id": outside[0]}, nil)
+	want["message 0"], want["message 30"] = nil, nil
+	waitFanOut(t, e)
+
+	const q = `query($first: Int) { inbox(first: $first) {
+		edges { node { id text author { handle } replyTo { id text author { handle } } } } } }`
+	for _, first := range []int{5, 50} {
+		t.Run(fmt.Sprintf("First%d", first), func(t *testing.T) {
+			e.backend.reset()
+			var r struct {
+				Inbox struct {
+					Edges []struct {
+						Node struct {
+							Text    string `json:"text"`
+							ReplyTo *struct {
+								ID     string `json:"id"`
+								Text   string `json:"text"`
+								Author struct {
+									Handle string `json:"handle"`
+								} `json:"author"`
+							} `json:"replyTo"`
+						} `json:"node"`
+					} `json:"edges"`
+				} `json:"inbox"`
+			}
+			e.mustExec(t, reader, q, map[string]any{"first": first}, &r)
+			require.Len(t, r.Inbox.Edges, first)
+			var replies int
+			for _, edge := range r.Inbox.Edges {
+				n := edge.Node
+				w, ok := want[n.Text]
+				require.True(t, ok, "unexpected message %q", n.Text)
+				if w == nil {
+					assert.Nil(t, n.ReplyTo, "%s", n.Text)
+					continue
+				}
+				replies++
+				if assert.NotNil(t, n.ReplyTo, "%s", n.Text) {
+					assert.Equal(t, *w, target{n.ReplyTo.Text, n.ReplyTo.Author.Handle}, "%s", n.Text)
+					assert.NotEmpty(t, n.ReplyTo.ID)
+				}
+			}
+			require.NotZero(t, replies)
+
+			calls, total := e.backend.snapshot()
+			t.Logf("inbox(first: %d) with replies: %d backend calls %v", first, total, calls)
+			// FindMessagesByKeys: the page (Service.Inbox), then the messages
+			// replied to that are not on it.
+			assert.Equal(t, map[string]int64{"ReadInbox": 1, "FindMessagesByKeys": 2, "FindUsersByIDs": 1}, calls)
+			assert.Zero(t, e.backend.noAuthor.Load(), "every message lookup names the author")
+		})
+	}
+
+	t.Run("WithViewerFollows", func(t *testing.T) {
+		e.backend.reset()
+		e.mustExec(t, reader, `{ inbox(first: 50) { edges { node { author { viewerFollows } replyTo { id author { handle viewerFollows } } } } } }`, nil, nil)
+		calls, _ := e.backend.snapshot()
+		assert.Equal(t, map[string]int64{"ReadInbox": 1, "FindMessagesByKeys": 2, "FindUsersByIDs": 1, "FindFollowing": 1}, calls)
 	})
 }

@@ -41,6 +41,22 @@ func (r *Resolver) setFollow(ctx context.Context, userID string, on bool) (*stor
 	return u, nil
 }
 
+// setAttributes applies the changes to viewer's custom attributes and returns
+// viewer with its attributes afterwards. Invalid changes are BAD_USER_INPUT
+// and change nothing.
+func (r *Resolver) setAttributes(ctx context.Context, viewer store.ID, input []*store.AttributeChange) (*store.User, error) {
+	changes := make([]store.AttributeChange, len(input))
+	for i, c := range input {
+		changes[i] = *c
+	}
+	u, err := r.Service.SetAttributes(ctx, viewer, changes)
+	if err != nil {
+		return nil, err
+	}
+	refreshUser(ctx, u)
+	return u, nil
+}
+
 // The loaders cache for the whole operation, and a mutation operation may
 // read what an earlier root field of it changed (root mutation fields run in
 // order). Each mutation therefore replaces what it changed in the cache.
@@ -56,12 +72,13 @@ func refreshFollows(ctx context.Context, target store.ID, follows bool) {
 	loader.For(ctx).ViewerFollows.Clear(ctx, target).Prime(ctx, target, follows)
 }
 
-// refreshMessage replaces m in the operation's MessageByID cache.
+// refreshMessage replaces m in the operation's MessageByKey cache.
 func refreshMessage(ctx context.Context, m *store.Message) {
-	loader.For(ctx).MessageByID.Clear(ctx, m.ID).Prime(ctx, m.ID, m)
+	loader.For(ctx).MessageByKey.Clear(ctx, m.Key()).Prime(ctx, m.Key(), m)
 }
 
-// forgetMessage drops a deleted message from the operation's cache.
+// forgetMessage drops a deleted message from the operation's cache, which
+// files messages by ID alone, so the author need not be known.
 func forgetMessage(ctx context.Context, id store.ID) {
-	loader.For(ctx).MessageByID.Clear(ctx, id)
+	loader.For(ctx).MessageByKey.Clear(ctx, store.MessageKey{ID: id, AuthorID: store.NilID})
 }

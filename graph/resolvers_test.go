@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -432,7 +433,15 @@ func TestErrors(t *testing.T) {
 		logIn    = `mutation($in: LogInInput!) { logIn(input: $in) { token } }`
 		outboxQ  = `query($after: String) { user(handle: "alice") { messages(after: $after) { totalCount } } }`
 		followsQ = `query($first: Int) { user(handle: "alice") { followers(first: $first) { totalCount } } }`
+		setAttrs = `mutation($in: [AttributeInput!]!) { setAttributes(input: $in) { id } }`
+		byAttrQ  = `query($n: String!, $v: String!, $first: Int, $after: String) {
+			usersByAttribute(name: $n, value: $v, first: $first, after: $after) { totalCount edges { cursor } } }`
 	)
+	attr := func(name, value string) map[string]any {
+		return map[string]any{"in": []map[string]any{{"name": name, "value": value}}}
+	}
+	longName := strings.Repeat("n", store.AttrNameMaxLen+1)
+	longValue := strings.Repeat("v", store.AttrValueMaxLen+1)
 	var msgCursor struct {
 		User struct {
 			Messages struct {
@@ -473,6 +482,18 @@ func TestErrors(t *testing.T) {
 		{"InboxFirst101", bob, inboxQ, map[string]any{"first": 101}, store.EINVALID},
 		{"InboxFirstNegative", bob, inboxQ, map[string]any{"first": -1}, store.EINVALID},
 		{"FollowersFirst101", "", followsQ, map[string]any{"first": 101}, store.EINVALID},
+		{"UsersByAttributeBadCursor", "", byAttrQ, map[string]any{"n": "plan", "v": "pro", "after": "garbage"}, store.EINVALID},
+		{"UsersByAttributeOtherConnectionsCursor", "", byAttrQ, map[string]any{"n": "plan", "v": "pro", "after": messagesCursor}, store.EINVALID},
+		{"UsersByAttributeFirst101", "", byAttrQ, map[string]any{"n": "plan", "v": "pro", "first": 101}, store.EINVALID},
+		{"UsersByAttributeEmptyName", "", byAttrQ, map[string]any{"n": "", "v": "pro"}, store.EINVALID},
+		{"UsersByAttributeLongName", "", byAttrQ, map[string]any{"n": longName, "v": "pro"}, store.EINVALID},
+		{"UsersByAttributeLongValue", "", byAttrQ, map[string]any{"n": "plan", "v": longValue}, store.EINVALID},
+
+		{"SetAttributesEmptyName", alice, setAttrs, attr("", "x"), store.EINVALID},
+		{"SetAttributesLongName", alice, setAttrs, attr(longName, "x"), store.EINVALID},
+		{"SetAttributesLongValue", alice, setAttrs, attr("plan", longValue), store.EINVALID},
+		{"SetAttributesSameNameTwice", alice, setAttrs, map[string]any{"in": []map[string]any{{"name": "a", "value": "1"}, {"name": "a"}}}, store.EINVALID},
+		{"SetAttributesTooMany", alice, setAttrs, map[string]any{"in": tooManyAttributes()}, store.EINVALID},
 
 		{"PostEmptyText", alice, post, map[string]any{"in": map[string]any{"text": ""}}, store.EINVALID},
 		{"PostBlankText", alice, post, map[string]any{"in": map[string]any{"text": " \n\t "}}, store.EINVALID},
@@ -484,6 +505,8 @@ func TestErrors(t *testing.T) {
 		{"PostNoToken", "", post, map[string]any{"in": map[string]any{"text": "hi"}}, store.EUNAUTHENTICATED},
 		{"FollowNoToken", "", follow, map[string]any{"id": aliceID}, store.EUNAUTHENTICATED},
 		{"MarkReadNoToken", "", `mutation { markInboxRead }`, nil, store.EUNAUTHENTICATED},
+		{"SetAttributesNoToken", "", setAttrs, attr("plan", "pro"), store.EUNAUTHENTICATED},
+		{"SetAttributesBadToken", "not.a.token", setAttrs, attr("plan", "pro"), store.EUNAUTHENTICATED},
 		{"LogInWrongPassword", "", logIn, map[string]any{"in": map[string]any{"handle": "alice", "password": "wrong-password"}}, store.EUNAUTHENTICATED},
 		{"LogInUnknownHandle", "", logIn, map[string]any{"in": map[string]any{"handle": "nobody", "password": "password123"}}, store.EUNAUTHENTICATED},
 
@@ -521,4 +544,13 @@ func TestErrors(t *testing.T) {
 	})
 
 	assert.NotContains(t, e.logs.String(), "internal error", "no bad input may surface as INTERNAL")
+}
+
+// tooManyAttributes returns one change more than a setAttributes call may make.
+func tooManyAttributes() []map[string]any {
+	out := make([]map[string]any, store.MaxAttributes+1)
+	for i := range out {
+		out[i] = map[string]any{"name": fmt.Sprintf("attr%d", i), "value": "x"}
+	}
+	return out
 }

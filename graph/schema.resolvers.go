@@ -18,7 +18,7 @@ func (r *inboxEventResolver) Message(ctx context.Context, obj *model.InboxEvent)
 	if obj.MessageID.IsZero() {
 		return nil, nil
 	}
-	return optionalMessage(ctx, obj.MessageID)
+	return optionalMessage(ctx, store.MessageKey{ID: obj.MessageID, AuthorID: store.NilID})
 }
 
 // ID is the resolver for the id field.
@@ -36,7 +36,7 @@ func (r *messageResolver) ReplyTo(ctx context.Context, obj *store.Message) (*sto
 	if obj.ReplyToID.IsZero() {
 		return nil, nil
 	}
-	return optionalMessage(ctx, obj.ReplyToID)
+	return optionalMessage(ctx, replyToKey(obj))
 }
 
 // SignUp is the resolver for the signUp field.
@@ -135,6 +135,15 @@ func (r *mutationResolver) MarkInboxRead(ctx context.Context) (int, error) {
 	return c.Unread, nil
 }
 
+// SetAttributes is the resolver for the setAttributes field.
+func (r *mutationResolver) SetAttributes(ctx context.Context, input []*store.AttributeChange) (*store.User, error) {
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.setAttributes(ctx, viewer, input)
+}
+
 // Node is the resolver for the node field.
 func (r *queryResolver) Node(ctx context.Context, id string) (model.Node, error) {
 	return r.node(ctx, id)
@@ -175,6 +184,11 @@ func (r *queryResolver) Inbox(ctx context.Context, first *int, after *string) (*
 	return r.inbox(ctx, viewer, first, after)
 }
 
+// UsersByAttribute is the resolver for the usersByAttribute field.
+func (r *queryResolver) UsersByAttribute(ctx context.Context, name string, value string, first *int, after *string) (*model.UserConnection, error) {
+	return r.usersByAttribute(ctx, name, value, first, after)
+}
+
 // InboxEvents is the resolver for the inboxEvents field.
 func (r *subscriptionResolver) InboxEvents(ctx context.Context) (<-chan *model.InboxEvent, error) {
 	viewer, err := requireViewer(ctx)
@@ -212,6 +226,14 @@ func (r *userResolver) ViewerFollows(ctx context.Context, obj *store.User) (bool
 	return loader.For(ctx).ViewerFollows.Load(ctx, obj.ID)()
 }
 
+// TotalCount is the resolver for the totalCount field.
+func (r *userConnectionResolver) TotalCount(ctx context.Context, obj *model.UserConnection) (int, error) {
+	if obj.ByAttribute == nil {
+		return obj.TotalCount, nil
+	}
+	return r.Service.CountUsersByAttribute(ctx, obj.ByAttribute.Name, obj.ByAttribute.Value)
+}
+
 // InboxEvent returns generated.InboxEventResolver implementation.
 func (r *Resolver) InboxEvent() generated.InboxEventResolver { return &inboxEventResolver{r} }
 
@@ -230,11 +252,17 @@ func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subsc
 // User returns generated.UserResolver implementation.
 func (r *Resolver) User() generated.UserResolver { return &userResolver{r} }
 
+// UserConnection returns generated.UserConnectionResolver implementation.
+func (r *Resolver) UserConnection() generated.UserConnectionResolver {
+	return &userConnectionResolver{r}
+}
+
 type (
-	inboxEventResolver   struct{ *Resolver }
-	messageResolver      struct{ *Resolver }
-	mutationResolver     struct{ *Resolver }
-	queryResolver        struct{ *Resolver }
-	subscriptionResolver struct{ *Resolver }
-	userResolver         struct{ *Resolver }
+	inboxEventResolver     struct{ *Resolver }
+	messageResolver        struct{ *Resolver }
+	mutationResolver       struct{ *Resolver }
+	queryResolver          struct{ *Resolver }
+	subscriptionResolver   struct{ *Resolver }
+	userResolver           struct{ *Resolver }
+	userConnectionResolver struct{ *Resolver }
 )

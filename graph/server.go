@@ -160,5 +160,8 @@ func setComplexity(c *generated.ComplexityRoot) {
 	c.User.Followers = page
 	c.User.Following = page
 	c.User.Messages = page
+	c.Query.UsersByAttribute = func(child int, _, _ string, first *int, after *string) int {
+		return page(child, first, after)
+	}
 	c.Query.Nodes = func(child int, ids []string) int { return 1 + len(ids)*child }
 }

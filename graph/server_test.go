@@ -39,6 +39,8 @@ func TestServer_Limits(t *testing.T) {
 		{"TooDeepThroughInlineFragments", `{ node(id: "x") { ... on User { ` + nest(4) + ` } } }`, graph.CodeQueryTooDeep},
 		{"TooComplex", `{ user(handle: "alice") { followers(first: 100) { edges { node { followers(first: 100) { totalCount } } } } } }`, "COMPLEXITY_LIMIT_EXCEEDED"},
 		{"LargePageIsFine", `{ user(handle: "alice") { followers(first: 100) { edges { cursor node { id handle displayName } } } } }`, ""},
+		{"UsersByAttributeTooComplex", `{ usersByAttribute(name: "plan", value: "pro", first: 100) { edges { node { followers(first: 100) { totalCount } } } } }`, "COMPLEXITY_LIMIT_EXCEEDED"},
+		{"UsersByAttributeLargePageIsFine", `{ usersByAttribute(name: "plan", value: "pro", first: 100) { totalCount edges { cursor node { id handle attributes { name value } } } } }`, ""},
 		{"IntrospectionIsNotDepthLimited", `{ __schema { types { name fields { name type { name ofType { name ofType { name ofType { name ofType { name ofType { name } } } } } } } } } }`, ""},
 	}
 	for _, tt := range tests {

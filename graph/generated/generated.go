@@ -36,12 +36,18 @@ type ResolverRoot interface {
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
 	User() UserResolver
+	UserConnection() UserConnectionResolver
 }
 
 type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	Attribute struct {
+		Name  func(childComplexity int) int
+		Value func(childComplexity int) int
+	}
+
 	AuthPayload struct {
 		ExpiresAt func(childComplexity int) int
 		Token     func(childComplexity int) int
@@ -97,6 +103,7 @@ type ComplexityRoot struct {
 		LogIn         func(childComplexity int, input model.LogInInput) int
 		MarkInboxRead func(childComplexity int) int
 		PostMessage   func(childComplexity int, input model.PostMessageInput) int
+		SetAttributes func(childComplexity int, input []*store.AttributeChange) int
 		SignUp        func(childComplexity int, input store.SignUpInput) int
 		Unfollow      func(childComplexity int, userID string) int
 	}
@@ -109,11 +116,12 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		Inbox  func(childComplexity int, first *int, after *string) int
-		Node   func(childComplexity int, id string) int
-		Nodes  func(childComplexity int, ids []string) int
-		User   func(childComplexity int, handle string) int
-		Viewer func(childComplexity int) int
+		Inbox            func(childComplexity int, first *int, after *string) int
+		Node             func(childComplexity int, id string) int
+		Nodes            func(childComplexity int, ids []string) int
+		User             func(childComplexity int, handle string) int
+		UsersByAttribute func(childComplexity int, name string, value string, first *int, after *string) int
+		Viewer           func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -121,6 +129,7 @@ type ComplexityRoot struct {
 	}
 
 	User struct {
+		Attributes     func(childComplexity int) int
 		CreatedAt      func(childComplexity int) int
 		DisplayName    func(childComplexity int) int
 		FollowerCount  func(childComplexity int) int
@@ -168,6 +177,7 @@ type MutationResolver interface {
 	EditMessage(ctx context.Context, id string, text string) (*store.Message, error)
 	DeleteMessage(ctx context.Context, id string) (string, error)
 	MarkInboxRead(ctx context.Context) (int, error)
+	SetAttributes(ctx context.Context, input []*store.AttributeChange) (*store.User, error)
 }
 type QueryResolver interface {
 	Node(ctx context.Context, id string) (model.Node, error)
@@ -175,6 +185,7 @@ type QueryResolver interface {
 	Viewer(ctx context.Context) (*store.User, error)
 	User(ctx context.Context, handle string) (*store.User, error)
 	Inbox(ctx context.Context, first *int, after *string) (*model.InboxConnection, error)
+	UsersByAttribute(ctx context.Context, name string, value string, first *int, after *string) (*model.UserConnection, error)
 }
 type SubscriptionResolver interface {
 	InboxEvents(ctx context.Context) (<-chan *model.InboxEvent, error)
@@ -186,6 +197,9 @@ type UserResolver interface {
 	Following(ctx context.Context, obj *store.User, first *int, after *string) (*model.UserConnection, error)
 	Messages(ctx context.Context, obj *store.User, first *int, after *string) (*model.MessageConnection, error)
 	ViewerFollows(ctx context.Context, obj *store.User) (bool, error)
+}
+type UserConnectionResolver interface {
+	TotalCount(ctx context.Context, obj *model.UserConnection) (int, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -205,6 +219,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "Attribute.name":
+		if e.ComplexityRoot.Attribute.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attribute.Name(childComplexity), true
+	case "Attribute.value":
+		if e.ComplexityRoot.Attribute.Value == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Attribute.Value(childComplexity), true
 
 	case "AuthPayload.expiresAt":
 		if e.ComplexityRoot.AuthPayload.ExpiresAt == nil {
@@ -436,6 +463,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.PostMessage(childComplexity, args["input"].(model.PostMessageInput)), true
+	case "Mutation.setAttributes":
+		if e.ComplexityRoot.Mutation.SetAttributes == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setAttributes_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetAttributes(childComplexity, args["input"].([]*store.AttributeChange)), true
 	case "Mutation.signUp":
 		if e.ComplexityRoot.Mutation.SignUp == nil {
 			break
@@ -529,6 +567,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.User(childComplexity, args["handle"].(string)), true
+	case "Query.usersByAttribute":
+		if e.ComplexityRoot.Query.UsersByAttribute == nil {
+			break
+		}
+
+		args, err := ec.field_Query_usersByAttribute_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.UsersByAttribute(childComplexity, args["name"].(string), args["value"].(string), args["first"].(*int), args["after"].(*string)), true
 	case "Query.viewer":
 		if e.ComplexityRoot.Query.Viewer == nil {
 			break
@@ -543,6 +592,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Subscription.InboxEvents(childComplexity), true
 
+	case "User.attributes":
+		if e.ComplexityRoot.User.Attributes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.User.Attributes(childComplexity), true
 	case "User.createdAt":
 		if e.ComplexityRoot.User.CreatedAt == nil {
 			break
@@ -665,6 +720,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	opCtx := graphql.GetOperationContext(ctx)
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalMap := graphql.BuildUnmarshalerMap(
+		ec.unmarshalInputAttributeInput,
 		ec.unmarshalInputLogInInput,
 		ec.unmarshalInputPostMessageInput,
 		ec.unmarshalInputSignUpInput,
@@ -823,6 +879,22 @@ type User implements Node {
   messages(first: Int, after: String): MessageConnection!
   "Whether the signed-in viewer follows this user; false when nobody is signed in."
   viewerFollows: Boolean!
+  """
+  The app's custom attributes of this user, sorted by name (see
+  ` + "`" + `Mutation.setAttributes` + "`" + `); empty when there are none.
+  """
+  attributes: [Attribute!]!
+}
+
+"""
+A custom attribute of a user: a name of the app's choosing and a text value.
+Find the users with a given attribute value with ` + "`" + `Query.usersByAttribute` + "`" + `.
+"""
+type Attribute {
+  "The name: any text of 1 to 64 characters, ` + "`" + `$` + "`" + ` and ` + "`" + `.` + "`" + ` included."
+  name: String!
+  "The value: text of at most 1024 bytes (UTF-8)."
+  value: String!
 }
 
 "A page of users."
@@ -924,6 +996,17 @@ input SignUpInput {
   displayName: String
 }
 
+"""
+One change to the viewer's custom attributes: sets the attribute ` + "`" + `name` + "`" + ` to
+` + "`" + `value` + "`" + `, or removes it when ` + "`" + `value` + "`" + ` is null or omitted.
+"""
+input AttributeInput {
+  "The name: any text of 1 to 64 characters, ` + "`" + `$` + "`" + ` and ` + "`" + `.` + "`" + ` included."
+  name: String!
+  "The new value, at most 1024 bytes (UTF-8); null removes the attribute."
+  value: String
+}
+
 "A handle and password to log in with."
 input LogInInput {
   "The user's handle, in any case."
@@ -999,6 +1082,14 @@ type Query {
   (UNAUTHENTICATED otherwise).
   """
   inbox(first: Int, after: String): InboxConnection!
+  """
+  The users whose custom attribute ` + "`" + `name` + "`" + ` has exactly ` + "`" + `value` + "`" + `, in the order
+  they were created (oldest account first). ` + "`" + `first` + "`" + ` defaults to 20 and may be
+  at most 100. ` + "`" + `totalCount` + "`" + ` is counted only when selected and may be slow for
+  a common value. BAD_USER_INPUT for a name that is not 1 to 64 characters or
+  a value over 1024 bytes.
+  """
+  usersByAttribute(name: String!, value: String!, first: Int, after: String): UserConnection!
 }
 
 "The entry points for changing data. All but signUp and logIn require sign-in (UNAUTHENTICATED otherwise)."
@@ -1037,6 +1128,14 @@ type Mutation {
   deleteMessage(id: ID!): ID!
   "Marks the viewer's whole inbox read and returns the unread count afterwards (0)."
   markInboxRead: Int!
+  """
+  Sets or removes custom attributes of the viewer, all at once, and returns
+  the viewer with its attributes afterwards. Attributes not named are left as
+  they are. BAD_USER_INPUT, with nothing changed, for a name that is not 1 to
+  64 characters, a value over 1024 bytes, a name given twice, more than 100
+  changes, or more than 100 attributes in all.
+  """
+  setAttributes(input: [AttributeInput!]!): User!
 }
 
 "Live updates, over a websocket."
@@ -1054,6 +1153,16 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_Attribute(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_Attribute_name(ctx, field)
+	case "value":
+		return ec.fieldContext_Attribute_value(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Attribute", field.Name)
+}
 
 func (ec *executionContext) childFields_AuthPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -1189,6 +1298,8 @@ func (ec *executionContext) childFields_User(ctx context.Context, field graphql.
 		return ec.fieldContext_User_messages(ctx, field)
 	case "viewerFollows":
 		return ec.fieldContext_User_viewerFollows(ctx, field)
+	case "attributes":
+		return ec.fieldContext_User_attributes(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type User", field.Name)
 }
@@ -1409,6 +1520,20 @@ func (ec *executionContext) field_Mutation_postMessage_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_setAttributes_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) ([]*store.AttributeChange, error) {
+			return ec.unmarshalNAttributeInput2ᚕᚖheraldᚋstoreᚐAttributeChangeᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_signUp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1512,6 +1637,44 @@ func (ec *executionContext) field_Query_user_args(ctx context.Context, rawArgs m
 		return nil, err
 	}
 	args["handle"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_usersByAttribute_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "value",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["value"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg3
 	return args, nil
 }
 
@@ -1640,6 +1803,52 @@ func (ec *executionContext) field___Type_fields_args(ctx context.Context, rawArg
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _Attribute_name(ctx context.Context, field graphql.CollectedField, obj *store.Attribute) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attribute_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attribute_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attribute", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Attribute_value(ctx context.Context, field graphql.CollectedField, obj *store.Attribute) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Attribute_value(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Value, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Attribute_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Attribute", field, false, false, errors.New("field of type String does not have child fields"))
+}
 
 func (ec *executionContext) _AuthPayload_token(ctx context.Context, field graphql.CollectedField, obj *model.AuthPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -2683,6 +2892,50 @@ func (ec *executionContext) fieldContext_Mutation_markInboxRead(_ context.Contex
 	return graphql.NewScalarFieldContext("Mutation", field, true, true, errors.New("field of type Int does not have child fields"))
 }
 
+func (ec *executionContext) _Mutation_setAttributes(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setAttributes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetAttributes(ctx, fc.Args["input"].([]*store.AttributeChange))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalNUser2ᚖheraldᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setAttributes(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setAttributes_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *model.PageInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2977,6 +3230,50 @@ func (ec *executionContext) fieldContext_Query_inbox(ctx context.Context, field 
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_inbox_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_usersByAttribute(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_usersByAttribute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().UsersByAttribute(ctx, fc.Args["name"].(string), fc.Args["value"].(string), fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.UserConnection) graphql.Marshaler {
+			return ec.marshalNUserConnection2ᚖheraldᚋgraphᚋmodelᚐUserConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_usersByAttribute(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UserConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_usersByAttribute_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -3407,6 +3704,38 @@ func (ec *executionContext) fieldContext_User_viewerFollows(_ context.Context, f
 	return graphql.NewScalarFieldContext("User", field, true, true, errors.New("field of type Boolean does not have child fields"))
 }
 
+func (ec *executionContext) _User_attributes(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_User_attributes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attributes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []store.Attribute) graphql.Marshaler {
+			return ec.marshalNAttribute2ᚕheraldᚋstoreᚐAttributeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_User_attributes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "User",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Attribute(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _UserConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.UserConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3480,7 +3809,7 @@ func (ec *executionContext) _UserConnection_totalCount(ctx context.Context, fiel
 			return ec.fieldContext_UserConnection_totalCount(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.TotalCount, nil
+			return ec.Resolvers.UserConnection().TotalCount(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
@@ -3491,7 +3820,7 @@ func (ec *executionContext) _UserConnection_totalCount(ctx context.Context, fiel
 	)
 }
 func (ec *executionContext) fieldContext_UserConnection_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("UserConnection", field, false, false, errors.New("field of type Int does not have child fields"))
+	return graphql.NewScalarFieldContext("UserConnection", field, true, true, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _UserEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.UserEdge) (ret graphql.Marshaler) {
@@ -4608,6 +4937,43 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputAttributeInput(ctx context.Context, obj any) (store.AttributeChange, error) {
+	var it store.AttributeChange
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "value"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "value":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("value"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Value = data
+		}
+	}
+	return it, nil
+}
+
 func (ec *executionContext) unmarshalInputLogInInput(ctx context.Context, obj any) (model.LogInInput, error) {
 	var it model.LogInInput
 	if obj == nil {
@@ -4760,6 +5126,49 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var attributeImplementors = []string{"Attribute"}
+
+func (ec *executionContext) _Attribute(ctx context.Context, sel ast.SelectionSet, obj *store.Attribute) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, attributeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Attribute")
+		case "name":
+			out.Values[i] = ec._Attribute_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "value":
+			out.Values[i] = ec._Attribute_value(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
 
 var authPayloadImplementors = []string{"AuthPayload"}
 
@@ -5335,6 +5744,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "setAttributes":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setAttributes(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -5527,6 +5943,28 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_inbox(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "usersByAttribute":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_usersByAttribute(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -5826,6 +6264,11 @@ func (ec *executionContext) _User(ctx context.Context, sel ast.SelectionSet, obj
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "attributes":
+			out.Values[i] = ec._User_attributes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -5862,18 +6305,51 @@ func (ec *executionContext) _UserConnection(ctx context.Context, sel ast.Selecti
 		case "edges":
 			out.Values[i] = ec._UserConnection_edges(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "pageInfo":
 			out.Values[i] = ec._UserConnection_pageInfo(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "totalCount":
-			out.Values[i] = ec._UserConnection_totalCount(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._UserConnection_totalCount(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
 			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6329,6 +6805,45 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 // endregion **************************** object.gotpl ****************************
 
 // region    ***************************** type.gotpl *****************************
+
+func (ec *executionContext) marshalNAttribute2heraldᚋstoreᚐAttribute(ctx context.Context, sel ast.SelectionSet, v store.Attribute) graphql.Marshaler {
+	return ec._Attribute(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNAttribute2ᚕheraldᚋstoreᚐAttributeᚄ(ctx context.Context, sel ast.SelectionSet, v []store.Attribute) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAttribute2heraldᚋstoreᚐAttribute(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNAttributeInput2ᚕᚖheraldᚋstoreᚐAttributeChangeᚄ(ctx context.Context, v any) ([]*store.AttributeChange, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*store.AttributeChange, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNAttributeInput2ᚖheraldᚋstoreᚐAttributeChange(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalNAttributeInput2ᚖheraldᚋstoreᚐAttributeChange(ctx context.Context, v any) (*store.AttributeChange, error) {
+	res, err := ec.unmarshalInputAttributeInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
 
 func (ec *executionContext) marshalNAuthPayload2ᚖheraldᚋgraphᚋmodelᚐAuthPayload(ctx context.Context, sel ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
 	if v == nil {

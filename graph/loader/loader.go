@@ -1,5 +1,5 @@
 // Package loader batches the graph's reads: within one GraphQL operation (or
-// one subscription event), every UserByID, MessageByID and ViewerFollows load
+// one subscription event), every UserByID, MessageByKey and ViewerFollows load
 // that arrives within a short window becomes one store.Service batch call, and
 // each key is loaded at most once. This keeps a page of N items at a fixed
 // number of storage round trips instead of N+1.
@@ -11,6 +11,7 @@ package loader
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/graph-gophers/dataloader/v7"
@@ -31,9 +32,13 @@ type Loaders struct {
 	// UserByID loads users by id with Service.FindUsersByIDs; a missing user
 	// is NOT_FOUND.
 	UserByID *dataloader.Loader[store.ID, *store.User]
-	// MessageByID loads messages by id with Service.FindMessagesByIDs; a
-	// missing or deleted message is NOT_FOUND.
-	MessageByID *dataloader.Loader[store.ID, *store.Message]
+	// MessageByKey loads messages by key with Service.FindMessagesByKeys; a
+	// missing or deleted message is NOT_FOUND. Pass the author in the key
+	// whenever it is known (item.Key(), m.Key(), a reply's ReplyToAuthorID):
+	// messages are placed by author, so a sharded backend then asks one
+	// shard instead of all. The cache files a message under its ID alone, so
+	// a load with the author and one without (store.NilID) share one entry.
+	MessageByKey *dataloader.Loader[store.MessageKey, *store.Message]
 	// ViewerFollows reports whether the operation's viewer follows each key
 	// user, with Service.FindFollowing. Without a viewer it reports false
 	// without a call.
@@ -48,9 +53,10 @@ func New(svc *store.Service, viewer store.ID, hasViewer bool) *Loaders {
 			batch(svc.FindUsersByIDs, "user not found"),
 			dataloader.WithWait[store.ID, *store.User](Wait),
 		),
-		MessageByID: dataloader.NewBatchedLoader(
-			batch(svc.FindMessagesByIDs, "message not found"),
-			dataloader.WithWait[store.ID, *store.Message](Wait),
+		MessageByKey: dataloader.NewBatchedLoader(
+			batch(svc.FindMessagesByKeys, "message not found"),
+			dataloader.WithWait[store.MessageKey, *store.Message](Wait),
+			dataloader.WithCache[store.MessageKey, *store.Message](newMessageCache()),
 		),
 		ViewerFollows: dataloader.NewBatchedLoader(
 			followsBatch(svc, viewer, hasViewer),
@@ -59,16 +65,16 @@ func New(svc *store.Service, viewer store.ID, hasViewer bool) *Loaders {
 	}
 }
 
-// batch adapts a store batch read (results aligned with ids, nil where
+// batch adapts a store batch read (results aligned with keys, nil where
 // missing) to a dataloader batch function: one call per batch, one result per
 // key in key order, NOT_FOUND at the index of a missing key, and the call's
 // error at every index when it fails.
-func batch[V any](find func(context.Context, []store.ID) ([]*V, error), notFound string) dataloader.BatchFunc[store.ID, *V] {
-	return func(ctx context.Context, keys []store.ID) []*dataloader.Result[*V] {
+func batch[K comparable, V any](find func(context.Context, []K) ([]*V, error), notFound string) dataloader.BatchFunc[K, *V] {
+	return func(ctx context.Context, keys []K) []*dataloader.Result[*V] {
 		results := make([]*dataloader.Result[*V], len(keys))
 		vals, err := find(ctx, keys)
 		if err == nil && len(vals) != len(keys) {
-			err = store.Errorf(store.EINTERNAL, "batch read returned %d results for %d ids", len(vals), len(keys))
+			err = store.Errorf(store.EINTERNAL, "batch read returned %d results for %d keys", len(vals), len(keys))
 		}
 		for i := range keys {
 			switch {
@@ -136,29 +142,77 @@ func (l *Loaders) Users(ctx context.Context, ids []store.ID) ([]*store.User, []e
 	return loadAll(ctx, l.UserByID, ids)
 }
 
-// Messages loads the messages with the given ids in one batch, like Users.
-func (l *Loaders) Messages(ctx context.Context, ids []store.ID) ([]*store.Message, []error) {
-	return loadAll(ctx, l.MessageByID, ids)
+// Messages loads the messages with the given keys in one batch, like Users.
+func (l *Loaders) Messages(ctx context.Context, keys []store.MessageKey) ([]*store.Message, []error) {
+	return loadAll(ctx, l.MessageByKey, keys)
 }
 
-// Queue starts loading the given ids without waiting, so that resolvers asking
-// for them later (from parallel goroutines) find them in the cache and the
-// whole set costs one batch however those goroutines are scheduled.
-func Queue[V any](ctx context.Context, ld *dataloader.Loader[store.ID, V], ids []store.ID) {
-	for _, id := range ids {
-		ld.Load(ctx, id)
+// Queue starts loading the given keys without waiting, so that resolvers
+// asking for them later (from parallel goroutines) find them in the cache and
+// the whole set costs one batch however those goroutines are scheduled.
+func Queue[K comparable, V any](ctx context.Context, ld *dataloader.Loader[K, V], keys []K) {
+	for _, k := range keys {
+		ld.Load(ctx, k)
 	}
 }
 
-func loadAll[V any](ctx context.Context, ld *dataloader.Loader[store.ID, V], ids []store.ID) ([]V, []error) {
-	thunks := make([]dataloader.Thunk[V], len(ids))
-	for i, id := range ids {
-		thunks[i] = ld.Load(ctx, id)
+func loadAll[K comparable, V any](ctx context.Context, ld *dataloader.Loader[K, V], keys []K) ([]V, []error) {
+	thunks := make([]dataloader.Thunk[V], len(keys))
+	for i, k := range keys {
+		thunks[i] = ld.Load(ctx, k)
 	}
-	vals := make([]V, len(ids))
-	errs := make([]error, len(ids))
+	vals := make([]V, len(keys))
+	errs := make([]error, len(keys))
 	for i, th := range thunks {
 		vals[i], errs[i] = th()
 	}
 	return vals, errs
+}
+
+// messageCache is MessageByKey's cache: it files each message under its ID
+// alone. The author in a store.MessageKey only tells the backend where to
+// look, so a message loaded (or primed, or cleared) with its author and the
+// same message asked for without it (Query.node) are one entry: one slot in
+// a batch, one thing to refresh after a mutation. The dataloader calls Prime
+// outside its own lock, so the cache locks for itself.
+type messageCache struct {
+	mu    sync.RWMutex
+	items map[store.ID]dataloader.Thunk[*store.Message]
+}
+
+var _ dataloader.Cache[store.MessageKey, *store.Message] = (*messageCache)(nil)
+
+func newMessageCache() *messageCache {
+	return &messageCache{items: make(map[store.ID]dataloader.Thunk[*store.Message])}
+}
+
+// Get implements dataloader.Cache.
+func (c *messageCache) Get(_ context.Context, k store.MessageKey) (dataloader.Thunk[*store.Message], bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	th, ok := c.items[k.ID]
+	return th, ok
+}
+
+// Set implements dataloader.Cache.
+func (c *messageCache) Set(_ context.Context, k store.MessageKey, th dataloader.Thunk[*store.Message]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items[k.ID] = th
+}
+
+// Delete implements dataloader.Cache.
+func (c *messageCache) Delete(_ context.Context, k store.MessageKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.items[k.ID]
+	delete(c.items, k.ID)
+	return ok
+}
+
+// Clear implements dataloader.Cache.
+func (c *messageCache) Clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.items)
 }

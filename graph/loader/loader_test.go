@@ -22,6 +22,8 @@ type backend struct {
 	store.Backend
 	users, messages, following atomic.Int64
 	fail                       error
+	// keys are the message keys of the last FindMessagesByKeys call.
+	keys atomic.Pointer[[]store.MessageKey]
 }
 
 func (b *backend) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error) {
@@ -32,9 +34,10 @@ func (b *backend) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.
 	return b.Backend.FindUsersByIDs(ctx, ids)
 }
 
-func (b *backend) FindMessagesByIDs(ctx context.Context, ids []store.ID) ([]*store.Message, error) {
+func (b *backend) FindMessagesByKeys(ctx context.Context, keys []store.MessageKey) ([]*store.Message, error) {
 	b.messages.Add(1)
-	return b.Backend.FindMessagesByIDs(ctx, ids)
+	b.keys.Store(&keys)
+	return b.Backend.FindMessagesByKeys(ctx, keys)
 }
 
 func (b *backend) FindFollowing(ctx context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
@@ -89,7 +92,7 @@ func TestLoaders_UserByID(t *testing.T) {
 	assert.EqualValues(t, 2, b.users.Load(), "a new Loaders does not share the cache")
 }
 
-func TestLoaders_MessageByID(t *testing.T) {
+func TestLoaders_MessageByKey(t *testing.T) {
 	ctx := context.Background()
 	svc, b := newService(t)
 	a := mustCreateUser(t, svc, "alice")
@@ -99,11 +102,34 @@ func TestLoaders_MessageByID(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, svc.DeleteMessage(ctx, a.ID, m2.ID))
 
-	msgs, errs := loader.New(svc, store.NilID, false).Messages(ctx, []store.ID{m2.ID, m1.ID})
-	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(errs[0]), "a deleted message is NOT_FOUND")
-	require.NoError(t, errs[1])
-	assert.Equal(t, "one", msgs[1].Text)
-	assert.EqualValues(t, 1, b.messages.Load())
+	t.Run("OK", func(t *testing.T) {
+		b.messages.Store(0)
+		msgs, errs := loader.New(svc, store.NilID, false).Messages(ctx, []store.MessageKey{m2.Key(), m1.Key()})
+		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(errs[0]), "a deleted message is NOT_FOUND")
+		require.NoError(t, errs[1])
+		assert.Equal(t, "one", msgs[1].Text)
+		assert.EqualValues(t, 1, b.messages.Load())
+		assert.Equal(t, []store.MessageKey{m2.Key(), m1.Key()}, *b.keys.Load(), "the keys reach the backend with their authors")
+	})
+
+	t.Run("CachedByID", func(t *testing.T) {
+		b.messages.Store(0)
+		l := loader.New(svc, store.NilID, false)
+		byID := store.MessageKey{ID: m1.ID, AuthorID: store.NilID}
+		tk, tn := l.MessageByKey.Load(ctx, m1.Key()), l.MessageByKey.Load(ctx, byID)
+		got, err := tk()
+		require.NoError(t, err)
+		_, err = tn()
+		require.NoError(t, err)
+		assert.Equal(t, "one", got.Text)
+		assert.EqualValues(t, 1, b.messages.Load(), "with and without the author: one entry")
+		assert.Len(t, *b.keys.Load(), 1)
+
+		l.MessageByKey.Clear(ctx, byID)
+		_, err = l.MessageByKey.Load(ctx, m1.Key())()
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, b.messages.Load(), "clearing by ID alone clears the entry")
+	})
 }
 
 func TestLoaders_ViewerFollows(t *testing.T) {

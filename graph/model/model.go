@@ -24,3 +24,21 @@ type InboxEvent struct {
 	// TotalCount is the inbox's total count after the change.
 	TotalCount int
 }
+
+// UserConnection is a page of users. It is hand-written so that totalCount
+// can come either with the page (the follow counters) or, for
+// usersByAttribute, from a count made only when the client selects it: the
+// graph's totalCount resolver reads TotalCount unless ByAttribute is set.
+type UserConnection struct {
+	// Edges are the users of this page, each with its cursor.
+	Edges []*UserEdge
+	// PageInfo says where this page sits in the whole list.
+	PageInfo *PageInfo
+	// TotalCount is the size of the whole list when it came with the page;
+	// it is unused when ByAttribute is set.
+	TotalCount int
+	// ByAttribute, when not nil, says the list is the users whose attribute
+	// ByAttribute.Name has exactly ByAttribute.Value, to be counted with
+	// Service.CountUsersByAttribute if totalCount is selected.
+	ByAttribute *store.Attribute
+}

@@ -101,16 +101,6 @@ type Query struct {
 type Subscription struct {
 }
 
-// A page of users.
-type UserConnection struct {
-	// The users of this page, each with its cursor.
-	Edges []*UserEdge `json:"edges"`
-	// Where this page sits in the whole list.
-	PageInfo *PageInfo `json:"pageInfo"`
-	// The number of users in the whole list, not just this page.
-	TotalCount int `json:"totalCount"`
-}
-
 // A user in a page of users.
 type UserEdge struct {
 	// Pass as `after` to get the users that follow this one.

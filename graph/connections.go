@@ -121,10 +121,7 @@ func (r *Resolver) follows(ctx context.Context, user *store.User, following bool
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]store.ID, len(page.Follows))
-	for i, f := range page.Follows {
-		ids[i] = f.UserID
-	}
+	ids := page.IDs
 	users, errs := loader.For(ctx).Users(ctx, ids)
 	conn := &model.UserConnection{Edges: make([]*model.UserEdge, 0, len(ids)), TotalCount: total}
 	cursors := make([]string, 0, len(ids))

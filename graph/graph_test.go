@@ -367,12 +367,12 @@ func (c *countingBackend) FindFollowing(ctx context.Context, follower store.ID, 
 	return c.Backend.FindFollowing(ctx, follower, targets)
 }
 
-func (c *countingBackend) ListFollowers(ctx context.Context, u, after store.ID, limit int) ([]store.Follow, error) {
+func (c *countingBackend) ListFollowers(ctx context.Context, u, after store.ID, limit int) ([]store.ID, error) {
 	c.count("ListFollowers")
 	return c.Backend.ListFollowers(ctx, u, after, limit)
 }
 
-func (c *countingBackend) ListFollowing(ctx context.Context, u, after store.ID, limit int) ([]store.Follow, error) {
+func (c *countingBackend) ListFollowing(ctx context.Context, u, after store.ID, limit int) ([]store.ID, error) {
 	c.count("ListFollowing")
 	return c.Backend.ListFollowing(ctx, u, after, limit)
 }

@@ -18,7 +18,7 @@ func (r *inboxEventResolver) Message(ctx context.Context, obj *model.InboxEvent)
 	if obj.MessageID.IsZero() {
 		return nil, nil
 	}
-	return optionalMessage(ctx, store.MessageKey{ID: obj.MessageID, AuthorID: store.NilID})
+	return optionalMessage(ctx, store.MessageKey{ID: obj.MessageID, AuthorID: obj.AuthorID})
 }
 
 // ID is the resolver for the id field.

@@ -59,9 +59,9 @@ func (r *Resolver) inboxEvent(ctx context.Context, viewer store.ID, ev store.Eve
 	ie := &model.InboxEvent{Type: ev.Type, UnreadCount: ev.Counts.Unread, TotalCount: ev.Counts.Total}
 	switch ev.Type {
 	case store.EventAdded:
-		ie.MessageID = ev.MessageID
+		ie.MessageID, ie.AuthorID = ev.MessageID, ev.AuthorID
 	case store.EventEdited:
-		ie.MessageID = ev.MessageID
+		ie.MessageID, ie.AuthorID = ev.MessageID, ev.AuthorID
 		c, err := r.Service.InboxCounts(ctx, viewer)
 		if err != nil {
 			if ctx.Err() == nil {

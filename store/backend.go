@@ -40,10 +40,11 @@ type Backend interface {
 	// FindFollowing reports, for each target, whether follower follows it.
 	FindFollowing(ctx context.Context, follower ID, targets []ID) ([]bool, error)
 	// ListFollowers returns up to limit followers of user in ID order,
-	// starting after the given ID (NilID: from the start).
-	ListFollowers(ctx context.Context, user, after ID, limit int) ([]Follow, error)
+	// starting after the given ID (NilID: from the start). Only IDs: a
+	// backend answers from the edge index alone.
+	ListFollowers(ctx context.Context, user, after ID, limit int) ([]ID, error)
 	// ListFollowing returns up to limit users that user follows, in ID order.
-	ListFollowing(ctx context.Context, user, after ID, limit int) ([]Follow, error)
+	ListFollowing(ctx context.Context, user, after ID, limit int) ([]ID, error)
 
 	// CreateMessage stores m in its author's outbox, increments the author's
 	// message count, and stores job (if not nil) in the same atomic step.

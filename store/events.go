@@ -24,6 +24,7 @@ type Event struct {
 	Type      EventType
 	UserID    ID // the inbox owner
 	MessageID ID // NilID for EventRead
+	AuthorID  ID // the message's author, to find it by key; NilID for EventRead
 	Counts    InboxCounts
 }
 

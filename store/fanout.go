@@ -270,19 +270,16 @@ func (f *fanout) step(j *Job) error {
 			if err != nil {
 				return err
 			}
-			d := Delivery{Job: j, At: f.s.clock(), Done: len(fs) < f.chunk, Owners: make([]ID, len(fs))}
-			for i := range fs {
-				d.Owners[i] = fs[i].UserID
-			}
+			d := Delivery{Job: j, At: f.s.clock(), Done: len(fs) < f.chunk, Owners: fs}
 			if len(fs) > 0 {
-				last := fs[len(fs)-1].UserID
+				last := fs[len(fs)-1]
 				d.Cursor = last[:]
 			}
 			changes, err := b.DeliverInbox(ctx, d)
 			if err != nil {
 				return err
 			}
-			f.publish(ctx, EventAdded, j.MessageID, changes)
+			f.publish(ctx, EventAdded, j, changes)
 			if d.Done {
 				return nil
 			}
@@ -297,7 +294,7 @@ func (f *fanout) step(j *Job) error {
 			if err != nil {
 				return err
 			}
-			f.publish(ctx, EventDeleted, j.MessageID, changes)
+			f.publish(ctx, EventDeleted, j, changes)
 			if r.Done {
 				return nil
 			}
@@ -309,7 +306,7 @@ func (f *fanout) step(j *Job) error {
 			}
 			evs := make([]Event, len(refs))
 			for i, r := range refs {
-				evs[i] = Event{Type: EventEdited, UserID: r.Owner, MessageID: j.MessageID}
+				evs[i] = Event{Type: EventEdited, UserID: r.Owner, MessageID: j.MessageID, AuthorID: j.AuthorID}
 			}
 			f.s.events.Publish(ctx, evs...)
 			if next == nil {
@@ -323,13 +320,13 @@ func (f *fanout) step(j *Job) error {
 	}
 }
 
-func (f *fanout) publish(ctx context.Context, t EventType, msg ID, changes []InboxChange) {
+func (f *fanout) publish(ctx context.Context, t EventType, j *Job, changes []InboxChange) {
 	if len(changes) == 0 {
 		return
 	}
 	evs := make([]Event, len(changes))
 	for i, c := range changes {
-		evs[i] = Event{Type: t, UserID: c.Owner, MessageID: msg, Counts: c.Counts}
+		evs[i] = Event{Type: t, UserID: c.Owner, MessageID: j.MessageID, AuthorID: j.AuthorID, Counts: c.Counts}
 	}
 	f.s.events.Publish(ctx, evs...)
 }

@@ -193,9 +193,9 @@ func (s *Service) FindFollowing(ctx context.Context, viewer ID, targets []ID) ([
 	return s.backend.FindFollowing(ctx, viewer, targets)
 }
 
-// FollowPage is a page of one side of the follow graph.
+// FollowPage is a page of one side of the follow graph: user IDs in ID order.
 type FollowPage struct {
-	Follows []Follow
+	IDs     []ID
 	HasMore bool
 }
 
@@ -211,11 +211,11 @@ func (s *Service) Following(ctx context.Context, user, after ID, limit int) (Fol
 	return followPage(fs, limit), err
 }
 
-func followPage(fs []Follow, limit int) FollowPage {
-	if len(fs) > limit {
-		return FollowPage{Follows: fs[:limit], HasMore: true}
+func followPage(ids []ID, limit int) FollowPage {
+	if len(ids) > limit {
+		return FollowPage{IDs: ids[:limit], HasMore: true}
 	}
-	return FollowPage{Follows: fs}
+	return FollowPage{IDs: ids}
 }
 
 // SetAttributes applies changes to the viewer's custom attributes and

@@ -71,13 +71,6 @@ type MessageKey struct {
 	AuthorID ID
 }
 
-// Follow is one edge of the follow graph as seen from one side: UserID is the
-// user on the other side of the edge and At when the edge was made.
-type Follow struct {
-	UserID ID
-	At     time.Time
-}
-
 // InboxEntry is what fan-out delivers to a follower: a pointer to the message
 // with the fields needed to merge, shard and order without loading it.
 type InboxEntry struct {

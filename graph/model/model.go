@@ -19,6 +19,9 @@ type InboxEvent struct {
 	Type store.EventType
 	// MessageID is the message concerned; store.NilID for READ.
 	MessageID store.ID
+	// AuthorID is the message's author, so the lookup names its shard key;
+	// store.NilID for READ.
+	AuthorID store.ID
 	// UnreadCount is the inbox's unread count after the change.
 	UnreadCount int
 	// TotalCount is the inbox's total count after the change.

@@ -79,16 +79,16 @@ func (s *Store) FindFollowing(_ context.Context, follower store.ID, targets []st
 }
 
 // ListFollowers implements store.Backend.
-func (s *Store) ListFollowers(_ context.Context, user, after store.ID, limit int) ([]store.Follow, error) {
+func (s *Store) ListFollowers(_ context.Context, user, after store.ID, limit int) ([]store.ID, error) {
 	return s.listEdges(pFollower, user, after, limit)
 }
 
 // ListFollowing implements store.Backend.
-func (s *Store) ListFollowing(_ context.Context, user, after store.ID, limit int) ([]store.Follow, error) {
+func (s *Store) ListFollowing(_ context.Context, user, after store.ID, limit int) ([]store.ID, error) {
 	return s.listEdges(pFollowee, user, after, limit)
 }
 
-func (s *Store) listEdges(prefix byte, user, after store.ID, limit int) ([]store.Follow, error) {
+func (s *Store) listEdges(prefix byte, user, after store.ID, limit int) ([]store.ID, error) {
 	p := key(prefix, user)
 	lower := p
 	if !after.IsZero() {
@@ -99,16 +99,11 @@ func (s *Store) listEdges(prefix byte, user, after store.ID, limit int) ([]store
 		return nil, fmt.Errorf("embedded iter: %w", err)
 	}
 	defer it.Close()
-	out := make([]store.Follow, 0, min(limit, 1024))
+	out := make([]store.ID, 0, min(limit, 1024))
 	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
-		var f store.Follow
-		copy(f.UserID[:], it.Key()[len(p):])
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return nil, fmt.Errorf("embedded iter: %w", err)
-		}
-		f.At = time.UnixMilli(int64(binary.BigEndian.Uint64(v))).UTC()
-		out = append(out, f)
+		var id store.ID
+		copy(id[:], it.Key()[len(p):])
+		out = append(out, id)
 	}
 	return out, it.Error()
 }

@@ -167,8 +167,8 @@ func (s *Store) FindFollowing(ctx context.Context, follower store.ID, targets []
 		return nil, err
 	}
 	set := make(map[store.ID]bool, len(ids))
-	for _, f := range ids {
-		set[f.UserID] = true
+	for _, id := range ids {
+		set[id] = true
 	}
 	for i, t := range targets {
 		out[i] = set[t]
@@ -177,12 +177,12 @@ func (s *Store) FindFollowing(ctx context.Context, follower store.ID, targets []
 }
 
 // ListFollowers implements store.Backend.
-func (s *Store) ListFollowers(ctx context.Context, user, after store.ID, limit int) ([]store.Follow, error) {
+func (s *Store) ListFollowers(ctx context.Context, user, after store.ID, limit int) ([]store.ID, error) {
 	return s.listEdges(ctx, s.followers, pageFilter(user, after), limit)
 }
 
 // ListFollowing implements store.Backend.
-func (s *Store) ListFollowing(ctx context.Context, user, after store.ID, limit int) ([]store.Follow, error) {
+func (s *Store) ListFollowing(ctx context.Context, user, after store.ID, limit int) ([]store.ID, error) {
 	return s.listEdges(ctx, s.followees, pageFilter(user, after), limit)
 }
 
@@ -197,7 +197,7 @@ func pageFilter(user, after store.ID) bson.D {
 // listEdges reads edges in o order through the (u, o) index, up to limit
 // (0: all). The projection names only indexed fields, so MongoDB answers
 // from the index alone (a covered query) on the one shard that holds u.
-func (s *Store) listEdges(ctx context.Context, coll lungo.ICollection, filter bson.D, limit int) ([]store.Follow, error) {
+func (s *Store) listEdges(ctx context.Context, coll lungo.ICollection, filter bson.D, limit int) ([]store.ID, error) {
 	opts := options.Find().SetSort(bson.D{{Key: "o", Value: 1}}).
 		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "o", Value: 1}})
 	if limit > 0 {
@@ -213,9 +213,9 @@ func (s *Store) listEdges(ctx context.Context, coll lungo.ICollection, filter bs
 	if err := cur.All(ctx, &rows); err != nil {
 		return nil, wrap("list edges", err)
 	}
-	out := make([]store.Follow, len(rows))
+	out := make([]store.ID, len(rows))
 	for i, r := range rows {
-		out[i] = store.Follow{UserID: store.ID(r.Other)}
+		out[i] = store.ID(r.Other)
 	}
 	return out, nil
 }

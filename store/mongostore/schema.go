@@ -106,3 +106,63 @@ var shardKeys = []struct {
 	{collBuckets, bson.D{{Key: "o", Value: 1}, {Key: "s", Value: 1}}, "an inbox's buckets stay together; reads name the owner (seed 000)"},
 	{collDeliveries, bson.D{{Key: "m", Value: 1}, {Key: "k", Value: 1}}, "a message's delivery records are read in order"},
 }
+
+// FieldNames maps every short field name Herald stores to the descriptive
+// name it stands for: the one place the mapping is written down, used to
+// document it and to measure what short names save (LongNames).
+var FieldNames = map[string]string{
+	// users
+	"h": "handle", "n": "displayName", "p": "passwordHash", "c": "createdAt", "s": "lastSeenAt",
+	"fr": "followerCount", "fg": "followingCount", "mc": "messageCount", "at": "attributes",
+	"k": "key", "v": "value", "av": "attributesVersion",
+	"is": "inboxSequence", "it": "inboxTotal", "iu": "inboxUnread", "ir": "inboxReadMark",
+	"ld": "lastDelivered", "lr": "lastRetracted", "po": "pendingOperations",
+	// handles, follow edges
+	"u": "user", "o": "other", "t": "time", "op": "operation", "st": "state", "uop": "unfollowOperation",
+	// messages (t is the text there), jobs, deletion and counting marks
+	"a": "author", "r": "replyTo", "ra": "replyToAuthor", "e": "editedAt", "j": "job", "cur": "cursor",
+	"x": "deletedAt", "mn": "counted", "xn": "uncounted",
+	// buckets and entries (o owner, s bucket, e entries; m message, d delivered, q sequence)
+	"m": "message", "d": "deliveredAt", "q": "sequence",
+	// names: l the names
+	"l": "names",
+}
+
+// LongNames returns doc with every field renamed to its long name, to
+// measure what the short names save.
+func LongNames(doc bson.Raw) bson.Raw {
+	out, err := bson.Marshal(longNames(doc))
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+func longNames(doc bson.Raw) bson.D {
+	elems, _ := doc.Elements()
+	out := make(bson.D, 0, len(elems))
+	for _, e := range elems {
+		k := e.Key()
+		if long, ok := FieldNames[k]; ok {
+			k = long
+		}
+		var v any = e.Value()
+		switch e.Value().Type {
+		case bson.TypeEmbeddedDocument:
+			v = longNames(e.Value().Document())
+		case bson.TypeArray:
+			vals, _ := e.Value().Array().Values()
+			arr := make(bson.A, len(vals))
+			for i, x := range vals {
+				if x.Type == bson.TypeEmbeddedDocument {
+					arr[i] = longNames(x.Document())
+				} else {
+					arr[i] = x
+				}
+			}
+			v = arr
+		}
+		out = append(out, bson.E{Key: k, Value: v})
+	}
+	return out
+}

@@ -1,0 +1,515 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/256dpi/lungo"
+	"github.com/256dpi/lungo/bsonkit"
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/bson/primitive"
+	"go.mongodb.org/mongo-driver/mongo"
+	"go.mongodb.org/mongo-driver/mongo/options"
+
+	"herald/store"
+)
+
+// Inbox events cross between Herald processes through MongoDB itself: a
+// publisher inserts one document into the events collection, and every
+// process, the publisher included, reads it back from a change stream and
+// hands it to its local hub. No broker is needed, and a process delivers
+// its own events exactly as it delivers the others', so none is delivered
+// twice.
+//
+// An events document holds a batch (a fan-out chunk's events), in short
+// field names:
+//
+//	{_id: ObjectID, x: expires, e: [{t, u, m, a, s, r, n, q}]}
+//
+//	t  type: 1 ADDED, 2 EDITED, 3 DELETED, 4 READ
+//	u  inbox owner (user ID)
+//	m  message ID; absent for READ
+//	a  message author (so the message is loaded by its shard key); absent for READ
+//	s  inbox sequence (InboxCounts.Seq)
+//	r  read mark (InboxCounts.ReadSeq)
+//	n  total entries (InboxCounts.Total)
+//	q  unread entries (InboxCounts.Unread)
+//
+// Zero counts are left out: EDITED carries none (see store.Event).
+// Documents expire through the TTL index on x; they only need to live long
+// enough for every process to read them, and a process that was away longer
+// than that resumes from "now" (inboxes, not events, are the truth).
+type eventsDoc struct {
+	ID      primitive.ObjectID `bson:"_id"`
+	Expires time.Time          `bson:"x"`
+	Events  []eventDoc         `bson:"e"`
+}
+
+type eventDoc struct {
+	Type    int32              `bson:"t"`
+	User    primitive.ObjectID `bson:"u"`
+	Message primitive.ObjectID `bson:"m,omitempty"`
+	Author  primitive.ObjectID `bson:"a,omitempty"`
+	Seq     int64              `bson:"s,omitempty"`
+	ReadSeq int64              `bson:"r,omitempty"`
+	Total   int64              `bson:"n,omitempty"`
+	Unread  int64              `bson:"q,omitempty"`
+}
+
+// eventTypes maps event types to their stored codes. Codes, not names:
+// a fan-out chunk's document repeats the type a thousand times.
+var eventTypes = map[store.EventType]int32{
+	store.EventAdded:   1,
+	store.EventEdited:  2,
+	store.EventDeleted: 3,
+	store.EventRead:    4,
+}
+
+var eventTypeNames = func() map[int32]store.EventType {
+	m := make(map[int32]store.EventType, len(eventTypes))
+	for t, c := range eventTypes {
+		m[c] = t
+	}
+	return m
+}()
+
+// maxEventsPerDoc bounds one events document: about 100 bytes an event, so
+// well under MongoDB's 16 MiB document limit. A fan-out chunk (1000 by
+// default) always fits in one.
+const maxEventsPerDoc = 10000
+
+func encodeEvent(ev store.Event) (eventDoc, bool) {
+	t, ok := eventTypes[ev.Type]
+	if !ok {
+		return eventDoc{}, false
+	}
+	return eventDoc{
+		Type: t, User: primitive.ObjectID(ev.UserID),
+		Message: primitive.ObjectID(ev.MessageID), Author: primitive.ObjectID(ev.AuthorID),
+		Seq: int64(ev.Counts.Seq), ReadSeq: int64(ev.Counts.ReadSeq),
+		Total: int64(ev.Counts.Total), Unread: int64(ev.Counts.Unread),
+	}, true
+}
+
+func (d eventDoc) event() (store.Event, bool) {
+	t, ok := eventTypeNames[d.Type]
+	if !ok {
+		return store.Event{}, false
+	}
+	return store.Event{
+		Type: t, UserID: store.ID(d.User), MessageID: store.ID(d.Message), AuthorID: store.ID(d.Author),
+		Counts: store.InboxCounts{
+			Seq: uint64(d.Seq), ReadSeq: uint64(d.ReadSeq),
+			Total: int(d.Total), Unread: int(d.Unread),
+		},
+	}, true
+}
+
+// EventsOptions configure Events. Zero values pick the defaults.
+type EventsOptions struct {
+	// Logger receives publish and change stream failures; slog.Default()
+	// by default.
+	Logger *slog.Logger
+	// PublishTimeout bounds one Publish (default 2s). A publisher is a
+	// fan-out worker or a request: it must not wait long for an event
+	// that is only a notification.
+	PublishTimeout time.Duration
+	// TTL is how long an events document is kept (default 10 minutes): the
+	// longest a change stream can be away and still resume without loss.
+	TTL time.Duration
+	// MaxBackoff caps the wait between attempts to reopen a failed change
+	// stream (default 5s). The first reopen is immediate.
+	MaxBackoff time.Duration
+	// Now is the clock; time.Now by default.
+	Now func() time.Time
+}
+
+// Events is the store.Events of Herald processes sharing one MongoDB:
+// Publish writes to the events collection and a change stream on it feeds
+// a local store.Hub, which holds this process's subscribers. Call Run to
+// start the change stream and Close to stop it. Publish and Subscribe are
+// safe for concurrent use.
+type Events struct {
+	coll     lungo.ICollection
+	embedded bool // lungo's engine: no change stream pipelines
+	hub      *store.Hub
+	log      *slog.Logger
+	opts     EventsOptions
+
+	mu      sync.Mutex
+	drop    context.CancelFunc // fails the open stream, for dropStream
+	started bool
+	closed  bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	// testHookReopen, when set, runs before each reopen of a failed
+	// stream; tests use it to hold the watcher away while events pass.
+	testHookReopen func()
+}
+
+var _ store.Events = (*Events)(nil)
+
+// NewEvents returns Events over db's events collection. Nothing is read
+// until Run.
+func NewEvents(db lungo.IDatabase, opts EventsOptions) *Events {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.PublishTimeout <= 0 {
+		opts.PublishTimeout = 2 * time.Second
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = 10 * time.Minute
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 5 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	_, embedded := db.(*lungo.Database)
+	return &Events{
+		coll:     db.Collection(collEvents),
+		embedded: embedded,
+		hub:      store.NewHub(),
+		log:      opts.Logger,
+		opts:     opts,
+	}
+}
+
+// Publish implements store.Events: it inserts evs as one document (more
+// only past maxEventsPerDoc events). The events reach subscribers, here
+// and in every other process, through the change stream, so they are not
+// delivered before Run. Publish returns after at most PublishTimeout; a
+// failure is logged and the events are dropped, because they only announce
+// changes already stored in the inboxes. ctx's cancellation is ignored
+// (its values are kept): a fan-out cut short by shutdown has still stored
+// the entries its events announce.
+func (e *Events) Publish(ctx context.Context, evs ...store.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	expires := e.opts.Now().Add(e.opts.TTL)
+	var docs []any
+	for len(evs) > 0 {
+		n := min(len(evs), maxEventsPerDoc)
+		d := eventsDoc{ID: primitive.NewObjectID(), Expires: expires, Events: make([]eventDoc, 0, n)}
+		for _, ev := range evs[:n] {
+			if ed, ok := encodeEvent(ev); ok {
+				d.Events = append(d.Events, ed)
+			} else {
+				e.log.Error("unknown inbox event type; not published", "type", ev.Type)
+			}
+		}
+		if len(d.Events) > 0 {
+			docs = append(docs, d)
+		}
+		evs = evs[n:]
+	}
+	if len(docs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.PublishTimeout)
+	defer cancel()
+	var err error
+	if len(docs) == 1 {
+		_, err = e.coll.InsertOne(ctx, docs[0])
+	} else {
+		_, err = e.coll.InsertMany(ctx, docs)
+	}
+	if err != nil {
+		e.log.Warn("publishing inbox events failed; subscribers see the changes on their next read", "docs", len(docs), "err", err)
+	}
+}
+
+// Subscribe implements store.Events through the local hub: the channel is
+// buffered, a subscriber that falls behind is dropped (its channel
+// closed), and the channel is closed when ctx ends or Close is called.
+// After Close it returns INTERNAL.
+func (e *Events) Subscribe(ctx context.Context, userID store.ID) (<-chan store.Event, error) {
+	return e.hub.Subscribe(ctx, userID)
+}
+
+// Len returns the number of open subscriptions in this process.
+func (e *Events) Len() int { return e.hub.Len() }
+
+// Run opens the change stream, starting from now (older events are not
+// replayed), and starts the goroutine that feeds the hub from it until
+// Close. ctx bounds only the opening. It returns the opening's error, after
+// which Run may be called again; a second Run after success, or a Run after
+// Close, is an error.
+func (e *Events) Run(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return errors.New("mongostore events: closed")
+	case e.started:
+		return errors.New("mongostore events: already running")
+	}
+	p := e.now()
+	cs, err := e.open(ctx, position{})
+	if err != nil {
+		return fmt.Errorf("mongostore events: open change stream: %w", err)
+	}
+	p.token = copyRaw(cs.ResumeToken())
+	wctx, cancel := context.WithCancel(context.Background())
+	e.started, e.cancel, e.done = true, cancel, make(chan struct{})
+	go e.watch(wctx, cs, p)
+	return nil
+}
+
+// Close stops the change stream, waits for its goroutine to end, then
+// closes the hub, which closes every subscriber's channel. It is
+// idempotent. Publish still works after Close (it writes for the other
+// processes); Subscribe does not.
+func (e *Events) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	cancel, done := e.cancel, e.done
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	e.hub.Close()
+}
+
+// position is where a change stream is to be reopened.
+type position struct {
+	// token is the resume token of the last event delivered, or the
+	// stream's later position; nil before the first.
+	token bson.Raw
+	// startAfter says token is an invalidate event's, which only
+	// StartAfter can get past.
+	startAfter bool
+	// since is when the stream was first opened, for a stream that has
+	// reported no token yet. Only lungo's engine needs it: a real MongoDB
+	// reports a token as soon as the stream is open.
+	since *primitive.Timestamp
+}
+
+// open opens a change stream on the events collection: right after
+// p.token, else at p.since, else from now.
+func (e *Events) open(ctx context.Context, p position) (lungo.IChangeStream, error) {
+	opts := options.ChangeStream()
+	switch {
+	case p.token != nil && p.startAfter:
+		opts.SetStartAfter(p.token)
+	case p.token != nil:
+		opts.SetResumeAfter(p.token)
+	case p.since != nil:
+		opts.SetStartAtOperationTime(p.since)
+	}
+	// Only inserts matter: without the filter, every TTL deletion would
+	// cross the network too. lungo's engine does not take pipelines (it
+	// panics on one), so there the loop's own check filters alone.
+	pipeline := mongo.Pipeline{}
+	if !e.embedded {
+		pipeline = mongo.Pipeline{{{Key: "$match", Value: bson.D{{Key: "operationType", Value: "insert"}}}}}
+	}
+	return e.coll.Watch(ctx, pipeline, opts)
+}
+
+// changeEvent is the part of a change stream event the watcher reads.
+type changeEvent struct {
+	OperationType string    `bson:"operationType"`
+	FullDocument  eventsDoc `bson:"fullDocument"`
+}
+
+// now returns the position "from now" for a stream opened next.
+func (e *Events) now() position {
+	if !e.embedded {
+		return position{}
+	}
+	// lungo stamps each change with bsonkit.Now(), which only increases, so
+	// a stream started at this stamp misses nothing committed after it.
+	ts := bsonkit.Now()
+	return position{since: &ts}
+}
+
+// watch feeds the hub from cs and, each time the stream fails, reopens it
+// after the last event it delivered, so nothing is lost or repeated across
+// a dropped stream. It ends when ctx is cancelled.
+func (e *Events) watch(ctx context.Context, cs lungo.IChangeStream, p position) {
+	defer close(e.done)
+	var (
+		failures   int  // since a stream last delivered an event
+		reopened   bool // "reopened" was logged for these failures
+		lastLog    time.Time
+		suppressed int
+		backoff    time.Duration
+	)
+	// report logs a failure: the first of a run at once, then at most one
+	// line every logEvery, so a long outage or a flapping stream does not
+	// flood the log.
+	const logEvery = 30 * time.Second
+	report := func(msg string, err error) {
+		failures++
+		if failures == 1 || time.Since(lastLog) >= logEvery {
+			e.log.Warn(msg, "err", err, "failures", failures, "suppressed", suppressed)
+			lastLog, suppressed = time.Now(), 0
+		} else {
+			suppressed++
+		}
+	}
+	for {
+		if cs != nil {
+			// Each stream reads under a context of its own, which
+			// dropStream cancels to fail it as a network error would.
+			sctx, drop := context.WithCancel(ctx)
+			e.mu.Lock()
+			e.drop = drop
+			e.mu.Unlock()
+			delivered := e.drain(sctx, cs, &p)
+			err := cs.Err()
+			_ = cs.Close(context.Background())
+			e.mu.Lock()
+			e.drop = nil
+			e.mu.Unlock()
+			drop()
+			cs = nil
+			if ctx.Err() != nil {
+				return
+			}
+			if delivered {
+				// The stream worked: a failure now is news, not a loop.
+				backoff, failures, reopened = 0, 0, false
+			}
+			if err == nil {
+				err = errors.New("change stream ended")
+			}
+			report("inbox event stream failed; resuming", err)
+		}
+
+		if backoff > 0 {
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return
+			}
+		}
+		backoff = min(max(2*backoff, 100*time.Millisecond), e.opts.MaxBackoff)
+
+		if e.testHookReopen != nil {
+			e.testHookReopen()
+		}
+		next, err := e.open(ctx, p)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if (p.token != nil || p.since != nil) && historyLost(err) {
+				// The events after the position have left the oplog: they
+				// cannot be had any more. Start from now; subscribers
+				// catch up on their next read of the inbox.
+				e.log.Error("inbox event stream cannot resume: events lost; starting from now", "err", err)
+				p = e.now()
+				backoff = 0
+				continue
+			}
+			report("inbox event stream cannot reopen; retrying", err)
+			continue
+		}
+		if failures > 0 && !reopened {
+			e.log.Info("inbox event stream reopened", "failures", failures)
+			reopened = true
+		}
+		if p.token == nil {
+			p.token = copyRaw(next.ResumeToken())
+		}
+		cs = next
+	}
+}
+
+// drain delivers cs's events to the hub until cs fails or ctx ends,
+// keeping p at the last event delivered (or at the stream's newer position
+// when it reports one without an event). It reports whether it delivered
+// anything.
+func (e *Events) drain(ctx context.Context, cs lungo.IChangeStream, p *position) bool {
+	delivered := false
+	for cs.Next(ctx) {
+		var ce changeEvent
+		if err := cs.Decode(&ce); err != nil {
+			e.log.Error("undecodable inbox event document; skipped", "err", err)
+		} else {
+			switch ce.OperationType {
+			case "insert":
+				e.deliver(ctx, ce.FullDocument)
+			}
+		}
+		if t := cs.ResumeToken(); t != nil {
+			p.token = copyRaw(t)
+			// After an invalidate (the collection was dropped or renamed)
+			// the stream ends, and only StartAfter gets past its token.
+			p.startAfter = ce.OperationType == "invalidate"
+		}
+		delivered = true
+	}
+	// A real MongoDB advances the token while no event comes (the
+	// post-batch resume token), so a reopen does not rescan the oplog.
+	if t := cs.ResumeToken(); t != nil && ctx.Err() == nil && !p.startAfter {
+		p.token = copyRaw(t)
+	}
+	return delivered
+}
+
+// deliver hands one document's events to the hub, which never blocks.
+func (e *Events) deliver(ctx context.Context, d eventsDoc) {
+	evs := make([]store.Event, 0, len(d.Events))
+	for _, ed := range d.Events {
+		if ev, ok := ed.event(); ok {
+			evs = append(evs, ev)
+		} else {
+			// A newer Herald may publish types this one does not know.
+			e.log.Debug("unknown inbox event type; skipped", "type", ed.Type)
+		}
+	}
+	e.hub.Publish(ctx, evs...)
+}
+
+// dropStream fails the open change stream under the watcher, as a network
+// error would, so tests can check that it resumes. It reports whether a
+// stream was open.
+func (e *Events) dropStream() bool {
+	e.mu.Lock()
+	drop := e.drop
+	e.mu.Unlock()
+	if drop == nil {
+		return false
+	}
+	drop()
+	return true
+}
+
+// historyLost reports a resume token that points before what the server
+// still has: MongoDB's ChangeStreamHistoryLost (286) or
+// ChangeStreamFatalError (280), or lungo's equivalents.
+func historyLost(err error) bool {
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && (ce.Code == 286 || ce.Code == 280) {
+		return true
+	}
+	var se mongo.ServerError
+	if errors.As(err, &se) && (se.HasErrorCode(286) || se.HasErrorCode(280)) {
+		return true
+	}
+	return errors.Is(err, lungo.ErrLostOplogPosition) || strings.Contains(err.Error(), "unable to resume change stream")
+}
+
+func copyRaw(r bson.Raw) bson.Raw {
+	if r == nil {
+		return nil
+	}
+	return append(bson.Raw(nil), r...)
+}

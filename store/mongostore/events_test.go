@@ -1,0 +1,377 @@
+package mongostore
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/256dpi/lungo"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/bson/primitive"
+
+	"herald/store"
+)
+
+// lockedBuffer is a log sink safe for the watcher's writes and the test's
+// reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// newEngine opens an in-memory lungo engine, closed in t.Cleanup.
+func newEngine(t *testing.T, opts lungo.Options) (lungo.IClient, *lungo.Engine) {
+	t.Helper()
+	opts.Store = lungo.NewMemoryStore()
+	client, engine, err := lungo.Open(context.Background(), opts)
+	require.NoError(t, err)
+	t.Cleanup(engine.Close)
+	return client, engine
+}
+
+// startEvents runs Events over database name of client, closed in
+// t.Cleanup.
+func startEvents(t *testing.T, client lungo.IClient, name string, opts EventsOptions) *Events {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := NewEvents(client.Database(name), opts)
+	require.NoError(t, e.Run(context.Background()))
+	t.Cleanup(e.Close)
+	return e
+}
+
+func subscribe(t *testing.T, e *Events, user store.ID) <-chan store.Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch, err := e.Subscribe(ctx, user)
+	require.NoError(t, err)
+	return ch
+}
+
+func mustRecv(t *testing.T, ch <-chan store.Event) store.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		require.True(t, ok, "channel closed")
+		return ev
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event within 5s")
+		return store.Event{}
+	}
+}
+
+func assertNoRecv(t *testing.T, ch <-chan store.Event, d time.Duration) {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		assert.False(t, ok, "unexpected event %+v", ev)
+	case <-time.After(d):
+	}
+}
+
+func TestEvents_Publish(t *testing.T) {
+	t.Run("OKOtherInstance", func(t *testing.T) {
+		c1, engine := newEngine(t, lungo.Options{})
+		c2 := lungo.NewClient(engine)
+		a := startEvents(t, c1, "herald", EventsOptions{})
+		b := startEvents(t, c2, "herald", EventsOptions{})
+		alice, msg := store.NewID(time.Now()), store.NewID(time.Now())
+		onB, onA := subscribe(t, b, alice), subscribe(t, a, alice)
+
+		want := store.Event{Type: store.EventAdded, UserID: alice, MessageID: msg, AuthorID: store.NewID(time.Now()),
+			Counts: store.InboxCounts{Seq: 7, ReadSeq: 3, Total: 6, Unread: 4}}
+		a.Publish(context.Background(), want)
+		assert.Equal(t, want, mustRecv(t, onB), "published on A, received on B")
+		assert.Equal(t, want, mustRecv(t, onA), "the publisher's own subscribers get it through the stream")
+		assertNoRecv(t, onA, 200*time.Millisecond) // once, not twice
+		assertNoRecv(t, onB, 0)
+	})
+
+	t.Run("OKBatch", func(t *testing.T) {
+		client, _ := newEngine(t, lungo.Options{})
+		now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+		e := startEvents(t, client, "herald", EventsOptions{Now: func() time.Time { return now }})
+		u1, u2, u3, idle := store.NewID(now), store.NewID(now), store.NewID(now), store.NewID(now)
+		m1, m2, author := store.NewID(now), store.NewID(now), store.NewID(now)
+		s1, s2, sIdle := subscribe(t, e, u1), subscribe(t, e, u2), subscribe(t, e, idle)
+
+		batch := []store.Event{
+			{Type: store.EventAdded, UserID: u1, MessageID: m1, AuthorID: author, Counts: store.InboxCounts{Seq: 1, Total: 1, Unread: 1}},
+			{Type: store.EventAdded, UserID: u2, MessageID: m1, AuthorID: author, Counts: store.InboxCounts{Seq: 5, ReadSeq: 5, Total: 5, Unread: 0}},
+			{Type: store.EventAdded, UserID: u3, MessageID: m1, AuthorID: author, Counts: store.InboxCounts{Seq: 1, Total: 1, Unread: 1}},
+			{Type: store.EventEdited, UserID: u1, MessageID: m2, AuthorID: author},
+			{Type: store.EventDeleted, UserID: u1, MessageID: m2, AuthorID: author, Counts: store.InboxCounts{Seq: 1, Total: 0}},
+			{Type: store.EventRead, UserID: u2, Counts: store.InboxCounts{Seq: 5, ReadSeq: 5, Total: 5}},
+		}
+		e.Publish(context.Background(), batch...)
+
+		assert.Equal(t, batch[0], mustRecv(t, s1))
+		assert.Equal(t, batch[3], mustRecv(t, s1))
+		assert.Equal(t, batch[4], mustRecv(t, s1))
+		assert.Equal(t, batch[1], mustRecv(t, s2))
+		assert.Equal(t, batch[5], mustRecv(t, s2))
+		assertNoRecv(t, s1, 100*time.Millisecond)
+		assertNoRecv(t, s2, 0)
+		assertNoRecv(t, sIdle, 0)
+
+		// One document for the batch, in short field names, expiring in
+		// ten minutes.
+		coll := client.Database("herald").Collection(collEvents)
+		n, err := coll.CountDocuments(context.Background(), bson.D{})
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), n)
+		var doc bson.M
+		require.NoError(t, coll.FindOne(context.Background(), bson.D{}).Decode(&doc))
+		assert.ElementsMatch(t, []string{"_id", "x", "e"}, keys(doc))
+		assert.WithinDuration(t, now.Add(10*time.Minute), doc["x"].(primitive.DateTime).Time(), time.Millisecond)
+		es := doc["e"].(bson.A)
+		require.Len(t, es, len(batch))
+		assert.ElementsMatch(t, []string{"t", "u", "m", "a", "s", "n", "q"}, keys(es[0].(bson.M)), "zero counts are left out")
+		assert.ElementsMatch(t, []string{"t", "u", "m", "a"}, keys(es[3].(bson.M)), "an edit carries no counts")
+		assert.ElementsMatch(t, []string{"t", "u", "s", "r", "n"}, keys(es[5].(bson.M)), "a read has no message")
+	})
+
+	t.Run("OKEmpty", func(t *testing.T) {
+		client, _ := newEngine(t, lungo.Options{})
+		e := startEvents(t, client, "herald", EventsOptions{})
+		e.Publish(context.Background())
+		n, err := client.Database("herald").Collection(collEvents).CountDocuments(context.Background(), bson.D{})
+		require.NoError(t, err)
+		assert.Zero(t, n)
+	})
+
+	t.Run("OKSplitsHugeBatch", func(t *testing.T) {
+		client, _ := newEngine(t, lungo.Options{})
+		e := startEvents(t, client, "herald", EventsOptions{})
+		u := store.NewID(time.Now())
+		ch := subscribe(t, e, u)
+		evs := make([]store.Event, maxEventsPerDoc+1)
+		for i := range evs {
+			evs[i] = store.Event{Type: store.EventAdded, UserID: store.NewID(time.Now()), MessageID: u, Counts: store.InboxCounts{Seq: uint64(i + 1)}}
+		}
+		evs[len(evs)-1].UserID = u
+		e.Publish(context.Background(), evs...)
+		assert.Equal(t, evs[len(evs)-1], mustRecv(t, ch))
+		n, err := client.Database("herald").Collection(collEvents).CountDocuments(context.Background(), bson.D{})
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), n)
+	})
+
+	t.Run("ErrBackendDown", func(t *testing.T) {
+		// A failed publish is logged and dropped; it neither blocks nor panics.
+		client, engine := newEngine(t, lungo.Options{})
+		logs := &lockedBuffer{}
+		e := NewEvents(client.Database("herald"), EventsOptions{Logger: slog.New(slog.NewTextHandler(logs, nil)), PublishTimeout: time.Second})
+		engine.Close()
+		start := time.Now()
+		e.Publish(context.Background(), store.Event{Type: store.EventRead, UserID: store.NewID(time.Now())})
+		assert.Less(t, time.Since(start), 2*time.Second)
+		assert.Contains(t, logs.String(), "publishing inbox events failed")
+		assert.Error(t, e.Run(context.Background()), "the stream cannot open either")
+		e.Close()
+	})
+}
+
+func keys(m bson.M) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// TestEvents_Resume drops B's change stream again and again while A
+// publishes: B's subscriber still gets every event, once, in order.
+func TestEvents_Resume(t *testing.T) {
+	c1, engine := newEngine(t, lungo.Options{})
+	c2 := lungo.NewClient(engine)
+	a := startEvents(t, c1, "herald", EventsOptions{})
+	b := startEvents(t, c2, "herald", EventsOptions{MaxBackoff: 20 * time.Millisecond})
+	user := store.NewID(time.Now())
+	ch := subscribe(t, b, user)
+
+	const n = 300
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= n; i++ {
+			a.Publish(context.Background(), store.Event{Type: store.EventAdded, UserID: user, MessageID: user, Counts: store.InboxCounts{Seq: uint64(i)}})
+			// Slow enough that the backlog of an outage stays within the
+			// hub's buffer: a subscriber further behind is dropped.
+			time.Sleep(time.Millisecond)
+		}
+	}()
+
+	drops := 0
+	dropperDone := make(chan struct{})
+	go func() {
+		defer close(dropperDone)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+				if b.dropStream() {
+					drops++
+				}
+			}
+		}
+	}()
+
+	for i := 1; i <= n; i++ {
+		ev := mustRecv(t, ch)
+		require.Equal(t, uint64(i), ev.Counts.Seq, "events arrive once each, in order")
+	}
+	<-dropperDone
+	assert.Greater(t, drops, 3, "the stream was dropped while events were inserted")
+	assertNoRecv(t, ch, 200*time.Millisecond)
+}
+
+// TestEvents_Resume_HistoryLost: when the events after the last one
+// delivered are gone from the oplog, the watcher says so and goes on from
+// now instead of retrying for ever.
+func TestEvents_Resume_HistoryLost(t *testing.T) {
+	c1, engine := newEngine(t, lungo.Options{MinOplogSize: 1, MaxOplogSize: 2, MinOplogAge: time.Nanosecond})
+	c2 := lungo.NewClient(engine)
+	a := startEvents(t, c1, "herald", EventsOptions{})
+	logs := &lockedBuffer{}
+	release := make(chan struct{})
+	b := NewEvents(c2.Database("herald"), EventsOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	b.testHookReopen = func() { <-release }
+	require.NoError(t, b.Run(context.Background()))
+	t.Cleanup(b.Close)
+	user := store.NewID(time.Now())
+	ch := subscribe(t, b, user)
+	ev := func(seq uint64) store.Event {
+		return store.Event{Type: store.EventAdded, UserID: user, MessageID: user, Counts: store.InboxCounts{Seq: seq}}
+	}
+
+	a.Publish(context.Background(), ev(1))
+	assert.Equal(t, ev(1), mustRecv(t, ch))
+	require.True(t, b.dropStream())
+	for i := range 5 {
+		a.Publish(context.Background(), ev(uint64(2+i)))
+	}
+	time.Sleep(1100 * time.Millisecond) // lungo ages its oplog in whole seconds
+	a.Publish(context.Background(), ev(7))
+	a.Publish(context.Background(), ev(8))
+	close(release)
+
+	require.Eventually(t, func() bool { return bytes.Contains([]byte(logs.String()), []byte("events lost; starting from now")) },
+		5*time.Second, 10*time.Millisecond, "logs:\n%s", logs.String())
+	// The stream runs again, from now.
+	require.Eventually(t, func() bool {
+		a.Publish(context.Background(), ev(100))
+		select {
+		case got := <-ch:
+			for got.Counts.Seq != 100 { // events still in the oplog may come first
+				got = mustRecv(t, ch)
+			}
+			return true
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestEvents_Subscribe(t *testing.T) {
+	t.Run("OKCtxEnds", func(t *testing.T) {
+		client, _ := newEngine(t, lungo.Options{})
+		e := startEvents(t, client, "herald", EventsOptions{})
+		user := store.NewID(time.Now())
+		ctx, cancel := context.WithCancel(context.Background())
+		ch, err := e.Subscribe(ctx, user)
+		require.NoError(t, err)
+		require.Equal(t, 1, e.hub.Subscribers(user))
+		cancel()
+		select {
+		case _, ok := <-ch:
+			assert.False(t, ok)
+		case <-time.After(5 * time.Second):
+			t.Fatal("channel not closed within 5s of ctx ending")
+		}
+		assert.Eventually(t, func() bool { return e.hub.Len() == 0 }, time.Second, 5*time.Millisecond, "the hub dropped the subscriber")
+	})
+
+	t.Run("OKClose", func(t *testing.T) {
+		client, _ := newEngine(t, lungo.Options{})
+		e := NewEvents(client.Database("herald"), EventsOptions{Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, e.Run(context.Background()))
+		assert.Error(t, e.Run(context.Background()), "already running")
+		ch := subscribe(t, e, store.NewID(time.Now()))
+		e.Close()
+		_, ok := <-ch
+		assert.False(t, ok, "Close closes every subscription")
+		e.Close() // idempotent
+		_, err := e.Subscribe(context.Background(), store.NewID(time.Now()))
+		assert.Equal(t, store.EINTERNAL, store.ErrorCode(err))
+		assert.Error(t, e.Run(context.Background()))
+	})
+
+	t.Run("OKSlowSubscriberDropped", func(t *testing.T) {
+		client, _ := newEngine(t, lungo.Options{})
+		e := startEvents(t, client, "herald", EventsOptions{})
+		slow, fast := store.NewID(time.Now()), store.NewID(time.Now())
+		chSlow, chFast := subscribe(t, e, slow), subscribe(t, e, fast)
+		evs := make([]store.Event, 0, 2*store.HubBuffer+2)
+		for i := range store.HubBuffer + 1 {
+			evs = append(evs, store.Event{Type: store.EventAdded, UserID: slow, MessageID: slow, Counts: store.InboxCounts{Seq: uint64(i + 1)}})
+		}
+		evs = append(evs, store.Event{Type: store.EventAdded, UserID: fast, MessageID: fast})
+		e.Publish(context.Background(), evs...)
+		assert.Equal(t, fast, mustRecv(t, chFast).UserID, "a slow subscriber holds no one up")
+		n := 0
+		for range chSlow {
+			n++
+		}
+		assert.Equal(t, store.HubBuffer, n, "the slow subscriber is dropped once its buffer is full")
+	})
+}
+
+func TestEventDoc_RoundTrip(t *testing.T) {
+	id := store.NewID(time.Now())
+	for _, ev := range []store.Event{
+		{Type: store.EventAdded, UserID: id, MessageID: id, AuthorID: id, Counts: store.InboxCounts{Seq: 1 << 40, ReadSeq: 2, Total: 3, Unread: 4}},
+		{Type: store.EventEdited, UserID: id, MessageID: id, AuthorID: id},
+		{Type: store.EventDeleted, UserID: id, MessageID: id, AuthorID: id},
+		{Type: store.EventRead, UserID: id, Counts: store.InboxCounts{Seq: 9, ReadSeq: 9, Total: 9}},
+	} {
+		t.Run(string(ev.Type), func(t *testing.T) {
+			d, ok := encodeEvent(ev)
+			require.True(t, ok)
+			raw, err := bson.Marshal(d)
+			require.NoError(t, err)
+			var back eventDoc
+			require.NoError(t, bson.Unmarshal(raw, &back))
+			got, ok := back.event()
+			require.True(t, ok)
+			assert.Equal(t, ev, got)
+		})
+	}
+	t.Run("ErrUnknownType", func(t *testing.T) {
+		_, ok := encodeEvent(store.Event{Type: "PINNED"})
+		assert.False(t, ok)
+		_, ok = eventDoc{Type: 99}.event()
+		assert.False(t, ok)
+	})
+}

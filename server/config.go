@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,14 @@ type config struct {
 	// TokenSecret comes from HERALD_TOKEN_SECRET; nil means "use or create
 	// the secret file in DataDir".
 	TokenSecret []byte
+
+	// MongoURI selects the MongoDB backend instead of the embedded one.
+	// It may hold credentials: it is never logged.
+	MongoURI          string
+	MongoDatabase     string
+	MongoPoolSize     uint64 // 0: the driver's default (100)
+	MongoTimeout      time.Duration
+	MongoWriteConcern string // "majority" or a number of nodes
 }
 
 // parseConfig reads flags from args, falling back for each flag not given
@@ -64,11 +73,16 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	fs.IntVar(&cfg.ComplexityLimit, "complexity-limit", graph.DefaultComplexityLimit, "largest accepted query complexity")
 	fs.IntVar(&cfg.MaxDepth, "max-depth", graph.DefaultMaxDepth, "deepest accepted query nesting")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and queued fan-out")
+	fs.StringVar(&cfg.MongoURI, "mongodb-uri", "", "MongoDB connection string (mongodb:// or mongodb+srv://); when set, MongoDB is the store instead of the embedded engine. Prefer HERALD_MONGODB_URI when it holds a password")
+	fs.StringVar(&cfg.MongoDatabase, "mongodb-database", "herald", "MongoDB database name")
+	fs.Uint64Var(&cfg.MongoPoolSize, "mongodb-pool-size", 0, "largest number of connections per MongoDB server (0: the driver's default, 100)")
+	fs.DurationVar(&cfg.MongoTimeout, "mongodb-timeout", 10*time.Second, "how long to wait for MongoDB: connecting, finding a server, and all storage work of one HTTP request")
+	fs.StringVar(&cfg.MongoWriteConcern, "mongodb-write-concern", "majority", "MongoDB write concern: majority, or a number of nodes (at least 1)")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(usage)
-			fmt.Fprintln(usage, "Usage: herald [flags]\n       herald subscribe [-url ws://127.0.0.1:8080/graphql] [-token TOKEN]   print the token owner's inbox events\n\nEvery flag may also be set by its environment variable, e.g. -max-body-bytes by HERALD_MAX_BODY_BYTES; a flag on the command line wins.\nThe token secret is read from HERALD_TOKEN_SECRET, or else from <data>/token-secret (created on first start).\n\nFlags:")
+			fmt.Fprintln(usage, "Usage: herald [flags]\n       herald subscribe [-url ws://127.0.0.1:8080/graphql] [-token TOKEN]   print the token owner's inbox events\n       herald mongo setup -mongodb-uri URI [-dry-run] [-sharded auto|yes|no] [-time-zones ...]   create MongoDB indexes, shard keys and zones (herald mongo setup -h)\n\nEvery flag may also be set by its environment variable, e.g. -max-body-bytes by HERALD_MAX_BODY_BYTES; a flag on the command line wins.\nThe token secret is read from HERALD_TOKEN_SECRET, or else from <data>/token-secret (created on first start);\ninstances sharing one MongoDB must share it, so give them HERALD_TOKEN_SECRET.\n\nFlags:")
 			fs.PrintDefaults()
 		}
 		return config{}, err
@@ -126,6 +140,11 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	case cfg.ShutdownTimeout <= 0:
 		return config{}, errors.New("-shutdown-timeout must be positive")
 	}
+	if cfg.MongoURI != "" {
+		if err := validateMongo(cfg); err != nil {
+			return config{}, err
+		}
+	}
 
 	if s := getenv(envTokenSecret); s != "" {
 		if len(s) < minSecretLen {
@@ -134,6 +153,46 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 		cfg.TokenSecret = []byte(s)
 	}
 	return cfg, nil
+}
+
+// validateMongo checks the MongoDB flags, so that a mistake is reported
+// at start rather than as failed requests.
+func validateMongo(cfg config) error {
+	if !strings.HasPrefix(cfg.MongoURI, "mongodb://") && !strings.HasPrefix(cfg.MongoURI, "mongodb+srv://") {
+		// Not the URI itself: it may hold a password.
+		return errors.New("-mongodb-uri must start with mongodb:// or mongodb+srv://")
+	}
+	if err := validateDatabaseName(cfg.MongoDatabase); err != nil {
+		return fmt.Errorf("-mongodb-database: %w", err)
+	}
+	if cfg.MongoTimeout <= 0 {
+		return errors.New("-mongodb-timeout must be positive")
+	}
+	if err := validateWriteConcern(cfg.MongoWriteConcern); err != nil {
+		return fmt.Errorf("-mongodb-write-concern: %w", err)
+	}
+	return nil
+}
+
+// validateDatabaseName applies MongoDB's rules for database names.
+func validateDatabaseName(name string) error {
+	if name == "" || len(name) > 63 || strings.ContainsAny(name, "/\\. \"$\x00") {
+		return fmt.Errorf("invalid database name %q: 1 to 63 characters, none of / \\ . space \" $", name)
+	}
+	return nil
+}
+
+// validateWriteConcern accepts "majority" or a number of nodes of at least
+// 1. w: 0 is refused: unacknowledged writes would hide the duplicate-key
+// errors that uniqueness and idempotent retries rely on.
+func validateWriteConcern(s string) error {
+	if s == "majority" {
+		return nil
+	}
+	if n, err := strconv.Atoi(s); err != nil || n < 1 || strconv.Itoa(n) != s {
+		return fmt.Errorf("%q: want majority or a number of nodes, at least 1", s)
+	}
+	return nil
 }
 
 // envName returns the environment variable of a flag: "max-body-bytes" →

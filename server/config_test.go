@@ -47,7 +47,45 @@ func TestParseConfig(t *testing.T) {
 				assert.Positive(t, c.ComplexityLimit)
 				assert.Positive(t, c.MaxDepth)
 				assert.Nil(t, c.TokenSecret, "no env secret means the secret file is used")
+				assert.Empty(t, c.MongoURI, "the embedded store by default")
+				assert.Equal(t, "herald", c.MongoDatabase)
+				assert.Zero(t, c.MongoPoolSize)
+				assert.Equal(t, 10*time.Second, c.MongoTimeout)
+				assert.Equal(t, "majority", c.MongoWriteConcern)
 			},
+		},
+		{
+			name: "MongoEnv",
+			env: env(
+				"HERALD_MONGODB_URI", "mongodb://user:pw@db1:27017,db2:27017/?replicaSet=rs0", "HERALD_MONGODB_DATABASE", "social",
+				"HERALD_MONGODB_POOL_SIZE", "50", "HERALD_MONGODB_TIMEOUT", "3s", "HERALD_MONGODB_WRITE_CONCERN", "2",
+			),
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, "mongodb://user:pw@db1:27017,db2:27017/?replicaSet=rs0", c.MongoURI)
+				assert.Equal(t, "social", c.MongoDatabase)
+				assert.Equal(t, uint64(50), c.MongoPoolSize)
+				assert.Equal(t, 3*time.Second, c.MongoTimeout)
+				assert.Equal(t, "2", c.MongoWriteConcern)
+			},
+		},
+		{
+			name: "MongoFlags",
+			args: []string{"-mongodb-uri", "mongodb+srv://cluster.example.net", "-mongodb-database", "h2", "-mongodb-pool-size", "8",
+				"-mongodb-timeout", "500ms", "-mongodb-write-concern", "majority"},
+			env: env("HERALD_MONGODB_URI", "mongodb://ignored", "HERALD_MONGODB_DATABASE", "ignored"),
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, "mongodb+srv://cluster.example.net", c.MongoURI)
+				assert.Equal(t, "h2", c.MongoDatabase)
+				assert.Equal(t, uint64(8), c.MongoPoolSize)
+				assert.Equal(t, 500*time.Millisecond, c.MongoTimeout)
+				assert.Equal(t, "majority", c.MongoWriteConcern)
+			},
+		},
+		{
+			name:  "MongoFlagsUncheckedWithoutURI",
+			args:  []string{"-mongodb-write-concern", "0"},
+			env:   env(),
+			check: func(t *testing.T, c config) { assert.Empty(t, c.MongoURI) },
 		},
 		{
 			name: "Env",
@@ -92,6 +130,13 @@ func TestParseConfig(t *testing.T) {
 		{name: "ErrZeroTTL", args: []string{"-token-ttl", "0s"}, env: env(), wantErr: "-token-ttl must be positive"},
 		{name: "ErrUnknownFlag", args: []string{"-port", "80"}, env: env(), wantErr: "flag provided but not defined: -port"},
 		{name: "ErrArgument", args: []string{"serve"}, env: env(), wantErr: `unexpected argument "serve"`},
+		{name: "ErrMongoScheme", args: []string{"-mongodb-uri", "http://user:secret@db"}, env: env(), wantErr: "-mongodb-uri must start with mongodb:// or mongodb+srv://"},
+		{name: "ErrMongoDatabase", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-database", "my.db"}, env: env(), wantErr: `-mongodb-database: invalid database name "my.db"`},
+		{name: "ErrMongoDatabaseEmpty", env: env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_DATABASE", ""), args: []string{"-mongodb-database="}, wantErr: "invalid database name"},
+		{name: "ErrMongoTimeout", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-timeout", "0s"}, env: env(), wantErr: "-mongodb-timeout must be positive"},
+		{name: "ErrMongoWriteConcernZero", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-write-concern", "0"}, env: env(), wantErr: "-mongodb-write-concern: \"0\": want majority or a number of nodes, at least 1"},
+		{name: "ErrMongoWriteConcernWord", env: env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_WRITE_CONCERN", "all"), wantErr: "-mongodb-write-concern"},
+		{name: "ErrMongoPoolSize", args: []string{"-mongodb-pool-size", "-1"}, env: env(), wantErr: "invalid value"},
 		{name: "ErrBadOrigin", args: []string{"-allowed-origins", "example.com"}, env: env(), wantErr: `invalid origin "example.com"`},
 	}
 	for _, tt := range tests {
@@ -114,6 +159,16 @@ func TestParseConfig_Help(t *testing.T) {
 	assert.True(t, errors.Is(err, flag.ErrHelp))
 	assert.Contains(t, out.String(), "-allowed-origins")
 	assert.Contains(t, out.String(), "HERALD_TOKEN_SECRET")
+	assert.Contains(t, out.String(), "-mongodb-uri")
+	assert.Contains(t, out.String(), "herald mongo setup")
+}
+
+// TestParseConfig_MongoURINotEchoed: a URI may hold a password, so an
+// error about it must not repeat it.
+func TestParseConfig_MongoURINotEchoed(t *testing.T) {
+	_, err := parseConfig([]string{"-mongodb-uri", "mongo://admin:hunter2@db"}, env(), &bytes.Buffer{})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "hunter2")
 }
 
 func TestLoadTokenSecret(t *testing.T) {

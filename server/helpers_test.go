@@ -18,6 +18,7 @@ import (
 	"herald/graph/auth"
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/mongostore"
 )
 
 // testServer is the real handler over an embedded store in t.TempDir(),
@@ -25,7 +26,8 @@ import (
 type testServer struct {
 	*httptest.Server
 	app    *app
-	hub    *store.Hub
+	hub    *store.Hub         // the embedded store's; nil on MongoDB
+	events *mongostore.Events // MongoDB's; nil on the embedded store
 	svc    *store.Service
 	signer *auth.Signer
 }

@@ -1,5 +1,7 @@
 // Command herald is the Herald GraphQL social API server: one binary that
-// serves GraphQL over HTTP and websocket on an embedded store.
+// serves GraphQL over HTTP and websocket on an embedded store, or, with
+// -mongodb-uri, on MongoDB shared by any number of instances (`herald mongo
+// setup` prepares its indexes, shard keys and zones).
 //
 // Configuration comes from flags, each with a HERALD_* environment fallback
 // (run herald -h). SIGINT or SIGTERM starts a graceful shutdown.

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -18,7 +17,6 @@ import (
 	"herald/graph"
 	"herald/graph/auth"
 	"herald/store"
-	"herald/store/embedded"
 	"herald/web"
 )
 
@@ -49,6 +47,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && args[0] == "subscribe" {
 		return runSubscribe(ctx, args[1:], getenv, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "mongo" {
+		return runMongo(ctx, args[1:], getenv, stdout, stderr)
+	}
 	cfg, err := parseConfig(args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -68,27 +69,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	dbDir := filepath.Join(cfg.DataDir, embeddedDir)
-	st, err := embedded.Open(dbDir, embedded.Options{Logger: log})
+	var be *backend
+	if cfg.MongoURI != "" {
+		be, err = openMongo(ctx, cfg, log)
+	} else {
+		be, err = openEmbedded(ctx, cfg, log)
+	}
 	if err != nil {
 		return err
 	}
-	log.Info("store open", "backend", "embedded", "dir", dbDir)
-	hub := store.NewHub()
-	svc := store.NewService(st, hub, store.Options{Logger: log})
-	if err := svc.Start(ctx); err != nil {
-		hub.Close()
-		_ = st.Close()
-		return fmt.Errorf("start fan-out: %w", err)
-	}
 
-	a, err := newApp(cfg, log, svc, auth.NewSigner(secret, cfg.TokenTTL))
+	a, err := newApp(cfg, log, be.svc, auth.NewSigner(secret, cfg.TokenTTL))
 	if err != nil {
-		return errors.Join(err, stopAll(context.Background(), log, svc, hub, st))
+		return errors.Join(err, stopAll(context.Background(), log, be))
 	}
+	a.requestTimeout = be.requestTimeout
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return errors.Join(fmt.Errorf("listen: %w", err), stopAll(context.Background(), log, svc, hub, st))
+		return errors.Join(fmt.Errorf("listen: %w", err), stopAll(context.Background(), log, be))
 	}
 	hs := &http.Server{
 		Handler:           a.routes(),
@@ -98,7 +96,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
-	a.health.ready.Store(true)
+	// A backend that comes up in the background (MongoDB) sets readiness
+	// itself; the server listens meanwhile, answering /healthz, and 503 on
+	// /readyz, so an orchestrator sees it alive but not ready.
+	upCtx, stopUp := context.WithCancel(context.Background())
+	defer stopUp()
+	upDone := make(chan struct{})
+	if be.up != nil {
+		go func() {
+			defer close(upDone)
+			be.up(upCtx, &a.health.ready)
+		}()
+	} else {
+		close(upDone)
+		a.health.ready.Store(true)
+	}
 	log.Info("listening", "addr", ln.Addr().String())
 
 	var runErr error
@@ -109,27 +121,32 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		runErr = fmt.Errorf("serve: %w", err)
 		log.Error("server failed; shutting down", "err", err)
 	}
+	// The readiness loop stops first: it may be starting the fan-out,
+	// which must not race its Close, and it must not set readiness again.
+	stopUp()
+	<-upDone
 	// One deadline for the whole shutdown: fan-out cut short by it is not
 	// lost, it is stored and resumes at the next start.
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	return errors.Join(runErr, a.shutdown(sctx, hs), stopAll(sctx, log, svc, hub, st))
+	return errors.Join(runErr, a.shutdown(sctx, hs), stopAll(sctx, log, be))
 }
 
 // stopAll stops what run started below the HTTP layer, in dependency order:
-// the fan-out first (it publishes to the hub and writes to the store), then
-// the hub (ending every subscription), then the store.
-func stopAll(ctx context.Context, log *slog.Logger, svc *store.Service, hub *store.Hub, st *embedded.Store) error {
+// the fan-out first (it publishes events and writes to the store), then
+// the events (ending every subscription; on MongoDB, the change stream
+// too), then the store.
+func stopAll(ctx context.Context, log *slog.Logger, be *backend) error {
 	var errs []error
-	if err := svc.Close(ctx); err != nil {
+	if err := be.svc.Close(ctx); err != nil {
 		log.Warn("fan-out stopped before its queue was empty; the rest resumes at next start", "err", err)
 		errs = append(errs, fmt.Errorf("stop fan-out: %w", err))
 	} else {
 		log.Info("fan-out drained")
 	}
-	hub.Close()
+	be.closeEvents()
 	log.Info("event hub closed")
-	if err := st.Close(); err != nil {
+	if err := be.closeStore(); err != nil {
 		log.Error("closing store", "err", err)
 		errs = append(errs, fmt.Errorf("close store: %w", err))
 	} else {
@@ -157,6 +174,8 @@ type app struct {
 	ws      *wsAdapter
 	wsTrack wsTracker
 	health  health
+	// requestTimeout bounds each GraphQL HTTP request (0: unbounded).
+	requestTimeout time.Duration
 }
 
 func newApp(cfg config, log *slog.Logger, svc *store.Service, signer *auth.Signer) (*app, error) {
@@ -200,6 +219,9 @@ func (a *app) routes() http.Handler {
 	})
 
 	var h http.Handler = gql
+	if a.requestTimeout > 0 {
+		h = deadlineMiddleware(a.requestTimeout, h)
+	}
 	h = authMiddleware(a.signer, h)
 	h = bodyLimitMiddleware(a.cfg.MaxBodyBytes, h)
 	h = a.wsTrack.middleware(h)

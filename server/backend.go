@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"herald/store"
+	"herald/store/embedded"
+	"herald/store/mongostore"
+)
+
+// backend is the storage run serves over: a Service with its Events and
+// store, and how to stop them.
+type backend struct {
+	svc         *store.Service
+	closeEvents func()
+	closeStore  func() error
+	// up, when set, brings the backend up in the background and keeps
+	// ready true exactly while it can serve, until ctx ends; without it the
+	// backend is ready once open.
+	up func(ctx context.Context, ready *atomic.Bool)
+	// requestTimeout bounds the storage work of one HTTP request; 0 means
+	// no bound (the embedded store does not wait on a network).
+	requestTimeout time.Duration
+}
+
+// openEmbedded opens the embedded store in the data directory and starts
+// the fan-out, as the default, single-node server does.
+func openEmbedded(ctx context.Context, cfg config, log *slog.Logger) (*backend, error) {
+	dbDir := filepath.Join(cfg.DataDir, embeddedDir)
+	st, err := embedded.Open(dbDir, embedded.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("store open", "backend", "embedded", "dir", dbDir)
+	hub := store.NewHub()
+	svc := store.NewService(st, hub, store.Options{Logger: log})
+	if err := svc.Start(ctx); err != nil {
+		hub.Close()
+		_ = st.Close()
+		return nil, fmt.Errorf("start fan-out: %w", err)
+	}
+	return &backend{svc: svc, closeEvents: hub.Close, closeStore: st.Close}, nil
+}
+
+// openMongo prepares the MongoDB backend without waiting for MongoDB: the
+// driver connects lazily, and the server starts (not ready) while MongoDB
+// is unreachable. Only a malformed URI or option fails here.
+func openMongo(ctx context.Context, cfg config, log *slog.Logger) (*backend, error) {
+	client, err := mongostore.Connect(ctx, mongostore.ConnectOptions{
+		URI:            cfg.MongoURI,
+		Database:       cfg.MongoDatabase,
+		MaxPoolSize:    cfg.MongoPoolSize,
+		ConnectTimeout: cfg.MongoTimeout,
+		WriteConcern:   cfg.MongoWriteConcern,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st := mongostore.New(client, cfg.MongoDatabase, mongostore.Options{Logger: log})
+	events := mongostore.NewEvents(st.Database(), mongostore.EventsOptions{Logger: log})
+	svc := store.NewService(st, events, store.Options{Logger: log})
+	log.Info("store open", "backend", "mongodb", "database", cfg.MongoDatabase)
+	if cfg.TokenSecret == nil {
+		log.Warn("the token secret comes from the data directory: every instance sharing this MongoDB must verify the same tokens, so give them all one HERALD_TOKEN_SECRET")
+	}
+	m := &mongoUp{
+		log: log, timeout: cfg.MongoTimeout, ping: st.Ping, ensureIndexes: st.EnsureIndexes,
+		events: events, svc: svc, retryEvery: mongoRetryEvery, pingEvery: mongoPingEvery,
+	}
+	return &backend{
+		svc:            svc,
+		closeEvents:    events.Close,
+		closeStore:     st.Close,
+		up:             m.run,
+		requestTimeout: cfg.MongoTimeout,
+	}, nil
+}
+
+// Readiness loop timing: while MongoDB is down it is tried every second,
+// so the server is ready soon after MongoDB answers; once up, a ping every
+// few seconds notices an outage without adding load.
+const (
+	mongoRetryEvery = time.Second
+	mongoPingEvery  = 5 * time.Second
+	// mongoLogEvery bounds how often a continuing outage is logged again.
+	mongoLogEvery = time.Minute
+)
+
+// mongoUp brings the MongoDB backend up and reports its readiness. Each
+// start step is done once and retried until it succeeds: the indexes
+// (idempotent), the change stream (from then on, events of every instance
+// reach this one's subscribers), then the fan-out (which resumes the
+// stored jobs, so it comes last: its events must have a stream to go to).
+type mongoUp struct {
+	log           *slog.Logger
+	timeout       time.Duration
+	ping          func(context.Context) error
+	ensureIndexes func(context.Context) error
+	events        interface{ Run(context.Context) error }
+	svc           interface{ Start(context.Context) error }
+	// retryEvery and pingEvery are mongoRetryEvery and mongoPingEvery,
+	// shorter in tests.
+	retryEvery, pingEvery time.Duration
+
+	indexed, streaming, started bool
+}
+
+// run checks MongoDB until ctx ends, setting ready after each check. It
+// returns only when ctx ends, so whoever cancels ctx and waits for run
+// knows no start step is still running (svc.Close must not race Start).
+func (m *mongoUp) run(ctx context.Context, ready *atomic.Bool) {
+	var (
+		lastErr string
+		lastLog time.Time
+	)
+	for {
+		err := m.check(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		ok := err == nil
+		switch {
+		case ok && !ready.Load():
+			m.log.Info("mongodb ready")
+		case !ok && (ready.Load() || err.Error() != lastErr || time.Since(lastLog) >= mongoLogEvery):
+			m.log.Warn("mongodb not ready", "err", err, "retry_in", m.retryEvery.String())
+			lastErr, lastLog = err.Error(), time.Now()
+		}
+		if ok {
+			lastErr = ""
+		}
+		ready.Store(ok)
+		every := m.pingEvery
+		if !ok {
+			every = m.retryEvery
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// check pings MongoDB and runs the start steps not done yet, each bounded
+// by the MongoDB timeout.
+func (m *mongoUp) check(ctx context.Context) error {
+	step := func(name string, f func(context.Context) error) error {
+		sctx, cancel := context.WithTimeout(ctx, m.timeout)
+		defer cancel()
+		if err := f(sctx); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+	if err := step("ping", m.ping); err != nil {
+		return err
+	}
+	if !m.indexed {
+		if err := step("create indexes", m.ensureIndexes); err != nil {
+			return err
+		}
+		m.indexed = true
+	}
+	if !m.streaming {
+		if err := step("open event stream", m.events.Run); err != nil {
+			return err
+		}
+		m.streaming = true
+	}
+	if !m.started {
+		if err := step("start fan-out", m.svc.Start); err != nil {
+			return err
+		}
+		m.started = true
+	}
+	return nil
+}

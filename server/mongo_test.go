@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/256dpi/lungo"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/graph/auth"
+	"herald/store"
+	"herald/store/mongostore"
+)
+
+// newLungo opens an in-memory lungo engine, closed in t.Cleanup after the
+// servers over it (cleanups run last in, first out).
+func newLungo(t *testing.T) (lungo.IClient, *lungo.Engine) {
+	t.Helper()
+	client, engine, err := lungo.Open(context.Background(), lungo.Options{Store: lungo.NewMemoryStore()})
+	require.NoError(t, err)
+	t.Cleanup(engine.Close)
+	return client, engine
+}
+
+// newTestServerOnMongo starts the real handler over the MongoDB backend on
+// client (a lungo engine's: several servers over clients of one engine are
+// instances sharing one MongoDB), brought up by the same steps as the
+// program's (mongoUp). Everything is closed in t.Cleanup.
+func newTestServerOnMongo(t *testing.T, client lungo.IClient, edit func(*config)) *testServer {
+	t.Helper()
+	cfg, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
+	require.NoError(t, err)
+	if edit != nil {
+		edit(&cfg)
+	}
+	log := slog.New(slog.DiscardHandler)
+	st := mongostore.New(client, cfg.MongoDatabase, mongostore.Options{Logger: log})
+	events := mongostore.NewEvents(st.Database(), mongostore.EventsOptions{Logger: log})
+	svc := store.NewService(st, events, store.Options{Logger: log, PasswordCost: 4})
+	up := &mongoUp{log: log, timeout: cfg.MongoTimeout, ping: st.Ping, ensureIndexes: st.EnsureIndexes, events: events, svc: svc}
+	require.NoError(t, up.check(context.Background()))
+
+	signer := auth.NewSigner([]byte(strings.Repeat("k", 32)), time.Hour)
+	a, err := newApp(cfg, log, svc, signer)
+	require.NoError(t, err)
+	a.requestTimeout = cfg.MongoTimeout
+	a.health.ready.Store(true)
+	srv := httptest.NewServer(a.routes())
+	t.Cleanup(func() {
+		srv.Close()
+		a.ws.closeAll()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = a.wsTrack.wait(ctx)
+		_ = svc.Close(ctx)
+		events.Close()
+		_ = st.Close()
+	})
+	return &testServer{Server: srv, app: a, events: events, svc: svc, signer: signer}
+}
+
+// inboxEvent is the part of an inboxEvents payload the tests check.
+type inboxEvent struct {
+	Type        string
+	UnreadCount int
+	TotalCount  int
+	Message     *struct {
+		Text   string
+		Author struct{ Handle string }
+	}
+}
+
+// subscribeInbox opens a graphql-transport-ws subscription to u's inbox
+// events on srv and waits until it is registered.
+func subscribeInbox(t *testing.T, srv *testServer, u user) *wsClient {
+	t.Helper()
+	c, _, err := dialWS(t, srv.URL, "graphql-transport-ws", nil)
+	require.NoError(t, err)
+	c.send("connection_init", "", map[string]any{"authorization": "Bearer " + u.Token})
+	require.Equal(t, "connection_ack", c.mustRead(5*time.Second).Type)
+	before := srv.events.Len()
+	c.send("subscribe", "1", map[string]any{"query": inboxSubscription})
+	require.Eventually(t, func() bool { return srv.events.Len() == before+1 }, 5*time.Second, 10*time.Millisecond,
+		"the subscription reaches the events hub")
+	return c
+}
+
+// nextInboxEvent reads the subscription's next event.
+func nextInboxEvent(t *testing.T, c *wsClient, timeout time.Duration) inboxEvent {
+	t.Helper()
+	m := c.mustRead(timeout)
+	require.Equal(t, "next", m.Type, "payload: %s", m.Payload)
+	var next struct {
+		Data   struct{ InboxEvents inboxEvent }
+		Errors []any
+	}
+	require.NoError(t, json.Unmarshal(m.Payload, &next))
+	require.Empty(t, next.Errors)
+	return next.Data.InboxEvents
+}
+
+func TestMongo_InboxEvents(t *testing.T) {
+	client, _ := newLungo(t)
+	srv := newTestServerOnMongo(t, client, nil)
+	alice := mustSignUp(t, srv.URL, "alice")
+	bob := mustSignUp(t, srv.URL, "bob")
+	mustFollow(t, srv.URL, bob, alice)
+	c := subscribeInbox(t, srv, bob)
+
+	mustPost(t, srv.URL, alice, "hello from alice")
+	ev := nextInboxEvent(t, c, 10*time.Second)
+	assert.Equal(t, "ADDED", ev.Type)
+	assert.Equal(t, 1, ev.UnreadCount)
+	assert.Equal(t, 1, ev.TotalCount)
+	require.NotNil(t, ev.Message)
+	assert.Equal(t, "hello from alice", ev.Message.Text)
+	assert.Equal(t, "alice", ev.Message.Author.Handle)
+
+	d := mustGQL(t, srv.URL, bob.Token, `{ inbox(first: 10) { totalCount edges { node { text } } } }`, nil)
+	inbox := d["inbox"].(map[string]any)
+	assert.EqualValues(t, 1, inbox["totalCount"])
+	assert.Equal(t, "hello from alice", inbox["edges"].([]any)[0].(map[string]any)["node"].(map[string]any)["text"])
+
+	c.closeNormally()
+	require.Eventually(t, func() bool { return srv.events.Len() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"the subscription ends with its connection")
+}
+
+// TestMongo_TwoInstances runs two Herald instances over one MongoDB (two
+// lungo clients of one engine): events produced by one reach a websocket
+// subscriber of the other.
+func TestMongo_TwoInstances(t *testing.T) {
+	c1, engine := newLungo(t)
+	a := newTestServerOnMongo(t, c1, nil)
+	b := newTestServerOnMongo(t, lungo.NewClient(engine), nil)
+
+	alice := mustSignUp(t, a.URL, "alice")
+	bob := mustSignUp(t, b.URL, "bob")
+	mustFollow(t, b.URL, bob, alice)
+	onB := subscribeInbox(t, b, bob)
+
+	// A post on A: whichever instance holds the fan-out lease delivers it
+	// to bob's inbox, and the event crosses to B through the change stream.
+	mustPost(t, a.URL, alice, "hello from A")
+	ev := nextInboxEvent(t, onB, 10*time.Second)
+	assert.Equal(t, "ADDED", ev.Type)
+	assert.Equal(t, 1, ev.UnreadCount)
+	require.NotNil(t, ev.Message)
+	assert.Equal(t, "hello from A", ev.Message.Text)
+	assert.Equal(t, "alice", ev.Message.Author.Handle)
+
+	// Marking read on A publishes from A itself (a request, not the
+	// fan-out), so this one certainly crosses instances.
+	mustGQL(t, a.URL, bob.Token, `mutation { markInboxRead }`, nil)
+	ev = nextInboxEvent(t, onB, 10*time.Second)
+	assert.Equal(t, "READ", ev.Type)
+	assert.Equal(t, 0, ev.UnreadCount)
+	assert.Equal(t, 1, ev.TotalCount)
+
+	// Once each: no second copy of either event comes.
+	_, err := onB.read(300 * time.Millisecond)
+	var ne net.Error
+	assert.True(t, errors.As(err, &ne) && ne.Timeout(), "no further message, got %v", err)
+}
+
+// fakePing is a MongoDB that answers or not, as the test says.
+type fakePing struct {
+	mu    sync.Mutex
+	err   error
+	calls int
+}
+
+func (f *fakePing) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func (f *fakePing) ping(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.err
+}
+
+// countingStep counts the calls of a start step and fails while told to.
+type countingStep struct {
+	calls atomic.Int32
+	fail  atomic.Bool
+}
+
+func (c *countingStep) do(context.Context) error {
+	c.calls.Add(1)
+	if c.fail.Load() {
+		return errors.New("not yet")
+	}
+	return nil
+}
+
+type startFunc func(context.Context) error
+
+func (f startFunc) Run(ctx context.Context) error   { return f(ctx) }
+func (f startFunc) Start(ctx context.Context) error { return f(ctx) }
+
+// TestMongoUp follows readiness through an outage at start, a start step
+// failing, and an outage later: ready exactly while MongoDB answers and
+// everything is started, and each start step done once.
+func TestMongoUp(t *testing.T) {
+	p := &fakePing{err: errors.New("server selection error: connection refused")}
+	var indexes, stream, fanout countingStep
+	fanout.fail.Store(true)
+	m := &mongoUp{
+		log: slog.New(slog.DiscardHandler), timeout: time.Second, ping: p.ping,
+		ensureIndexes: indexes.do, events: startFunc(stream.do), svc: startFunc(fanout.do),
+		retryEvery: 5 * time.Millisecond, pingEvery: 5 * time.Millisecond,
+	}
+	var ready atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.run(ctx, &ready) }()
+
+	time.Sleep(50 * time.Millisecond)
+	assert.False(t, ready.Load(), "not ready while MongoDB is unreachable")
+	assert.Zero(t, indexes.calls.Load(), "nothing starts before MongoDB answers")
+
+	p.set(nil)
+	require.Eventually(t, func() bool { return fanout.calls.Load() >= 2 }, 5*time.Second, time.Millisecond)
+	assert.False(t, ready.Load(), "not ready while the fan-out cannot start")
+	fanout.fail.Store(false)
+	require.Eventually(t, ready.Load, 5*time.Second, time.Millisecond, "ready once MongoDB answers and everything started")
+
+	p.set(errors.New("connection reset"))
+	require.Eventually(t, func() bool { return !ready.Load() }, 5*time.Second, time.Millisecond, "not ready while pings fail")
+	p.set(nil)
+	require.Eventually(t, ready.Load, 5*time.Second, time.Millisecond, "ready again")
+
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not return after ctx ended")
+	}
+	assert.EqualValues(t, 1, indexes.calls.Load(), "indexes created once")
+	assert.EqualValues(t, 1, stream.calls.Load(), "event stream opened once")
+	assert.Greater(t, fanout.calls.Load(), int32(1), "fan-out start retried until it succeeded")
+}
+
+// closedPort returns a local port nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	return port
+}
+
+// TestRun_MongoUnreachable starts the program on a MongoDB that does not
+// answer: it serves, alive but not ready; requests fail quickly with a
+// coded error and no driver text; shutdown goes in order.
+func TestRun_MongoUnreachable(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	uri := "mongodb://127.0.0.1:" + strconv.Itoa(closedPort(t)) + "/?connect=direct"
+	getenv := env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32), "HERALD_MONGODB_URI", uri)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-mongodb-timeout", "300ms"}, getenv, io.Discard, logs)
+	}()
+	base := "http://" + listenAddr(t, logs, done)
+
+	get := func(path string) int {
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusOK, get("/healthz"))
+	assert.Equal(t, http.StatusServiceUnavailable, get("/readyz"))
+
+	start := time.Now()
+	r := gql(t, base, "", `mutation { signUp(input: {handle: "alice", password: "correct horse"}) { token } }`, nil)
+	assert.Less(t, time.Since(start), 5*time.Second, "the driver's timeout bounds the request")
+	require.NotEmpty(t, r.Errors)
+	assert.Equal(t, store.EINTERNAL, r.code())
+	assert.Equal(t, "internal error", r.Errors[0].Message, "no driver text reaches the client")
+
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `"msg":"mongodb not ready"`) },
+		5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, http.StatusServiceUnavailable, get("/readyz"))
+	assert.NotContains(t, logs.String(), uri, "the URI (it may hold a password) is not logged")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "logs:\n%s", logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run did not return within 30s of cancel:\n%s", logs.String())
+	}
+	out := logs.String()
+	last := -1
+	for _, s := range []string{`"msg":"shutting down"`, `"msg":"http server stopped"`, `"msg":"fan-out drained"`,
+		`"msg":"event hub closed"`, `"msg":"store closed"`} {
+		i := strings.Index(out, s)
+		if assert.GreaterOrEqual(t, i, 0, "log has %s", s) {
+			assert.Greater(t, i, last, "%s comes after the previous step", s)
+			last = i
+		}
+	}
+}

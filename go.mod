@@ -3,6 +3,7 @@ module herald
 go 1.26.8
 
 require (
+	github.com/256dpi/lungo v0.4.0
 	github.com/99designs/gqlgen v0.17.95
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/golang-jwt/jwt/v5 v5.3.0
@@ -15,7 +16,6 @@ require (
 )
 
 require (
-	github.com/256dpi/lungo v0.4.0 // indirect
 	github.com/DataDog/zstd v1.5.7 // indirect
 	github.com/RaduBerinde/axisds v0.1.0 // indirect
 	github.com/RaduBerinde/btreemap v0.0.0-20250419174037-3d62b7205d54 // indirect

@@ -48,9 +48,25 @@ func newTestServer(t *testing.T, edit func(*config)) *testServer {
 	// The lowest bcrypt cost keeps sign-ups fast; the server uses the default.
 	svc := store.NewService(st, hub, store.Options{Logger: log, PasswordCost: 4})
 	require.NoError(t, svc.Start(context.Background()))
+	ts := serve(t, cfg, log, svc, nil, func() {
+		hub.Close()
+		_ = st.Close()
+	})
+	ts.hub = hub
+	return ts
+}
+
+// serve serves the real handler over svc on 127.0.0.1, ready at once. In
+// t.Cleanup it stops HTTP, websockets and the fan-out in the program's
+// order, then calls stop to close what lies below the service.
+func serve(t *testing.T, cfg config, log *slog.Logger, svc *store.Service, edit func(*app), stop func()) *testServer {
+	t.Helper()
 	signer := auth.NewSigner([]byte(strings.Repeat("k", 32)), time.Hour)
 	a, err := newApp(cfg, log, svc, signer)
 	require.NoError(t, err)
+	if edit != nil {
+		edit(a)
+	}
 	a.health.ready.Store(true)
 	srv := httptest.NewServer(a.routes())
 	t.Cleanup(func() {
@@ -60,10 +76,9 @@ func newTestServer(t *testing.T, edit func(*config)) *testServer {
 		defer cancel()
 		_ = a.wsTrack.wait(ctx)
 		_ = svc.Close(ctx)
-		hub.Close()
-		_ = st.Close()
+		stop()
 	})
-	return &testServer{Server: srv, app: a, hub: hub, svc: svc, signer: signer}
+	return &testServer{Server: srv, app: a, svc: svc, signer: signer}
 }
 
 // gqlResponse is a GraphQL response as a client sees it.

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +19,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"herald/graph/auth"
 	"herald/store"
 	"herald/store/mongostore"
 )
@@ -53,23 +51,12 @@ func newTestServerOnMongo(t *testing.T, client lungo.IClient, edit func(*config)
 	up := &mongoUp{log: log, timeout: cfg.MongoTimeout, ping: st.Ping, ensureIndexes: st.EnsureIndexes, events: events, svc: svc}
 	require.NoError(t, up.check(context.Background()))
 
-	signer := auth.NewSigner([]byte(strings.Repeat("k", 32)), time.Hour)
-	a, err := newApp(cfg, log, svc, signer)
-	require.NoError(t, err)
-	a.requestTimeout = cfg.MongoTimeout
-	a.health.ready.Store(true)
-	srv := httptest.NewServer(a.routes())
-	t.Cleanup(func() {
-		srv.Close()
-		a.ws.closeAll()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = a.wsTrack.wait(ctx)
-		_ = svc.Close(ctx)
+	ts := serve(t, cfg, log, svc, func(a *app) { a.requestTimeout = cfg.MongoTimeout }, func() {
 		events.Close()
 		_ = st.Close()
 	})
-	return &testServer{Server: srv, app: a, events: events, svc: svc, signer: signer}
+	ts.events = events
+	return ts
 }
 
 // inboxEvent is the part of an inboxEvents payload the tests check.

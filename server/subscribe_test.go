@@ -40,6 +40,9 @@ func TestRun_Subscribe(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, line, "subscribed")
 	go func() { _, _ = io.Copy(io.Discard, errR) }()
+	// The line comes once the subscribe message is sent; the server
+	// registers the subscription a moment later.
+	require.Eventually(t, func() bool { return ts.hub.Len() == 1 }, 10*time.Second, time.Millisecond)
 	mustPost(t, ts.URL, alice, "live from alice")
 
 	lines := make(chan string, 1)

@@ -85,7 +85,9 @@ type Backend interface {
 	// no longer exists.
 	RemoveInboxEntries(ctx context.Context, r Removal) ([]InboxChange, error)
 
-	// PendingJobs returns every stored job not yet done, oldest first.
+	// PendingJobs returns every stored job not yet done, oldest first; a
+	// backend shared by several processes puts first the job whose chunk
+	// was last begun, which must finish before any other job runs.
 	PendingJobs(ctx context.Context) ([]*Job, error)
 
 	// Close releases the backend. No method may be called after it.
@@ -143,4 +145,7 @@ type Leaser interface {
 	// TryFanoutLease takes or renews the fan-out lease for holder for ttl
 	// and reports whether holder has it.
 	TryFanoutLease(ctx context.Context, holder string, ttl time.Duration) (bool, error)
+	// ReleaseFanoutLease gives the lease up if holder has it, so another
+	// process can take it at once.
+	ReleaseFanoutLease(ctx context.Context, holder string) error
 }

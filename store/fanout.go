@@ -13,13 +13,6 @@ import (
 // at the message and show the new text anyway.
 const jobNotifyEdit JobKind = 100
 
-// Lease timing for backends shared by several processes (see Leaser).
-const (
-	leaseTTL     = 10 * time.Second
-	leaseRenew   = leaseTTL / 4
-	jobPollEvery = 200 * time.Millisecond
-)
-
 type jobKey struct {
 	msg  ID
 	kind JobKind
@@ -37,11 +30,13 @@ type jobKey struct {
 // the fan-out lease runs stored jobs; it finds jobs stored by other
 // processes by polling PendingJobs.
 type fanout struct {
-	s       *Service
-	workers int
-	chunk   int
-	leaser  Leaser
-	holder  string
+	s        *Service
+	workers  int
+	chunk    int
+	leaser   Leaser
+	holder   string
+	leaseTTL time.Duration
+	poll     time.Duration
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -52,13 +47,23 @@ type fanout struct {
 	closing bool
 	leader  bool // holds the fan-out lease (always, without a Leaser)
 
+	// leaseUntil is when the lease, as last renewed, could pass to another
+	// process: past it this one stops running stored jobs, even before it
+	// learns that the lease moved.
+	leaseUntil time.Time
+
 	ctx    context.Context // cancelled when Close gives up waiting
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the workers
+	// leadStop ends the lease keeper, which outlives the workers so that
+	// the lease stays held while they drain the queue; leadDone is closed
+	// when it has returned.
+	leadStop chan struct{}
+	leadDone chan struct{}
 }
 
-func newFanout(s *Service, workers, chunk int) *fanout {
-	f := &fanout{s: s, workers: workers, chunk: chunk, known: make(map[jobKey]bool)}
+func newFanout(s *Service, opts Options) *fanout {
+	f := &fanout{s: s, workers: opts.Workers, chunk: opts.ChunkSize, leaseTTL: opts.LeaseTTL, poll: opts.JobPoll, known: make(map[jobKey]bool)}
 	f.cond = sync.NewCond(&f.mu)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	if l, ok := s.backend.(Leaser); ok {
@@ -86,7 +91,7 @@ func (f *fanout) start(pending []*Job) {
 		go f.work(&f.other)
 	}
 	if f.leaser != nil {
-		f.wg.Add(1)
+		f.leadStop, f.leadDone = make(chan struct{}), make(chan struct{})
 		go f.lead()
 	}
 }
@@ -95,56 +100,87 @@ func (f *fanout) start(pending []*Job) {
 func (f *fanout) isLeader() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.leader
+	return f.leader && (f.leaser == nil || time.Now().Before(f.leaseUntil))
 }
 
 // lead keeps the fan-out lease and, while holding it, queues the jobs
-// other processes stored. It returns when the fan-out closes.
+// other processes stored. It runs until close has let the workers finish,
+// then gives the lease up.
 func (f *fanout) lead() {
-	defer f.wg.Done()
+	defer close(f.leadDone)
 	tried := time.Now() // start took it
-	tick := time.NewTicker(jobPollEvery)
+	tick := time.NewTicker(f.poll)
 	defer tick.Stop()
 	for {
-		if time.Since(tried) >= leaseRenew {
+		if time.Since(tried) >= f.leaseTTL/4 {
 			tried = time.Now()
 			f.tryLease()
 		}
-		if f.isLeader() {
-			jobs, err := f.s.backend.PendingJobs(f.ctx)
-			if err != nil && f.ctx.Err() == nil {
-				f.s.log.Warn("polling fan-out jobs", "err", err)
-			}
-			for _, j := range jobs {
-				f.enqueue(j)
-			}
+		f.mu.Lock()
+		poll := f.leader && !f.closing
+		f.mu.Unlock()
+		if poll {
+			f.enqueuePending()
 		}
 		select {
 		case <-tick.C:
-		case <-f.ctx.Done():
-			return
-		}
-		f.mu.Lock()
-		closing := f.closing
-		f.mu.Unlock()
-		if closing {
+		case <-f.leadStop:
+			f.mu.Lock()
+			held := f.leader
+			f.leader = false
+			f.mu.Unlock()
+			if held {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				if err := f.leaser.ReleaseFanoutLease(ctx, f.holder); err != nil {
+					f.s.log.Warn("releasing the fan-out lease", "err", err)
+				}
+				cancel()
+			}
 			return
 		}
 	}
 }
 
-// tryLease takes or renews the fan-out lease and records whether it is held.
+// enqueuePending queues the stored jobs in the order the backend gives:
+// oldest first, after any job a lease holder was running when it stopped.
+func (f *fanout) enqueuePending() {
+	jobs, err := f.s.backend.PendingJobs(f.ctx)
+	if err != nil && f.ctx.Err() == nil {
+		f.s.log.Warn("polling fan-out jobs", "err", err)
+	}
+	for _, j := range jobs {
+		f.enqueue(j)
+	}
+}
+
+// tryLease takes or renews the fan-out lease and records whether it is
+// held. Gaining it empties the queue of stored jobs and fills it anew from
+// the backend, so that a job the previous holder left half done runs
+// first: its idempotency depends on no other job touching its inboxes
+// before it is finished.
 func (f *fanout) tryLease() {
-	held, err := f.leaser.TryFanoutLease(f.ctx, f.holder, leaseTTL)
+	asked := time.Now()
+	held, err := f.leaser.TryFanoutLease(f.ctx, f.holder, f.leaseTTL)
 	if err != nil && f.ctx.Err() == nil {
 		f.s.log.Warn("fan-out lease", "err", err)
 	}
 	held = held && err == nil
 	f.mu.Lock()
+	gained := held && !f.leader
 	if held != f.leader {
 		f.s.log.Info("fan-out lease changed", "held", held, "holder", f.holder)
 	}
 	f.leader = held
+	if held {
+		// Counted from before the request, with a margin for clocks.
+		f.leaseUntil = asked.Add(f.leaseTTL - f.leaseTTL/5)
+	}
+	if !held || gained {
+		for _, j := range f.ordered {
+			delete(f.known, jobKey{j.MessageID, j.Kind})
+		}
+		f.ordered = nil
+	}
 	f.mu.Unlock()
 }
 
@@ -176,7 +212,8 @@ func (f *fanout) idle() bool {
 }
 
 // close lets the workers finish the queue, then stops them; if ctx ends
-// first, running jobs are interrupted between chunks.
+// first, running jobs are interrupted between chunks. The lease, if any,
+// is held until the workers are done, then released.
 func (f *fanout) close(ctx context.Context) error {
 	f.mu.Lock()
 	f.closing = true
@@ -185,15 +222,20 @@ func (f *fanout) close(ctx context.Context) error {
 
 	done := make(chan struct{})
 	go func() { f.wg.Wait(); close(done) }()
+	var err error
 	select {
 	case <-done:
-		f.cancel()
-		return nil
 	case <-ctx.Done():
 		f.cancel()
 		<-done
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	if f.leadStop != nil {
+		close(f.leadStop)
+		<-f.leadDone
+	}
+	f.cancel()
+	return err
 }
 
 // work runs the jobs of one queue until the fan-out closes and the queue is empty.

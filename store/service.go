@@ -22,6 +22,12 @@ type Options struct {
 	ChunkSize int
 	// PasswordCost is the bcrypt cost (default bcrypt.DefaultCost).
 	PasswordCost int
+	// LeaseTTL is how long the fan-out lease lasts unrenewed on a backend
+	// shared by several processes (default 10s); it is renewed four times
+	// as often. JobPoll is how often the lease holder looks for jobs stored
+	// by other processes (default 200ms).
+	LeaseTTL time.Duration
+	JobPoll  time.Duration
 }
 
 // Service is Herald's domain API: validation, authorization, the timeline
@@ -53,8 +59,14 @@ func NewService(backend Backend, events Events, opts Options) *Service {
 	if opts.PasswordCost == 0 {
 		opts.PasswordCost = bcrypt.DefaultCost
 	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 10 * time.Second
+	}
+	if opts.JobPoll <= 0 {
+		opts.JobPoll = 200 * time.Millisecond
+	}
 	s := &Service{backend: backend, events: events, now: opts.Now, log: opts.Logger, cost: opts.PasswordCost}
-	s.fanout = newFanout(s, opts.Workers, opts.ChunkSize)
+	s.fanout = newFanout(s, opts)
 	return s
 }
 

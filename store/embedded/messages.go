@@ -96,7 +96,9 @@ func (s *Store) FindMessages(_ context.Context, f store.MessageFilter) ([]*store
 		var id store.ID
 		copy(id[:], it.Key()[len(p):])
 		m, err := s.findMessage(id)
-		if err != nil {
+		if store.ErrorCode(err) == store.ENOTFOUND {
+			continue // deleted since the iterator's snapshot
+		} else if err != nil {
 			return nil, err
 		}
 		out = append(out, m)

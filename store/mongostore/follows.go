@@ -16,8 +16,9 @@ import (
 
 // Edge states in followees documents. A follow or unfollow touches four
 // documents (two edges, two counters), so the followees edge records how far
-// it got: a retry, or the next follow or unfollow of the pair, finishes the
-// work, and the counters change once per operation (see counterOnce).
+// it got: if a crash stops one half way, the next follow or unfollow of the
+// pair finishes it, and the counters change once per operation (incOnce).
+// Operations on one pair run one at a time (lockPair).
 const (
 	edgeFollowing   = 0 // created; the other writes may not all be done
 	edgeFollowed    = 1 // every write of the follow is done
@@ -37,20 +38,62 @@ func edgeFilter(u, o store.ID) bson.D {
 	return bson.D{{Key: "u", Value: oid(u)}, {Key: "o", Value: oid(o)}}
 }
 
+// lockTTL bounds how long a lock holder may take; a lock older than this
+// is taken over (its holder crashed: requests end long before).
+const lockTTL = 30 * time.Second
+
+// lockPair serialises follows and unfollows of one pair: their steps touch
+// four documents, and an operation reading the edge while another is half
+// way could apply a counter change twice. It waits for the lock until ctx
+// ends and returns the unlock.
+func (s *Store) lockPair(ctx context.Context, follower, followee store.ID) (func(), error) {
+	key := follower.String() + followee.String()
+	tok := store.NewID(time.Now()).String()
+	for {
+		now := time.Now().UTC()
+		_, err := s.locks.InsertOne(ctx, bson.D{{Key: "_id", Value: key}, {Key: "k", Value: tok}, {Key: "x", Value: now.Add(lockTTL)}})
+		if err == nil {
+			return func() {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				_, _ = s.locks.DeleteOne(ctx, bson.D{{Key: "_id", Value: key}, {Key: "k", Value: tok}})
+			}, nil
+		} else if !isDuplicate(err) {
+			return nil, wrap("lock", err)
+		}
+		// Held: take it over if it expired, else wait a moment.
+		if res, err := s.locks.DeleteOne(ctx, bson.D{{Key: "_id", Value: key}, {Key: "x", Value: bson.D{{Key: "$lt", Value: now}}}}); err != nil {
+			return nil, wrap("lock", err)
+		} else if res.DeletedCount == 1 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // Follow implements store.Backend.
 func (s *Store) Follow(ctx context.Context, follower, followee store.ID, at time.Time) (bool, error) {
 	if err := s.usersExist(ctx, follower, followee); err != nil {
 		return false, err
 	}
+	unlock, err := s.lockPair(ctx, follower, followee)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	return s.follow(ctx, follower, followee, at)
+}
+
+func (s *Store) follow(ctx context.Context, follower, followee store.ID, at time.Time) (bool, error) {
 	op := "f" + store.NewID(at).String()
 	upd := bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "t", Value: at}, {Key: "op", Value: op}, {Key: "st", Value: edgeFollowing}}}}
 	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
 	var e edgeDoc
 	err := s.followees.FindOneAndUpdate(ctx, edgeFilter(follower, followee), upd, opts).Decode(&e)
-	if isDuplicate(err) {
-		// Two upserts of one new edge raced; the other one inserted it.
-		err = s.followees.FindOneAndUpdate(ctx, edgeFilter(follower, followee), upd, opts).Decode(&e)
-	}
 	if err != nil {
 		return false, wrap("follow", err)
 	}
@@ -62,13 +105,14 @@ func (s *Store) Follow(ctx context.Context, follower, followee store.ID, at time
 		if err := s.finishUnfollow(ctx, &e); err != nil {
 			return false, err
 		}
-		return s.Follow(ctx, follower, followee, at)
+		return s.follow(ctx, follower, followee, at)
 	}
 	return true, s.finishFollow(ctx, &e)
 }
 
 // finishFollow does the rest of a follow whose followees edge exists. Every
-// step is idempotent.
+// step is idempotent, so an operation that finds a follow left half done by
+// a crash finishes it; the caller holds the pair's lock.
 func (s *Store) finishFollow(ctx context.Context, e *edgeDoc) error {
 	follower, followee := store.ID(e.User), store.ID(e.Other)
 	_, err := s.followers.UpdateOne(ctx, edgeFilter(followee, follower),
@@ -99,8 +143,13 @@ func (s *Store) Unfollow(ctx context.Context, follower, followee store.ID) (bool
 	if err := s.usersExist(ctx, follower, followee); err != nil {
 		return false, err
 	}
+	unlock, err := s.lockPair(ctx, follower, followee)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	var e edgeDoc
-	err := s.followees.FindOne(ctx, edgeFilter(follower, followee)).Decode(&e)
+	err = s.followees.FindOne(ctx, edgeFilter(follower, followee)).Decode(&e)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return false, nil
 	} else if err != nil {
@@ -113,19 +162,10 @@ func (s *Store) Unfollow(ctx context.Context, follower, followee store.ID) (bool
 		}
 	}
 	if e.UnOp == "" {
-		op := "u" + store.NewID(time.Now()).String()
-		err := s.followees.FindOneAndUpdate(ctx,
-			append(edgeFilter(follower, followee), bson.E{Key: "uop", Value: bson.D{{Key: "$exists", Value: false}}}),
-			bson.D{{Key: "$set", Value: bson.D{{Key: "st", Value: edgeUnfollowing}, {Key: "uop", Value: op}}}},
-			options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&e)
-		if errors.Is(err, mongo.ErrNoDocuments) {
-			// Another unfollow marked it first; finish that one.
-			if err := s.followees.FindOne(ctx, edgeFilter(follower, followee)).Decode(&e); errors.Is(err, mongo.ErrNoDocuments) {
-				return false, nil
-			} else if err != nil {
-				return false, wrap("unfollow", err)
-			}
-		} else if err != nil {
+		e.UnOp, e.State = "u"+store.NewID(time.Now()).String(), edgeUnfollowing
+		_, err := s.followees.UpdateOne(ctx, edgeFilter(follower, followee),
+			bson.D{{Key: "$set", Value: bson.D{{Key: "st", Value: edgeUnfollowing}, {Key: "uop", Value: e.UnOp}}}})
+		if err != nil {
 			return false, wrap("unfollow", err)
 		}
 	}

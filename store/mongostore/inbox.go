@@ -115,6 +115,9 @@ func (s *Store) DeliverInbox(ctx context.Context, d store.Delivery) ([]store.Inb
 	if err != nil || job == nil {
 		return nil, err
 	}
+	if err := s.beginJob(ctx, job); err != nil {
+		return nil, err
+	}
 	msg := oid(job.MessageID)
 	var changes []store.InboxChange
 	if len(d.Owners) > 0 {
@@ -264,7 +267,9 @@ func (s *Store) MarkInboxRead(ctx context.Context, owner store.ID) (store.InboxC
 		if err != nil {
 			return store.InboxCounts{}, err
 		}
-		res, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "is", Value: d.Seq}, {Key: "it", Value: d.Total}},
+		// versionMatch: a user whose inbox never received anything has no
+		// counter fields yet, which must match as 0.
+		res, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "is", Value: versionMatch(d.Seq)}, {Key: "it", Value: versionMatch(d.Total)}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "ir", Value: d.Seq}, {Key: "iu", Value: int64(0)}}}})
 		if err != nil {
 			return store.InboxCounts{}, wrap("mark read", err)
@@ -319,6 +324,9 @@ func (s *Store) FindDeliveries(ctx context.Context, messageID store.ID, cursor [
 func (s *Store) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]store.InboxChange, error) {
 	job, err := s.checkJob(ctx, r.Job)
 	if err != nil || job == nil {
+		return nil, err
+	}
+	if err := s.beginJob(ctx, job); err != nil {
 		return nil, err
 	}
 	msg := oid(job.MessageID)

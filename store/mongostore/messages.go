@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
@@ -77,6 +78,21 @@ func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 	}
 	if (!deleted && d.Counted) || (deleted && d.Uncounted) {
 		return nil
+	}
+	if deleted && !d.Counted {
+		// Deleted before its count was finished: if the increment never
+		// happened (no marker), there is nothing to take back.
+		n, err := s.users.CountDocuments(ctx, bson.D{{Key: "_id", Value: d.Author}, {Key: "po", Value: postedOp(id)}})
+		if err != nil {
+			return wrap("count message", err)
+		}
+		if n == 0 {
+			_, err := s.messages.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "mn", Value: true}, {Key: "xn", Value: true}}}})
+			return wrap("count message", err)
+		}
+		// It happened: take it back below, then forget its marker too (a
+		// stale marker would be harmless).
+		defer func() { _ = s.forgetOp(ctx, author, postedOp(id)) }()
 	}
 	if err := s.incOnce(ctx, author, op, bson.D{{Key: "mc", Value: inc}}); err != nil {
 		return err
@@ -232,6 +248,16 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*store.Job, error) {
 	out := make([]*store.Job, len(ds))
 	for i, d := range ds {
 		out[i] = d.job()
+	}
+	// The job a lease holder had begun goes first (see beginJob).
+	running, ok, err := s.runningJob(ctx)
+	if err != nil || !ok {
+		return out, err
+	}
+	if i := slices.IndexFunc(out, func(j *store.Job) bool { return j.MessageID == running.msg && j.Kind == running.kind }); i > 0 {
+		j := out[i]
+		copy(out[1:i+1], out[:i])
+		out[0] = j
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/bson/primitive"
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
@@ -198,7 +199,8 @@ func (s *Store) SetAttributes(ctx context.Context, id store.ID, changes []store.
 	}
 }
 
-// versionMatch matches a stored version; 0 is also a missing field.
+// versionMatch matches a stored number; 0 also matches a missing field
+// (numbers are stored with omitempty).
 func versionMatch(v int64) any {
 	if v == 0 {
 		return bson.D{{Key: "$in", Value: bson.A{nil, int64(0)}}}
@@ -243,6 +245,53 @@ func (s *Store) CountUsersByAttribute(ctx context.Context, name, value string) (
 	return int(n), wrap("count users", err)
 }
 
+// ReleaseFanoutLease implements store.Leaser: the lease expires now.
+func (s *Store) ReleaseFanoutLease(ctx context.Context, holder string) error {
+	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "fanout"}, {Key: "h", Value: holder}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: time.Unix(0, 0).UTC()}}}})
+	return wrap("fan-out lease", err)
+}
+
+// beginJob records on the lease document which job the lease holder is
+// running, before its first write of a chunk. The markers that make a chunk
+// idempotent (ld, lr) hold only the last message per inbox, so a chunk cut
+// short must be finished before any other job touches those inboxes; the
+// next holder reads this record to run that job first (PendingJobs).
+func (s *Store) beginJob(ctx context.Context, j *store.Job) error {
+	k := jobKey{j.MessageID, j.Kind}
+	if s.inFlight.Load() != nil && *s.inFlight.Load() == k {
+		return nil
+	}
+	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "fanout"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "cur", Value: oid(j.MessageID)}, {Key: "ck", Value: int32(j.Kind)}}}},
+		options.Update().SetUpsert(true))
+	if err != nil {
+		return wrap("record running job", err)
+	}
+	s.inFlight.Store(&k)
+	return nil
+}
+
+type jobKey struct {
+	msg  store.ID
+	kind store.JobKind
+}
+
+// runningJob returns the job last begun by a lease holder, if any.
+func (s *Store) runningJob(ctx context.Context) (jobKey, bool, error) {
+	var d struct {
+		Msg  *primitive.ObjectID `bson:"cur"`
+		Kind int32               `bson:"ck"`
+	}
+	err := s.leases.FindOne(ctx, bson.D{{Key: "_id", Value: "fanout"}}).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && d.Msg == nil) {
+		return jobKey{}, false, nil
+	} else if err != nil {
+		return jobKey{}, false, wrap("read running job", err)
+	}
+	return jobKey{store.ID(*d.Msg), store.JobKind(d.Kind)}, true, nil
+}
+
 // TryFanoutLease implements store.Leaser: the lease document is taken if
 // it is free, expired or already this holder's; another holder's live
 // lease makes the upsert collide with its _id.
@@ -251,7 +300,8 @@ func (s *Store) TryFanoutLease(ctx context.Context, holder string, ttl time.Dura
 	_, err := s.leases.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: "fanout"}, {Key: "$or", Value: bson.A{
 			bson.D{{Key: "h", Value: holder}},
-			bson.D{{Key: "x", Value: bson.D{{Key: "$lt", Value: now}}}},
+			// Expired, or never taken (a document made by beginJob has no x).
+			bson.D{{Key: "x", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: now}}}}}},
 		}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "h", Value: holder}, {Key: "x", Value: now.Add(ttl)}}}},
 		options.Update().SetUpsert(true))

@@ -51,8 +51,12 @@ const (
 	// events: {e: [events], x: expires} — inbox events crossing between
 	// Herald processes through a change stream. TTL-expired. Not sharded.
 	collEvents = "events"
-	// leases: {_id: name, h: holder, x: expires} — the fan-out lease.
+	// leases: {_id: name, h: holder, x: expires, cur, ck} — the fan-out
+	// lease, and the job its holder last began.
 	collLeases = "leases"
+	// locks: {_id: key, k: token, x: expires} — short locks that make the
+	// steps of one follow or unfollow of a pair run one operation at a time.
+	collLocks = "locks"
 )
 
 // bucketSize is the number of entries per bucket document.
@@ -88,6 +92,8 @@ var indexes = []index{
 		"one document per (owner, bucket); newest buckets of an inbox"),
 	idx(collDeliveries, bson.D{{Key: "m", Value: 1}, {Key: "k", Value: 1}}, options.Index().SetName("chunk").SetUnique(true),
 		"one record per delivered chunk, in order, so a repeated chunk records once"),
+	idx(collLocks, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(60),
+		"a lock left by a crashed process is removed (it is also taken over once expired)"),
 	idx(collEvents, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(0),
 		"events expire once every process has had time to read them"),
 }

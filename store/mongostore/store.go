@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/256dpi/lungo"
@@ -43,9 +44,11 @@ type Store struct {
 
 	users, handles, followees, followers lungo.ICollection
 	messages, buckets, deliveries        lungo.ICollection
-	names, events, leases                lungo.ICollection
+	names, events, leases, locks         lungo.ICollection
 
 	tokens *tokenCache
+	// inFlight is the job this process last recorded as running (beginJob).
+	inFlight atomic.Pointer[jobKey]
 }
 
 var (
@@ -112,7 +115,7 @@ func New(client lungo.IClient, name string, opts Options) *Store {
 		followees: db.Collection(collFollowees), followers: db.Collection(collFollowers),
 		messages: db.Collection(collMessages), buckets: db.Collection(collBuckets),
 		deliveries: db.Collection(collDeliveries), names: db.Collection(collNames),
-		events: db.Collection(collEvents), leases: db.Collection(collLeases),
+		events: db.Collection(collEvents), leases: db.Collection(collLeases), locks: db.Collection(collLocks),
 		tokens: newTokenCache(),
 	}
 }

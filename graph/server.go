@@ -114,6 +114,9 @@ func NewServer(cfg Config) *handler.Server {
 	// Loaders cache for one operation. Queries and mutations resolve under
 	// the operation's context, so one Loaders per operation is enough.
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+		if viewer, ok := ViewerFromContext(ctx); ok {
+			svc.Seen(ctx, viewer)
+		}
 		return next(withLoaders(ctx, svc))
 	})
 	// A subscription's events all resolve under the subscription's context;

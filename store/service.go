@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -39,6 +40,7 @@ type Service struct {
 	log     *slog.Logger
 	cost    int
 	fanout  *fanout
+	seen    sync.Map // ID → time.Time: the last-seen time last written
 }
 
 // NewService returns a Service over backend and events. Call Start to run
@@ -100,6 +102,26 @@ func (s *Service) Close(ctx context.Context) error {
 
 // Idle reports whether no fan-out work is queued or running.
 func (s *Service) Idle() bool { return s.fanout.idle() }
+
+// SeenEvery is how often, at most, a user's last-seen time is written:
+// often enough to tell active users from idle ones (which fan-out may skip),
+// rarely enough to cost nothing per request.
+const SeenEvery = time.Hour
+
+// Seen records that user made an authenticated request now. It writes the
+// user's last-seen time at most once per SeenEvery per process; a failure
+// is logged, not returned, since the request itself succeeded.
+func (s *Service) Seen(ctx context.Context, user ID) {
+	now := s.clock()
+	if last, ok := s.seen.Load(user); ok && now.Sub(last.(time.Time)) < SeenEvery {
+		return
+	}
+	s.seen.Store(user, now)
+	if _, err := s.backend.UpdateUser(ctx, user, UserUpdate{LastSeenAt: &now}); err != nil && ErrorCode(err) != ENOTFOUND {
+		s.seen.Delete(user)
+		s.log.WarnContext(ctx, "recording last seen", "user", user.String(), "err", err)
+	}
+}
 
 // SignUpInput is what a new user supplies.
 type SignUpInput struct {

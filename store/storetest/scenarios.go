@@ -290,3 +290,18 @@ func testConcurrency(t *testing.T, open OpenFunc) {
 		assert.Equal(t, posters, mustUser(t, b, users[posters+k].ID).FollowerCount)
 	}
 }
+
+func testSeen(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	svc, _ := newService(t, b, c)
+	u := mustSignUp(t, svc, "seen_user")
+	signedUp := mustUser(t, b, u.ID).LastSeenAt
+	svc.Seen(ctx, u.ID)
+	first := mustUser(t, b, u.ID).LastSeenAt
+	assert.True(t, first.After(signedUp), "a request after sign-up is recorded")
+	svc.Seen(ctx, u.ID)
+	assert.Equal(t, first, mustUser(t, b, u.ID).LastSeenAt, "not written again within the hour")
+	c.ms.Add(store.SeenEvery.Milliseconds())
+	svc.Seen(ctx, u.ID)
+	assert.True(t, mustUser(t, b, u.ID).LastSeenAt.After(first), "written again after an hour")
+}

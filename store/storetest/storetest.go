@@ -30,6 +30,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, open) })
 	t.Run("Jobs", func(t *testing.T) { testJobs(t, open) })
 	t.Run("Service", func(t *testing.T) { testService(t, open) })
+	t.Run("Seen", func(t *testing.T) { testSeen(t, open) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, open) })
 }
 

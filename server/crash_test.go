@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
@@ -346,69 +343,14 @@ func raceEnabled() bool {
 	return false
 }
 
-// startHeraldForCrash is startHerald (e2e_test.go) with HERALD_TOKEN_SECRET
-// set to crashSecret and logging at info: debug would log every one of the
+// startHeraldForCrash starts the binary with HERALD_TOKEN_SECRET set to
+// crashSecret and logging at info: debug would log every one of the
 // thousands of polls, and on two cores that slows the fan-out being timed.
 func startHeraldForCrash(t *testing.T, bin, data string) *heraldProc {
 	t.Helper()
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-data", data, "-log-level", "info")
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, envPrefix) {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, envTokenSecret+"="+crashSecret)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-
-	p := &heraldProc{cmd: cmd, done: make(chan struct{})}
-	listening := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.logs = append(p.logs, line)
-			p.mu.Unlock()
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
-				select {
-				case listening <- rec.Addr:
-				default:
-				}
-			}
-		}
-		// Wait only after the pipe is drained, as os/exec requires.
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", p.log())
-		}
-	})
-
-	select {
-	case p.addr = <-listening:
-	case <-p.done:
-		t.Fatalf("server exited before listening (%v):\n%s", p.err, p.log())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("server did not log its address within 30s:\n%s", p.log())
-	}
-	require.NotEmpty(t, p.addr)
-	return p
+	return startHeraldWith(t, bin, data, "info", envTokenSecret+"="+crashSecret)
 }
 
-// killHerald kills the server with SIGKILL, as a crash or the OOM killer
-// would: no shutdown code runs. It returns once the process is gone.
 func killHerald(t *testing.T, p *heraldProc) time.Time {
 	t.Helper()
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))

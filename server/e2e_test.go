@@ -128,12 +128,20 @@ type heraldProc struct {
 // environment carries no HERALD_* variable, so the secret file is used.
 func startHerald(t *testing.T, bin, data string) *heraldProc {
 	t.Helper()
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-data", data, "-log-level", "debug")
+	return startHeraldWith(t, bin, data, "debug")
+}
+
+// startHeraldWith is startHerald logging at level, with env (KEY=value)
+// added to the environment.
+func startHeraldWith(t *testing.T, bin, data, level string, env ...string) *heraldProc {
+	t.Helper()
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-data", data, "-log-level", level)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, envPrefix) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

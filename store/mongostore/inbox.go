@@ -46,11 +46,12 @@ func bucketOf(seq uint64) int64 { return int64((seq - 1) / bucketSize) }
 
 var unordered = options.BulkWrite().SetOrdered(false)
 
-// checkJob returns the stored job of a chunk if the chunk should apply:
+// startChunk returns the stored job of a chunk if the chunk should apply:
 // NOT_FOUND if the job is gone, nil if the job has moved past the chunk.
 // On a job's first chunk it also finishes counting its message, in case the
-// process stopped between storing the message and counting it.
-func (s *Store) checkJob(ctx context.Context, j *store.Job) (*store.Job, error) {
+// process stopped between storing the message and counting it; and before
+// any write of the chunk it records the job as running (beginJob).
+func (s *Store) startChunk(ctx context.Context, j *store.Job) (*store.Job, error) {
 	var d messageDoc
 	err := s.messages.FindOne(ctx, bson.D{{Key: "_id", Value: oid(j.MessageID)}},
 		options.FindOne().SetProjection(bson.D{{Key: "t", Value: 0}})).Decode(&d)
@@ -71,7 +72,7 @@ func (s *Store) checkJob(ctx context.Context, j *store.Job) (*store.Job, error) 
 			return nil, err
 		}
 	}
-	return stored, nil
+	return stored, s.beginJob(ctx, stored)
 }
 
 // advanceJob moves a job from its cursor to the next, or ends it. The
@@ -111,11 +112,8 @@ func (s *Store) advanceJob(ctx context.Context, j *store.Job, cursor []byte, don
 //  4. the chunk's delivery record is inserted (unique per chunk);
 //  5. the job moves on, conditional on its cursor.
 func (s *Store) DeliverInbox(ctx context.Context, d store.Delivery) ([]store.InboxChange, error) {
-	job, err := s.checkJob(ctx, d.Job)
+	job, err := s.startChunk(ctx, d.Job)
 	if err != nil || job == nil {
-		return nil, err
-	}
-	if err := s.beginJob(ctx, job); err != nil {
 		return nil, err
 	}
 	msg := oid(job.MessageID)
@@ -322,11 +320,8 @@ func (s *Store) FindDeliveries(ctx context.Context, messageID store.ID, cursor [
 // owner and message (the owner's last retracted message, lr, marks it),
 // then the entries are pulled from their buckets, which is idempotent.
 func (s *Store) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]store.InboxChange, error) {
-	job, err := s.checkJob(ctx, r.Job)
+	job, err := s.startChunk(ctx, r.Job)
 	if err != nil || job == nil {
-		return nil, err
-	}
-	if err := s.beginJob(ctx, job); err != nil {
 		return nil, err
 	}
 	msg := oid(job.MessageID)

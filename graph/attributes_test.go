@@ -54,7 +54,9 @@ func attributesOf(t *testing.T, e *env, handle string) []attribute {
 	return r.User.Attributes
 }
 
-func TestAttributes(t *testing.T) {
+func TestAttributes(t *testing.T) { forBackends(t, testAttributes) }
+
+func testAttributes(t *testing.T) {
 	e := newEnv(t, nil)
 	alice, _ := mustSignUp(t, e, "alice")
 	bob, _ := mustSignUp(t, e, "bob")
@@ -162,7 +164,9 @@ func handles(p usersPage) []string {
 	return out
 }
 
-func TestUsersByAttribute(t *testing.T) {
+func TestUsersByAttribute(t *testing.T) { forBackends(t, testUsersByAttribute) }
+
+func testUsersByAttribute(t *testing.T) {
 	e := newEnv(t, nil)
 	var tokens, ids []string
 	for i := range 5 {

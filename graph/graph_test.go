@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/256dpi/lungo"
 	"github.com/99designs/gqlgen/client"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -23,13 +25,57 @@ import (
 	"herald/graph/auth"
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/mongostore"
 )
 
-// env is one Herald GraphQL server over a fresh embedded store, with the
-// backend wrapped in a call counter.
+// The backends every GraphQL behaviour is proven on: the embedded store,
+// and the MongoDB backend over lungo's in-memory engine.
+const (
+	backendEmbedded = "embedded"
+	backendMongo    = "mongo"
+)
+
+// forBackends runs body once per backend, as the subtests "embedded" and
+// "mongo"; newEnv called within builds the server over that backend.
+func forBackends(t *testing.T, body func(t *testing.T)) {
+	t.Helper()
+	for _, b := range []string{backendEmbedded, backendMongo} {
+		t.Run(b, body)
+	}
+}
+
+// backendOf returns the backend the test runs on: the forBackends subtest
+// it is in. A test that calls newEnv outside forBackends fails.
+func backendOf(t *testing.T) string {
+	t.Helper()
+	for _, part := range strings.Split(t.Name(), "/") {
+		if part == backendEmbedded || part == backendMongo {
+			return part
+		}
+	}
+	t.Fatalf("%s: newEnv must run inside forBackends", t.Name())
+	return ""
+}
+
+// events is the store.Events of either backend (store.Hub for the embedded
+// store, mongostore.Events for MongoDB), with its count of this process's
+// subscriptions.
+type events interface {
+	store.Events
+	Len() int
+}
+
+var (
+	_ events = (*store.Hub)(nil)
+	_ events = (*mongostore.Events)(nil)
+)
+
+// env is one Herald GraphQL server over a fresh store (embedded or MongoDB
+// over lungo, as backendOf says), with the backend wrapped in a call
+// counter.
 type env struct {
 	svc     *store.Service
-	hub     *store.Hub
+	hub     events
 	backend *countingBackend
 	tokens  *auth.Signer
 	srv     *handler.Server
@@ -76,10 +122,28 @@ func newEnv(t *testing.T, mod func(*graph.Config)) *env {
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	st, err := embedded.Open(t.TempDir(), embedded.Options{Logger: logger, CacheBytes: 8 << 20})
-	require.NoError(t, err)
+	var (
+		st      store.Backend
+		hub     events
+		closeEv func()
+	)
+	switch backendOf(t) {
+	case backendEmbedded:
+		es, err := embedded.Open(t.TempDir(), embedded.Options{Logger: logger, CacheBytes: 8 << 20})
+		require.NoError(t, err)
+		h := store.NewHub()
+		st, hub, closeEv = es, h, h.Close
+	case backendMongo:
+		client, engine, err := lungo.Open(context.Background(), lungo.Options{Store: lungo.NewMemoryStore()})
+		require.NoError(t, err)
+		t.Cleanup(engine.Close) // registered first, so it runs after the cleanup below
+		ms := mongostore.New(client, "herald", mongostore.Options{Logger: logger})
+		require.NoError(t, ms.EnsureIndexes(context.Background()))
+		ev := mongostore.NewEvents(ms.Database(), mongostore.EventsOptions{Logger: logger})
+		require.NoError(t, ev.Run(context.Background()))
+		st, hub, closeEv = ms, ev, ev.Close
+	}
 	cb := newCountingBackend(st)
-	hub := store.NewHub()
 	clk := &clock{now: time.Now().UTC().Truncate(time.Second)}
 	svc := store.NewService(cb, hub, store.Options{PasswordCost: bcrypt.MinCost, Now: clk.Now, Logger: logger})
 	require.NoError(t, svc.Start(context.Background()))
@@ -87,7 +151,7 @@ func newEnv(t *testing.T, mod func(*graph.Config)) *env {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, svc.Close(ctx))
-		hub.Close()
+		closeEv()
 		require.NoError(t, st.Close())
 	})
 

@@ -11,7 +11,9 @@ import (
 // TestLoaders_InboxBatching proves a home timeline page costs a fixed number
 // of backend calls whatever its size: ReadInbox, FindMessagesByKeys (both in
 // Service.Inbox) and one FindUsersByIDs for all the authors.
-func TestLoaders_InboxBatching(t *testing.T) {
+func TestLoaders_InboxBatching(t *testing.T) { forBackends(t, testLoaders_InboxBatching) }
+
+func testLoaders_InboxBatching(t *testing.T) {
 	e := newEnv(t, nil)
 	reader, _ := mustSignUp(t, e, "reader")
 	var authors []string
@@ -89,7 +91,9 @@ func TestLoaders_InboxBatching(t *testing.T) {
 // every message lookup names the author (so a sharded backend asks one
 // shard): the page's messages by their inbox entries, the replied-to ones by
 // ReplyToAuthorID.
-func TestLoaders_InboxReplies(t *testing.T) {
+func TestLoaders_InboxReplies(t *testing.T) { forBackends(t, testLoaders_InboxReplies) }
+
+func testLoaders_InboxReplies(t *testing.T) {
 	e := newEnv(t, nil)
 	reader, _ := mustSignUp(t, e, "reader")
 	outsider, _ := mustSignUp(t, e, "outsider") // not followed: its messages are never on the page

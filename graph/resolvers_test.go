@@ -70,7 +70,9 @@ func texts(ib inbox) []string {
 
 // TestContract walks the schema's contract end to end, one scenario after
 // another over the same server, as a client would.
-func TestContract(t *testing.T) {
+func TestContract(t *testing.T) { forBackends(t, testContract) }
+
+func testContract(t *testing.T) {
 	e := newEnv(t, nil)
 	alice, aliceID := mustSignUp(t, e, "Alice")
 	bob, bobID := mustSignUp(t, e, "bob")
@@ -414,7 +416,9 @@ func TestContract(t *testing.T) {
 }
 
 // TestErrors checks the code of every kind of bad input.
-func TestErrors(t *testing.T) {
+func TestErrors(t *testing.T) { forBackends(t, testErrors) }
+
+func testErrors(t *testing.T) {
 	e := newEnv(t, nil)
 	alice, aliceID := mustSignUp(t, e, "alice")
 	bob, bobID := mustSignUp(t, e, "bob")

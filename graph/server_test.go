@@ -19,7 +19,9 @@ func nest(n int) string {
 	return strings.Repeat(`followers(first: 1) { edges { node { `, n) + `id` + strings.Repeat(` } } }`, n)
 }
 
-func TestServer_Limits(t *testing.T) {
+func TestServer_Limits(t *testing.T) { forBackends(t, testServer_Limits) }
+
+func testServer_Limits(t *testing.T) {
 	e := newEnv(t, nil)
 	mustSignUp(t, e, "alice")
 
@@ -56,7 +58,9 @@ func TestServer_Limits(t *testing.T) {
 	}
 }
 
-func TestServer_IntrospectionOff(t *testing.T) {
+func TestServer_IntrospectionOff(t *testing.T) { forBackends(t, testServer_IntrospectionOff) }
+
+func testServer_IntrospectionOff(t *testing.T) {
 	e := newEnv(t, func(c *graph.Config) { c.Introspection = false })
 	for _, q := range []string{
 		`{ __schema { queryType { name } } }`,
@@ -73,7 +77,9 @@ func TestServer_IntrospectionOff(t *testing.T) {
 	assert.NotContains(t, e.logs.String(), "internal error")
 }
 
-func TestServer_PersistedQuery(t *testing.T) {
+func TestServer_PersistedQuery(t *testing.T) { forBackends(t, testServer_PersistedQuery) }
+
+func testServer_PersistedQuery(t *testing.T) {
 	e := newEnv(t, nil)
 	mustSignUp(t, e, "alice")
 	const q = `{ user(handle: "alice") { handle } }`

@@ -50,7 +50,9 @@ func next(t *testing.T, sub *client.Subscription) inboxEvent {
 	}
 }
 
-func TestSubscription_InboxEvents(t *testing.T) {
+func TestSubscription_InboxEvents(t *testing.T) { forBackends(t, testSubscription_InboxEvents) }
+
+func testSubscription_InboxEvents(t *testing.T) {
 	e := newEnv(t, nil)
 	alice, _ := mustSignUp(t, e, "alice")
 	bob, _ := mustSignUp(t, e, "bob")
@@ -104,7 +106,9 @@ func TestSubscription_InboxEvents(t *testing.T) {
 		"closing the socket must end the subscription and unregister it")
 }
 
-func TestSubscription_Unauthenticated(t *testing.T) {
+func TestSubscription_Unauthenticated(t *testing.T) { forBackends(t, testSubscription_Unauthenticated) }
+
+func testSubscription_Unauthenticated(t *testing.T) {
 	e := newEnv(t, nil)
 	sub := e.client.Websocket(inboxEventsQuery)
 	t.Cleanup(func() { _ = sub.Close() })

@@ -55,10 +55,8 @@ func (s *Store) startChunk(ctx context.Context, j *store.Job) (*store.Job, error
 	var d messageDoc
 	err := s.messages.FindOne(ctx, bson.D{{Key: "_id", Value: oid(j.MessageID)}},
 		options.FindOne().SetProjection(bson.D{{Key: "t", Value: 0}})).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, store.Errorf(store.ENOTFOUND, "job not found")
-	} else if err != nil {
-		return nil, wrap("find job", err)
+	if err != nil {
+		return nil, missing(err, "job not found", "find job")
 	}
 	stored := d.job()
 	if stored == nil || stored.Kind != j.Kind {

@@ -2,12 +2,10 @@ package mongostore
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
-	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
@@ -107,11 +105,8 @@ func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 // every shard; hot paths use FindMessagesByKeys.
 func (s *Store) FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error) {
 	var d messageDoc
-	err := s.messages.FindOne(ctx, msgFilter(id)).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, store.Errorf(store.ENOTFOUND, "message not found")
-	} else if err != nil {
-		return nil, wrap("find message", err)
+	if err := s.messages.FindOne(ctx, msgFilter(id)).Decode(&d); err != nil {
+		return nil, missing(err, "message not found", "find message")
 	}
 	return d.Store(), nil
 }
@@ -199,10 +194,8 @@ func (s *Store) UpdateMessage(ctx context.Context, id store.ID, upd store.Messag
 	var d messageDoc
 	err := s.messages.FindOneAndUpdate(ctx, msgFilter(id), bson.D{{Key: "$set", Value: set}},
 		options.FindOneAndUpdate().SetReturnDocument(options.After).SetProjection(bson.D{{Key: "j", Value: 0}})).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, store.Errorf(store.ENOTFOUND, "message not found")
-	} else if err != nil {
-		return nil, wrap("update message", err)
+	if err != nil {
+		return nil, missing(err, "message not found", "update message")
 	}
 	return d.Store(), nil
 }
@@ -221,10 +214,8 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *store.J
 			{Key: "j", Value: jobDoc{Kind: int32(retract.Kind), Cursor: retract.Cursor}},
 		}}}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	}
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return store.Errorf(store.ENOTFOUND, "message not found")
-	} else if err != nil {
-		return wrap("delete message", err)
+	if err != nil {
+		return missing(err, "message not found", "delete message")
 	}
 	if retract == nil {
 		// No job to repeat the count: the document is gone, so only the

@@ -151,6 +151,15 @@ func isDuplicate(err error) bool {
 	return err != nil && (mongo.IsDuplicateKeyError(err) || lungo.IsUniquenessError(err))
 }
 
+// missing translates a missing document into NOT_FOUND with the given
+// message and labels any other error (nil stays nil).
+func missing(err error, notFound, label string) error {
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return store.Errorf(store.ENOTFOUND, "%s", notFound)
+	}
+	return wrap(label, err)
+}
+
 // wrap labels a driver error; errors that are already coded pass through.
 func wrap(label string, err error) error {
 	if err == nil {

@@ -2,11 +2,9 @@ package mongostore
 
 import (
 	"context"
-	"errors"
 
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/bson/primitive"
-	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
@@ -83,11 +81,10 @@ func (s *Store) decodeUser(ctx context.Context, d *userDoc) (*store.User, error)
 
 func (s *Store) findUserDoc(ctx context.Context, id store.ID) (*userDoc, error) {
 	var d userDoc
-	err := s.users.FindOne(ctx, bson.D{{Key: "_id", Value: oid(id)}}).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, store.Errorf(store.ENOTFOUND, "user not found")
+	if err := s.users.FindOne(ctx, bson.D{{Key: "_id", Value: oid(id)}}).Decode(&d); err != nil {
+		return nil, missing(err, "user not found", "find user")
 	}
-	return &d, wrap("find user", err)
+	return &d, nil
 }
 
 // FindUserByID implements store.Backend.
@@ -137,11 +134,8 @@ func (s *Store) FindUserByHandle(ctx context.Context, handle string) (*store.Use
 	var claim struct {
 		User primitive.ObjectID `bson:"u"`
 	}
-	err := s.handles.FindOne(ctx, bson.D{{Key: "_id", Value: handle}}).Decode(&claim)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, store.Errorf(store.ENOTFOUND, "user not found")
-	} else if err != nil {
-		return nil, wrap("find handle", err)
+	if err := s.handles.FindOne(ctx, bson.D{{Key: "_id", Value: handle}}).Decode(&claim); err != nil {
+		return nil, missing(err, "user not found", "find handle")
 	}
 	return s.FindUserByID(ctx, store.ID(claim.User))
 }
@@ -161,10 +155,8 @@ func (s *Store) UpdateUser(ctx context.Context, id store.ID, upd store.UserUpdat
 	var d userDoc
 	err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(id)}}, bson.D{{Key: "$set", Value: set}},
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, store.Errorf(store.ENOTFOUND, "user not found")
-	} else if err != nil {
-		return nil, wrap("update user", err)
+	if err != nil {
+		return nil, missing(err, "user not found", "update user")
 	}
 	return s.decodeUser(ctx, &d)
 }

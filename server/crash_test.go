@@ -77,7 +77,7 @@ func TestCrash_KillDuringFanout(t *testing.T) {
 		t.Skip("builds the server binary and kills it repeatedly; skipped in -short mode")
 	}
 	ctx := context.Background()
-	bin := buildHeraldForCrash(t)
+	bin := buildHerald(t)
 	data := t.TempDir()
 	dbDir := filepath.Join(data, embeddedDir)
 
@@ -312,10 +312,9 @@ func seedCrashGraph(t *testing.T, dir string, n int) (store.ID, []store.ID) {
 	return author.ID, followers
 }
 
-// buildHeraldForCrash builds the server binary, with the race detector when
-// the test itself has it, so that -race also covers the server's own
-// recovery and fan-out.
-func buildHeraldForCrash(t *testing.T) string {
+// buildHerald builds the server binary, with the race detector when the
+// test itself has it, so that -race also covers the running server.
+func buildHerald(t *testing.T) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	require.NoError(t, err, "the go tool is needed to build the server")

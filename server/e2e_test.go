@@ -24,14 +24,7 @@ func TestE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary; skipped in -short mode")
 	}
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err, "the go tool is needed to build the server")
-
-	bin := filepath.Join(t.TempDir(), "herald")
-	build := exec.Command(goTool, "build", "-o", bin, ".")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-
+	bin := buildHerald(t)
 	data := t.TempDir()
 
 	// First run: the tour.

@@ -77,9 +77,6 @@ func NewService(backend Backend, events Events, opts Options) *Service {
 // reads return.
 func (s *Service) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
 
-// Backend returns the storage backend the service runs on.
-func (s *Service) Backend() Backend { return s.backend }
-
 // Start runs the fan-out workers and queues every job left pending by an
 // earlier run. It returns an error if the pending jobs cannot be read.
 func (s *Service) Start(ctx context.Context) error {

@@ -1,8 +1,8 @@
 package storetest
 
 import (
-	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,11 +50,23 @@ func testUsers(t *testing.T, open OpenFunc) {
 	t.Run("Update", func(t *testing.T) {
 		b, c := openBackend(t, open), newClock()
 		u := mustCreateUser(t, b, c)
-		name, seen := "New Name", c.Now()
-		got, err := b.UpdateUser(ctx, u.ID, store.UserUpdate{DisplayName: &name, LastSeenAt: &seen})
+		name := "New Name"
+		got, err := b.UpdateUser(ctx, u.ID, store.UserUpdate{DisplayName: &name})
 		require.NoError(t, err)
 		assert.Equal(t, name, got.DisplayName)
+		assert.Equal(t, name, mustUser(t, b, u.ID).DisplayName)
+		assert.Equal(t, u.LastSeenAt, got.LastSeenAt)
+	})
+	t.Run("MarkSeen", func(t *testing.T) {
+		b, c := openBackend(t, open), newClock()
+		u := mustCreateUser(t, b, c)
+		seen := c.Now()
+		returning, err := b.MarkSeen(ctx, u.ID, seen, time.Time{}, nil)
+		require.NoError(t, err)
+		assert.False(t, returning)
 		assert.Equal(t, seen, mustUser(t, b, u.ID).LastSeenAt)
+		_, err = b.MarkSeen(ctx, store.NewID(c.Now()), c.Now(), time.Time{}, nil)
+		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
 	})
 }
 
@@ -175,168 +187,132 @@ func testMessages(t *testing.T, open OpenFunc) {
 		assert.Equal(t, reply.ID, outbox[0].ID)
 		assert.Equal(t, 1, mustUser(t, b, a.ID).MessageCount)
 	})
+	t.Run("PulledCount", func(t *testing.T) { testPulledCount(t, open) })
+	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open) })
 }
 
-// readAll pages through an inbox with the given page size.
-func readAll(t *testing.T, b store.Backend, owner store.ID, pageSize int) ([]store.InboxItem, int) {
-	t.Helper()
-	var all []store.InboxItem
-	var before uint64
-	pages := 0
-	for {
-		items, _, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner, Before: before, Limit: pageSize})
-		require.NoError(t, err)
-		pages++
-		all = append(all, items...)
-		if len(items) < pageSize {
-			return all, pages
-		}
-		before = items[len(items)-1].Seq
+func testPulledCount(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	a, o := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+	pulled := func(author store.ID) *store.Message {
+		m := newMessage(c, author, "pulled")
+		m.Pulled = true
+		require.NoError(t, b.CreateMessage(ctx, m, nil))
+		return m
 	}
+	p1, p2 := pulled(a.ID), pulled(a.ID)
+	pushed := newMessage(c, a.ID, "pushed")
+	require.NoError(t, b.CreateMessage(ctx, pushed, nil))
+	got, err := b.FindMessageByID(ctx, p1.ID)
+	require.NoError(t, err)
+	assert.True(t, got.Pulled)
+	u := mustUser(t, b, a.ID)
+	assert.Equal(t, 3, u.MessageCount)
+	assert.Equal(t, 2, u.PulledCount)
+	authors, err := b.ListPullAuthors(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []store.ID{a.ID}, authors)
+
+	pulled(o.ID)
+	authors, err = b.ListPullAuthors(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []store.ID{a.ID, o.ID}, authors)
+
+	require.NoError(t, b.DeleteMessage(ctx, pushed.ID, nil))
+	assert.Equal(t, 2, mustUser(t, b, a.ID).PulledCount, "deleting a pushed message leaves PulledCount")
+	require.NoError(t, b.DeleteMessage(ctx, p1.ID, nil))
+	assert.Equal(t, 1, mustUser(t, b, a.ID).PulledCount)
+	require.NoError(t, b.DeleteMessage(ctx, p2.ID, nil))
+	u = mustUser(t, b, a.ID)
+	assert.Equal(t, 0, u.PulledCount)
+	assert.Equal(t, 0, u.MessageCount)
+	authors, err = b.ListPullAuthors(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []store.ID{o.ID}, authors, "an author with no pulled message left is not listed")
 }
 
-func buckets(items []store.InboxItem) int {
-	seen := map[uint64]bool{}
-	for _, it := range items {
-		seen[(it.Seq-1)/store.BucketSize] = true
+// outboxIDs returns the message IDs of entries.
+func outboxIDs(entries []store.OutboxEntry) []store.ID {
+	ids := make([]store.ID, len(entries))
+	for i, e := range entries {
+		ids[i] = e.MessageID
 	}
-	return len(seen)
+	return ids
 }
 
-func testInbox(t *testing.T, open OpenFunc) {
-	for _, n := range []int{49, 50, 51, 100, 101} {
-		t.Run(fmt.Sprintf("Rollover%d", n), func(t *testing.T) {
-			b, c := openBackend(t, open), newClock()
-			author, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
-			var msgs []store.ID
-			for range n {
-				msgs = append(msgs, mustPostTo(t, b, c, author.ID, owner.ID).ID)
-			}
-			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Limit: 50})
-			require.NoError(t, err)
-			assert.Equal(t, store.InboxCounts{Seq: uint64(n), Total: n, Unread: n}, counts)
-			require.Len(t, items, min(n, 50))
-			assert.LessOrEqual(t, buckets(items), 2, "newest 50 span at most 2 buckets")
-			assert.Equal(t, msgs[n-1], items[0].MessageID, "newest first")
-			assert.Equal(t, uint64(n), items[0].Seq)
-
-			items100, _, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Limit: 100})
-			require.NoError(t, err)
-			assert.LessOrEqual(t, buckets(items100), 3, "newest 100 span at most 3 buckets")
-
-			all, _ := readAll(t, b, owner.ID, 50)
-			require.Len(t, all, n)
-			for i, it := range all {
-				assert.Equal(t, msgs[n-1-i], it.MessageID)
-				assert.Equal(t, author.ID, it.AuthorID)
-				assert.Equal(t, uint64(n-i), it.Seq)
-			}
-		})
+func testOutbox(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	a, bb, other, fan := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+	create := func(author store.ID, pulled bool, job bool) *store.Message {
+		m := newMessage(c, author, "m")
+		m.Pulled = pulled
+		var j *store.Job
+		if job {
+			j = newDeliverJob(m, store.LayoutBuckets)
+		}
+		require.NoError(t, b.CreateMessage(ctx, m, j))
+		return m
 	}
-	t.Run("MarkReadAndRemove", func(t *testing.T) {
-		b, c := openBackend(t, open), newClock()
-		author, x, y := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
-		old := mustPostTo(t, b, c, author.ID, x.ID, y.ID)
-		counts, err := b.MarkInboxRead(ctx, x.ID)
-		require.NoError(t, err)
-		assert.Equal(t, store.InboxCounts{Seq: 1, ReadSeq: 1, Total: 1, Unread: 0}, counts)
-		mustPostTo(t, b, c, author.ID, x.ID, y.ID)
+	a1 := create(a.ID, false, false)
+	b1 := create(bb.ID, false, false)
+	a2 := create(a.ID, true, false)
+	create(other.ID, false, false)
+	b2 := create(bb.ID, true, false)
+	a3 := create(a.ID, false, true) // its JobDeliver is still stored
+	authors := []store.ID{a.ID, bb.ID}
 
-		// Retract the older message: x had read it, y had not.
-		retract := &store.Job{Kind: store.JobRetract, MessageID: old.ID, AuthorID: author.ID, CreatedAt: old.CreatedAt}
-		require.NoError(t, b.DeleteMessage(ctx, old.ID, retract))
-		refs, next, err := b.FindDeliveries(ctx, old.ID, nil, 100)
+	find := func(f store.OutboxFilter) []store.OutboxEntry {
+		t.Helper()
+		f.Authors = authors
+		got, err := b.FindOutbox(ctx, f)
 		require.NoError(t, err)
-		assert.Nil(t, next)
-		assert.ElementsMatch(t, []store.InboxRef{{Owner: x.ID, Seq: 1}, {Owner: y.ID, Seq: 1}}, refs)
-		changes, err := b.RemoveInboxEntries(ctx, store.Removal{Job: retract, Refs: refs, Done: true})
-		require.NoError(t, err)
-		assert.Len(t, changes, 2)
+		return got
+	}
+	all := find(store.OutboxFilter{Limit: 10})
+	assert.Equal(t, []store.ID{a3.ID, b2.ID, a2.ID, b1.ID, a1.ID}, outboxIDs(all), "merged newest first")
+	for _, e := range all {
+		assert.Equal(t, e.MessageID == a3.ID, e.Pending, "pending is the stored JobDeliver")
+	}
+	assert.Equal(t, store.InboxEntry{MessageID: b2.ID, AuthorID: bb.ID, CreatedAt: b2.CreatedAt}, all[1].InboxEntry)
 
-		_, cx, err := b.ReadInbox(ctx, store.InboxFilter{Owner: x.ID})
-		require.NoError(t, err)
-		assert.Equal(t, store.InboxCounts{Seq: 2, ReadSeq: 1, Total: 1, Unread: 1}, cx)
-		items, cy, err := b.ReadInbox(ctx, store.InboxFilter{Owner: y.ID, Limit: 10})
-		require.NoError(t, err)
-		assert.Equal(t, store.InboxCounts{Seq: 2, Total: 1, Unread: 1}, cy)
-		require.Len(t, items, 1)
-		assert.Equal(t, uint64(2), items[0].Seq)
-
-		// The job is gone, so a repeated removal is refused and nothing changes.
-		_, err = b.RemoveInboxEntries(ctx, store.Removal{Job: retract, Refs: refs, Done: true})
-		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
-		refs, _, err = b.FindDeliveries(ctx, old.ID, nil, 100)
-		require.NoError(t, err)
-		assert.Empty(t, refs, "delivery records are dropped with the job")
-	})
-	t.Run("EmptyInbox", func(t *testing.T) {
-		b, c := openBackend(t, open), newClock()
-		u := mustCreateUser(t, b, c)
-		items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: u.ID, Limit: 50})
-		require.NoError(t, err)
-		assert.Empty(t, items)
-		assert.Equal(t, store.InboxCounts{}, counts)
-	})
-}
-
-func testJobs(t *testing.T, open OpenFunc) {
-	t.Run("ChunksApplyOnce", func(t *testing.T) {
-		b, c := openBackend(t, open), newClock()
-		author := mustCreateUser(t, b, c)
-		var owners []store.ID
-		for range 4 {
-			owners = append(owners, mustCreateUser(t, b, c).ID)
+	// Paging with Before loses and repeats nothing.
+	var paged []store.ID
+	before := store.NilID
+	for range 4 {
+		page := find(store.OutboxFilter{Before: before, Limit: 2})
+		paged = append(paged, outboxIDs(page)...)
+		if len(page) < 2 {
+			break
 		}
-		m := newMessage(c, author.ID, "hi")
-		job := deliverJob(m)
-		require.NoError(t, b.CreateMessage(ctx, m, job))
-		pending, err := b.PendingJobs(ctx)
-		require.NoError(t, err)
-		require.Len(t, pending, 1)
-		assert.Equal(t, job.MessageID, pending[0].MessageID)
-		assert.Equal(t, store.JobDeliver, pending[0].Kind)
-		assert.Empty(t, pending[0].Cursor)
+		before = page[len(page)-1].MessageID
+	}
+	assert.Equal(t, outboxIDs(all), paged)
 
-		first := store.Delivery{Job: job, Owners: owners[:2], At: c.Now(), Cursor: owners[1][:]}
-		changes, err := b.DeliverInbox(ctx, first)
-		require.NoError(t, err)
-		assert.Len(t, changes, 2)
-		// The same chunk again (a retry after a crash) changes nothing.
-		changes, err = b.DeliverInbox(ctx, first)
-		require.NoError(t, err)
-		assert.Empty(t, changes)
-		pending, err = b.PendingJobs(ctx)
-		require.NoError(t, err)
-		require.Len(t, pending, 1)
-		assert.Equal(t, owners[1][:], pending[0].Cursor, "progress is stored with the chunk")
+	assert.Equal(t, []store.ID{b2.ID, a2.ID}, outboxIDs(find(store.OutboxFilter{Limit: 10, Pulled: store.PulledOnly})))
+	assert.Equal(t, []store.ID{a3.ID, b1.ID, a1.ID}, outboxIDs(find(store.OutboxFilter{Limit: 10, Pulled: store.PushedOnly})))
+	assert.Equal(t, []store.ID{b1.ID}, outboxIDs(find(store.OutboxFilter{Before: a2.ID, Limit: 1, Pulled: store.PushedOnly})))
 
-		second := store.Delivery{Job: pending[0], Owners: owners[2:], At: c.Now(), Done: true}
-		changes, err = b.DeliverInbox(ctx, second)
+	count := func(f store.OutboxFilter) int {
+		t.Helper()
+		f.Authors = authors
+		n, err := b.CountOutbox(ctx, f)
 		require.NoError(t, err)
-		assert.Len(t, changes, 2)
-		pending, err = b.PendingJobs(ctx)
-		require.NoError(t, err)
-		assert.Empty(t, pending)
-		for _, o := range owners {
-			_, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: o})
-			require.NoError(t, err)
-			assert.Equal(t, 1, counts.Total, "each owner got the message once")
-		}
-	})
-	t.Run("DeletionCancelsDelivery", func(t *testing.T) {
-		b, c := openBackend(t, open), newClock()
-		author, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
-		m := newMessage(c, author.ID, "oops")
-		job := deliverJob(m)
-		require.NoError(t, b.CreateMessage(ctx, m, job))
-		require.NoError(t, b.DeleteMessage(ctx, m.ID, nil))
-		_, err := b.DeliverInbox(ctx, store.Delivery{Job: job, Owners: []store.ID{owner.ID}, At: c.Now(), Done: true})
-		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
-		_, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID})
-		require.NoError(t, err)
-		assert.Equal(t, 0, counts.Total)
-		pending, err := b.PendingJobs(ctx)
-		require.NoError(t, err)
-		assert.Empty(t, pending)
-	})
+		return n
+	}
+	assert.Equal(t, 5, count(store.OutboxFilter{}))
+	assert.Equal(t, 2, count(store.OutboxFilter{After: a2.ID}))
+	assert.Equal(t, 2, count(store.OutboxFilter{Pulled: store.PulledOnly}))
+	assert.Equal(t, 1, count(store.OutboxFilter{After: a2.ID, Pulled: store.PushedOnly}))
+
+	// Once its job has delivered it, a3 is no longer pending.
+	_, err := b.DeliverInbox(ctx, store.Delivery{Job: newDeliverJob(a3, store.LayoutBuckets), Owners: []store.ID{fan.ID}, At: c.Now(), Done: true})
+	require.NoError(t, err)
+	assert.False(t, find(store.OutboxFilter{Limit: 1})[0].Pending)
+
+	require.NoError(t, b.DeleteMessage(ctx, b1.ID, nil))
+	assert.Equal(t, []store.ID{a3.ID, b2.ID, a2.ID, a1.ID}, outboxIDs(find(store.OutboxFilter{Limit: 10})), "a deleted message leaves the outbox")
+	assert.Equal(t, 4, count(store.OutboxFilter{}))
+	none, err := b.FindOutbox(ctx, store.OutboxFilter{Authors: []store.ID{fan.ID}, Limit: 10})
+	require.NoError(t, err)
+	assert.Empty(t, none)
 }

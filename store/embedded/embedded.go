@@ -10,20 +10,28 @@
 //	e <user> <followee>      follow time: "who user follows" (followees collection)
 //	r <user> <follower>      follow time: "who follows user" (followers collection)
 //	m <message>              message document
-//	o <author> <message>     outbox index: an author's messages in time order
-//	i <owner> <seq>          one inbox entry: message, author, created, delivered
-//	n <owner>                inbox head: seq, read seq, total, unread
-//	d <message> <last owner> delivery record: (owner, seq) pairs of one chunk
-//	j <message>              pending fan-out job document
+//	o <author> <message>     outbox index: created time and pulled flag
+//	p <user>                 the user has pulled messages (ListPullAuthors)
+//	i <owner> <message>      one inbox entry: author, created, delivered
+//	n <owner>                inbox head: total, unread, read mark, rebuilding, last seen
+//	c <owner>                cached inbox (LayoutCache): expiry, completeness, entries
+//	d <message> <last owner>      delivery record of one DeliverInbox chunk: owners
+//	d <message> <owner> 'x'       delivery record of one InsertInbox entry: the owner
+//	j <job>                  pending fan-out job document
 //	N, K, a                  name store and attribute index (attributes.go)
 //
-// Inboxes keep the bucket semantics of seed 000 (entries numbered by an
-// increment of the owner's count; bucket = (seq-1)/50) with one key per
-// entry: Pebble appends one key per entry fastest (measured ~1.5M entries/s
-// against ~112k/s for read-modify-write buckets and ~430k/s for buckets
-// built by a merge operator, in measurements on this machine kind before
-// this package was written), and the newest 50 entries are one seek and a
-// short scan over at most two buckets' keys.
+// LayoutEntries and LayoutBuckets share one physical layout here: one key
+// per entry, keyed by owner and message, so a reverse range read is the
+// inbox newest first whatever order entries arrived in. Pebble appends one
+// key per entry fastest (measured ~1.5M entries/s against ~112k/s for
+// read-modify-write buckets and ~430k/s for buckets built by a merge
+// operator, on this machine kind), and an owner's newest entries are
+// adjacent keys in one block or two, which is the locality buckets give a
+// document store. The two strategies differ in layout on MongoDB only.
+//
+// Every head is kept in memory (loaded at open, kept by every writer), so
+// fan-out reads no head from disk: counts, the read mark and last-seen time
+// (for skipping inactive owners) come from the map.
 package embedded
 
 import (
@@ -51,6 +59,8 @@ const (
 	pHead     = 'n'
 	pDelivery = 'd'
 	pJob      = 'j'
+	pCache    = 'c'
+	pPullers  = 'p'
 )
 
 // Options configure the embedded backend.
@@ -72,13 +82,15 @@ type Store struct {
 	userLocks [256]sync.Mutex
 	seed      maphash.Seed
 
-	// inboxMu serialises every change to inboxes and jobs, so sequence
-	// numbers are handed out once and a delivery cannot race a deletion.
+	// inboxMu serialises every change to inboxes, heads, caches and jobs,
+	// so counts are read-modify-written by one writer at a time and a
+	// delivery cannot race a deletion.
 	inboxMu sync.Mutex
-	// heads caches inbox heads; writers hold inboxMu, and headsMu guards
-	// the map itself for readers.
+	// heads holds every inbox head. Writers hold inboxMu (so they may read
+	// the map without headsMu) and take headsMu to change it; readers take
+	// headsMu.RLock.
 	headsMu sync.RWMutex
-	heads   map[store.ID]store.InboxCounts
+	heads   map[store.ID]head
 
 	names names
 }
@@ -103,8 +115,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store in %s: %w", dir, err)
 	}
-	s := &Store{db: db, seed: maphash.MakeSeed(), heads: make(map[store.ID]store.InboxCounts)}
+	s := &Store{db: db, seed: maphash.MakeSeed(), heads: make(map[store.ID]head)}
 	if err := s.loadNames(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := s.loadHeads(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}

@@ -13,105 +13,44 @@ import (
 )
 
 const (
-	entrySize = 12 + 12 + 8 + 8 // message, author, created ms, delivered ms
-	headSize  = 4 * 8           // seq, read seq, total, unread
-	refSize   = 12 + 8          // owner, seq
+	entrySize = 12 + 8 + 8 // author, created ms, delivered ms
+	ownerSize = len(store.ID{})
 )
 
-func encodeEntry(e store.InboxEntry, delivered time.Time) []byte {
+// insertMark ends the key of an InsertInbox delivery record, so that it
+// never collides with a chunk record keyed by the same (message, owner).
+const insertMark = "x"
+
+func encodeEntry(author store.ID, created, delivered time.Time) []byte {
 	v := make([]byte, 0, entrySize)
-	v = append(v, e.MessageID[:]...)
-	v = append(v, e.AuthorID[:]...)
-	v = binary.BigEndian.AppendUint64(v, uint64(e.CreatedAt.UnixMilli()))
+	v = append(v, author[:]...)
+	v = binary.BigEndian.AppendUint64(v, uint64(created.UnixMilli()))
 	return binary.BigEndian.AppendUint64(v, uint64(delivered.UnixMilli()))
 }
 
-func decodeEntry(v []byte) (store.InboxItem, error) {
+func decodeEntry(owner, id store.ID, v []byte) (store.InboxItem, error) {
 	var it store.InboxItem
 	if len(v) != entrySize {
-		return it, fmt.Errorf("decode inbox entry: %d bytes", len(v))
+		return it, fmt.Errorf("decode inbox entry %s of %s: %d bytes, want %d (a data directory of an older format?)", id, owner, len(v), entrySize)
 	}
-	copy(it.MessageID[:], v[0:12])
-	copy(it.AuthorID[:], v[12:24])
-	it.CreatedAt = time.UnixMilli(int64(binary.BigEndian.Uint64(v[24:32]))).UTC()
-	it.DeliveredAt = time.UnixMilli(int64(binary.BigEndian.Uint64(v[32:40]))).UTC()
+	it.MessageID = id
+	copy(it.AuthorID[:], v[0:12])
+	it.CreatedAt = time.UnixMilli(int64(binary.BigEndian.Uint64(v[12:20]))).UTC()
+	it.DeliveredAt = time.UnixMilli(int64(binary.BigEndian.Uint64(v[20:28]))).UTC()
 	return it, nil
 }
 
-func encodeHead(h store.InboxCounts) []byte {
-	v := make([]byte, 0, headSize)
-	v = binary.BigEndian.AppendUint64(v, h.Seq)
-	v = binary.BigEndian.AppendUint64(v, h.ReadSeq)
-	v = binary.BigEndian.AppendUint64(v, uint64(h.Total))
-	return binary.BigEndian.AppendUint64(v, uint64(h.Unread))
+// storedLayout refuses a job that writes no stored inbox where one is needed.
+func storedLayout(j *store.Job) error {
+	if !j.Layout.Stores() {
+		return fmt.Errorf("job %s (kind %d) writes layout %d, which stores no entries", j.ID, j.Kind, j.Layout)
+	}
+	return nil
 }
 
-func decodeHead(v []byte) (store.InboxCounts, error) {
-	if len(v) != headSize {
-		return store.InboxCounts{}, fmt.Errorf("decode inbox head: %d bytes", len(v))
-	}
-	return store.InboxCounts{
-		Seq:     binary.BigEndian.Uint64(v[0:8]),
-		ReadSeq: binary.BigEndian.Uint64(v[8:16]),
-		Total:   int(binary.BigEndian.Uint64(v[16:24])),
-		Unread:  int(binary.BigEndian.Uint64(v[24:32])),
-	}, nil
-}
-
-// head returns an inbox's head from the cache or, on a miss, from the
-// database. Only writers (holding inboxMu) put heads into the cache: a
-// reader's copy could be older than a write committed meanwhile.
-func (s *Store) head(owner store.ID) (store.InboxCounts, bool, error) {
-	s.headsMu.RLock()
-	h, ok := s.heads[owner]
-	s.headsMu.RUnlock()
-	if ok {
-		return h, true, nil
-	}
-	v, found, err := s.get(key(pHead, owner))
-	if err != nil || !found {
-		return store.InboxCounts{}, false, err
-	}
-	h, err = decodeHead(v)
-	return h, false, err
-}
-
-// cacheHeads stores heads after their batch committed. Callers hold inboxMu.
-func (s *Store) cacheHeads(changes []store.InboxChange) {
-	s.headsMu.Lock()
-	for _, c := range changes {
-		s.heads[c.Owner] = c.Counts
-	}
-	s.headsMu.Unlock()
-}
-
-// checkJob returns the stored job of a chunk if the chunk should apply:
-// NOT_FOUND if the job is gone, nil if the job has moved past the chunk.
-func (s *Store) checkJob(j *store.Job) (*store.Job, error) {
-	stored, err := s.findJob(j.MessageID)
-	if err != nil {
-		return nil, err
-	}
-	if stored.Kind != j.Kind {
-		return nil, store.Errorf(store.ENOTFOUND, "job not found")
-	}
-	if !bytes.Equal(stored.Cursor, j.Cursor) {
-		return nil, nil
-	}
-	return stored, nil
-}
-
-// advanceJob records a job's progress in b, or removes the job when done.
-func advanceJob(b *pebble.Batch, j *store.Job, cursor []byte, done bool) error {
-	if done {
-		return b.Delete(key(pJob, j.MessageID), nil)
-	}
-	next := *j
-	next.Cursor = cursor
-	return setJob(b, &next)
-}
-
-// DeliverInbox implements store.Backend.
+// DeliverInbox implements store.Backend. The stored layouts read no head
+// from disk: counts, read marks and last-seen times come from the heads in
+// memory, and the chunk is one synced batch.
 func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.InboxChange, error) {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
@@ -119,25 +58,49 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 	if err != nil || job == nil {
 		return nil, err
 	}
+	entry := job.Entry()
 	b := s.db.NewBatchWithSize(len(d.Owners) * 128)
 	defer b.Close()
-	changes := make([]store.InboxChange, len(d.Owners))
-	rec := make([]byte, 0, refSize*len(d.Owners))
-	for i, owner := range d.Owners {
-		h, _, err := s.head(owner)
-		if err != nil {
-			return nil, err
+	changes := make([]store.InboxChange, 0, len(d.Owners))
+	heads := make([]ownerHead, 0, len(d.Owners))
+	rec := make([]byte, 0, ownerSize*len(d.Owners))
+	seen := make(map[store.ID]struct{}, len(d.Owners))
+	value := encodeEntry(entry.AuthorID, entry.CreatedAt, d.At)
+	for _, owner := range d.Owners {
+		if _, dup := seen[owner]; dup {
+			continue
 		}
-		h.Seq++
-		h.Total++
-		h.Unread++
-		_ = b.Set(key(pInbox, owner, h.Seq), encodeEntry(job.Entry(), d.At), nil)
-		_ = b.Set(key(pHead, owner), encodeHead(h), nil)
-		rec = append(rec, owner[:]...)
-		rec = binary.BigEndian.AppendUint64(rec, h.Seq)
-		changes[i] = store.InboxChange{InboxRef: store.InboxRef{Owner: owner, Seq: h.Seq}, Counts: h}
+		seen[owner] = struct{}{}
+		h := s.heads[owner]
+		if !h.active(d.ActiveSince) {
+			continue
+		}
+		change := store.InboxChange{InboxRef: store.InboxRef{Owner: owner}, MessageID: entry.MessageID}
+		switch {
+		case job.Layout.Stores():
+			h.add(entry.MessageID)
+			_ = b.Set(key(pInbox, owner, entry.MessageID), value, nil)
+			_ = b.Set(key(pHead, owner), h.encode(), nil)
+			heads = append(heads, ownerHead{owner, h})
+			rec = append(rec, owner[:]...)
+			change.Counts = h.counts(job.Layout)
+		case job.Layout == store.LayoutCache:
+			added, err := s.appendCache(b, owner, store.InboxItem{InboxEntry: entry, DeliveredAt: d.At}, d.At, d.CacheCap)
+			if err != nil {
+				return nil, err
+			}
+			if added {
+				rec = append(rec, owner[:]...)
+			}
+			change.NoCounts = true
+		default:
+			// LayoutNone stores nothing; the owner reads the message from
+			// the outbox, and still hears of it.
+			change.NoCounts = true
+		}
+		changes = append(changes, change)
 	}
-	if len(d.Owners) > 0 {
+	if len(rec) > 0 {
 		_ = b.Set(key(pDelivery, job.MessageID, d.Owners[len(d.Owners)-1]), rec, nil)
 	}
 	if err := advanceJob(b, job, d.Cursor, d.Done); err != nil {
@@ -146,19 +109,152 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 	if err := s.commit(b); err != nil {
 		return nil, err
 	}
-	s.cacheHeads(changes)
+	s.setHeads(heads)
 	return changes, nil
+}
+
+// InsertInbox implements store.Backend. It reads each entry's key (and its
+// message's outbox key) first: an insertion is at most a few hundred
+// entries, and dedupe is what makes a backfill safe to overlap deliveries.
+func (s *Store) InsertInbox(_ context.Context, ins store.Insertion) ([]store.InboxChange, error) {
+	s.inboxMu.Lock()
+	defer s.inboxMu.Unlock()
+	job, err := s.findJob(ins.Job)
+	if err != nil {
+		return nil, err
+	}
+	if err := storedLayout(job); err != nil {
+		return nil, err
+	}
+	owner := job.OwnerID
+	h := s.heads[owner]
+	if job.Kind == store.JobRebuild {
+		h.rebuilding = false // in every change's counts: the step ends it
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	var changes []store.InboxChange
+	seen := make(map[store.ID]struct{}, len(ins.Entries))
+	for _, e := range ins.Entries {
+		if _, dup := seen[e.MessageID]; dup {
+			continue
+		}
+		seen[e.MessageID] = struct{}{}
+		ek := key(pInbox, owner, e.MessageID)
+		if _, ok, err := s.get(ek); err != nil {
+			return nil, err
+		} else if ok {
+			continue
+		}
+		// A message deleted since the caller read it may already be
+		// retracted everywhere; an entry for it now would never be.
+		if _, ok, err := s.get(key(pOutbox, e.AuthorID, e.MessageID)); err != nil {
+			return nil, err
+		} else if !ok {
+			continue
+		}
+		h.add(e.MessageID)
+		_ = b.Set(ek, encodeEntry(e.AuthorID, e.CreatedAt, ins.At), nil)
+		_ = b.Set(key(pDelivery, e.MessageID, owner, insertMark), owner[:], nil)
+		changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: owner}, MessageID: e.MessageID, Counts: h.counts(job.Layout)})
+	}
+	_ = b.Set(key(pHead, owner), h.encode(), nil)
+	_ = b.Delete(key(pJob, job.ID), nil)
+	if err := s.commit(b); err != nil {
+		return nil, err
+	}
+	s.setHeads([]ownerHead{{owner, h}})
+	return changes, nil
+}
+
+// RemoveAuthorEntries implements store.Backend. It walks the author's
+// outbox, newest first, and point-checks the owner's inbox for each
+// message, stopping at the owner's oldest entry: an owner's inbox holds
+// the entries of every followee, usually far more than one author's
+// messages since that oldest entry, so this reads less than a scan of the
+// inbox would. An entry whose message was deleted is not in the outbox; its
+// retraction removes it.
+func (s *Store) RemoveAuthorEntries(_ context.Context, r store.AuthorRemoval) ([]store.InboxChange, error) {
+	s.inboxMu.Lock()
+	defer s.inboxMu.Unlock()
+	job, err := s.findJob(r.Job)
+	if err != nil {
+		return nil, err
+	}
+	if err := storedLayout(job); err != nil {
+		return nil, err
+	}
+	owner, author := job.OwnerID, job.AuthorID
+	h := s.heads[owner]
+	b := s.db.NewBatch()
+	defer b.Close()
+	var changes []store.InboxChange
+	oldest, has, err := s.oldestEntry(owner)
+	if err != nil {
+		return nil, err
+	}
+	if has {
+		p := key(pOutbox, author)
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: key(pOutbox, author, oldest), UpperBound: prefixEnd(p)})
+		if err != nil {
+			return nil, fmt.Errorf("embedded iter: %w", err)
+		}
+		for ok := it.Last(); ok; ok = it.Prev() {
+			var id store.ID
+			copy(id[:], it.Key()[len(p):])
+			ek := key(pInbox, owner, id)
+			_, found, err := s.get(ek)
+			if err != nil {
+				it.Close()
+				return nil, err
+			} else if !found {
+				continue
+			}
+			h.remove(id)
+			_ = b.Delete(ek, nil)
+			changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: owner}, MessageID: id, Counts: h.counts(job.Layout)})
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	_ = b.Set(key(pHead, owner), h.encode(), nil)
+	_ = b.Delete(key(pJob, job.ID), nil)
+	if err := s.commit(b); err != nil {
+		return nil, err
+	}
+	s.setHeads([]ownerHead{{owner, h}})
+	return changes, nil
+}
+
+// oldestEntry returns the message of owner's oldest stored entry.
+func (s *Store) oldestEntry(owner store.ID) (store.ID, bool, error) {
+	p := key(pInbox, owner)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return store.NilID, false, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	var id store.ID
+	if !it.First() {
+		return id, false, it.Error()
+	}
+	copy(id[:], it.Key()[len(p):])
+	return id, true, nil
 }
 
 // ReadInbox implements store.Backend.
 func (s *Store) ReadInbox(_ context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
-	counts, _, err := s.head(f.Owner)
-	if err != nil || f.Limit <= 0 {
-		return nil, counts, err
+	h, _ := s.headOf(f.Owner)
+	counts := h.counts(f.Layout)
+	if !f.Layout.Stores() || f.Limit <= 0 {
+		return nil, counts, nil
 	}
 	p := key(pInbox, f.Owner)
 	upper := prefixEnd(p)
-	if f.Before > 0 {
+	if !f.Before.IsZero() {
 		upper = key(pInbox, f.Owner, f.Before)
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upper})
@@ -166,44 +262,79 @@ func (s *Store) ReadInbox(_ context.Context, f store.InboxFilter) ([]store.Inbox
 		return nil, counts, fmt.Errorf("embedded iter: %w", err)
 	}
 	defer it.Close()
-	items := make([]store.InboxItem, 0, f.Limit)
+	items := make([]store.InboxItem, 0, min(f.Limit, 1024))
 	for ok := it.Last(); ok && len(items) < f.Limit; ok = it.Prev() {
-		item, err := decodeEntry(it.Value())
+		var id store.ID
+		copy(id[:], it.Key()[len(p):])
+		item, err := decodeEntry(f.Owner, id, it.Value())
 		if err != nil {
 			return nil, counts, err
 		}
-		item.Seq = binary.BigEndian.Uint64(it.Key()[len(p):])
 		items = append(items, item)
 	}
 	return items, counts, it.Error()
 }
 
-// MarkInboxRead implements store.Backend.
-func (s *Store) MarkInboxRead(_ context.Context, owner store.ID) (store.InboxCounts, error) {
+// MarkInboxRead implements store.Backend. Unread is recounted whatever the
+// layout, so the head stays exact for the stored layouts; it costs a scan
+// of the entries above the new mark only.
+func (s *Store) MarkInboxRead(_ context.Context, owner store.ID, layout store.Layout, mark store.ID) (store.InboxCounts, error) {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
-	h, _, err := s.head(owner)
-	if err != nil {
-		return h, err
+	h, ok := s.heads[owner]
+	if !ok {
+		return store.InboxCounts{}, store.Errorf(store.ENOTFOUND, "user not found")
 	}
-	h.ReadSeq, h.Unread = h.Seq, 0
+	if mark.Compare(h.mark) <= 0 {
+		return h.counts(layout), nil
+	}
+	h.mark = mark
+	if h.total > 0 {
+		n, err := s.countAbove(owner, mark)
+		if err != nil {
+			return store.InboxCounts{}, err
+		}
+		h.unread = n
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	_ = b.Set(key(pHead, owner), encodeHead(h), nil)
+	_ = b.Set(key(pHead, owner), h.encode(), nil)
 	if err := s.commit(b); err != nil {
 		return store.InboxCounts{}, err
 	}
-	s.cacheHeads([]store.InboxChange{{InboxRef: store.InboxRef{Owner: owner}, Counts: h}})
-	return h, nil
+	s.setHeads([]ownerHead{{owner, h}})
+	return h.counts(layout), nil
 }
 
-// FindDeliveries implements store.Backend. The cursor is the key suffix
-// (last owner) of the last delivery record returned.
+// countAbove counts owner's entries newer than mark.
+func (s *Store) countAbove(owner, mark store.ID) (int, error) {
+	p := key(pInbox, owner)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: append(key(pInbox, owner, mark), 0), UpperBound: prefixEnd(p)})
+	if err != nil {
+		return 0, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n, it.Error()
+}
+
+// FindDeliveries implements store.Backend. The cursor is the key suffix of
+// the delivery record to resume in, then the number of its owners already
+// returned (4 bytes), so a page never exceeds limit.
 func (s *Store) FindDeliveries(_ context.Context, messageID store.ID, cursor []byte, limit int) ([]store.InboxRef, []byte, error) {
 	p := key(pDelivery, messageID)
-	lower := p
+	lower, skip := p, 0
+	var resume []byte
 	if len(cursor) > 0 {
-		lower = append(key(pDelivery, messageID, cursor), 0)
+		if len(cursor) <= 4 {
+			return nil, nil, store.Errorf(store.EINVALID, "malformed delivery cursor")
+		}
+		resume = key(pDelivery, messageID, cursor[:len(cursor)-4])
+		skip = int(binary.BigEndian.Uint32(cursor[len(cursor)-4:]))
+		lower = resume
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(p)})
 	if err != nil {
@@ -211,28 +342,26 @@ func (s *Store) FindDeliveries(_ context.Context, messageID store.ID, cursor []b
 	}
 	defer it.Close()
 	var refs []store.InboxRef
-	var next []byte
-	ok := it.First()
-	for ; ok && len(refs) < limit; ok = it.Next() {
+	for ok := it.First(); ok; ok = it.Next() {
 		v := it.Value()
-		if len(v)%refSize != 0 {
-			return nil, nil, fmt.Errorf("decode delivery record: %d bytes", len(v))
+		if len(v)%ownerSize != 0 {
+			return nil, nil, fmt.Errorf("decode delivery record of %s: %d bytes, not whole owners", messageID, len(v))
 		}
-		for i := 0; i < len(v); i += refSize {
+		start := 0
+		if resume != nil && bytes.Equal(it.Key(), resume) {
+			start = skip * ownerSize
+		}
+		for i := start; i < len(v); i += ownerSize {
+			if len(refs) >= limit {
+				next := binary.BigEndian.AppendUint32(bytes.Clone(it.Key()[len(p):]), uint32(i/ownerSize))
+				return refs, next, nil
+			}
 			var r store.InboxRef
-			copy(r.Owner[:], v[i:i+12])
-			r.Seq = binary.BigEndian.Uint64(v[i+12 : i+refSize])
+			copy(r.Owner[:], v[i:i+ownerSize])
 			refs = append(refs, r)
 		}
-		next = bytes.Clone(it.Key()[len(p):])
 	}
-	if err := it.Error(); err != nil {
-		return nil, nil, err
-	}
-	if !ok {
-		next = nil // no record left after these
-	}
-	return refs, next, nil
+	return refs, nil, it.Error()
 }
 
 // RemoveInboxEntries implements store.Backend.
@@ -246,26 +375,42 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.
 	b := s.db.NewBatch()
 	defer b.Close()
 	changes := make([]store.InboxChange, 0, len(r.Refs))
+	var heads []ownerHead
+	// An owner can have two records for one message (delivered, removed
+	// by an unfollow, inserted again by a follow); the entry goes once.
+	done := make(map[store.ID]struct{}, len(r.Refs))
 	for _, ref := range r.Refs {
-		ek := key(pInbox, ref.Owner, ref.Seq)
-		v, ok, err := s.get(ek)
-		if err != nil {
-			return nil, err
-		}
-		if !ok || !bytes.Equal(v[:12], job.MessageID[:]) {
+		if _, dup := done[ref.Owner]; dup {
 			continue
 		}
-		h, _, err := s.head(ref.Owner)
-		if err != nil {
-			return nil, err
+		done[ref.Owner] = struct{}{}
+		change := store.InboxChange{InboxRef: store.InboxRef{Owner: ref.Owner}, MessageID: job.MessageID}
+		switch {
+		case job.Layout.Stores():
+			ek := key(pInbox, ref.Owner, job.MessageID)
+			if _, ok, err := s.get(ek); err != nil {
+				return nil, err
+			} else if !ok {
+				continue
+			}
+			h := s.heads[ref.Owner]
+			h.remove(job.MessageID)
+			_ = b.Delete(ek, nil)
+			_ = b.Set(key(pHead, ref.Owner), h.encode(), nil)
+			heads = append(heads, ownerHead{ref.Owner, h})
+			change.Counts = h.counts(job.Layout)
+		case job.Layout == store.LayoutCache:
+			removed, err := s.removeFromCache(b, ref.Owner, job.MessageID)
+			if err != nil {
+				return nil, err
+			} else if !removed {
+				continue
+			}
+			change.NoCounts = true
+		default:
+			continue
 		}
-		h.Total--
-		if ref.Seq > h.ReadSeq {
-			h.Unread--
-		}
-		_ = b.Delete(ek, nil)
-		_ = b.Set(key(pHead, ref.Owner), encodeHead(h), nil)
-		changes = append(changes, store.InboxChange{InboxRef: ref, Counts: h})
+		changes = append(changes, change)
 	}
 	if r.Done {
 		p := key(pDelivery, job.MessageID)
@@ -277,6 +422,6 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.
 	if err := s.commit(b); err != nil {
 		return nil, err
 	}
-	s.cacheHeads(changes)
+	s.setHeads(heads)
 	return changes, nil
 }

@@ -24,7 +24,13 @@ func (s *Store) CreateMessage(_ context.Context, m *store.Message, job *store.Jo
 	if err := setMessage(b, m); err != nil {
 		return err
 	}
-	_ = b.Set(key(pOutbox, m.AuthorID, m.ID), nil, nil)
+	_ = b.Set(key(pOutbox, m.AuthorID, m.ID), encodeOutbox(m), nil)
+	if m.Pulled {
+		author.Pulled++
+		if author.Pulled == 1 {
+			_ = b.Set(key(pPullers, m.AuthorID), nil, nil)
+		}
+	}
 	if err := setUserDoc(b, author); err != nil {
 		return err
 	}
@@ -42,14 +48,6 @@ func setMessage(b *pebble.Batch, m *store.Message) error {
 		return fmt.Errorf("encode message: %w", err)
 	}
 	return b.Set(key(pMessage, m.ID), v, nil)
-}
-
-func setJob(b *pebble.Batch, j *store.Job) error {
-	v, err := docs.Marshal(docs.FromJob(j))
-	if err != nil {
-		return fmt.Errorf("encode job: %w", err)
-	}
-	return b.Set(key(pJob, j.MessageID), v, nil)
 }
 
 func decodeMessage(v []byte) (*store.Message, error) {
@@ -155,6 +153,12 @@ func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *store.Job
 	author.Messages--
 	b := s.db.NewBatch()
 	defer b.Close()
+	if m.Pulled {
+		author.Pulled--
+		if author.Pulled == 0 {
+			_ = b.Delete(key(pPullers, m.AuthorID), nil)
+		}
+	}
 	_ = b.Delete(key(pMessage, id), nil)
 	_ = b.Delete(key(pOutbox, m.AuthorID, id), nil)
 	_ = b.Delete(key(pJob, id), nil)
@@ -167,35 +171,4 @@ func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *store.Job
 		}
 	}
 	return s.commit(b)
-}
-
-// PendingJobs implements store.Backend.
-func (s *Store) PendingJobs(_ context.Context) ([]*store.Job, error) {
-	p := []byte{pJob}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
-	if err != nil {
-		return nil, fmt.Errorf("embedded iter: %w", err)
-	}
-	defer it.Close()
-	var out []*store.Job
-	for ok := it.First(); ok; ok = it.Next() {
-		j, err := decodeJob(it.Value())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, it.Error()
-}
-
-func (s *Store) findJob(id store.ID) (*store.Job, error) {
-	return findDoc(s, key(pJob, id), decodeJob, "job not found")
-}
-
-func decodeJob(v []byte) (*store.Job, error) {
-	var d docs.Job
-	if err := docs.Unmarshal(v, &d); err != nil {
-		return nil, fmt.Errorf("decode job: %w", err)
-	}
-	return d.Store(), nil
 }

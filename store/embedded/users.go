@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -16,8 +17,12 @@ func (s *Store) CreateUser(_ context.Context, u *store.User) error {
 	if err != nil {
 		return fmt.Errorf("encode user: %w", err)
 	}
-	// Handles are claimed under the stripe lock of the handle's key, so two
-	// sign-ups of one handle cannot both see it free.
+	// The user's inbox head is written with the user, under inboxMu like
+	// every head (taken before any stripe, as everywhere). Handles are
+	// claimed under the stripe lock of the handle's key, so two sign-ups of
+	// one handle cannot both see it free.
+	s.inboxMu.Lock()
+	defer s.inboxMu.Unlock()
 	hk := key(pHandle, u.Handle)
 	unlock := s.lock(hk)
 	defer unlock()
@@ -30,7 +35,13 @@ func (s *Store) CreateUser(_ context.Context, u *store.User) error {
 	defer b.Close()
 	_ = b.Set(hk, u.ID[:], nil)
 	_ = b.Set(key(pUser, u.ID), v, nil)
-	return s.commit(b)
+	h := head{seen: u.LastSeenAt.UnixMilli()}
+	_ = b.Set(key(pHead, u.ID), h.encode(), nil)
+	if err := s.commit(b); err != nil {
+		return err
+	}
+	s.setHeads([]ownerHead{{u.ID, h}})
+	return nil
 }
 
 func decodeUserDoc(v []byte) (*docs.User, error) {
@@ -93,9 +104,6 @@ func (s *Store) UpdateUser(_ context.Context, id store.ID, upd store.UserUpdate)
 	if upd.DisplayName != nil {
 		d.Name = *upd.DisplayName
 	}
-	if upd.LastSeenAt != nil {
-		d.Seen = *upd.LastSeenAt
-	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := setUserDoc(b, d); err != nil {
@@ -107,6 +115,42 @@ func (s *Store) UpdateUser(_ context.Context, id store.ID, upd store.UserUpdate)
 	u := d.Store()
 	u.Attributes = s.userAttributes(d)
 	return u, nil
+}
+
+// MarkSeen implements store.Backend. The last-seen time is kept in the
+// user document (User.LastSeenAt) and in the head, where fan-out reads it.
+func (s *Store) MarkSeen(_ context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *store.Job) (bool, error) {
+	s.inboxMu.Lock()
+	defer s.inboxMu.Unlock()
+	unlock := s.lock(user[:])
+	defer unlock()
+	d, err := s.findUserDoc(user)
+	if err != nil {
+		return false, err
+	}
+	h := s.heads[user]
+	returning := rebuild != nil && h.seen < inactiveBefore.UnixMilli()
+	d.Seen, h.seen = at, at.UnixMilli()
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := setUserDoc(b, d); err != nil {
+		return false, err
+	}
+	if returning {
+		if rebuild.Kind != store.JobRebuild || rebuild.OwnerID != user {
+			return false, fmt.Errorf("mark seen: rebuild job (kind %d) is not a JobRebuild of %s", rebuild.Kind, user)
+		}
+		h.rebuilding = true
+		if err := setJob(b, rebuild); err != nil {
+			return false, err
+		}
+	}
+	_ = b.Set(key(pHead, user), h.encode(), nil)
+	if err := s.commit(b); err != nil {
+		return false, err
+	}
+	s.setHeads([]ownerHead{{user, h}})
+	return returning, nil
 }
 
 // setUserDoc writes a user document into b.

@@ -1,0 +1,129 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"herald/store"
+	"herald/store/internal/docs"
+)
+
+func setJob(b *pebble.Batch, j *store.Job) error {
+	if j.ID.IsZero() {
+		return fmt.Errorf("store job: kind %d has no ID", j.Kind)
+	}
+	v, err := docs.Marshal(docs.FromJob(j))
+	if err != nil {
+		return fmt.Errorf("encode job: %w", err)
+	}
+	return b.Set(key(pJob, j.ID), v, nil)
+}
+
+func decodeJob(v []byte) (*store.Job, error) {
+	var d docs.Job
+	if err := docs.Unmarshal(v, &d); err != nil {
+		return nil, fmt.Errorf("decode job: %w", err)
+	}
+	return d.Store(), nil
+}
+
+// findJob returns the stored job named by j, NOT_FOUND if there is none (or
+// another kind of job has its ID).
+func (s *Store) findJob(j *store.Job) (*store.Job, error) {
+	stored, err := findDoc(s, key(pJob, j.ID), decodeJob, "job not found")
+	if err != nil {
+		return nil, err
+	}
+	if stored.Kind != j.Kind {
+		return nil, store.Errorf(store.ENOTFOUND, "job not found")
+	}
+	return stored, nil
+}
+
+// checkJob returns the stored job of a chunk if the chunk should apply:
+// NOT_FOUND if the job is gone, nil if the job has moved past the chunk.
+func (s *Store) checkJob(j *store.Job) (*store.Job, error) {
+	stored, err := s.findJob(j)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(stored.Cursor, j.Cursor) {
+		return nil, nil
+	}
+	return stored, nil
+}
+
+// advanceJob records a job's progress in b, or removes the job when done.
+func advanceJob(b *pebble.Batch, j *store.Job, cursor []byte, done bool) error {
+	if done {
+		return b.Delete(key(pJob, j.ID), nil)
+	}
+	next := *j
+	next.Cursor = cursor
+	return setJob(b, &next)
+}
+
+// PendingJobs implements store.Backend. Jobs are keyed by ID, so key order
+// is the order the contract asks for.
+func (s *Store) PendingJobs(_ context.Context) ([]*store.Job, error) {
+	p := []byte{pJob}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	var out []*store.Job
+	for ok := it.First(); ok; ok = it.Next() {
+		j, err := decodeJob(it.Value())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, it.Error()
+}
+
+// StoreJob implements store.Backend.
+func (s *Store) StoreJob(_ context.Context, j *store.Job) error {
+	if j.Kind != store.JobFollow && j.Kind != store.JobUnfollow {
+		return fmt.Errorf("store job: kind %d is stored with its change, not by StoreJob", j.Kind)
+	}
+	s.inboxMu.Lock()
+	defer s.inboxMu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := setJob(b, j); err != nil {
+		return err
+	}
+	return s.commit(b)
+}
+
+// FinishJob implements store.Backend.
+func (s *Store) FinishJob(_ context.Context, j *store.Job) error {
+	s.inboxMu.Lock()
+	defer s.inboxMu.Unlock()
+	stored, err := s.findJob(j)
+	if store.ErrorCode(err) == store.ENOTFOUND {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Delete(key(pJob, stored.ID), nil)
+	var heads []ownerHead
+	if stored.Kind == store.JobRebuild {
+		h := s.heads[stored.OwnerID]
+		h.rebuilding = false
+		_ = b.Set(key(pHead, stored.OwnerID), h.encode(), nil)
+		heads = append(heads, ownerHead{stored.OwnerID, h})
+	}
+	if err := s.commit(b); err != nil {
+		return err
+	}
+	s.setHeads(heads)
+	return nil
+}

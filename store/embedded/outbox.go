@@ -1,0 +1,217 @@
+package embedded
+
+import (
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"herald/store"
+)
+
+// The outbox index value holds what fan-out on read needs of a message, so
+// that FindOutbox and CountOutbox decode no message document: its creation
+// time (Unix ms) and whether it is pulled.
+const outboxSize = 8 + 1
+
+func encodeOutbox(m *store.Message) []byte {
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, outboxSize), uint64(m.CreatedAt.UnixMilli()))
+	pulled := byte(0)
+	if m.Pulled {
+		pulled = 1
+	}
+	return append(v, pulled)
+}
+
+// outboxRow is one decoded outbox index entry.
+type outboxRow struct {
+	entry  store.InboxEntry
+	pulled bool
+}
+
+func decodeOutbox(author, id store.ID, v []byte) (outboxRow, error) {
+	if len(v) != outboxSize {
+		return outboxRow{}, fmt.Errorf("decode outbox index of message %s: %d bytes, want %d (a data directory of an older format?)", id, len(v), outboxSize)
+	}
+	return outboxRow{
+		entry:  store.InboxEntry{MessageID: id, AuthorID: author, CreatedAt: time.UnixMilli(int64(binary.BigEndian.Uint64(v[:8]))).UTC()},
+		pulled: v[8] == 1,
+	}, nil
+}
+
+func (r outboxRow) matches(f store.PullFilter) bool {
+	switch f {
+	case store.PushedOnly:
+		return !r.pulled
+	case store.PulledOnly:
+		return r.pulled
+	}
+	return true
+}
+
+// outboxHeap orders each author's current newest row, newest on top.
+type outboxHeap []outboxRow
+
+func (h outboxHeap) Len() int { return len(h) }
+func (h outboxHeap) Less(i, j int) bool {
+	return h[i].entry.MessageID.Compare(h[j].entry.MessageID) > 0
+}
+func (h outboxHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *outboxHeap) Push(x any)   { *h = append(*h, x.(outboxRow)) }
+func (h *outboxHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// prevOutbox returns author's newest row below before that passes the
+// filter, using the shared iterator it.
+func prevOutbox(it *pebble.Iterator, author, before store.ID, f store.PullFilter) (outboxRow, bool, error) {
+	p := key(pOutbox, author)
+	var ok bool
+	if before.IsZero() {
+		ok = it.SeekLT(prefixEnd(p))
+	} else {
+		ok = it.SeekLT(key(pOutbox, author, before))
+	}
+	for ; ok; ok = it.Prev() {
+		k := it.Key()
+		if len(k) != len(p)+len(store.ID{}) || string(k[:len(p)]) != string(p) {
+			break
+		}
+		var id store.ID
+		copy(id[:], k[len(p):])
+		row, err := decodeOutbox(author, id, it.Value())
+		if err != nil {
+			return row, false, err
+		}
+		if row.matches(f) {
+			return row, true, nil
+		}
+	}
+	return outboxRow{}, false, it.Error()
+}
+
+// FindOutbox implements store.Backend: a k-way merge over one iterator,
+// each author's next row found by a seek, so a page reads about Limit plus
+// one row per author whatever the outboxes' sizes.
+func (s *Store) FindOutbox(_ context.Context, f store.OutboxFilter) ([]store.OutboxEntry, error) {
+	if f.Limit <= 0 || len(f.Authors) == 0 {
+		return nil, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pOutbox}, UpperBound: []byte{pOutbox + 1}})
+	if err != nil {
+		return nil, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	h := make(outboxHeap, 0, len(f.Authors))
+	done := make(map[store.ID]struct{}, len(f.Authors))
+	for _, a := range f.Authors {
+		if _, dup := done[a]; dup {
+			continue
+		}
+		done[a] = struct{}{}
+		row, ok, err := prevOutbox(it, a, f.Before, f.Pulled)
+		if err != nil {
+			return nil, err
+		} else if ok {
+			h = append(h, row)
+		}
+	}
+	heap.Init(&h)
+	out := make([]store.OutboxEntry, 0, min(f.Limit, 1024))
+	for h.Len() > 0 && len(out) < f.Limit {
+		top := h[0]
+		out = append(out, store.OutboxEntry{InboxEntry: top.entry})
+		row, ok, err := prevOutbox(it, top.entry.AuthorID, top.entry.MessageID, f.Pulled)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			h[0] = row
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
+		}
+	}
+	// A message's JobDeliver is keyed by the message's ID.
+	for i := range out {
+		v, ok, err := s.get(key(pJob, out[i].MessageID))
+		if err != nil {
+			return nil, err
+		} else if !ok {
+			continue
+		}
+		j, err := decodeJob(v)
+		if err != nil {
+			return nil, err
+		}
+		out[i].Pending = j.Kind == store.JobDeliver
+	}
+	return out, nil
+}
+
+// CountOutbox implements store.Backend.
+func (s *Store) CountOutbox(_ context.Context, f store.OutboxFilter) (int, error) {
+	n := 0
+	done := make(map[store.ID]struct{}, len(f.Authors))
+	for _, a := range f.Authors {
+		if _, dup := done[a]; dup {
+			continue
+		}
+		done[a] = struct{}{}
+		p := key(pOutbox, a)
+		lower := p
+		if !f.After.IsZero() {
+			lower = append(key(pOutbox, a, f.After), 0)
+		}
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(p)})
+		if err != nil {
+			return 0, fmt.Errorf("embedded iter: %w", err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			if f.Pulled == store.AnyMessage {
+				n++
+				continue
+			}
+			var id store.ID
+			copy(id[:], it.Key()[len(p):])
+			row, err := decodeOutbox(a, id, it.Value())
+			if err != nil {
+				it.Close()
+				return 0, err
+			}
+			if row.matches(f.Pulled) {
+				n++
+			}
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// ListPullAuthors implements store.Backend from the p index, which
+// CreateMessage and DeleteMessage keep with PulledCount.
+func (s *Store) ListPullAuthors(_ context.Context) ([]store.ID, error) {
+	p := []byte{pPullers}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	var out []store.ID
+	for ok := it.First(); ok; ok = it.Next() {
+		var id store.ID
+		copy(id[:], it.Key()[1:])
+		out = append(out, id)
+	}
+	return out, it.Error()
+}

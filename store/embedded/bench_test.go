@@ -43,7 +43,8 @@ func graph(b testing.TB, st *embedded.Store, n int) (author store.ID, followers 
 }
 
 // BenchmarkFanout measures the time from postMessage until every follower
-// has the message in their inbox, and the delivery rate.
+// has the message in their inbox, and the delivery rate, under strategy
+// bucket (LayoutBuckets).
 func BenchmarkFanout(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("followers=%d", n), func(b *testing.B) {
@@ -52,7 +53,7 @@ func BenchmarkFanout(b *testing.B) {
 			require.NoError(b, err)
 			defer st.Close()
 			author, _ := graph(b, st, n)
-			svc := store.NewService(st, store.NewHub(), store.Options{PasswordCost: bcrypt.MinCost})
+			svc := store.NewService(st, store.NewHub(), store.Options{Strategy: store.StrategyBucket, PasswordCost: bcrypt.MinCost})
 			require.NoError(b, svc.Start(ctx))
 			defer svc.Close(ctx)
 
@@ -73,14 +74,14 @@ func BenchmarkFanout(b *testing.B) {
 }
 
 // BenchmarkInbox measures reading a 50-item inbox page with its messages,
-// as the timeline query does before loading authors.
+// as the timeline query does before loading authors, under strategy bucket.
 func BenchmarkInbox(b *testing.B) {
 	ctx := context.Background()
 	st, err := embedded.Open(b.TempDir(), embedded.Options{})
 	require.NoError(b, err)
 	defer st.Close()
 	author, followers := graph(b, st, 10)
-	svc := store.NewService(st, store.NewHub(), store.Options{PasswordCost: bcrypt.MinCost})
+	svc := store.NewService(st, store.NewHub(), store.Options{Strategy: store.StrategyBucket, PasswordCost: bcrypt.MinCost})
 	require.NoError(b, svc.Start(ctx))
 	defer svc.Close(ctx)
 	for range 120 {

@@ -29,9 +29,9 @@
 // adjacent keys in one block or two, which is the locality buckets give a
 // document store. The two strategies differ in layout on MongoDB only.
 //
-// Every head is kept in memory (loaded at open, kept by every writer), so
-// fan-out reads no head from disk: counts, the read mark and last-seen time
-// (for skipping inactive owners) come from the map.
+// Every head is kept in memory (loaded at open, kept by every writer, about
+// 100 bytes a user), so fan-out reads no head from disk: counts, the read
+// mark and the last-seen time it skips inactive owners by come from the map.
 package embedded
 
 import (
@@ -86,9 +86,9 @@ type Store struct {
 	// so counts are read-modify-written by one writer at a time and a
 	// delivery cannot race a deletion.
 	inboxMu sync.Mutex
-	// heads holds every inbox head. Writers hold inboxMu (so they may read
-	// the map without headsMu) and take headsMu to change it; readers take
-	// headsMu.RLock.
+	// heads holds every user's inbox head; headsMu guards the map itself.
+	// A head changes under inboxMu, except a new user's, which CreateUser
+	// adds before the user exists for anyone to deliver to.
 	headsMu sync.RWMutex
 	heads   map[store.ID]head
 

@@ -1,8 +1,11 @@
 package embedded_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
@@ -16,4 +19,54 @@ func TestStore(t *testing.T) {
 		require.NoError(t, err)
 		return s
 	})
+}
+
+// TestReopen checks that inbox heads, which the store keeps in memory,
+// come back whole from disk: counts, read mark, rebuilding flag and the
+// last-seen time that fan-out skips inactive owners by.
+func TestReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := embedded.Open(dir, embedded.Options{})
+	require.NoError(t, err)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	user := func(handle string, at time.Time) store.ID {
+		u := &store.User{ID: store.NewID(at), Handle: handle, CreatedAt: at, LastSeenAt: at}
+		require.NoError(t, st.CreateUser(ctx, u))
+		return u.ID
+	}
+	author, reader, idle := user("author", t0), user("reader", t0), user("idle", t0)
+	post := func(at time.Time) *store.Message {
+		m := &store.Message{ID: store.NewID(at), AuthorID: author, Text: "hi", Kind: store.KindPost, CreatedAt: at}
+		job := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: at}
+		require.NoError(t, st.CreateMessage(ctx, m, job))
+		_, err := st.DeliverInbox(ctx, store.Delivery{Job: job, Owners: []store.ID{reader, idle}, ActiveSince: t0.Add(time.Minute), At: at, Done: true})
+		require.NoError(t, err)
+		return m
+	}
+	_, err = st.MarkSeen(ctx, reader, t0.Add(2*time.Minute), time.Time{}, nil)
+	require.NoError(t, err)
+	m1 := post(t0.Add(3 * time.Minute))
+	post(t0.Add(4 * time.Minute))
+	_, err = st.MarkInboxRead(ctx, reader, store.LayoutBuckets, m1.ID)
+	require.NoError(t, err)
+	rebuilding, err := st.MarkSeen(ctx, idle, t0.Add(5*time.Minute), t0.Add(5*time.Minute), &store.Job{ID: idle, Kind: store.JobRebuild, Layout: store.LayoutBuckets, OwnerID: idle})
+	require.NoError(t, err)
+	require.True(t, rebuilding)
+	require.NoError(t, st.Close())
+
+	st, err = embedded.Open(dir, embedded.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	_, counts, err := st.ReadInbox(ctx, store.InboxFilter{Owner: reader, Layout: store.LayoutBuckets})
+	require.NoError(t, err)
+	assert.Equal(t, store.InboxCounts{Total: 2, Unread: 1, ReadMark: m1.ID}, counts)
+	_, counts, err = st.ReadInbox(ctx, store.InboxFilter{Owner: idle, Layout: store.LayoutBuckets})
+	require.NoError(t, err)
+	assert.Equal(t, store.InboxCounts{Rebuilding: true}, counts, "skipped while idle, rebuilding since its return")
+	// Idle's last-seen time came back too: it is active now.
+	post(t0.Add(6 * time.Minute))
+	_, counts, err = st.ReadInbox(ctx, store.InboxFilter{Owner: idle, Layout: store.LayoutBuckets})
+	require.NoError(t, err)
+	assert.Equal(t, store.InboxCounts{Total: 1, Unread: 1, Rebuilding: true}, counts)
 }

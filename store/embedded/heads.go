@@ -105,7 +105,7 @@ func (s *Store) loadHeads() error {
 	return it.Error()
 }
 
-// headOf returns owner's head for a reader (one not holding inboxMu).
+// headOf returns owner's head.
 func (s *Store) headOf(owner store.ID) (head, bool) {
 	s.headsMu.RLock()
 	defer s.headsMu.RUnlock()
@@ -113,7 +113,7 @@ func (s *Store) headOf(owner store.ID) (head, bool) {
 	return h, ok
 }
 
-// setHeads publishes heads after their batch committed. Callers hold inboxMu.
+// setHeads publishes heads after their batch committed (CreateUser: before).
 func (s *Store) setHeads(heads []ownerHead) {
 	if len(heads) == 0 {
 		return

@@ -71,7 +71,7 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 			continue
 		}
 		seen[owner] = struct{}{}
-		h := s.heads[owner]
+		h, _ := s.headOf(owner)
 		if !h.active(d.ActiveSince) {
 			continue
 		}
@@ -127,7 +127,7 @@ func (s *Store) InsertInbox(_ context.Context, ins store.Insertion) ([]store.Inb
 		return nil, err
 	}
 	owner := job.OwnerID
-	h := s.heads[owner]
+	h, _ := s.headOf(owner)
 	if job.Kind == store.JobRebuild {
 		h.rebuilding = false // in every change's counts: the step ends it
 	}
@@ -185,7 +185,7 @@ func (s *Store) RemoveAuthorEntries(_ context.Context, r store.AuthorRemoval) ([
 		return nil, err
 	}
 	owner, author := job.OwnerID, job.AuthorID
-	h := s.heads[owner]
+	h, _ := s.headOf(owner)
 	b := s.db.NewBatch()
 	defer b.Close()
 	var changes []store.InboxChange
@@ -281,7 +281,7 @@ func (s *Store) ReadInbox(_ context.Context, f store.InboxFilter) ([]store.Inbox
 func (s *Store) MarkInboxRead(_ context.Context, owner store.ID, layout store.Layout, mark store.ID) (store.InboxCounts, error) {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
-	h, ok := s.heads[owner]
+	h, ok := s.headOf(owner)
 	if !ok {
 		return store.InboxCounts{}, store.Errorf(store.ENOTFOUND, "user not found")
 	}
@@ -393,7 +393,7 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.
 			} else if !ok {
 				continue
 			}
-			h := s.heads[ref.Owner]
+			h, _ := s.headOf(ref.Owner)
 			h.remove(job.MessageID)
 			_ = b.Delete(ek, nil)
 			_ = b.Set(key(pHead, ref.Owner), h.encode(), nil)

@@ -116,7 +116,7 @@ func (s *Store) FinishJob(_ context.Context, j *store.Job) error {
 	_ = b.Delete(key(pJob, stored.ID), nil)
 	var heads []ownerHead
 	if stored.Kind == store.JobRebuild {
-		h := s.heads[stored.OwnerID]
+		h, _ := s.headOf(stored.OwnerID)
 		h.rebuilding = false
 		_ = b.Set(key(pHead, stored.OwnerID), h.encode(), nil)
 		heads = append(heads, ownerHead{stored.OwnerID, h})

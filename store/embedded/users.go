@@ -17,12 +17,8 @@ func (s *Store) CreateUser(_ context.Context, u *store.User) error {
 	if err != nil {
 		return fmt.Errorf("encode user: %w", err)
 	}
-	// The user's inbox head is written with the user, under inboxMu like
-	// every head (taken before any stripe, as everywhere). Handles are
-	// claimed under the stripe lock of the handle's key, so two sign-ups of
-	// one handle cannot both see it free.
-	s.inboxMu.Lock()
-	defer s.inboxMu.Unlock()
+	// Handles are claimed under the stripe lock of the handle's key, so two
+	// sign-ups of one handle cannot both see it free.
 	hk := key(pHandle, u.Handle)
 	unlock := s.lock(hk)
 	defer unlock()
@@ -35,12 +31,17 @@ func (s *Store) CreateUser(_ context.Context, u *store.User) error {
 	defer b.Close()
 	_ = b.Set(hk, u.ID[:], nil)
 	_ = b.Set(key(pUser, u.ID), v, nil)
+	// The head is in memory before the user is stored, so that whatever
+	// finds the user finds its head; until then nothing changes it.
 	h := head{seen: u.LastSeenAt.UnixMilli()}
 	_ = b.Set(key(pHead, u.ID), h.encode(), nil)
+	s.setHeads([]ownerHead{{u.ID, h}})
 	if err := s.commit(b); err != nil {
+		s.headsMu.Lock()
+		delete(s.heads, u.ID)
+		s.headsMu.Unlock()
 		return err
 	}
-	s.setHeads([]ownerHead{{u.ID, h}})
 	return nil
 }
 
@@ -128,7 +129,7 @@ func (s *Store) MarkSeen(_ context.Context, user store.ID, at, inactiveBefore ti
 	if err != nil {
 		return false, err
 	}
-	h := s.heads[user]
+	h, _ := s.headOf(user)
 	returning := rebuild != nil && h.seen < inactiveBefore.UnixMilli()
 	d.Seen, h.seen = at, at.UnixMilli()
 	b := s.db.NewBatch()

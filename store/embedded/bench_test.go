@@ -100,3 +100,24 @@ func BenchmarkInbox(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDeliverChunk measures the backend alone: one DeliverInbox chunk
+// of 1000 owners in LayoutBuckets, one synced batch.
+func BenchmarkDeliverChunk(b *testing.B) {
+	ctx := context.Background()
+	st, err := embedded.Open(b.TempDir(), embedded.Options{})
+	require.NoError(b, err)
+	defer st.Close()
+	author, followers := graph(b, st, 1000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now := time.Now()
+		m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: "hi", Kind: store.KindPost, CreatedAt: now}
+		job := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+		require.NoError(b, st.CreateMessage(ctx, m, job))
+		changes, err := st.DeliverInbox(ctx, store.Delivery{Job: job, Owners: followers, ActiveSince: now.Add(-time.Hour), At: now, Done: true})
+		require.NoError(b, err)
+		require.Len(b, changes, len(followers))
+	}
+	b.ReportMetric(float64(len(followers)*b.N)/b.Elapsed().Seconds(), "deliveries/s")
+}

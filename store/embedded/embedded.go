@@ -15,8 +15,8 @@
 //	i <owner> <message>      one inbox entry: author, created, delivered
 //	n <owner>                inbox head: total, unread, read mark, rebuilding, last seen
 //	c <owner>                cached inbox (LayoutCache): expiry, completeness, entries
-//	d <message> <last owner>      delivery record of one DeliverInbox chunk: owners
-//	d <message> <owner> 'x'       delivery record of one InsertInbox entry: the owner
+//	d <message> <last owner> delivery record of one DeliverInbox chunk: its owners
+//	d <message> <owner> x    delivery record of one InsertInbox entry: the owner
 //	j <job>                  pending fan-out job document
 //	N, K, a                  name store and attribute index (attributes.go)
 //

@@ -47,7 +47,8 @@ type Backend interface {
 	ListFollowing(ctx context.Context, user, after ID, limit int) ([]ID, error)
 
 	// CreateMessage stores m in its author's outbox, increments the author's
-	// message count, and stores job (if not nil) in the same atomic step.
+	// message count (and PulledCount if m.Pulled), and stores job (if not
+	// nil) in the same atomic step.
 	CreateMessage(ctx context.Context, m *Message, job *Job) error
 	// FindMessageByID returns NOT_FOUND for a deleted message.
 	FindMessageByID(ctx context.Context, id ID) (*Message, error)
@@ -56,48 +57,104 @@ type Backend interface {
 	FindMessages(ctx context.Context, f MessageFilter) ([]*Message, error)
 	UpdateMessage(ctx context.Context, id ID, upd MessageUpdate) (*Message, error)
 	// DeleteMessage removes the message from its author's outbox, decrements
-	// the author's message count, cancels the message's pending job and stores
-	// retract (if not nil) in its place, in one atomic step. A delivery
-	// racing with it either lands before (and is retracted) or fails.
+	// the author's message count (and PulledCount), cancels the message's
+	// pending job and stores retract (if not nil) in its place, in one
+	// atomic step. A delivery racing with it either lands before (and is
+	// retracted) or fails.
 	DeleteMessage(ctx context.Context, id ID, retract *Job) error
 
-	// DeliverInbox appends d.Job's entry to the inbox of each of d.Owners,
-	// taking the next sequence number of each inbox, updating its counts and
-	// recording where the entry went (for FindDeliveries), and advances the
-	// stored job to d.Cursor (or removes it when d.Done), all in one atomic
-	// step. The chunk applies only if the stored job is still at d.Job.Cursor:
-	// a chunk applied before changes nothing and returns no changes. It
+	// FindOutbox merges the outboxes of f.Authors: up to f.Limit of their
+	// messages below f.Before (NilID: from the newest), newest first, as
+	// inbox entries, each saying whether its JobDeliver is still pending.
+	// It is fan-out on read, in one call.
+	FindOutbox(ctx context.Context, f OutboxFilter) ([]OutboxEntry, error)
+	// CountOutbox counts the messages of f.Authors above f.After (NilID:
+	// all of them). It costs a scan of the counted index entries.
+	CountOutbox(ctx context.Context, f OutboxFilter) (int, error)
+	// ListPullAuthors returns every user whose PulledCount is above zero.
+	ListPullAuthors(ctx context.Context) ([]ID, error)
+
+	// DeliverInbox delivers d.Job's entry to each of d.Owners last seen at
+	// or after d.ActiveSince, in layout d.Job.Layout, records where each
+	// entry went (for FindDeliveries), and advances the stored job to
+	// d.Cursor (or removes it when d.Done), all in one atomic step.
+	//
+	// LayoutEntries and LayoutBuckets add the entry and count it (total,
+	// and unread if the message is newer than the read mark). LayoutCache
+	// adds it only to owners whose cache is live at d.At, keeping the newest
+	// d.CacheCap, and counts nothing; it reports every active owner (with
+	// NoCounts), since the item reaches their inbox through fan-out on read.
+	//
+	// The chunk applies only if the stored job is still at d.Job.Cursor: a
+	// chunk applied before changes nothing and returns no changes. It
 	// returns NOT_FOUND if the job no longer exists (its message was deleted).
 	DeliverInbox(ctx context.Context, d Delivery) ([]InboxChange, error)
-	// ReadInbox returns up to f.Limit entries of an inbox, newest first,
-	// below f.Before (0: from the newest), with the inbox's counts.
+	// InsertInbox adds to one owner's stored inbox (LayoutEntries or
+	// LayoutBuckets) each of ins.Entries it does not hold yet, counts them,
+	// records the deliveries, and ends ins.Job (JobFollow or JobRebuild;
+	// ending a JobRebuild clears the owner's rebuilding flag), all in one
+	// atomic step. It applies only if ins.Job is still stored, else it
+	// changes nothing and returns no changes (NOT_FOUND if it is gone). It
+	// returns one change per entry added.
+	InsertInbox(ctx context.Context, ins Insertion) ([]InboxChange, error)
+	// RemoveAuthorEntries removes every entry of r.Job.AuthorID from the
+	// stored inbox of r.Job.OwnerID (an unfollow), fixing its counts, and
+	// ends the job, under the rule of InsertInbox. It returns one change per
+	// entry removed.
+	RemoveAuthorEntries(ctx context.Context, r AuthorRemoval) ([]InboxChange, error)
+	// ReadInbox returns up to f.Limit entries of a stored inbox, newest
+	// first, below f.Before (NilID: from the newest), with its counts. For
+	// LayoutNone and LayoutCache it returns no entries, and counts with only
+	// ReadMark and Rebuilding set.
 	ReadInbox(ctx context.Context, f InboxFilter) ([]InboxItem, InboxCounts, error)
-	// MarkInboxRead sets the read mark to the newest entry.
-	MarkInboxRead(ctx context.Context, owner ID) (InboxCounts, error)
+	// MarkInboxRead moves the read mark to mark if that is newer, and
+	// recounts unread (the entries above the mark) for the stored layouts.
+	MarkInboxRead(ctx context.Context, owner ID, layout Layout, mark ID) (InboxCounts, error)
 	// FindDeliveries returns where a message was delivered, up to limit refs
 	// after the opaque cursor, and the cursor that follows them (nil at the end).
 	FindDeliveries(ctx context.Context, messageID ID, cursor []byte, limit int) ([]InboxRef, []byte, error)
-	// RemoveInboxEntries deletes entries found by FindDeliveries, adjusting
-	// each inbox's counts (a ref already removed changes nothing), and
-	// advances the stored job to r.Cursor or removes it when r.Done, in one
-	// atomic step, under the same rule as DeliverInbox: it applies only if the
-	// stored job is still at r.Job.Cursor, and returns NOT_FOUND if the job
-	// no longer exists.
+	// RemoveInboxEntries deletes r.Job's message from the inboxes of r.Refs
+	// (found by FindDeliveries), adjusting each inbox's counts (a ref
+	// already removed changes nothing), and advances the stored job to
+	// r.Cursor or removes it when r.Done, in one atomic step, under the rule
+	// of DeliverInbox.
 	RemoveInboxEntries(ctx context.Context, r Removal) ([]InboxChange, error)
 
-	// PendingJobs returns every stored job not yet done, oldest first; a
-	// backend shared by several processes puts first the job whose chunk
-	// was last begun, which must finish before any other job runs.
+	// ReadInboxCache returns owner's cached inbox, or nil if there is none
+	// or it expired before now.
+	ReadInboxCache(ctx context.Context, owner ID, now time.Time) (*InboxCache, error)
+	// PutInboxCache merges c.Items into owner's cache, creating it if
+	// needed: entries already there are kept once, the newest capacity
+	// are kept (Complete becomes false if any is dropped), and Expires is
+	// set. Put with no items extends a cache's life, or creates an empty
+	// one that deliveries append to while it is being filled.
+	PutInboxCache(ctx context.Context, c *InboxCache, capacity int) error
+	// DropInboxCache removes owner's cache; a missing one is no error.
+	DropInboxCache(ctx context.Context, owner ID) error
+
+	// StoreJob stores a JobFollow or JobUnfollow.
+	StoreJob(ctx context.Context, j *Job) error
+	// FinishJob removes a stored job (a JobRebuild: clears the rebuilding
+	// flag) that has nothing to write; a missing job is no error.
+	FinishJob(ctx context.Context, j *Job) error
+	// MarkSeen sets user's last-seen time to at. If rebuild is not nil and
+	// the user was last seen before inactiveBefore, it also sets the user's
+	// rebuilding flag and stores rebuild (a JobRebuild), in the same atomic
+	// step, and reports true.
+	MarkSeen(ctx context.Context, user ID, at, inactiveBefore time.Time, rebuild *Job) (bool, error)
+	// PendingJobs returns every stored job not yet done, oldest first (by
+	// ID); a backend shared by several processes puts first the job whose
+	// chunk was last begun, which must finish before any other job runs.
 	PendingJobs(ctx context.Context) ([]*Job, error)
 
 	// Close releases the backend. No method may be called after it.
 	Close() error
 }
 
-// UserUpdate changes a user; nil fields are left as they are.
+// UserUpdate changes a user; nil fields are left as they are. The last-seen
+// time changes through MarkSeen.
 type UserUpdate struct {
 	DisplayName *string
-	LastSeenAt  *time.Time
 }
 
 // MessageFilter selects an author's messages.
@@ -113,20 +170,64 @@ type MessageUpdate struct {
 	EditedAt *time.Time
 }
 
-// InboxFilter selects a page of one inbox.
+// InboxFilter selects a page of one stored inbox.
 type InboxFilter struct {
 	Owner  ID
-	Before uint64 // sequence number; 0: from the newest
+	Layout Layout
+	Before ID // NilID: from the newest
 	Limit  int
+}
+
+// OutboxFilter selects messages of several authors.
+type OutboxFilter struct {
+	Authors []ID
+	Before  ID // FindOutbox: below this message (NilID: from the newest)
+	After   ID // CountOutbox: above this message (NilID: all)
+	Limit   int
+	Pulled  PullFilter
+}
+
+// PullFilter selects messages by whether fan-out pushes them (Message.Pulled).
+type PullFilter uint8
+
+// Pull filters.
+const (
+	AnyMessage PullFilter = iota
+	PushedOnly
+	PulledOnly
+)
+
+// OutboxEntry is a message found by FindOutbox.
+type OutboxEntry struct {
+	InboxEntry
+	// Pending is true while the message's JobDeliver is stored: the job,
+	// not a backfill, brings it to the author's followers.
+	Pending bool
 }
 
 // Delivery is one chunk of a JobDeliver.
 type Delivery struct {
 	Job    *Job
 	Owners []ID
-	At     time.Time
-	Cursor []byte // the job's progress after this chunk
-	Done   bool   // the chunk is the job's last: remove the job
+	// ActiveSince skips owners last seen before it (zero: none skipped).
+	ActiveSince time.Time
+	At          time.Time
+	CacheCap    int    // LayoutCache: the capacity of a cache
+	Cursor      []byte // the job's progress after this chunk
+	Done        bool   // the chunk is the job's last: remove the job
+}
+
+// Insertion adds entries to one owner's inbox: the whole of a JobFollow or
+// a JobRebuild.
+type Insertion struct {
+	Job     *Job
+	Entries []InboxEntry
+	At      time.Time
+}
+
+// AuthorRemoval is the whole of a JobUnfollow.
+type AuthorRemoval struct {
+	Job *Job
 }
 
 // Removal is one chunk of a JobRetract.
@@ -135,6 +236,18 @@ type Removal struct {
 	Refs   []InboxRef
 	Cursor []byte
 	Done   bool
+}
+
+// InboxCache is a cached inbox (strategy cache, seed 002): a user's newest
+// entries in one record.
+type InboxCache struct {
+	Owner ID
+	Items []InboxItem // newest first
+	// Complete is true when Items held every entry of the inbox when the
+	// cache was built, so that a page older than Items is empty rather than
+	// a fall back to fan-out on read.
+	Complete bool
+	Expires  time.Time
 }
 
 // Leaser is implemented by backends that several Herald processes share.

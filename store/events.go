@@ -26,6 +26,9 @@ type Event struct {
 	MessageID ID // NilID for EventRead
 	AuthorID  ID // the message's author, to find it by key; NilID for EventRead
 	Counts    InboxCounts
+	// NoCounts is true when the publisher did not know the counts (a
+	// strategy that computes them at read time): subscribers read them.
+	NoCounts bool
 }
 
 // Events carries inbox events from the store to live subscribers.

@@ -8,30 +8,35 @@ import (
 	"time"
 )
 
-// jobNotifyEdit tells an edited message's inbox owners about the edit. It
-// is never stored: a missed EDITED event loses nothing, since inboxes point
-// at the message and show the new text anyway.
-const jobNotifyEdit JobKind = 100
+// jobNotify tells the subscriptions of a message's readers of an event that
+// no stored job reports: an edit, or a post, a reply or a deletion that is
+// not fanned out (strategy read, hybrid's pulled messages, the cache). It
+// is never stored: a missed event loses nothing, since inboxes point at
+// messages or read them from outboxes, and show the change anyway. Its
+// readers are the message's delivery records where the layout stores
+// inboxes (Job.Layout.Stores()), its author's followers otherwise.
+const jobNotify JobKind = 100
 
 type jobKey struct {
-	msg  ID
-	kind JobKind
+	id     ID
+	kind   JobKind
+	notice EventType
 }
 
-// fanout runs jobs. Stored jobs (deliveries and retractions) run one at a
-// time, in the order they were queued, so every follower receives messages
-// in the order they were posted (an inbox is ordered by its sequence
-// numbers, and those must follow posting order for the timeline to read
-// newest first) and each inbox has a single writer. Edit notices need no
-// order and run on a pool. Queues are unbounded because every stored job
-// must run; jobs are small.
+// fanout runs jobs on two lanes, each one job at a time in the order
+// queued. Stored jobs (deliveries, retractions, follow backfills, unfollows,
+// rebuilds) share one lane, so each inbox has a single writer, live events
+// follow posting order, and a backfill or rebuild can tell which messages
+// a delivery job will still bring (the stored ones) from those it must
+// bring itself. Notices (jobNotify) run on the other lane, in order too, so
+// subscribers see posts in the order they were made. Queues are unbounded
+// because every stored job must run; jobs are small.
 //
 // On a backend shared by several processes (a Leaser), only the holder of
 // the fan-out lease runs stored jobs; it finds jobs stored by other
 // processes by polling PendingJobs.
 type fanout struct {
 	s        *Service
-	workers  int
 	chunk    int
 	leaser   Leaser
 	holder   string
@@ -60,10 +65,11 @@ type fanout struct {
 	// when it has returned.
 	leadStop chan struct{}
 	leadDone chan struct{}
+	stopLead sync.Once // Close may be called twice
 }
 
 func newFanout(s *Service, opts Options) *fanout {
-	f := &fanout{s: s, workers: opts.Workers, chunk: opts.ChunkSize, leaseTTL: opts.LeaseTTL, poll: opts.JobPoll, known: make(map[jobKey]bool)}
+	f := &fanout{s: s, chunk: opts.ChunkSize, leaseTTL: opts.LeaseTTL, poll: opts.JobPoll, known: make(map[jobKey]bool)}
 	f.cond = sync.NewCond(&f.mu)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	if l, ok := s.backend.(Leaser); ok {
@@ -85,11 +91,9 @@ func (f *fanout) start(pending []*Job) {
 	for _, j := range pending {
 		f.enqueue(j)
 	}
-	f.wg.Add(1 + f.workers)
+	f.wg.Add(2)
 	go f.work(&f.ordered)
-	for range f.workers {
-		go f.work(&f.other)
-	}
+	go f.work(&f.other)
 	if f.leaser != nil {
 		f.leadStop, f.leadDone = make(chan struct{}), make(chan struct{})
 		go f.lead()
@@ -177,7 +181,7 @@ func (f *fanout) tryLease() {
 	}
 	if !held || gained {
 		for _, j := range f.ordered {
-			delete(f.known, jobKey{j.MessageID, j.Kind})
+			delete(f.known, jobKey{j.ID, j.Kind, j.notice})
 		}
 		f.ordered = nil
 	}
@@ -189,11 +193,11 @@ func (f *fanout) tryLease() {
 func (f *fanout) enqueue(j *Job) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := jobKey{j.MessageID, j.Kind}
+	k := jobKey{j.ID, j.Kind, j.notice}
 	if f.closing || f.known[k] {
 		return // stored jobs resume at the next start
 	}
-	if j.Kind == jobNotifyEdit {
+	if j.Kind == jobNotify {
 		f.other = append(f.other, j)
 	} else if f.leader {
 		f.ordered = append(f.ordered, j)
@@ -231,7 +235,7 @@ func (f *fanout) close(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	if f.leadStop != nil {
-		close(f.leadStop)
+		f.stopLead.Do(func() { close(f.leadStop) })
 		<-f.leadDone
 	}
 	f.cancel()
@@ -260,7 +264,7 @@ func (f *fanout) work(queue *[]*Job) {
 
 		f.mu.Lock()
 		f.running--
-		delete(f.known, jobKey{j.MessageID, j.Kind})
+		delete(f.known, jobKey{j.ID, j.Kind, j.notice})
 		f.mu.Unlock()
 	}
 }
@@ -277,7 +281,7 @@ func (f *fanout) run(j *Job) {
 		if f.ctx.Err() != nil {
 			return
 		}
-		if j.Kind != jobNotifyEdit && !f.isLeader() {
+		if j.Kind != jobNotify && !f.isLeader() {
 			return // the new lease holder resumes it
 		}
 		f.s.log.Error("fan-out step failed; retrying", "kind", j.Kind, "message", j.MessageID.String(), "err", err, "retry_in", backoff)
@@ -294,81 +298,193 @@ func (f *fanout) run(j *Job) {
 // job is done. j.Cursor advances only after a chunk is stored, so a failed
 // chunk is retried from where the stored job stands.
 func (f *fanout) step(j *Job) error {
-	ctx, b := f.ctx, f.s.backend
+	ctx := f.ctx
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if j.Kind != jobNotifyEdit && !f.isLeader() {
+		if j.Kind != jobNotify && !f.isLeader() {
 			return nil // the lease moved: its new holder resumes the job
 		}
-		switch j.Kind {
-		case JobDeliver:
+		done, err := f.runChunk(ctx, j)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// runChunk runs one chunk of j and reports whether j is done.
+func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
+	s, b := f.s, f.s.backend
+	switch j.Kind {
+	case JobDeliver:
+		after := NilID
+		if len(j.Cursor) == len(after) {
+			copy(after[:], j.Cursor)
+		}
+		fs, err := b.ListFollowers(ctx, j.AuthorID, after, f.chunk)
+		if err != nil {
+			return false, err
+		}
+		d := Delivery{Job: j, Owners: fs, ActiveSince: s.activeSince(), At: s.clock(), CacheCap: s.opts.InboxCap, Done: len(fs) < f.chunk}
+		if len(fs) > 0 {
+			last := fs[len(fs)-1]
+			d.Cursor = last[:]
+		}
+		changes, err := b.DeliverInbox(ctx, d)
+		if err != nil {
+			return false, err
+		}
+		f.publish(ctx, EventAdded, j, changes)
+		j.Cursor = d.Cursor
+		return d.Done, nil
+	case JobRetract:
+		refs, next, err := b.FindDeliveries(ctx, j.MessageID, j.Cursor, f.chunk)
+		if err != nil {
+			return false, err
+		}
+		r := Removal{Job: j, Refs: refs, Cursor: next, Done: next == nil}
+		changes, err := b.RemoveInboxEntries(ctx, r)
+		if err != nil {
+			return false, err
+		}
+		f.publish(ctx, EventDeleted, j, changes)
+		j.Cursor = next
+		return r.Done, nil
+	case JobFollow, JobRebuild:
+		entries, err := f.backfill(ctx, j)
+		if err != nil {
+			return false, err
+		}
+		if entries == nil {
+			return true, b.FinishJob(ctx, j)
+		}
+		changes, err := b.InsertInbox(ctx, Insertion{Job: j, Entries: entries, At: s.clock()})
+		if err != nil {
+			return false, err
+		}
+		authors := make(map[ID]ID, len(entries))
+		for _, e := range entries {
+			authors[e.MessageID] = e.AuthorID
+		}
+		f.publishWith(ctx, EventAdded, j, changes, func(m ID) ID { return authors[m] })
+		return true, nil
+	case JobUnfollow:
+		follows, err := b.FindFollowing(ctx, j.OwnerID, []ID{j.AuthorID})
+		if err != nil {
+			return false, err
+		}
+		if follows[0] {
+			// Followed again since: the entries stay.
+			return true, b.FinishJob(ctx, j)
+		}
+		changes, err := b.RemoveAuthorEntries(ctx, AuthorRemoval{Job: j})
+		if err != nil {
+			return false, err
+		}
+		f.publish(ctx, EventDeleted, j, changes)
+		return true, nil
+	case jobNotify:
+		var owners []ID
+		var next []byte
+		if j.Layout.Stores() {
+			refs, cur, err := b.FindDeliveries(ctx, j.MessageID, j.Cursor, f.chunk)
+			if err != nil {
+				return false, err
+			}
+			for _, r := range refs {
+				owners = append(owners, r.Owner)
+			}
+			next = cur
+		} else {
 			after := NilID
 			if len(j.Cursor) == len(after) {
 				copy(after[:], j.Cursor)
 			}
 			fs, err := b.ListFollowers(ctx, j.AuthorID, after, f.chunk)
 			if err != nil {
-				return err
+				return false, err
 			}
-			d := Delivery{Job: j, At: f.s.clock(), Done: len(fs) < f.chunk, Owners: fs}
-			if len(fs) > 0 {
-				last := fs[len(fs)-1]
-				d.Cursor = last[:]
+			owners = fs
+			if len(fs) == f.chunk {
+				next = fs[len(fs)-1][:]
 			}
-			changes, err := b.DeliverInbox(ctx, d)
-			if err != nil {
-				return err
-			}
-			f.publish(ctx, EventAdded, j, changes)
-			if d.Done {
-				return nil
-			}
-			j.Cursor = d.Cursor
-		case JobRetract:
-			refs, next, err := b.FindDeliveries(ctx, j.MessageID, j.Cursor, f.chunk)
-			if err != nil {
-				return err
-			}
-			r := Removal{Job: j, Refs: refs, Cursor: next, Done: next == nil}
-			changes, err := b.RemoveInboxEntries(ctx, r)
-			if err != nil {
-				return err
-			}
-			f.publish(ctx, EventDeleted, j, changes)
-			if r.Done {
-				return nil
-			}
-			j.Cursor = next
-		case jobNotifyEdit:
-			refs, next, err := b.FindDeliveries(ctx, j.MessageID, j.Cursor, f.chunk)
-			if err != nil {
-				return err
-			}
-			evs := make([]Event, len(refs))
-			for i, r := range refs {
-				evs[i] = Event{Type: EventEdited, UserID: r.Owner, MessageID: j.MessageID, AuthorID: j.AuthorID}
-			}
-			f.s.events.Publish(ctx, evs...)
-			if next == nil {
-				return nil
-			}
-			j.Cursor = next
-		default:
-			f.s.log.Error("unknown fan-out job kind; dropped", "kind", j.Kind)
-			return nil
 		}
+		evs := make([]Event, len(owners))
+		for i, o := range owners {
+			evs[i] = Event{Type: j.notice, UserID: o, MessageID: j.MessageID, AuthorID: j.AuthorID, NoCounts: true}
+		}
+		s.events.Publish(ctx, evs...)
+		j.Cursor = next
+		return next == nil, nil
+	default:
+		s.log.Error("unknown fan-out job kind; dropped", "kind", j.Kind)
+		return true, nil
 	}
 }
 
+// backfill returns the entries a JobFollow or JobRebuild brings into its
+// owner's inbox: the newest messages of the followee (JobFollow, if still
+// followed) or of every followee (JobRebuild), except those whose
+// JobDeliver is still stored: that job delivers them, and ordered after
+// this one on the lane, or already past this owner, it cannot be
+// duplicated by this one. It returns nil when there is nothing to bring.
+func (f *fanout) backfill(ctx context.Context, j *Job) ([]InboxEntry, error) {
+	s, b := f.s, f.s.backend
+	var authors []ID
+	limit := s.opts.InboxCap
+	if j.Kind == JobFollow {
+		follows, err := b.FindFollowing(ctx, j.OwnerID, []ID{j.AuthorID})
+		if err != nil {
+			return nil, err
+		}
+		if !follows[0] {
+			return nil, nil // unfollowed since
+		}
+		authors, limit = []ID{j.AuthorID}, s.opts.FollowBackfill
+	} else {
+		var err error
+		if authors, err = s.following(ctx, j.OwnerID); err != nil {
+			return nil, err
+		}
+	}
+	if len(authors) == 0 || limit <= 0 {
+		return nil, nil
+	}
+	es, err := b.FindOutbox(ctx, OutboxFilter{Authors: authors, Limit: limit, Pulled: s.strategy.pullFilter()})
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]InboxEntry, 0, len(es))
+	for _, e := range es {
+		if !e.Pending {
+			entries = append(entries, e.InboxEntry)
+		}
+	}
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	return entries, nil
+}
+
+// publish tells the owners of changes of the change, each on j's message
+// (or, for jobs of several messages, the change's).
 func (f *fanout) publish(ctx context.Context, t EventType, j *Job, changes []InboxChange) {
+	f.publishWith(ctx, t, j, changes, func(ID) ID { return j.AuthorID })
+}
+
+// publishWith is publish with the author of each change's message given by author.
+func (f *fanout) publishWith(ctx context.Context, t EventType, j *Job, changes []InboxChange, author func(message ID) ID) {
 	if len(changes) == 0 {
 		return
 	}
 	evs := make([]Event, len(changes))
 	for i, c := range changes {
-		evs[i] = Event{Type: t, UserID: c.Owner, MessageID: j.MessageID, AuthorID: j.AuthorID, Counts: c.Counts}
+		m := c.MessageID
+		if m.IsZero() {
+			m = j.MessageID
+		}
+		evs[i] = Event{Type: t, UserID: c.Owner, MessageID: m, AuthorID: author(m), Counts: c.Counts, NoCounts: c.NoCounts}
 	}
 	f.s.events.Publish(ctx, evs...)
 }

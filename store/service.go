@@ -11,13 +11,27 @@ import (
 
 // Options configure a Service. Zero values pick the defaults.
 type Options struct {
+	// Strategy is the timeline strategy (default StrategyBucket).
+	Strategy Strategy
+	// CelebrityThreshold is the follower count above which an author's
+	// posts are not fanned out under StrategyHybrid (default 10,000).
+	CelebrityThreshold int
+	// InactiveAfter is how long without a request makes a user inactive:
+	// fan-out skips them, and their inbox is rebuilt when they return
+	// (default 30 days; negative: never).
+	InactiveAfter time.Duration
+	// InboxCap is the capacity of a cached inbox (StrategyCache) and the
+	// number of entries a rebuild brings back (default 50).
+	InboxCap int
+	// CacheTTL is how long a cached inbox lives unread (default 24h).
+	CacheTTL time.Duration
+	// FollowBackfill is how many of a followee's recent messages a follow
+	// brings into the follower's inbox (default 50; negative: none).
+	FollowBackfill int
 	// Now is the clock; time.Now by default. Tests inject their own.
 	Now func() time.Time
 	// Logger receives fan-out errors; slog.Default() by default.
 	Logger *slog.Logger
-	// Workers is the number of workers for edit notices (default 4);
-	// stored jobs run in order on a worker of their own.
-	Workers int
 	// ChunkSize is the number of followers delivered to in one atomic
 	// step (default 1000).
 	ChunkSize int
@@ -34,26 +48,44 @@ type Options struct {
 // Service is Herald's domain API: validation, authorization, the timeline
 // strategy and the fan-out workers, over a Backend and an Events.
 type Service struct {
-	backend Backend
-	events  Events
-	now     func() time.Time
-	log     *slog.Logger
-	cost    int
-	fanout  *fanout
-	seen    sync.Map // ID → time.Time: the last-seen time last written
+	backend  Backend
+	events   Events
+	opts     Options
+	strategy Strategy
+	layout   Layout
+	now      func() time.Time
+	log      *slog.Logger
+	fanout   *fanout
+	seen     sync.Map // ID → time.Time: the last-seen time last written
+	pulls    pullSet
 }
 
 // NewService returns a Service over backend and events. Call Start to run
 // the fan-out workers and Close to stop them.
 func NewService(backend Backend, events Events, opts Options) *Service {
+	if opts.Strategy == "" {
+		opts.Strategy = StrategyBucket
+	}
+	if opts.CelebrityThreshold <= 0 {
+		opts.CelebrityThreshold = 10_000
+	}
+	if opts.InactiveAfter == 0 {
+		opts.InactiveAfter = 30 * 24 * time.Hour
+	}
+	if opts.InboxCap <= 0 {
+		opts.InboxCap = 50
+	}
+	if opts.CacheTTL <= 0 {
+		opts.CacheTTL = 24 * time.Hour
+	}
+	if opts.FollowBackfill == 0 {
+		opts.FollowBackfill = 50
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = 4
 	}
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = 1000
@@ -67,10 +99,13 @@ func NewService(backend Backend, events Events, opts Options) *Service {
 	if opts.JobPoll <= 0 {
 		opts.JobPoll = 200 * time.Millisecond
 	}
-	s := &Service{backend: backend, events: events, now: opts.Now, log: opts.Logger, cost: opts.PasswordCost}
+	s := &Service{backend: backend, events: events, opts: opts, strategy: opts.Strategy, layout: opts.Strategy.Layout(), now: opts.Now, log: opts.Logger}
 	s.fanout = newFanout(s, opts)
 	return s
 }
+
+// Strategy returns the timeline strategy in use.
+func (s *Service) Strategy() Strategy { return s.strategy }
 
 // clock returns the current time in UTC, to the millisecond: stored times
 // have millisecond precision, so what a mutation returns equals what later
@@ -106,18 +141,45 @@ func (s *Service) Idle() bool { return s.fanout.idle() }
 const SeenEvery = time.Hour
 
 // Seen records that user made an authenticated request now. It writes the
-// user's last-seen time at most once per SeenEvery per process; a failure
-// is logged, not returned, since the request itself succeeded.
+// user's last-seen time at most once per SeenEvery per process. A user
+// returning after InactiveAfter gets their inbox rebuilt in the background
+// (strategies that store inboxes): the rebuild job is stored with the
+// last-seen time, so the inbox says rebuilding from this request on. A
+// failure is logged, not returned, since the request itself succeeded.
 func (s *Service) Seen(ctx context.Context, user ID) {
 	now := s.clock()
 	if last, ok := s.seen.Load(user); ok && now.Sub(last.(time.Time)) < SeenEvery {
 		return
 	}
 	s.seen.Store(user, now)
-	if _, err := s.backend.UpdateUser(ctx, user, UserUpdate{LastSeenAt: &now}); err != nil && ErrorCode(err) != ENOTFOUND {
-		s.seen.Delete(user)
-		s.log.WarnContext(ctx, "recording last seen", "user", user.String(), "err", err)
+	var rebuild *Job
+	var inactiveBefore time.Time
+	if s.opts.InactiveAfter > 0 {
+		inactiveBefore = now.Add(-s.opts.InactiveAfter)
+		if s.layout.Stores() {
+			rebuild = &Job{ID: user, Kind: JobRebuild, Layout: s.layout, OwnerID: user, CreatedAt: now}
+		}
 	}
+	started, err := s.backend.MarkSeen(ctx, user, now, inactiveBefore, rebuild)
+	if err != nil {
+		if ErrorCode(err) != ENOTFOUND {
+			s.seen.Delete(user)
+			s.log.WarnContext(ctx, "recording last seen", "user", user.String(), "err", err)
+		}
+		return
+	}
+	if started {
+		s.log.InfoContext(ctx, "rebuilding the inbox of a returning user", "user", user.String())
+		s.fanout.enqueue(rebuild)
+	}
+}
+
+// activeSince is the last-seen time below which fan-out skips a follower.
+func (s *Service) activeSince() time.Time {
+	if s.opts.InactiveAfter <= 0 {
+		return time.Time{}
+	}
+	return s.clock().Add(-s.opts.InactiveAfter)
 }
 
 // SignUpInput is what a new user supplies.
@@ -141,7 +203,7 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (*User, error) {
 	if err != nil {
 		return nil, err
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(in.Password), s.cost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(in.Password), s.opts.PasswordCost)
 	if err != nil {
 		return nil, err
 	}
@@ -197,26 +259,66 @@ func (s *Service) FindUserByHandle(ctx context.Context, handle string) (*User, e
 }
 
 // Follow makes viewer follow target and returns target with its new counts.
-// Following twice counts once; following yourself is BAD_USER_INPUT.
+// Following twice counts once; following yourself is BAD_USER_INPUT. The
+// followee's recent messages then come into viewer's timeline: stored by a
+// durable job (stored before the edge, so a crash between the two leaves a
+// job that finds no edge and does nothing), or, for the cache, by dropping
+// the cache, which the next read rebuilds.
 func (s *Service) Follow(ctx context.Context, viewer, target ID) (*User, error) {
 	if viewer == target {
 		return nil, Errorf(EINVALID, "you cannot follow yourself")
 	}
-	if _, err := s.backend.Follow(ctx, viewer, target, s.clock()); err != nil {
+	if err := s.changeFollow(ctx, viewer, target, JobFollow); err != nil {
 		return nil, err
 	}
 	return s.backend.FindUserByID(ctx, target)
 }
 
-// Unfollow makes viewer stop following target and returns target.
+// Unfollow makes viewer stop following target and returns target. The
+// unfollowed author's messages leave viewer's timeline, by a durable job
+// or by dropping the cache, as for Follow.
 func (s *Service) Unfollow(ctx context.Context, viewer, target ID) (*User, error) {
 	if viewer == target {
 		return nil, Errorf(EINVALID, "you cannot unfollow yourself")
 	}
-	if _, err := s.backend.Unfollow(ctx, viewer, target); err != nil {
+	if err := s.changeFollow(ctx, viewer, target, JobUnfollow); err != nil {
 		return nil, err
 	}
 	return s.backend.FindUserByID(ctx, target)
+}
+
+func (s *Service) changeFollow(ctx context.Context, viewer, target ID, kind JobKind) error {
+	edge := func() (bool, error) {
+		if kind == JobFollow {
+			return s.backend.Follow(ctx, viewer, target, s.clock())
+		}
+		return s.backend.Unfollow(ctx, viewer, target)
+	}
+	if !s.layout.Stores() || (kind == JobFollow && s.opts.FollowBackfill < 0) {
+		if _, err := edge(); err != nil {
+			return err
+		}
+		if s.layout == LayoutCache {
+			return s.backend.DropInboxCache(ctx, viewer)
+		}
+		return nil
+	}
+	now := s.clock()
+	job := &Job{ID: NewID(now), Kind: kind, Layout: s.layout, AuthorID: target, OwnerID: viewer, CreatedAt: now}
+	if err := s.backend.StoreJob(ctx, job); err != nil {
+		return err
+	}
+	changed, err := edge()
+	if err != nil || !changed {
+		// Nothing changed: the job has nothing to do. Were this to fail,
+		// the job would find so itself.
+		if ferr := s.backend.FinishJob(ctx, job); ferr != nil {
+			s.log.WarnContext(ctx, "finishing an idle follow job", "err", ferr)
+		}
+		return err
+	}
+	s.fanout.enqueue(job)
+	return nil
 }
 
 // FindFollowing reports, for each target, whether viewer follows it.
@@ -293,6 +395,9 @@ type PostInput struct {
 // PostMessage stores a message by author and its fan-out job, then queues the
 // job; it returns before any follower has the message. It returns
 // BAD_USER_INPUT for invalid text and NOT_FOUND for an unknown reply target.
+// Under StrategyRead, and under StrategyHybrid for an author above the
+// celebrity threshold, nothing is fanned out: the post is one write, readers
+// merge it in, and followers' subscriptions are told.
 func (s *Service) PostMessage(ctx context.Context, author ID, in PostInput) (*Message, error) {
 	if err := ValidateMessageText(in.Text); err != nil {
 		return nil, err
@@ -308,12 +413,40 @@ func (s *Service) PostMessage(ctx context.Context, author ID, in PostInput) (*Me
 		}
 		m.Kind, m.ReplyToID, m.ReplyToAuthorID = KindReply, target.ID, target.AuthorID
 	}
-	job := &Job{Kind: JobDeliver, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+	if s.strategy == StrategyHybrid {
+		u, err := s.backend.FindUserByID(ctx, author)
+		if err != nil {
+			return nil, err
+		}
+		m.Pulled = u.FollowerCount > s.opts.CelebrityThreshold
+	}
+	var job *Job
+	if s.layout != LayoutNone && !m.Pulled {
+		job = &Job{ID: m.ID, Kind: JobDeliver, Layout: s.layout, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+	}
 	if err := s.backend.CreateMessage(ctx, m, job); err != nil {
 		return nil, err
 	}
-	s.fanout.enqueue(job)
+	if m.Pulled {
+		s.pulls.add(author)
+	}
+	if job != nil {
+		s.fanout.enqueue(job)
+	} else {
+		s.fanout.enqueue(s.notice(EventAdded, m))
+	}
 	return m, nil
+}
+
+// notice returns the job that tells the subscriptions of m's readers of an
+// event no stored job reports: the owners m was delivered to where inboxes
+// store it, its author's followers otherwise.
+func (s *Service) notice(t EventType, m *Message) *Job {
+	layout := LayoutNone
+	if s.layout.Stores() && !m.Pulled && t == EventEdited {
+		layout = s.layout
+	}
+	return &Job{ID: m.ID, Kind: jobNotify, Layout: layout, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt, notice: t}
 }
 
 // FindMessageByID returns a message or NOT_FOUND.
@@ -353,22 +486,30 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id ID, text string) (
 	if err != nil {
 		return nil, err
 	}
-	s.fanout.enqueue(&Job{Kind: jobNotifyEdit, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt})
+	s.fanout.enqueue(s.notice(EventEdited, m))
 	return m, nil
 }
 
 // DeleteMessage deletes viewer's message. It vanishes from every inbox view
-// at once; a durable job then removes the entries and fixes the counts.
+// at once; where inboxes store it, a durable job then removes the entries
+// and fixes the counts.
 func (s *Service) DeleteMessage(ctx context.Context, viewer, id ID) error {
 	m, err := s.ownMessage(ctx, viewer, id)
 	if err != nil {
 		return err
 	}
-	job := &Job{Kind: JobRetract, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+	var job *Job
+	if s.layout.Stores() && !m.Pulled {
+		job = &Job{ID: m.ID, Kind: JobRetract, Layout: s.layout, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+	}
 	if err := s.backend.DeleteMessage(ctx, id, job); err != nil {
 		return err
 	}
-	s.fanout.enqueue(job)
+	if job != nil {
+		s.fanout.enqueue(job)
+	} else {
+		s.fanout.enqueue(s.notice(EventDeleted, m))
+	}
 	return nil
 }
 
@@ -392,25 +533,53 @@ func (s *Service) Messages(ctx context.Context, author, before ID, limit int) (M
 
 // InboxPage is a page of a home timeline, newest first.
 type InboxPage struct {
-	Items      []InboxItem // each with Message set
-	Counts     InboxCounts
-	HasMore    bool
-	Rebuilding bool
+	Items   []InboxItem // each with Message set
+	Counts  InboxCounts
+	HasMore bool
 }
 
-// Inbox returns a page of owner's home timeline below the sequence number
-// before (0: from the newest), each item with its message loaded. Entries
-// whose message was deleted but not yet retracted are skipped. A page costs
-// two backend calls unless deletions are pending.
-func (s *Service) Inbox(ctx context.Context, owner ID, before uint64, limit int) (InboxPage, error) {
+// Inbox returns a page of owner's home timeline below the message before
+// (NilID: from the newest), by the strategy, each item with its message
+// loaded, and the inbox's counts. Entries whose message was deleted but not
+// yet retracted are skipped.
+func (s *Service) Inbox(ctx context.Context, owner ID, before ID, limit int) (InboxPage, error) {
 	var page InboxPage
+	// Counts the page's read does not give are computed beside it.
+	var countsc chan error
+	if s.strategy != StrategyWrite && s.strategy != StrategyBucket {
+		countsc = make(chan error, 1)
+		go func() {
+			c, err := s.counts(ctx, owner)
+			page.Counts = c
+			countsc <- err
+		}()
+	}
+	err := s.fill(ctx, &page, owner, before, limit)
+	if countsc != nil {
+		if cerr := <-countsc; err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return InboxPage{}, err
+	}
+	return page, nil
+}
+
+// fill reads the items of page, loading their messages and reading on
+// past deleted ones. Counts the first read gives go into page.Counts.
+func (s *Service) fill(ctx context.Context, page *InboxPage, owner, before ID, limit int) error {
+	first := true
 	for {
 		want := limit + 1 - len(page.Items)
-		items, counts, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: owner, Before: before, Limit: want})
+		items, c, ok, err := s.pageCounts(ctx, owner, before, want)
 		if err != nil {
-			return InboxPage{}, err
+			return err
 		}
-		page.Counts = counts
+		if first && ok {
+			page.Counts = c
+		}
+		first = false
 		if len(items) == 0 {
 			break
 		}
@@ -420,7 +589,7 @@ func (s *Service) Inbox(ctx context.Context, owner ID, before uint64, limit int)
 		}
 		msgs, err := s.backend.FindMessagesByKeys(ctx, keys)
 		if err != nil {
-			return InboxPage{}, err
+			return err
 		}
 		for i := range items {
 			if msgs[i] != nil {
@@ -431,17 +600,29 @@ func (s *Service) Inbox(ctx context.Context, owner ID, before uint64, limit int)
 		if len(items) < want || len(page.Items) > limit {
 			break
 		}
-		before = items[len(items)-1].Seq
+		before = items[len(items)-1].MessageID
 	}
 	if len(page.Items) > limit {
 		page.Items, page.HasMore = page.Items[:limit], true
 	}
-	return page, nil
+	return nil
 }
 
-// MarkInboxRead marks owner's whole inbox read and tells their subscriptions.
+// MarkInboxRead marks owner's whole inbox read (everything up to its newest
+// item) and tells their subscriptions.
 func (s *Service) MarkInboxRead(ctx context.Context, owner ID) (InboxCounts, error) {
-	c, err := s.backend.MarkInboxRead(ctx, owner)
+	newest, err := s.page(ctx, owner, NilID, 1)
+	if err != nil {
+		return InboxCounts{}, err
+	}
+	mark := NilID
+	if len(newest) > 0 {
+		mark = newest[0].MessageID
+	}
+	if _, err := s.backend.MarkInboxRead(ctx, owner, s.layout, mark); err != nil {
+		return InboxCounts{}, err
+	}
+	c, err := s.counts(ctx, owner)
 	if err != nil {
 		return InboxCounts{}, err
 	}
@@ -451,8 +632,7 @@ func (s *Service) MarkInboxRead(ctx context.Context, owner ID) (InboxCounts, err
 
 // InboxCounts returns owner's inbox counts.
 func (s *Service) InboxCounts(ctx context.Context, owner ID) (InboxCounts, error) {
-	_, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: owner, Limit: 0})
-	return c, err
+	return s.counts(ctx, owner)
 }
 
 // Subscribe returns the live events of owner's inbox until ctx ends.

@@ -29,9 +29,14 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Attributes", func(t *testing.T) { testAttributes(t, open) })
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, open) })
 	t.Run("Jobs", func(t *testing.T) { testJobs(t, open) })
-	t.Run("Service", func(t *testing.T) { testService(t, open) })
+	for _, st := range store.Strategies {
+		t.Run("Service/"+string(st), func(t *testing.T) { testService(t, open, st) })
+		t.Run("Concurrency/"+string(st), func(t *testing.T) { testConcurrency(t, open, st) })
+	}
+	t.Run("SameTimelines", func(t *testing.T) { testSameTimelines(t, open) })
 	t.Run("Seen", func(t *testing.T) { testSeen(t, open) })
-	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, open) })
+	t.Run("Inactive", func(t *testing.T) { testInactive(t, open) })
+	t.Run("Hybrid", func(t *testing.T) { testHybrid(t, open) })
 }
 
 var ctx = context.Background()
@@ -102,8 +107,16 @@ func mustPostTo(t *testing.T, b store.Backend, c *clock, author store.ID, owners
 
 func newService(t *testing.T, b store.Backend, c *clock) (*store.Service, *store.Hub) {
 	t.Helper()
+	return newServiceWith(t, b, c, store.Options{})
+}
+
+// newServiceWith starts a Service with opts, completed with the test clock,
+// a cheap password hash and fan-out chunks of 7 followers.
+func newServiceWith(t *testing.T, b store.Backend, c *clock, opts store.Options) (*store.Service, *store.Hub) {
+	t.Helper()
 	hub := store.NewHub()
-	svc := store.NewService(b, hub, store.Options{Now: c.Now, PasswordCost: bcrypt.MinCost, ChunkSize: 7, Logger: slog.New(slog.DiscardHandler)})
+	opts.Now, opts.PasswordCost, opts.ChunkSize, opts.Logger = c.Now, bcrypt.MinCost, 7, slog.New(slog.DiscardHandler)
+	svc := store.NewService(b, hub, opts)
 	require.NoError(t, svc.Start(ctx))
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)

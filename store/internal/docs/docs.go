@@ -8,10 +8,13 @@
 //
 //	users:    _id id, h handle, n display name, p password hash, c created,
 //	          s last seen, fr followers, fg following, mc messages,
+//	          pc pulled messages (hybrid celebrity posts),
 //	          at custom attributes: [{k name-store token, v value}]
 //	messages: _id id, a author, t text, k kind (0 post, 1 reply),
-//	          r replied-to message, ra its author, c created, e edited
-//	jobs:     _id message id, k kind, a author, c message created, cur cursor
+//	          r replied-to message, ra its author, c created, e edited,
+//	          pl pulled (not fanned out)
+//	jobs:     _id job id, k kind, l layout, m message, a author (followee),
+//	          o owner, c message created, cur cursor
 package docs
 
 import (
@@ -34,6 +37,7 @@ type User struct {
 	Followers int64              `bson:"fr"`
 	Following int64              `bson:"fg"`
 	Messages  int64              `bson:"mc"`
+	Pulled    int64              `bson:"pc,omitempty"`
 	Attrs     []Attr             `bson:"at,omitempty"`
 }
 
@@ -50,6 +54,7 @@ func FromUser(u *store.User) *User {
 		ID: primitive.ObjectID(u.ID), Handle: u.Handle, Name: u.DisplayName, Pass: u.PasswordHash,
 		Created: u.CreatedAt, Seen: u.LastSeenAt,
 		Followers: int64(u.FollowerCount), Following: int64(u.FollowingCount), Messages: int64(u.MessageCount),
+		Pulled: int64(u.PulledCount),
 	}
 }
 
@@ -59,6 +64,7 @@ func (d *User) Store() *store.User {
 		ID: store.ID(d.ID), Handle: d.Handle, DisplayName: d.Name, PasswordHash: d.Pass,
 		CreatedAt: d.Created.UTC(), LastSeenAt: d.Seen.UTC(),
 		FollowerCount: int(d.Followers), FollowingCount: int(d.Following), MessageCount: int(d.Messages),
+		PulledCount: int(d.Pulled),
 	}
 }
 
@@ -78,11 +84,12 @@ type Message struct {
 	ReplyBy *primitive.ObjectID `bson:"ra,omitempty"`
 	Created time.Time           `bson:"c"`
 	Edited  *time.Time          `bson:"e,omitempty"`
+	Pulled  bool                `bson:"pl,omitempty"`
 }
 
 // FromMessage returns the stored form of m.
 func FromMessage(m *store.Message) *Message {
-	d := &Message{ID: primitive.ObjectID(m.ID), Author: primitive.ObjectID(m.AuthorID), Text: m.Text, Kind: kindPost, Created: m.CreatedAt, Edited: m.EditedAt}
+	d := &Message{ID: primitive.ObjectID(m.ID), Author: primitive.ObjectID(m.AuthorID), Text: m.Text, Kind: kindPost, Created: m.CreatedAt, Edited: m.EditedAt, Pulled: m.Pulled}
 	if m.Kind == store.KindReply {
 		r, ra := primitive.ObjectID(m.ReplyToID), primitive.ObjectID(m.ReplyToAuthorID)
 		d.Kind, d.ReplyTo, d.ReplyBy = kindReply, &r, &ra
@@ -92,7 +99,7 @@ func FromMessage(m *store.Message) *Message {
 
 // Store returns the domain form of d.
 func (d *Message) Store() *store.Message {
-	m := &store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC()}
+	m := &store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC(), Pulled: d.Pulled}
 	if d.Kind == kindReply && d.ReplyTo != nil {
 		m.Kind, m.ReplyToID = store.KindReply, store.ID(*d.ReplyTo)
 		if d.ReplyBy != nil {
@@ -106,23 +113,49 @@ func (d *Message) Store() *store.Message {
 	return m
 }
 
-// Job is a stored fan-out job, keyed by its message.
+// Job is a stored fan-out job, keyed by its ID.
 type Job struct {
-	Message primitive.ObjectID `bson:"_id"`
-	Kind    int32              `bson:"k"`
-	Author  primitive.ObjectID `bson:"a"`
-	Created time.Time          `bson:"c"`
-	Cursor  []byte             `bson:"cur,omitempty"`
+	ID      primitive.ObjectID  `bson:"_id"`
+	Kind    int32               `bson:"k"`
+	Layout  int32               `bson:"l"`
+	Message *primitive.ObjectID `bson:"m,omitempty"`
+	Author  primitive.ObjectID  `bson:"a"`
+	Owner   *primitive.ObjectID `bson:"o,omitempty"`
+	Created time.Time           `bson:"c"`
+	Cursor  []byte              `bson:"cur,omitempty"`
+}
+
+func optID(id store.ID) *primitive.ObjectID {
+	if id.IsZero() {
+		return nil
+	}
+	o := primitive.ObjectID(id)
+	return &o
+}
+
+func fromOpt(o *primitive.ObjectID) store.ID {
+	if o == nil {
+		return store.NilID
+	}
+	return store.ID(*o)
 }
 
 // FromJob returns the stored form of j.
 func FromJob(j *store.Job) *Job {
-	return &Job{Message: primitive.ObjectID(j.MessageID), Kind: int32(j.Kind), Author: primitive.ObjectID(j.AuthorID), Created: j.CreatedAt, Cursor: j.Cursor}
+	return &Job{
+		ID: primitive.ObjectID(j.ID), Kind: int32(j.Kind), Layout: int32(j.Layout),
+		Message: optID(j.MessageID), Author: primitive.ObjectID(j.AuthorID), Owner: optID(j.OwnerID),
+		Created: j.CreatedAt, Cursor: j.Cursor,
+	}
 }
 
 // Store returns the domain form of d.
 func (d *Job) Store() *store.Job {
-	return &store.Job{Kind: store.JobKind(d.Kind), MessageID: store.ID(d.Message), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC(), Cursor: d.Cursor}
+	return &store.Job{
+		ID: store.ID(d.ID), Kind: store.JobKind(d.Kind), Layout: store.Layout(d.Layout),
+		MessageID: fromOpt(d.Message), AuthorID: store.ID(d.Author), OwnerID: fromOpt(d.Owner),
+		CreatedAt: d.Created.UTC(), Cursor: d.Cursor,
+	}
 }
 
 // Marshal encodes a document as BSON.

@@ -24,6 +24,7 @@ type longUser struct {
 	Followers int64              `bson:"followerCount"`
 	Following int64              `bson:"followingCount"`
 	Messages  int64              `bson:"messageCount"`
+	Pulled    int64              `bson:"pulledCount,omitempty"`
 	Attrs     []Attr             `bson:"attributes,omitempty"`
 }
 
@@ -49,11 +50,26 @@ func TestMessage_RoundTrip(t *testing.T) {
 	for _, m := range []*store.Message{
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "hi", Kind: store.KindPost, CreatedAt: now},
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "re", Kind: store.KindReply, ReplyToID: store.NewID(now), ReplyToAuthorID: store.NewID(now), CreatedAt: now, EditedAt: &now},
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "star", Kind: store.KindPost, CreatedAt: now, Pulled: true},
 	} {
 		b, err := bson.Marshal(FromMessage(m))
 		require.NoError(t, err)
 		var d Message
 		require.NoError(t, bson.Unmarshal(b, &d))
 		assert.Equal(t, m, d.Store())
+	}
+}
+
+func TestJob_RoundTrip(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, j := range []*store.Job{
+		{ID: store.NewID(now), Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: store.NewID(now), AuthorID: store.NewID(now), CreatedAt: now, Cursor: []byte{1, 2}},
+		{ID: store.NewID(now), Kind: store.JobFollow, Layout: store.LayoutEntries, AuthorID: store.NewID(now), OwnerID: store.NewID(now), CreatedAt: now},
+	} {
+		b, err := bson.Marshal(FromJob(j))
+		require.NoError(t, err)
+		var d Job
+		require.NoError(t, bson.Unmarshal(b, &d))
+		assert.Equal(t, j, d.Store())
 	}
 }

@@ -1,0 +1,264 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+
+	"herald/store"
+)
+
+// timeline is what a reader sees: the whole inbox, newest first, and its counts.
+type timeline struct {
+	Texts         []string
+	Total, Unread int
+}
+
+func readTimeline(t *testing.T, svc *store.Service, owner store.ID) timeline {
+	t.Helper()
+	texts := inboxTexts(t, svc, owner, 50)
+	// Every page size pages to the same timeline, across the boundaries of
+	// a bucket and of a cache.
+	for _, size := range []int{49, 51, 100, 101} {
+		require.Equal(t, texts, inboxTexts(t, svc, owner, size), "page size %d", size)
+	}
+	c, err := svc.InboxCounts(ctx, owner)
+	require.NoError(t, err)
+	return timeline{Texts: texts, Total: c.Total, Unread: c.Unread}
+}
+
+// testSameTimelines plays one history (posts, replies, edits, deletions,
+// follows with backfill, unfollows, mark-read, an author crossing hybrid's
+// celebrity threshold both ways) under every strategy, and requires every
+// strategy to show every reader the same timeline with the same counts.
+func testSameTimelines(t *testing.T, open OpenFunc) {
+	got := make(map[store.Strategy]map[string]timeline)
+	for _, st := range store.Strategies {
+		t.Run(string(st), func(t *testing.T) {
+			b, c := openBackend(t, open), newClock()
+			svc, _ := newServiceWith(t, b, c, store.Options{Strategy: st, CelebrityThreshold: 2})
+			got[st] = playHistory(t, svc)
+		})
+	}
+	want := got[store.StrategyBucket]
+	require.NotNil(t, want)
+	r1 := want["r1"]
+	assert.Len(t, r1.Texts, 104, "r1's timeline: ann's 75 but one deleted, cel's 32 but two deleted")
+	assert.Equal(t, "cel 31", r1.Texts[0], "the last post")
+	assert.Contains(t, r1.Texts, "ann 10, edited")
+	assert.NotContains(t, r1.Texts, "bo 0", "r1 unfollowed bo")
+	assert.Equal(t, timeline{Texts: r1.Texts, Total: 104, Unread: 22}, r1, "unread: ann 60–74 and cel 25–31, posted after the mark")
+	for _, st := range store.Strategies[1:] {
+		if got[st] != nil {
+			assert.Equal(t, want, got[st], "strategy %s against %s", st, store.StrategyBucket)
+		}
+	}
+}
+
+// playHistory runs the shared history on svc and returns each reader's timeline.
+func playHistory(t *testing.T, svc *store.Service) map[string]timeline {
+	users := make(map[string]store.ID)
+	for _, h := range []string{"ann", "bo", "cel", "r1", "r2", "r3"} {
+		users[h] = mustSignUp(t, svc, "user_"+h).ID
+	}
+	follow := func(who, whom string) {
+		t.Helper()
+		_, err := svc.Follow(ctx, users[who], users[whom])
+		require.NoError(t, err)
+	}
+	unfollow := func(who, whom string) {
+		t.Helper()
+		_, err := svc.Unfollow(ctx, users[who], users[whom])
+		require.NoError(t, err)
+	}
+	posted := make(map[string]store.ID)
+	post := func(who string, from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			text := fmt.Sprintf("%s %d", who, i)
+			m, err := svc.PostMessage(ctx, users[who], store.PostInput{Text: text})
+			require.NoError(t, err)
+			posted[text] = m.ID
+		}
+	}
+
+	follow("r1", "ann")
+	follow("r1", "bo")
+	follow("r2", "ann")
+	post("ann", 0, 30)
+	post("bo", 0, 20)
+	reply, err := svc.PostMessage(ctx, users["r1"], store.PostInput{Text: "r1 replies", ReplyToID: posted["ann 5"]})
+	require.NoError(t, err)
+	require.Equal(t, store.KindReply, reply.Kind)
+	// cel posts with no followers, then gains three: above the threshold (2).
+	post("cel", 0, 10)
+	follow("r1", "cel")
+	follow("r2", "cel")
+	follow("r3", "cel")
+	post("cel", 10, 25)
+	post("ann", 30, 60)
+	follow("r3", "bo") // backfill: bo's 20
+	_, err = svc.EditMessage(ctx, users["ann"], posted["ann 10"], "ann 10, edited")
+	require.NoError(t, err)
+	for _, text := range []string{"ann 11", "cel 3", "cel 12"} {
+		author, _, _ := strings.Cut(text, " ")
+		require.NoError(t, svc.DeleteMessage(ctx, users[author], posted[text]))
+	}
+	waitIdle(t, svc)
+	unfollow("r1", "bo")
+	follow("r2", "r1") // backfill: r1's reply
+	waitIdle(t, svc)
+	_, err = svc.MarkInboxRead(ctx, users["r1"])
+	require.NoError(t, err)
+	post("ann", 60, 75)
+	post("cel", 25, 27)
+	// cel drops to two followers (below the threshold), posts, and rises again.
+	unfollow("r2", "cel")
+	post("cel", 27, 30)
+	follow("r2", "cel")
+	post("cel", 30, 32)
+	waitIdle(t, svc)
+
+	out := make(map[string]timeline)
+	for _, r := range []string{"r1", "r2", "r3"} {
+		out[r] = readTimeline(t, svc, users[r])
+	}
+	return out
+}
+
+// testInactive checks that fan-out skips a user idle past InactiveAfter,
+// and that their return rebuilds their inbox (saying so until it is done)
+// to what fan-out on read shows, with a post racing the rebuild delivered
+// once.
+func testInactive(t *testing.T, open OpenFunc) {
+	for _, st := range []store.Strategy{store.StrategyWrite, store.StrategyBucket, store.StrategyHybrid} {
+		t.Run(string(st), func(t *testing.T) {
+			b, c := openBackend(t, open), newClock()
+			opts := store.Options{Strategy: st, InactiveAfter: 30 * 24 * time.Hour}
+			svc, _ := newServiceWith(t, b, c, opts)
+			author, reader, fresh := mustSignUp(t, svc, "author"), mustSignUp(t, svc, "reader"), mustSignUp(t, svc, "fresh")
+			for _, u := range []*store.User{reader, fresh} {
+				_, err := svc.Follow(ctx, u.ID, author.ID)
+				require.NoError(t, err)
+			}
+			c.ms.Add((31 * 24 * time.Hour).Milliseconds())
+			svc.Seen(ctx, fresh.ID) // fresh stays active; reader is idle
+			for i := range 3 {
+				_, err := svc.PostMessage(ctx, author.ID, store.PostInput{Text: fmt.Sprintf("while away %d", i)})
+				require.NoError(t, err)
+			}
+			waitIdle(t, svc)
+			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: reader.ID, Layout: st.Layout(), Limit: 10})
+			require.NoError(t, err)
+			assert.Empty(t, items, "an idle user gets no entries")
+			assert.Zero(t, counts.Total)
+			assert.Equal(t, []string{"while away 2", "while away 1", "while away 0"}, inboxTexts(t, svc, fresh.ID, 10))
+
+			// The reader returns to a process whose fan-out is not running
+			// yet, so the rebuild is seen pending; a post races it.
+			cctx, cancel := contextWithTimeout()
+			defer cancel()
+			require.NoError(t, svc.Close(cctx))
+			svc2, _ := newServiceStopped(t, b, c, opts)
+			svc2.Seen(ctx, reader.ID)
+			page, err := svc2.Inbox(ctx, reader.ID, store.NilID, 10)
+			require.NoError(t, err)
+			assert.True(t, page.Counts.Rebuilding, "rebuilding until the job is done")
+			_, err = svc2.PostMessage(ctx, author.ID, store.PostInput{Text: "during the rebuild"})
+			require.NoError(t, err)
+			require.NoError(t, svc2.Start(ctx))
+			waitIdle(t, svc2)
+
+			page, err = svc2.Inbox(ctx, reader.ID, store.NilID, 10)
+			require.NoError(t, err)
+			assert.False(t, page.Counts.Rebuilding)
+			want := []string{"during the rebuild", "while away 2", "while away 1", "while away 0"}
+			assert.Equal(t, want, inboxTexts(t, svc2, reader.ID, 10))
+			assert.Equal(t, 4, page.Counts.Total)
+			assert.Equal(t, 4, page.Counts.Unread)
+
+			read, _ := newServiceWith(t, b, c, store.Options{Strategy: store.StrategyRead})
+			assert.Equal(t, readTimeline(t, read, reader.ID), readTimeline(t, svc2, reader.ID), "the rebuilt inbox is what fan-out on read shows")
+		})
+	}
+}
+
+// testHybrid has an author cross the celebrity threshold in both
+// directions while posting, with readers following at different times:
+// every reader sees every item once, as fan-out on read would show it.
+func testHybrid(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	svc, _ := newServiceWith(t, b, c, store.Options{Strategy: store.StrategyHybrid, CelebrityThreshold: 2})
+	author := mustSignUp(t, svc, "star")
+	var fans []store.ID
+	for i := range 4 {
+		fans = append(fans, mustSignUp(t, svc, fmt.Sprintf("fan_%d", i)).ID)
+	}
+	n := 0
+	post := func() {
+		t.Helper()
+		_, err := svc.PostMessage(ctx, author.ID, store.PostInput{Text: fmt.Sprintf("star %d", n)})
+		require.NoError(t, err)
+		n++
+	}
+	post()
+	for _, f := range fans {
+		_, err := svc.Follow(ctx, f, author.ID)
+		require.NoError(t, err)
+		post() // after the third follow the author is above the threshold
+	}
+	pulled := mustUser(t, b, author.ID).PulledCount
+	assert.Equal(t, 2, pulled, "the posts made with 3 and 4 followers are pulled")
+	_, err := svc.Unfollow(ctx, fans[0], author.ID)
+	require.NoError(t, err)
+	_, err = svc.Unfollow(ctx, fans[1], author.ID)
+	require.NoError(t, err)
+	post() // back to two followers: fanned out
+	_, err = svc.Follow(ctx, fans[0], author.ID)
+	require.NoError(t, err)
+	post() // three again: pulled
+	waitIdle(t, svc)
+
+	read, _ := newServiceWith(t, b, c, store.Options{Strategy: store.StrategyRead})
+	for i, f := range fans {
+		got := readTimeline(t, svc, f)
+		assert.Equal(t, readTimeline(t, read, f), got, "fan %d", i)
+		seen := make(map[string]bool)
+		for _, text := range got.Texts {
+			assert.False(t, seen[text], "fan %d sees %q twice", i, text)
+			seen[text] = true
+		}
+		if i != 1 {
+			assert.Len(t, got.Texts, n, "fan %d follows the author and sees every post", i)
+		} else {
+			assert.Empty(t, got.Texts, "fan 1 unfollowed the author")
+		}
+	}
+}
+
+func contextWithTimeout() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 10*time.Second)
+}
+
+// newServiceStopped is newServiceWith without Start: its fan-out runs
+// nothing until the test starts it.
+func newServiceStopped(t *testing.T, b store.Backend, c *clock, opts store.Options) (*store.Service, *store.Hub) {
+	t.Helper()
+	hub := store.NewHub()
+	opts.Now, opts.PasswordCost, opts.ChunkSize, opts.Logger = c.Now, bcrypt.MinCost, 7, slog.New(slog.DiscardHandler)
+	svc := store.NewService(b, hub, opts)
+	t.Cleanup(func() {
+		cctx, cancel := contextWithTimeout()
+		defer cancel()
+		assert.NoError(t, svc.Close(cctx))
+		hub.Close()
+	})
+	return svc, hub
+}

@@ -1,0 +1,350 @@
+package store
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Strategy is how home timelines are built (BRIEF, "Timeline strategies").
+// Every strategy shows the same timeline for the same history; they differ
+// in what a post and a read cost.
+type Strategy string
+
+// Timeline strategies.
+const (
+	// StrategyRead is fan-out on read: a post is one write; a read merges
+	// the followees' outboxes.
+	StrategyRead Strategy = "read"
+	// StrategyWrite is fan-out on write: one stored entry per follower.
+	StrategyWrite Strategy = "write"
+	// StrategyBucket is fan-out on write into buckets of BucketSize (the default).
+	StrategyBucket Strategy = "bucket"
+	// StrategyCache keeps a capped cache of the newest entries for users
+	// who read; a miss, or an older page, is fan-out on read.
+	StrategyCache Strategy = "cache"
+	// StrategyHybrid is StrategyBucket, except that posts by authors with
+	// more followers than the celebrity threshold are not fanned out:
+	// readers merge them in from the outbox.
+	StrategyHybrid Strategy = "hybrid"
+)
+
+// Strategies lists every strategy, the default first.
+var Strategies = []Strategy{StrategyBucket, StrategyRead, StrategyWrite, StrategyCache, StrategyHybrid}
+
+// ParseStrategy returns the strategy named s.
+func ParseStrategy(s string) (Strategy, error) {
+	for _, st := range Strategies {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("unknown fan-out strategy %q (want read, write, bucket, cache or hybrid)", s)
+}
+
+// Layout returns how the strategy stores inboxes.
+func (st Strategy) Layout() Layout {
+	switch st {
+	case StrategyWrite:
+		return LayoutEntries
+	case StrategyBucket, StrategyHybrid:
+		return LayoutBuckets
+	case StrategyCache:
+		return LayoutCache
+	default:
+		return LayoutNone
+	}
+}
+
+// pullFilter is which messages a strategy brings into inboxes by backfill
+// and rebuild: under hybrid, pulled messages come from the outbox at read
+// time instead, and stored copies would show twice.
+func (st Strategy) pullFilter() PullFilter {
+	if st == StrategyHybrid {
+		return PushedOnly
+	}
+	return AnyMessage
+}
+
+// following returns every user owner follows.
+func (s *Service) following(ctx context.Context, owner ID) ([]ID, error) {
+	var all []ID
+	after := NilID
+	for {
+		ids, err := s.backend.ListFollowing(ctx, owner, after, followPageSize)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ids...)
+		if len(ids) < followPageSize {
+			return all, nil
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
+const followPageSize = 1000
+
+// pullAuthors returns the users owner follows whose pulled messages its
+// timeline merges in (strategy hybrid).
+func (s *Service) pullAuthors(ctx context.Context, owner ID) ([]ID, error) {
+	all, err := s.pulls.get(ctx, s)
+	if err != nil || len(all) == 0 {
+		return nil, err
+	}
+	follows, err := s.backend.FindFollowing(ctx, owner, all)
+	if err != nil {
+		return nil, err
+	}
+	var out []ID
+	for i, ok := range follows {
+		if ok {
+			out = append(out, all[i])
+		}
+	}
+	return out, nil
+}
+
+// pullSet caches the authors with pulled messages, which every hybrid read
+// needs. It is refreshed from the backend at most every pullRefresh, and at
+// once when this process posts a pulled message; another process's first
+// pulled message shows here within pullRefresh.
+type pullSet struct {
+	mu      sync.Mutex
+	ids     []ID
+	fetched time.Time
+}
+
+const pullRefresh = time.Second
+
+func (p *pullSet) get(ctx context.Context, s *Service) ([]ID, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); p.fetched.IsZero() || now.Sub(p.fetched) >= pullRefresh {
+		ids, err := s.backend.ListPullAuthors(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p.ids, p.fetched = ids, now
+	}
+	return p.ids, nil
+}
+
+// add records that author has a pulled message now.
+func (p *pullSet) add(author ID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !slices.Contains(p.ids, author) {
+		p.ids = append(slices.Clip(p.ids), author) // readers may hold the old slice
+	}
+}
+
+// page reads up to n timeline items of owner below before (NilID: from the
+// newest), newest first, without their messages, by the strategy.
+func (s *Service) page(ctx context.Context, owner, before ID, n int) ([]InboxItem, error) {
+	items, _, _, err := s.pageCounts(ctx, owner, before, n)
+	return items, err
+}
+
+// pageCounts is page, and the inbox's counts where the read gives them
+// (strategies write and bucket): ok is false when they must be computed.
+func (s *Service) pageCounts(ctx context.Context, owner, before ID, n int) (_ []InboxItem, _ InboxCounts, ok bool, _ error) {
+	switch s.strategy {
+	case StrategyWrite, StrategyBucket:
+		items, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: owner, Layout: s.layout, Before: before, Limit: n})
+		return items, c, true, err
+	}
+	items, err := s.pageOnly(ctx, owner, before, n)
+	return items, InboxCounts{}, false, err
+}
+
+func (s *Service) pageOnly(ctx context.Context, owner, before ID, n int) ([]InboxItem, error) {
+	switch s.strategy {
+	case StrategyHybrid:
+		items, _, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: owner, Layout: s.layout, Before: before, Limit: n})
+		if err != nil {
+			return nil, err
+		}
+		pulls, err := s.pullAuthors(ctx, owner)
+		if err != nil || len(pulls) == 0 {
+			return items, err
+		}
+		more, err := s.backend.FindOutbox(ctx, OutboxFilter{Authors: pulls, Before: before, Limit: n, Pulled: PulledOnly})
+		if err != nil {
+			return nil, err
+		}
+		return mergeNewest(n, items, outboxItems(more)), nil
+	case StrategyCache:
+		return s.cachedPage(ctx, owner, before, n)
+	default:
+		return s.readPage(ctx, owner, before, n)
+	}
+}
+
+// readPage is fan-out on read: the followees' outboxes merged.
+func (s *Service) readPage(ctx context.Context, owner, before ID, n int) ([]InboxItem, error) {
+	followees, err := s.following(ctx, owner)
+	if err != nil || len(followees) == 0 {
+		return nil, err
+	}
+	es, err := s.backend.FindOutbox(ctx, OutboxFilter{Authors: followees, Before: before, Limit: n})
+	return outboxItems(es), err
+}
+
+// cachedPage serves a page from owner's cache when the cache holds it, and
+// otherwise by fan-out on read; a missing cache is built first (seed 002).
+func (s *Service) cachedPage(ctx context.Context, owner, before ID, n int) ([]InboxItem, error) {
+	now := s.clock()
+	c, err := s.backend.ReadInboxCache(ctx, owner, now)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		if c, err = s.buildCache(ctx, owner, now); err != nil {
+			return nil, err
+		}
+	} else if c.Expires.Sub(now) < s.opts.CacheTTL/2 {
+		// Extend the life of a cache in use, at most twice per TTL.
+		if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: owner, Expires: now.Add(s.opts.CacheTTL)}, s.opts.InboxCap); err != nil {
+			return nil, err
+		}
+	}
+	items := c.Items
+	for len(items) > 0 && !before.IsZero() && items[0].MessageID.Compare(before) >= 0 {
+		items = items[1:]
+	}
+	if len(items) >= n {
+		return items[:n], nil
+	}
+	if c.Complete {
+		return items, nil
+	}
+	return s.readPage(ctx, owner, before, n)
+}
+
+// buildCache fills owner's cache by fan-out on read. The cache record is
+// created empty first, so that deliveries made while the outboxes are read
+// append to it: a message posted after the read is then in the cache by
+// delivery, one posted before by the read.
+func (s *Service) buildCache(ctx context.Context, owner ID, now time.Time) (*InboxCache, error) {
+	expires := now.Add(s.opts.CacheTTL)
+	if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: owner, Expires: expires}, s.opts.InboxCap); err != nil {
+		return nil, err
+	}
+	items, err := s.readPage(ctx, owner, NilID, s.opts.InboxCap)
+	if err != nil {
+		return nil, err
+	}
+	c := &InboxCache{Owner: owner, Items: items, Complete: len(items) < s.opts.InboxCap, Expires: expires}
+	if err := s.backend.PutInboxCache(ctx, c, s.opts.InboxCap); err != nil {
+		return nil, err
+	}
+	// Read it back: it holds what deliveries appended meanwhile.
+	fresh, err := s.backend.ReadInboxCache(ctx, owner, now)
+	if err != nil || fresh == nil {
+		return c, err
+	}
+	return fresh, nil
+}
+
+// counts returns owner's inbox counts under the strategy: kept by the
+// backend for the stored layouts, computed from the followees' outboxes
+// (their message counts, and a count of messages above the read mark) for
+// the others, and both for hybrid's pulled messages.
+func (s *Service) counts(ctx context.Context, owner ID) (InboxCounts, error) {
+	_, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: owner, Layout: s.layout})
+	if err != nil {
+		return InboxCounts{}, err
+	}
+	var authors []ID
+	filter := AnyMessage
+	switch s.strategy {
+	case StrategyWrite, StrategyBucket:
+		return c, nil
+	case StrategyHybrid:
+		authors, filter = nil, PulledOnly
+		if authors, err = s.pullAuthors(ctx, owner); err != nil {
+			return InboxCounts{}, err
+		}
+	default:
+		c.Total, c.Unread = 0, 0
+		if authors, err = s.following(ctx, owner); err != nil {
+			return InboxCounts{}, err
+		}
+	}
+	if len(authors) == 0 {
+		return c, nil
+	}
+	users, err := s.backend.FindUsersByIDs(ctx, authors)
+	if err != nil {
+		return InboxCounts{}, err
+	}
+	for _, u := range users {
+		if u == nil {
+			continue
+		}
+		if filter == PulledOnly {
+			c.Total += u.PulledCount
+		} else {
+			c.Total += u.MessageCount
+		}
+	}
+	unread, err := s.backend.CountOutbox(ctx, OutboxFilter{Authors: authors, After: c.ReadMark, Pulled: filter})
+	if err != nil {
+		return InboxCounts{}, err
+	}
+	c.Unread += unread
+	return c, nil
+}
+
+// outboxItems turns outbox entries into timeline items; an item read from
+// an outbox reached the inbox when it was posted.
+func outboxItems(es []OutboxEntry) []InboxItem {
+	items := make([]InboxItem, len(es))
+	for i, e := range es {
+		items[i] = InboxItem{InboxEntry: e.InboxEntry, DeliveredAt: e.CreatedAt}
+	}
+	return items
+}
+
+// mergeNewest merges lists sorted newest first (by message ID) into one,
+// keeping the first n, each message once.
+func mergeNewest(n int, lists ...[]InboxItem) []InboxItem {
+	h := make(itemHeap, 0, len(lists))
+	for _, l := range lists {
+		if len(l) > 0 {
+			h = append(h, l)
+		}
+	}
+	heap.Init(&h)
+	out := make([]InboxItem, 0, n)
+	for len(h) > 0 && len(out) < n {
+		it := h[0][0]
+		if len(out) == 0 || out[len(out)-1].MessageID != it.MessageID {
+			out = append(out, it)
+		}
+		if h[0] = h[0][1:]; len(h[0]) == 0 {
+			heap.Pop(&h)
+		} else {
+			heap.Fix(&h, 0)
+		}
+	}
+	return out
+}
+
+// itemHeap is a max-heap of lists by their first item's message ID.
+type itemHeap [][]InboxItem
+
+func (h itemHeap) Len() int           { return len(h) }
+func (h itemHeap) Less(i, j int) bool { return h[i][0].MessageID.Compare(h[j][0].MessageID) > 0 }
+func (h itemHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *itemHeap) Push(x any)        { *h = append(*h, x.([]InboxItem)) }
+func (h *itemHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

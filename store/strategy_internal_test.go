@@ -1,0 +1,63 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMergeNewest(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ids := make([]ID, 8)
+	for i := range ids {
+		ids[i] = NewID(base.Add(time.Duration(i) * time.Second))
+	}
+	list := func(is ...int) []InboxItem {
+		out := make([]InboxItem, len(is))
+		for k, i := range is {
+			out[k] = InboxItem{InboxEntry: InboxEntry{MessageID: ids[i]}}
+		}
+		return out
+	}
+	idx := func(items []InboxItem) []int {
+		var out []int
+		for _, it := range items {
+			for i, id := range ids {
+				if id == it.MessageID {
+					out = append(out, i)
+				}
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		n     int
+		lists [][]InboxItem
+		want  []int
+	}{
+		{"Interleaved", 10, [][]InboxItem{list(7, 4, 1), list(6, 5, 0), list(3, 2)}, []int{7, 6, 5, 4, 3, 2, 1, 0}},
+		{"Limit", 3, [][]InboxItem{list(7, 4, 1), list(6, 5, 0)}, []int{7, 6, 5}},
+		{"OnceEach", 10, [][]InboxItem{list(7, 5, 3), list(5, 3, 1)}, []int{7, 5, 3, 1}},
+		{"Empty", 10, [][]InboxItem{nil, list(2), nil}, []int{2}},
+		{"None", 10, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, idx(mergeNewest(tc.n, tc.lists...)))
+		})
+	}
+}
+
+func TestParseStrategy(t *testing.T) {
+	for _, st := range Strategies {
+		got, err := ParseStrategy(string(st))
+		require.NoError(t, err)
+		assert.Equal(t, st, got)
+	}
+	_, err := ParseStrategy("buckets")
+	assert.ErrorContains(t, err, "unknown fan-out strategy")
+	assert.Equal(t, LayoutBuckets, StrategyHybrid.Layout())
+	assert.Equal(t, LayoutNone, StrategyRead.Layout())
+}

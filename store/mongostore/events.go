@@ -29,18 +29,20 @@ import (
 // An events document holds a batch (a fan-out chunk's events), in short
 // field names:
 //
-//	{_id: ObjectID, x: expires, e: [{t, u, m, a, s, r, n, q}]}
+//	{_id: ObjectID, x: expires, e: [{t, u, m, a, r, n, q, b, z}]}
 //
 //	t  type: 1 ADDED, 2 EDITED, 3 DELETED, 4 READ
 //	u  inbox owner (user ID)
 //	m  message ID; absent for READ
 //	a  message author (so the message is loaded by its shard key); absent for READ
-//	s  inbox sequence (InboxCounts.Seq)
-//	r  read mark (InboxCounts.ReadSeq)
+//	r  read mark (InboxCounts.ReadMark, a message ID)
 //	n  total entries (InboxCounts.Total)
 //	q  unread entries (InboxCounts.Unread)
+//	b  rebuilding (InboxCounts.Rebuilding)
+//	z  no counts (Event.NoCounts)
 //
-// Zero counts are left out: EDITED carries none (see store.Event).
+// Zero counts and false flags are left out: EDITED carries none (see
+// store.Event).
 // Documents expire through the TTL index on x; they only need to live long
 // enough for every process to read them, and a process that was away longer
 // than that resumes from "now" (inboxes, not events, are the truth).
@@ -51,14 +53,15 @@ type eventsDoc struct {
 }
 
 type eventDoc struct {
-	Type    int32              `bson:"t"`
-	User    primitive.ObjectID `bson:"u"`
-	Message primitive.ObjectID `bson:"m,omitempty"`
-	Author  primitive.ObjectID `bson:"a,omitempty"`
-	Seq     int64              `bson:"s,omitempty"`
-	ReadSeq int64              `bson:"r,omitempty"`
-	Total   int64              `bson:"n,omitempty"`
-	Unread  int64              `bson:"q,omitempty"`
+	Type     int32              `bson:"t"`
+	User     primitive.ObjectID `bson:"u"`
+	Message  primitive.ObjectID `bson:"m,omitempty"`
+	Author   primitive.ObjectID `bson:"a,omitempty"`
+	Mark     primitive.ObjectID `bson:"r,omitempty"`
+	Total    int64              `bson:"n,omitempty"`
+	Unread   int64              `bson:"q,omitempty"`
+	Rebuild  bool               `bson:"b,omitempty"`
+	NoCounts bool               `bson:"z,omitempty"`
 }
 
 // eventTypes maps event types to their stored codes. Codes, not names:
@@ -91,8 +94,8 @@ func encodeEvent(ev store.Event) (eventDoc, bool) {
 	return eventDoc{
 		Type: t, User: primitive.ObjectID(ev.UserID),
 		Message: primitive.ObjectID(ev.MessageID), Author: primitive.ObjectID(ev.AuthorID),
-		Seq: int64(ev.Counts.Seq), ReadSeq: int64(ev.Counts.ReadSeq),
-		Total: int64(ev.Counts.Total), Unread: int64(ev.Counts.Unread),
+		Mark: primitive.ObjectID(ev.Counts.ReadMark), Total: int64(ev.Counts.Total), Unread: int64(ev.Counts.Unread),
+		Rebuild: ev.Counts.Rebuilding, NoCounts: ev.NoCounts,
 	}, true
 }
 
@@ -104,9 +107,9 @@ func (d eventDoc) event() (store.Event, bool) {
 	return store.Event{
 		Type: t, UserID: store.ID(d.User), MessageID: store.ID(d.Message), AuthorID: store.ID(d.Author),
 		Counts: store.InboxCounts{
-			Seq: uint64(d.Seq), ReadSeq: uint64(d.ReadSeq),
-			Total: int(d.Total), Unread: int(d.Unread),
+			Total: int(d.Total), Unread: int(d.Unread), ReadMark: store.ID(d.Mark), Rebuilding: d.Rebuild,
 		},
+		NoCounts: d.NoCounts,
 	}, true
 }
 

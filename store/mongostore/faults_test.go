@@ -98,13 +98,13 @@ func mkUser(t *testing.T, st *mongostore.Store, h string) store.ID {
 func mkPost(t *testing.T, st *mongostore.Store, author store.ID) (*store.Message, *store.Job) {
 	now := tickClock()
 	m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: "hi", Kind: store.KindPost, CreatedAt: now}
-	j := &store.Job{Kind: store.JobDeliver, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+	j := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: now}
 	require.NoError(t, st.CreateMessage(context.Background(), m, j))
 	return m, j
 }
 
 func inboxCounts(t *testing.T, st *mongostore.Store, owner store.ID) (store.InboxCounts, int) {
-	items, c, err := st.ReadInbox(context.Background(), store.InboxFilter{Owner: owner, Limit: 100})
+	items, c, err := st.ReadInbox(context.Background(), store.InboxFilter{Owner: owner, Layout: store.LayoutBuckets, Limit: 100})
 	require.NoError(t, err)
 	return c, len(items)
 }
@@ -116,7 +116,7 @@ func TestFaults_MarkReadFreshUser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	c, err := st.MarkInboxRead(ctx, x)
+	c, err := st.MarkInboxRead(ctx, x, store.LayoutBuckets, store.NewID(time.Now()))
 	t.Logf("MarkInboxRead on fresh user: counts=%+v err=%v after %v", c, err, time.Since(start))
 	require.NoError(t, err)
 }
@@ -141,8 +141,8 @@ func TestFaults_RetractReorderDoubleDecrement(t *testing.T) {
 	t.Logf("after delivery: %+v entries=%d", c, n)
 
 	// The user deletes the newer message, then the older one.
-	rNew := &store.Job{Kind: store.JobRetract, MessageID: mNew.ID, AuthorID: a, CreatedAt: mNew.CreatedAt}
-	rOld := &store.Job{Kind: store.JobRetract, MessageID: mOld.ID, AuthorID: a, CreatedAt: mOld.CreatedAt}
+	rNew := &store.Job{ID: mNew.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: mNew.ID, AuthorID: a, CreatedAt: mNew.CreatedAt}
+	rOld := &store.Job{ID: mOld.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: mOld.ID, AuthorID: a, CreatedAt: mOld.CreatedAt}
 	require.NoError(t, st.DeleteMessage(ctx, mNew.ID, rNew))
 	require.NoError(t, st.DeleteMessage(ctx, mOld.ID, rOld))
 
@@ -208,11 +208,11 @@ func TestFaults_DeleteBeforeCounted(t *testing.T) {
 	a := mkUser(t, st, "aaa")
 	now := tickClock()
 	m := &store.Message{ID: store.NewID(now), AuthorID: a, Text: "hi", Kind: store.KindPost, CreatedAt: now}
-	j := &store.Job{Kind: store.JobDeliver, MessageID: m.ID, AuthorID: a, CreatedAt: now}
+	j := &store.Job{ID: m.ID, Kind: store.JobDeliver, MessageID: m.ID, AuthorID: a, CreatedAt: now}
 	f.usersUpdate.Store(1)
 	err := st.CreateMessage(ctx, m, j)
 	t.Logf("CreateMessage: %v", err)
-	r := &store.Job{Kind: store.JobRetract, MessageID: m.ID, AuthorID: a, CreatedAt: now}
+	r := &store.Job{ID: m.ID, Kind: store.JobRetract, MessageID: m.ID, AuthorID: a, CreatedAt: now}
 	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
 	// The retraction runs to its end.
 	_, err = st.RemoveInboxEntries(ctx, store.Removal{Job: r, Done: true})

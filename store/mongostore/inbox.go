@@ -3,10 +3,13 @@ package mongostore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
+	"github.com/256dpi/lungo"
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/bson/primitive"
 	"go.mongodb.org/mongo-driver/mongo"
@@ -15,36 +18,68 @@ import (
 	"herald/store"
 )
 
-// entryDoc is one inbox entry inside a bucket.
+// Inbox writes touch several documents (the owner's counters, the entries,
+// the delivery records, the job), so each is a sequence of idempotent
+// steps, and fan-out runs one job at a time (store.Leaser), the job a
+// crashed holder had begun first. Every job that changes an inbox's counts
+// does it in one count step, an update of the user document that is
+// conditional on the job's marker (lj) not being there and sets it, with
+// the step's plan (lq: the entries it adds or removes, and their buckets).
+// The entries are written after the count: a repeat skips the count and
+// writes the plan again, which changes nothing where it was written.
+
+// entryDoc is one inbox entry inside a bucket or a cache.
 type entryDoc struct {
 	Message   primitive.ObjectID `bson:"m"`
 	Author    primitive.ObjectID `bson:"a"`
 	Created   time.Time          `bson:"c"`
 	Delivered time.Time          `bson:"d"`
-	Seq       int64              `bson:"q"`
 }
 
+func (e entryDoc) item() store.InboxItem {
+	return store.InboxItem{
+		InboxEntry:  store.InboxEntry{MessageID: store.ID(e.Message), AuthorID: store.ID(e.Author), CreatedAt: e.Created.UTC()},
+		DeliveredAt: e.Delivered.UTC(),
+	}
+}
+
+// entryRow is one document of the entries collection (LayoutEntries).
+type entryRow struct {
+	Owner primitive.ObjectID `bson:"o"`
+	Entry entryDoc           `bson:",inline"`
+}
+
+// bucketDoc is one bucket (LayoutBuckets); see collBuckets.
 type bucketDoc struct {
 	Owner   primitive.ObjectID `bson:"o"`
-	Bucket  int64              `bson:"s"`
+	Key     primitive.ObjectID `bson:"k"`
 	Entries []entryDoc         `bson:"e"`
 }
 
-// deliveryDoc records where one chunk of a message went.
+// deliveryDoc records where one chunk, or one insertion, of a message went.
 type deliveryDoc struct {
 	Message primitive.ObjectID `bson:"m"`
-	Last    primitive.ObjectID `bson:"k"`
+	Key     primitive.ObjectID `bson:"k"`
 	Refs    []deliveryRef      `bson:"r"`
 }
 
 type deliveryRef struct {
-	Owner primitive.ObjectID `bson:"o"`
-	Seq   int64              `bson:"q"`
+	Owner  primitive.ObjectID `bson:"o"`
+	Bucket primitive.ObjectID `bson:"b,omitempty"`
 }
 
-func bucketOf(seq uint64) int64 { return int64((seq - 1) / bucketSize) }
+// Markers of count steps (lj): one per job, so a repeat is recognised.
+func deliverMark(m store.ID) string             { return "d" + m.String() }
+func retractMark(m store.ID) string             { return "r" + m.String() }
+func insertMark(inst primitive.ObjectID) string { return "i" + inst.Hex() }
+func unfollowMark(j store.ID) string            { return "u" + j.String() }
 
-var unordered = options.BulkWrite().SetOrdered(false)
+var (
+	unordered = options.BulkWrite().SetOrdered(false)
+	ordered   = options.BulkWrite().SetOrdered(true)
+)
+
+func cmpID(a, b primitive.ObjectID) int { return bytes.Compare(a[:], b[:]) }
 
 // startChunk returns the stored job of a chunk if the chunk should apply:
 // NOT_FOUND if the job is gone, nil if the job has moved past the chunk.
@@ -95,72 +130,295 @@ func (s *Store) advanceJob(ctx context.Context, j *store.Job, cursor []byte, don
 	return wrap("advance job", err)
 }
 
+// readFilter matches an owner for whom message m is unread (above the read
+// mark, or no mark) or read.
+func readFilter(m primitive.ObjectID, unread bool) bson.E {
+	if unread {
+		return bson.E{Key: "ir", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: m}}}}}
+	}
+	return bson.E{Key: "ir", Value: bson.D{{Key: "$gte", Value: m}}}
+}
+
+// countDelivery returns owner h's inbox fields after the count step of a
+// delivery of msg, and the update that makes them so. In the bucket layout
+// it places msg by the rule of collBuckets: a new newest bucket if there is
+// none, or msg is newer than every entry and the newest bucket has had
+// 50; else the newest bucket if msg is not below its key; else an older
+// bucket, found when the entry is written.
+func countDelivery(h *userDoc, lay store.Layout, msg primitive.ObjectID, mark string) (*userDoc, bson.D) {
+	a := *h
+	inc := bson.D{{Key: totalField(lay), Value: int64(1)}, {Key: "iv", Value: int64(1)}}
+	unread := cmpID(msg, h.ReadMark) > 0
+	if unread {
+		inc = append(inc, bson.E{Key: unreadField(lay), Value: int64(1)})
+	}
+	set := bson.D{{Key: "lj", Value: mark}, {Key: "lq", Value: []planItem{{Message: msg}}}, {Key: "la", Value: true}, {Key: "ll", Value: int32(lay)}}
+	a.Version++
+	a.LastJob, a.LastEntries, a.LastAdded, a.LastLayout = mark, []planItem{{Message: msg}}, true, int32(lay)
+	var upd bson.D
+	if lay == store.LayoutEntries {
+		a.EntriesTotal++
+		if unread {
+			a.EntriesUnread++
+		}
+	} else {
+		a.BucketsTotal++
+		if unread {
+			a.BucketsUnread++
+		}
+		switch {
+		case h.NewestBucket == nil || (h.NewestMessage != nil && cmpID(*h.NewestMessage, msg) < 0 && h.NewestCount >= bucketSize):
+			m := msg
+			a.NewestBucket, a.NewestCount, a.NewestMessage = &m, 1, &m
+			set = append(set, bson.E{Key: "bk", Value: msg}, bson.E{Key: "bn", Value: int64(1)}, bson.E{Key: "bm", Value: msg})
+		case cmpID(*h.NewestBucket, msg) <= 0:
+			a.NewestCount++
+			inc = append(inc, bson.E{Key: "bn", Value: int64(1)})
+			if h.NewestMessage == nil || cmpID(*h.NewestMessage, msg) < 0 {
+				m := msg
+				a.NewestMessage = &m
+				upd = append(upd, bson.E{Key: "$max", Value: bson.D{{Key: "bm", Value: msg}}})
+			}
+		}
+	}
+	return &a, append(bson.D{{Key: "$inc", Value: inc}, {Key: "$set", Value: set}}, upd...)
+}
+
 // DeliverInbox implements store.Backend in a fixed number of round trips
-// per chunk, whatever its size, each step idempotent:
-//
-//  1. each owner's inbox sequence is incremented (with total and unread),
-//     once per message: the update is conditional on the owner's last
-//     delivered message (ld) not being this one, and sets it;
-//  2. the owners' new sequences are read back: fan-out runs one job at a
-//     time (store.Leaser), so an owner's ld is this message exactly when
-//     its sequence was taken for it;
-//  3. each entry is pushed into its bucket (owner, (seq-1)/50), upserted,
-//     unless the bucket holds it already; a repeat collides with the unique
-//     (o, s) index and is ignored;
-//  4. the chunk's delivery record is inserted (unique per chunk);
-//  5. the job moves on, conditional on its cursor.
+// per chunk, whatever its size (see deliverStored and deliverUnstored),
+// then moves the job on, conditional on its cursor.
 func (s *Store) DeliverInbox(ctx context.Context, d store.Delivery) ([]store.InboxChange, error) {
 	job, err := s.startChunk(ctx, d.Job)
 	if err != nil || job == nil {
 		return nil, err
 	}
-	msg := oid(job.MessageID)
 	var changes []store.InboxChange
 	if len(d.Owners) > 0 {
-		incs := make([]mongo.WriteModel, len(d.Owners))
-		for i, o := range d.Owners {
-			incs[i] = mongo.NewUpdateOneModel().
-				SetFilter(bson.D{{Key: "_id", Value: oid(o)}, {Key: "ld", Value: bson.D{{Key: "$ne", Value: msg}}}}).
-				SetUpdate(bson.D{{Key: "$inc", Value: bson.D{{Key: "is", Value: 1}, {Key: "it", Value: 1}, {Key: "iu", Value: 1}}}, {Key: "$set", Value: bson.D{{Key: "ld", Value: msg}}}})
+		if job.Layout.Stores() {
+			changes, err = s.deliverStored(ctx, job, d)
+		} else {
+			changes, err = s.deliverUnstored(ctx, job, d)
 		}
-		if _, err := s.users.BulkWrite(ctx, incs, unordered); err != nil {
-			return nil, wrap("deliver: count", err)
-		}
-		heads, err := s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: oids(d.Owners)}}}},
-			options.Find().SetProjection(bson.D{{Key: "is", Value: 1}, {Key: "it", Value: 1}, {Key: "iu", Value: 1}, {Key: "ir", Value: 1}, {Key: "ld", Value: 1}}))
 		if err != nil {
 			return nil, err
-		}
-		entry := entryDoc{Message: msg, Author: oid(job.AuthorID), Created: job.CreatedAt, Delivered: d.At}
-		pushes := make([]mongo.WriteModel, 0, len(heads))
-		rec := deliveryDoc{Message: msg, Last: oid(d.Owners[len(d.Owners)-1])}
-		for _, h := range heads {
-			if h.Delivered != msg {
-				continue // not a follower any more, or not a user
-			}
-			c := h.counts()
-			e := entry
-			e.Seq = int64(c.Seq)
-			pushes = append(pushes, mongo.NewUpdateOneModel().
-				SetFilter(bson.D{{Key: "o", Value: h.ID}, {Key: "s", Value: bucketOf(c.Seq)}, {Key: "e.m", Value: bson.D{{Key: "$ne", Value: msg}}}}).
-				SetUpdate(bson.D{{Key: "$push", Value: bson.D{{Key: "e", Value: e}}}}).
-				SetUpsert(true))
-			rec.Refs = append(rec.Refs, deliveryRef{Owner: h.ID, Seq: e.Seq})
-			changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: store.ID(h.ID), Seq: c.Seq}, Counts: c})
-		}
-		if len(pushes) > 0 {
-			if _, err := s.buckets.BulkWrite(ctx, pushes, unordered); err != nil && !onlyDuplicates(err) {
-				return nil, wrap("deliver: push", err)
-			}
-			if _, err := s.deliveries.InsertOne(ctx, rec); err != nil && !isDuplicate(err) {
-				return nil, wrap("deliver: record", err)
-			}
 		}
 	}
 	if err := s.advanceJob(ctx, job, d.Cursor, d.Done); err != nil {
 		return nil, err
 	}
 	return changes, nil
+}
+
+// deliverStored delivers a chunk in LayoutEntries or LayoutBuckets:
+//
+//  1. the owners' inbox fields are read;
+//  2. the count step: per active owner not yet counted for this message,
+//     one update that counts the entry and, in the bucket layout, places
+//     it (see collBuckets), computed from what was read and applied only
+//     if the owner's inbox version and read mark are still what was read
+//     (only a mark-read can move them meanwhile: then those owners are
+//     read and counted again); it sets the job's marker, so a repeat of the
+//     chunk finds the owners it counted;
+//  3. (buckets, rare) the covering bucket of each owner whose newest
+//     bucket is above the message (clock skew), one query each, at once;
+//  4. the entries are written: upserts of (owner, bucket) that skip an
+//     entry already there, or inserts against the unique (o, m);
+//  5. the chunk's delivery record is inserted (unique per chunk).
+func (s *Store) deliverStored(ctx context.Context, job *store.Job, d store.Delivery) ([]store.InboxChange, error) {
+	lay := job.Layout
+	msg := oid(job.MessageID)
+	mark := deliverMark(job.MessageID)
+	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: oids(d.Owners)}}}}
+	proj := append(slices.Clone(inboxProjection), bson.E{Key: "s", Value: 1})
+	pending, err := s.findUserDocs(ctx, filter, options.Find().SetProjection(proj))
+	if err != nil {
+		return nil, err
+	}
+	var counted []*userDoc
+	for len(pending) > 0 {
+		var models []mongo.WriteModel
+		var planned []*userDoc
+		var ids []store.ID
+		for _, h := range pending {
+			if h.LastJob == mark {
+				counted = append(counted, h) // counted by an earlier run of this chunk
+				continue
+			}
+			if !d.ActiveSince.IsZero() && h.Seen.Before(d.ActiveSince) {
+				continue // inactive: a rebuild brings the message when they return
+			}
+			after, upd := countDelivery(h, lay, msg, mark)
+			models = append(models, mongo.NewUpdateOneModel().
+				SetFilter(bson.D{{Key: "_id", Value: h.ID}, {Key: "iv", Value: versionMatch(h.Version)}, {Key: "ir", Value: markMatch(h.ReadMark)}}).
+				SetUpdate(upd))
+			planned = append(planned, after)
+			ids = append(ids, store.ID(h.ID))
+		}
+		if len(models) == 0 {
+			break
+		}
+		res, err := s.users.BulkWrite(ctx, models, unordered)
+		if err != nil {
+			return nil, wrap("deliver: count", err)
+		}
+		if int(res.MatchedCount) == len(models) {
+			counted = append(counted, planned...)
+			break
+		}
+		if pending, err = s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: oids(ids)}}}}, options.Find().SetProjection(proj)); err != nil {
+			return nil, err
+		}
+	}
+	if len(counted) == 0 {
+		return nil, nil
+	}
+	buckets := make([]primitive.ObjectID, len(counted))
+	if lay == store.LayoutBuckets {
+		if err := s.placeDelivered(ctx, msg, counted, buckets); err != nil {
+			return nil, err
+		}
+	}
+	entry := entryDoc{Message: msg, Author: oid(job.AuthorID), Created: job.CreatedAt, Delivered: d.At}
+	writes := make([]mongo.WriteModel, len(counted))
+	rec := deliveryDoc{Message: msg, Key: oid(d.Owners[len(d.Owners)-1]), Refs: make([]deliveryRef, len(counted))}
+	changes := make([]store.InboxChange, len(counted))
+	for i, h := range counted {
+		if lay == store.LayoutBuckets {
+			writes[i] = mongo.NewUpdateOneModel().
+				SetFilter(bson.D{{Key: "o", Value: h.ID}, {Key: "k", Value: buckets[i]}, {Key: "e.m", Value: bson.D{{Key: "$ne", Value: msg}}}}).
+				SetUpdate(bson.D{{Key: "$push", Value: bson.D{{Key: "e", Value: entry}}}}).
+				SetUpsert(true)
+		} else {
+			writes[i] = mongo.NewInsertOneModel().SetDocument(entryRow{Owner: h.ID, Entry: entry})
+		}
+		rec.Refs[i] = deliveryRef{Owner: h.ID, Bucket: buckets[i]}
+		changes[i] = store.InboxChange{InboxRef: store.InboxRef{Owner: store.ID(h.ID), Bucket: store.ID(buckets[i])}, MessageID: job.MessageID, Counts: h.counts(lay)}
+	}
+	coll := s.entries
+	if lay == store.LayoutBuckets {
+		coll = s.buckets
+	}
+	if _, err := coll.BulkWrite(ctx, writes, unordered); err != nil && !onlyDuplicates(err) {
+		return nil, wrap("deliver: write entries", err)
+	}
+	if _, err := s.deliveries.InsertOne(ctx, rec); err != nil && !isDuplicate(err) {
+		return nil, wrap("deliver: record", err)
+	}
+	return changes, nil
+}
+
+// placeDelivered sets buckets[i], the bucket counted[i]'s entry of msg
+// goes to: the newest bucket when it is at or below msg (the count step
+// made it so), else the covering bucket, found by one query per owner, run
+// at once; an entry older than every bucket keys a bucket of its own. A
+// repeat finds the same bucket: only this job writes these inboxes.
+func (s *Store) placeDelivered(ctx context.Context, msg primitive.ObjectID, counted []*userDoc, buckets []primitive.ObjectID) error {
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		sem      = make(chan struct{}, 8)
+	)
+	for i, h := range counted {
+		if h.NewestBucket != nil && cmpID(*h.NewestBucket, msg) <= 0 {
+			buckets[i] = *h.NewestBucket
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			k, ok, err := s.coveringBucket(ctx, h.ID, msg)
+			if !ok {
+				k = msg
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			buckets[i] = k
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// coveringBucket returns the key of owner's bucket that covers m: the
+// largest key at or below it.
+func (s *Store) coveringBucket(ctx context.Context, owner, m primitive.ObjectID) (primitive.ObjectID, bool, error) {
+	var b struct {
+		Key primitive.ObjectID `bson:"k"`
+	}
+	err := s.buckets.FindOne(ctx, bson.D{{Key: "o", Value: owner}, {Key: "k", Value: bson.D{{Key: "$lte", Value: m}}}},
+		options.FindOne().SetSort(bson.D{{Key: "k", Value: -1}}).SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "k", Value: 1}})).Decode(&b)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return primitive.ObjectID{}, false, nil
+	}
+	return b.Key, err == nil, wrap("find covering bucket", err)
+}
+
+// deliverUnstored delivers a chunk in LayoutCache or LayoutNone: the
+// active owners are found by one projection query (none when every owner
+// counts), each live cache gets the entry (LayoutCache), and every active
+// owner is recorded and reported, without counts: the message reaches
+// their inbox through fan-out on read.
+func (s *Store) deliverUnstored(ctx context.Context, job *store.Job, d store.Delivery) ([]store.InboxChange, error) {
+	active := d.Owners
+	if !d.ActiveSince.IsZero() {
+		var err error
+		if active, err = s.activeUsers(ctx, d.Owners, d.ActiveSince); err != nil {
+			return nil, err
+		}
+	}
+	if len(active) == 0 {
+		return nil, nil
+	}
+	msg := oid(job.MessageID)
+	if job.Layout == store.LayoutCache {
+		entry := entryDoc{Message: msg, Author: oid(job.AuthorID), Created: job.CreatedAt, Delivered: d.At}
+		if err := s.pushToCaches(ctx, active, entry, d.At, d.CacheCap); err != nil {
+			return nil, err
+		}
+	}
+	rec := deliveryDoc{Message: msg, Key: oid(d.Owners[len(d.Owners)-1]), Refs: make([]deliveryRef, len(active))}
+	changes := make([]store.InboxChange, len(active))
+	for i, o := range active {
+		rec.Refs[i] = deliveryRef{Owner: oid(o)}
+		changes[i] = store.InboxChange{InboxRef: store.InboxRef{Owner: o}, MessageID: job.MessageID, NoCounts: true}
+	}
+	if _, err := s.deliveries.InsertOne(ctx, rec); err != nil && !isDuplicate(err) {
+		return nil, wrap("deliver: record", err)
+	}
+	return changes, nil
+}
+
+// activeUsers returns those of ids last seen at or after since, in the
+// order of ids.
+func (s *Store) activeUsers(ctx context.Context, ids []store.ID, since time.Time) ([]store.ID, error) {
+	cur, err := s.users.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: oids(ids)}}}, {Key: "s", Value: bson.D{{Key: "$gte", Value: since}}}},
+		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, wrap("find active users", err)
+	}
+	var rows []struct {
+		ID primitive.ObjectID `bson:"_id"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, wrap("find active users", err)
+	}
+	set := make(map[store.ID]bool, len(rows))
+	for _, r := range rows {
+		set[store.ID(r.ID)] = true
+	}
+	out := make([]store.ID, 0, len(rows))
+	for _, id := range ids {
+		if set[id] {
+			out = append(out, id)
+			delete(set, id)
+		}
+	}
+	return out, nil
 }
 
 // onlyDuplicates reports whether every error of a bulk write is a unique
@@ -178,50 +436,77 @@ func onlyDuplicates(err error) bool {
 	return true
 }
 
-// ReadInbox implements store.Backend. The owner's counts and the newest
-// buckets are read at once; the newest 50 entries span at most two buckets.
+// ReadInbox implements store.Backend. The owner's counts and the entries
+// are read at once, each in one query (more only for a bucket page that
+// retractions left short).
 func (s *Store) ReadInbox(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
 	type headResult struct {
-		c   store.InboxCounts
+		d   *userDoc
 		err error
 	}
 	headc := make(chan headResult, 1)
 	go func() {
-		var d userDoc
-		err := s.users.FindOne(ctx, bson.D{{Key: "_id", Value: oid(f.Owner)}},
-			options.FindOne().SetProjection(bson.D{{Key: "is", Value: 1}, {Key: "it", Value: 1}, {Key: "iu", Value: 1}, {Key: "ir", Value: 1}})).Decode(&d)
-		if errors.Is(err, mongo.ErrNoDocuments) {
-			err = nil
-		}
-		headc <- headResult{d.counts(), wrap("read inbox counts", err)}
+		d, _, err := s.findInboxHead(ctx, f.Owner)
+		headc <- headResult{d, err}
 	}()
 	var items []store.InboxItem
 	var err error
 	if f.Limit > 0 {
-		items, err = s.readBuckets(ctx, f)
+		switch f.Layout {
+		case store.LayoutEntries:
+			items, err = s.readEntries(ctx, f)
+		case store.LayoutBuckets:
+			items, err = s.readBuckets(ctx, f)
+		}
 	}
 	head := <-headc
 	if err == nil {
 		err = head.err
 	}
-	return items, head.c, err
+	if err != nil {
+		return nil, store.InboxCounts{}, err
+	}
+	return items, head.d.counts(f.Layout), nil
 }
 
-// readBuckets reads entries newest first below f.Before, a few buckets at a
-// time: as many as the page needs if they are full, more if retractions
-// left gaps.
-func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, error) {
+// readEntries is one range read of the (o, m) index, newest first.
+func (s *Store) readEntries(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, error) {
 	filter := bson.D{{Key: "o", Value: oid(f.Owner)}}
-	if f.Before > 0 {
-		if f.Before == 1 {
-			return nil, nil
-		}
-		filter = append(filter, bson.E{Key: "s", Value: bson.D{{Key: "$lte", Value: bucketOf(f.Before - 1)}}})
+	if !f.Before.IsZero() {
+		filter = append(filter, bson.E{Key: "m", Value: bson.D{{Key: "$lt", Value: oid(f.Before)}}})
+	}
+	cur, err := s.entries.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "m", Value: -1}}).SetLimit(int64(f.Limit)))
+	if err != nil {
+		return nil, wrap("read inbox", err)
+	}
+	var rows []entryRow
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, wrap("read inbox", err)
+	}
+	items := make([]store.InboxItem, len(rows))
+	for i, r := range rows {
+		items[i] = r.Entry.item()
+	}
+	return items, nil
+}
+
+// readBuckets reads entries newest first below f.Before: the buckets with
+// keys below the cursor, newest first (the first covers the cursor, see
+// collBuckets), as many as the page needs if they are full (2 for 50
+// entries), more if retractions left gaps or a bucket is short.
+func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, error) {
+	owner := oid(f.Owner)
+	filter := bson.D{{Key: "o", Value: owner}}
+	if !f.Before.IsZero() {
+		filter = append(filter, bson.E{Key: "k", Value: bson.D{{Key: "$lt", Value: oid(f.Before)}}})
 	}
 	items := make([]store.InboxItem, 0, f.Limit)
 	batch := int64(f.Limit/bucketSize + 2)
+	if f.Limit%bucketSize == 0 {
+		batch = int64(f.Limit/bucketSize + 1)
+	}
 	for {
-		cur, err := s.buckets.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "s", Value: -1}}).SetLimit(batch))
+		cur, err := s.buckets.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "k", Value: -1}}).SetLimit(batch))
 		if err != nil {
 			return nil, wrap("read inbox", err)
 		}
@@ -231,16 +516,12 @@ func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.I
 		}
 		for _, b := range bs {
 			es := b.Entries
-			slices.SortFunc(es, func(x, y entryDoc) int { return int(y.Seq - x.Seq) })
+			slices.SortFunc(es, func(x, y entryDoc) int { return cmpID(y.Message, x.Message) })
 			for _, e := range es {
-				if f.Before > 0 && uint64(e.Seq) >= f.Before {
+				if !f.Before.IsZero() && cmpID(e.Message, oid(f.Before)) >= 0 {
 					continue
 				}
-				items = append(items, store.InboxItem{
-					InboxEntry:  store.InboxEntry{MessageID: store.ID(e.Message), AuthorID: store.ID(e.Author), CreatedAt: e.Created.UTC()},
-					Seq:         uint64(e.Seq),
-					DeliveredAt: e.Delivered.UTC(),
-				})
+				items = append(items, e.item())
 				if len(items) == f.Limit {
 					return items, nil
 				}
@@ -249,44 +530,124 @@ func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.I
 		if len(bs) < int(batch) {
 			return items, nil
 		}
-		last := bs[len(bs)-1].Bucket
-		filter = bson.D{{Key: "o", Value: oid(f.Owner)}, {Key: "s", Value: bson.D{{Key: "$lt", Value: last}}}}
+		filter = bson.D{{Key: "o", Value: owner}, {Key: "k", Value: bson.D{{Key: "$lt", Value: bs[len(bs)-1].Key}}}}
+		batch *= 2
 	}
 }
 
-// MarkInboxRead implements store.Backend: the read mark moves to the
-// sequence read with it, conditionally, so a delivery in between is not
-// marked read unseen.
-func (s *Store) MarkInboxRead(ctx context.Context, owner store.ID) (store.InboxCounts, error) {
+// MarkInboxRead implements store.Backend. The mark moves with $max, so it
+// never goes back. Unread is then recounted and stored conditionally on the
+// inbox version and the mark, so a count step or another mark in between
+// makes it recount; the last count step's plan is counted as it will be
+// once written, since its writes may still be under way.
+func (s *Store) MarkInboxRead(ctx context.Context, owner store.ID, layout store.Layout, mark store.ID) (store.InboxCounts, error) {
+	var d userDoc
+	err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(owner)}}, bson.D{{Key: "$max", Value: bson.D{{Key: "ir", Value: oid(mark)}}}},
+		options.FindOneAndUpdate().SetProjection(inboxProjection)).Decode(&d)
+	if err != nil {
+		return store.InboxCounts{}, missing(err, "user not found", "mark read")
+	}
+	if cmpID(d.ReadMark, oid(mark)) >= 0 {
+		return d.counts(layout), nil // not newer: nothing moves
+	}
+	d.ReadMark = oid(mark)
+	if !layout.Stores() {
+		return d.counts(layout), nil
+	}
 	for {
-		d, err := s.findUserDoc(ctx, owner)
+		n, err := s.countAbove(ctx, owner, layout, &d)
 		if err != nil {
 			return store.InboxCounts{}, err
 		}
-		// versionMatch: a user whose inbox never received anything has no
-		// counter fields yet, which must match as 0.
-		res, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "is", Value: versionMatch(d.Seq)}, {Key: "it", Value: versionMatch(d.Total)}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "ir", Value: d.Seq}, {Key: "iu", Value: int64(0)}}}})
+		// The version moves too: a count step computed from the old unread
+		// count then reads it again.
+		res, err := s.users.UpdateOne(ctx,
+			bson.D{{Key: "_id", Value: oid(owner)}, {Key: "iv", Value: versionMatch(d.Version)}, {Key: "ir", Value: d.ReadMark}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: unreadField(layout), Value: int64(n)}}}, {Key: "$inc", Value: bson.D{{Key: "iv", Value: int64(1)}}}})
 		if err != nil {
 			return store.InboxCounts{}, wrap("mark read", err)
 		}
 		if res.MatchedCount == 1 {
-			c := d.counts()
-			c.ReadSeq, c.Unread = c.Seq, 0
+			c := d.counts(layout)
+			c.Unread = n
 			return c, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return store.InboxCounts{}, err
 		}
+		head, found, err := s.findInboxHead(ctx, owner)
+		if err != nil {
+			return store.InboxCounts{}, err
+		}
+		if !found {
+			return store.InboxCounts{}, store.Errorf(store.ENOTFOUND, "user not found")
+		}
+		d = *head
 	}
 }
 
-// FindDeliveries implements store.Backend. The cursor is the last owner of
-// the last record returned.
+// countAbove counts the entries of owner's stored inbox above d's read
+// mark, as they will be once d's last count step is written: the step's
+// plan is left out of the scan and counted as added or removed.
+func (s *Store) countAbove(ctx context.Context, owner store.ID, layout store.Layout, d *userDoc) (int, error) {
+	mark := d.ReadMark
+	var pending []primitive.ObjectID
+	n := 0
+	if d.LastLayout == int32(layout) {
+		for _, p := range d.LastEntries {
+			pending = append(pending, p.Message)
+			if d.LastAdded && cmpID(p.Message, mark) > 0 {
+				n++
+			}
+		}
+	}
+	if layout == store.LayoutEntries {
+		filter := bson.D{{Key: "o", Value: oid(owner)}, {Key: "m", Value: bson.D{{Key: "$gt", Value: mark}}}}
+		if len(pending) > 0 {
+			filter[1].Value = bson.D{{Key: "$gt", Value: mark}, {Key: "$nin", Value: pending}}
+		}
+		c, err := s.entries.CountDocuments(ctx, filter)
+		return n + int(c), wrap("count unread", err)
+	}
+	// Buckets newest first, down to the one that covers the mark.
+	cur, err := s.buckets.Find(ctx, bson.D{{Key: "o", Value: oid(owner)}},
+		options.Find().SetSort(bson.D{{Key: "k", Value: -1}}).SetProjection(bucketKeysAndEntries).SetBatchSize(16))
+	if err != nil {
+		return 0, wrap("count unread", err)
+	}
+	defer cur.Close(ctx)
+	for cur.Next(ctx) {
+		var b bucketDoc
+		if err := cur.Decode(&b); err != nil {
+			return 0, wrap("count unread", err)
+		}
+		for _, e := range b.Entries {
+			if cmpID(e.Message, mark) > 0 && !slices.Contains(pending, e.Message) {
+				n++
+			}
+		}
+		if cmpID(b.Key, mark) <= 0 {
+			break
+		}
+	}
+	return n, wrap("count unread", cur.Err())
+}
+
+// FindDeliveries implements store.Backend. The cursor is the key of a
+// record and the number of its refs already returned (4 bytes), so a page
+// may end inside a record.
 func (s *Store) FindDeliveries(ctx context.Context, messageID store.ID, cursor []byte, limit int) ([]store.InboxRef, []byte, error) {
 	filter := bson.D{{Key: "m", Value: oid(messageID)}}
-	if len(cursor) == len(primitive.ObjectID{}) {
-		filter = append(filter, bson.E{Key: "k", Value: bson.D{{Key: "$gt", Value: primitive.ObjectID(cursor)}}})
+	skip := 0
+	if len(cursor) == deliveryCursorLen {
+		var key primitive.ObjectID
+		copy(key[:], cursor)
+		skip = int(binary.BigEndian.Uint32(cursor[len(key):]))
+		op := "$gt"
+		if skip > 0 {
+			op = "$gte"
+		}
+		filter = append(filter, bson.E{Key: "k", Value: bson.D{{Key: op, Value: key}}})
 	}
 	cur, err := s.deliveries.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "k", Value: 1}}))
 	if err != nil {
@@ -300,10 +661,17 @@ func (s *Store) FindDeliveries(ctx context.Context, messageID store.ID, cursor [
 		if err := cur.Decode(&d); err != nil {
 			return nil, nil, wrap("find deliveries", err)
 		}
-		for _, r := range d.Refs {
-			refs = append(refs, store.InboxRef{Owner: store.ID(r.Owner), Seq: uint64(r.Seq)})
+		rs := d.Refs[min(skip, len(d.Refs)):]
+		n := min(len(rs), limit-len(refs))
+		for _, r := range rs[:n] {
+			refs = append(refs, store.InboxRef{Owner: store.ID(r.Owner), Bucket: store.ID(r.Bucket)})
 		}
-		next = bytes.Clone(d.Last[:])
+		next = deliveryCursor(d.Key, 0)
+		if n < len(rs) {
+			// The page ends inside this record.
+			return refs, deliveryCursor(d.Key, skip+n), nil
+		}
+		skip = 0
 	}
 	if err := cur.Err(); err != nil {
 		return nil, nil, wrap("find deliveries", err)
@@ -314,58 +682,43 @@ func (s *Store) FindDeliveries(ctx context.Context, messageID store.ID, cursor [
 	return refs, next, cur.Err()
 }
 
-// RemoveInboxEntries implements store.Backend. Counts go first, once per
-// owner and message (the owner's last retracted message, lr, marks it),
-// then the entries are pulled from their buckets, which is idempotent.
+const deliveryCursorLen = 12 + 4
+
+func deliveryCursor(key primitive.ObjectID, done int) []byte {
+	c := make([]byte, deliveryCursorLen)
+	copy(c, key[:])
+	binary.BigEndian.PutUint32(c[len(key):], uint32(done))
+	return c
+}
+
+// RemoveInboxEntries implements store.Backend. In the stored layouts the
+// owners that still hold the entry are found first, their counts go down
+// in one count step (ordered pairs: unread or read), and the entry is
+// removed; a repeat finds the entries not yet removed and the marker on
+// the counted owners. Caches only lose the entry.
 func (s *Store) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]store.InboxChange, error) {
 	job, err := s.startChunk(ctx, r.Job)
 	if err != nil || job == nil {
 		return nil, err
 	}
-	msg := oid(job.MessageID)
 	var changes []store.InboxChange
 	if len(r.Refs) > 0 {
-		decs := make([]mongo.WriteModel, 0, 2*len(r.Refs))
-		pulls := make([]mongo.WriteModel, len(r.Refs))
-		owners := make([]store.ID, len(r.Refs))
-		for i, ref := range r.Refs {
-			notYet := bson.E{Key: "lr", Value: bson.D{{Key: "$ne", Value: msg}}}
-			// Unread only if the entry is above the read mark.
-			decs = append(decs,
-				mongo.NewUpdateOneModel().
-					SetFilter(bson.D{{Key: "_id", Value: oid(ref.Owner)}, notYet, {Key: "ir", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: int64(ref.Seq)}}}}}}).
-					SetUpdate(bson.D{{Key: "$inc", Value: bson.D{{Key: "it", Value: -1}, {Key: "iu", Value: -1}}}, {Key: "$set", Value: bson.D{{Key: "lr", Value: msg}}}}),
-				mongo.NewUpdateOneModel().
-					SetFilter(bson.D{{Key: "_id", Value: oid(ref.Owner)}, notYet}).
-					SetUpdate(bson.D{{Key: "$inc", Value: bson.D{{Key: "it", Value: -1}}}, {Key: "$set", Value: bson.D{{Key: "lr", Value: msg}}}}))
-			pulls[i] = mongo.NewUpdateOneModel().
-				SetFilter(bson.D{{Key: "o", Value: oid(ref.Owner)}, {Key: "s", Value: bucketOf(ref.Seq)}}).
-				SetUpdate(bson.D{{Key: "$pull", Value: bson.D{{Key: "e", Value: bson.D{{Key: "m", Value: msg}}}}}})
-			owners[i] = ref.Owner
+		switch job.Layout {
+		case store.LayoutEntries, store.LayoutBuckets:
+			changes, err = s.retractStored(ctx, job, r.Refs)
+		case store.LayoutCache:
+			changes, err = s.retractCached(ctx, job, r.Refs)
+		default:
+			for _, ref := range r.Refs {
+				changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: ref.Owner}, MessageID: job.MessageID, NoCounts: true})
+			}
 		}
-		// Ordered: of each owner's pair, the second applies only if the first did not.
-		if _, err := s.users.BulkWrite(ctx, decs, options.BulkWrite().SetOrdered(true)); err != nil {
-			return nil, wrap("retract: count", err)
-		}
-		if _, err := s.buckets.BulkWrite(ctx, pulls, unordered); err != nil {
-			return nil, wrap("retract: pull", err)
-		}
-		heads, err := s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: oids(owners)}}}},
-			options.Find().SetProjection(bson.D{{Key: "is", Value: 1}, {Key: "it", Value: 1}, {Key: "iu", Value: 1}, {Key: "ir", Value: 1}}))
 		if err != nil {
 			return nil, err
 		}
-		seqs := make(map[store.ID]uint64, len(r.Refs))
-		for _, ref := range r.Refs {
-			seqs[ref.Owner] = ref.Seq
-		}
-		for _, h := range heads {
-			id := store.ID(h.ID)
-			changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: id, Seq: seqs[id]}, Counts: h.counts()})
-		}
 	}
 	if r.Done {
-		if _, err := s.deliveries.DeleteMany(ctx, bson.D{{Key: "m", Value: msg}}); err != nil {
+		if _, err := s.deliveries.DeleteMany(ctx, bson.D{{Key: "m", Value: oid(job.MessageID)}}); err != nil {
 			return nil, wrap("retract: records", err)
 		}
 	}
@@ -374,3 +727,99 @@ func (s *Store) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]stor
 	}
 	return changes, nil
 }
+
+func (s *Store) retractStored(ctx context.Context, job *store.Job, refs []store.InboxRef) ([]store.InboxChange, error) {
+	lay := job.Layout
+	msg := oid(job.MessageID)
+	bucketOf := make(map[store.ID]store.ID, len(refs))
+	var or bson.A
+	for _, ref := range refs {
+		if _, dup := bucketOf[ref.Owner]; dup {
+			continue
+		}
+		bucketOf[ref.Owner] = ref.Bucket
+		or = append(or, bson.D{{Key: "o", Value: oid(ref.Owner)}, {Key: "k", Value: oid(ref.Bucket)}})
+	}
+	owners := make([]store.ID, 0, len(bucketOf))
+	for o := range bucketOf {
+		owners = append(owners, o)
+	}
+	var present []store.ID
+	var err error
+	if lay == store.LayoutEntries {
+		present, err = s.holders(ctx, s.entries, bson.D{{Key: "o", Value: bson.D{{Key: "$in", Value: oids(owners)}}}, {Key: "m", Value: msg}})
+	} else {
+		present, err = s.holders(ctx, s.buckets, bson.D{{Key: "$or", Value: or}, {Key: "e.m", Value: msg}})
+	}
+	if err != nil || len(present) == 0 {
+		return nil, err
+	}
+	mark := retractMark(job.MessageID)
+	total, unread := totalField(lay), unreadField(lay)
+	models := make([]mongo.WriteModel, 0, 2*len(present))
+	for _, o := range present {
+		set := bson.D{{Key: "lj", Value: mark}, {Key: "lq", Value: []planItem{{Message: msg, Bucket: oid(bucketOf[o])}}}, {Key: "la", Value: false}, {Key: "ll", Value: int32(lay)}}
+		notYet := bson.E{Key: "lj", Value: bson.D{{Key: "$ne", Value: mark}}}
+		models = append(models,
+			mongo.NewUpdateOneModel().
+				SetFilter(bson.D{{Key: "_id", Value: oid(o)}, notYet, readFilter(msg, true)}).
+				SetUpdate(bson.D{{Key: "$inc", Value: bson.D{{Key: total, Value: int64(-1)}, {Key: unread, Value: int64(-1)}, {Key: "iv", Value: int64(1)}}}, {Key: "$set", Value: set}}),
+			mongo.NewUpdateOneModel().
+				SetFilter(bson.D{{Key: "_id", Value: oid(o)}, notYet, readFilter(msg, false)}).
+				SetUpdate(bson.D{{Key: "$inc", Value: bson.D{{Key: total, Value: int64(-1)}, {Key: "iv", Value: int64(1)}}}, {Key: "$set", Value: set}}))
+	}
+	if _, err := s.users.BulkWrite(ctx, models, ordered); err != nil {
+		return nil, wrap("retract: count", err)
+	}
+	if lay == store.LayoutEntries {
+		_, err = s.entries.DeleteMany(ctx, bson.D{{Key: "o", Value: bson.D{{Key: "$in", Value: oids(present)}}}, {Key: "m", Value: msg}})
+	} else {
+		pulls := make([]mongo.WriteModel, len(present))
+		for i, o := range present {
+			pulls[i] = mongo.NewUpdateOneModel().
+				SetFilter(bson.D{{Key: "o", Value: oid(o)}, {Key: "k", Value: oid(bucketOf[o])}}).
+				SetUpdate(bson.D{{Key: "$pull", Value: bson.D{{Key: "e", Value: bson.D{{Key: "m", Value: msg}}}}}})
+		}
+		_, err = s.buckets.BulkWrite(ctx, pulls, unordered)
+	}
+	if err != nil {
+		return nil, wrap("retract: remove", err)
+	}
+	heads, err := s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: oids(present)}}}},
+		options.Find().SetProjection(inboxProjection))
+	if err != nil {
+		return nil, err
+	}
+	changes := make([]store.InboxChange, len(heads))
+	for i, h := range heads {
+		id := store.ID(h.ID)
+		changes[i] = store.InboxChange{InboxRef: store.InboxRef{Owner: id, Bucket: bucketOf[id]}, MessageID: job.MessageID, Counts: h.counts(lay)}
+	}
+	return changes, nil
+}
+
+// holders returns the distinct owners (o) of the documents filter matches.
+func (s *Store) holders(ctx context.Context, coll lungo.ICollection, filter bson.D) ([]store.ID, error) {
+	cur, err := coll.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "o", Value: 1}}))
+	if err != nil {
+		return nil, wrap("find holders", err)
+	}
+	var rows []struct {
+		Owner primitive.ObjectID `bson:"o"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, wrap("find holders", err)
+	}
+	out := make([]store.ID, 0, len(rows))
+	for _, r := range rows {
+		if id := store.ID(r.Owner); !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// bucketKeysAndEntries projects what a scan of buckets reads. Whole
+// entries, not only their messages ("e.m"): lungo's engine does not
+// project fields inside arrays.
+var bucketKeysAndEntries = bson.D{{Key: "k", Value: 1}, {Key: "e", Value: 1}}

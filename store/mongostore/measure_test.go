@@ -3,6 +3,7 @@ package mongostore_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,7 +16,6 @@ import (
 	"go.mongodb.org/mongo-driver/bson/primitive"
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
-	"golang.org/x/crypto/bcrypt"
 
 	"herald/store"
 	"herald/store/mongostore"
@@ -25,25 +25,32 @@ import (
 // MongoDB.
 type countingClient struct {
 	lungo.IClient
-	n *atomic.Int64
+	n    *atomic.Int64
+	docs *atomic.Int64 // documents read from the inbox collections
 }
 
 func (c countingClient) Database(name string, opts ...*options.DatabaseOptions) lungo.IDatabase {
-	return countingDB{c.IClient.Database(name, opts...), c.n}
+	return countingDB{c.IClient.Database(name, opts...), c.n, c.docs}
 }
 
 type countingDB struct {
 	lungo.IDatabase
-	n *atomic.Int64
+	n    *atomic.Int64
+	docs *atomic.Int64
 }
 
 func (d countingDB) Collection(name string, opts ...*options.CollectionOptions) lungo.ICollection {
-	return countingColl{d.IDatabase.Collection(name, opts...), d.n}
+	var docs *atomic.Int64
+	if name == "buckets" || name == "entries" {
+		docs = d.docs
+	}
+	return countingColl{d.IDatabase.Collection(name, opts...), d.n, docs}
 }
 
 type countingColl struct {
 	lungo.ICollection
-	n *atomic.Int64
+	n    *atomic.Int64
+	docs *atomic.Int64
 }
 
 func (c countingColl) BulkWrite(ctx context.Context, m []mongo.WriteModel, o ...*options.BulkWriteOptions) (*mongo.BulkWriteResult, error) {
@@ -64,7 +71,24 @@ func (c countingColl) DeleteOne(ctx context.Context, f interface{}, o ...*option
 }
 func (c countingColl) Find(ctx context.Context, f interface{}, o ...*options.FindOptions) (lungo.ICursor, error) {
 	c.n.Add(1)
-	return c.ICollection.Find(ctx, f, o...)
+	cur, err := c.ICollection.Find(ctx, f, o...)
+	if err != nil || c.docs == nil {
+		return cur, err
+	}
+	return countingCursor{cur, c.docs}, nil
+}
+
+// countingCursor counts the documents read through All: the inbox
+// documents a read touches.
+type countingCursor struct {
+	lungo.ICursor
+	docs *atomic.Int64
+}
+
+func (c countingCursor) All(ctx context.Context, results interface{}) error {
+	err := c.ICursor.All(ctx, results)
+	c.docs.Add(int64(reflect.ValueOf(results).Elem().Len()))
+	return err
 }
 func (c countingColl) FindOne(ctx context.Context, f interface{}, o ...*options.FindOneOptions) lungo.ISingleResult {
 	c.n.Add(1)
@@ -87,65 +111,160 @@ func (c countingColl) UpdateOne(ctx context.Context, f, u interface{}, o ...*opt
 	return c.ICollection.UpdateOne(ctx, f, u, o...)
 }
 
+// measureClock hands out increasing times, so that IDs order as the test
+// makes them.
+type measureClock struct{ t time.Time }
+
+func (c *measureClock) now() time.Time {
+	c.t = c.t.Add(time.Millisecond)
+	return c.t
+}
+
+// post stores a message by author with its JobDeliver in layout lay.
+func post(t *testing.T, b *mongostore.Store, clk *measureClock, author store.ID, lay store.Layout, text string) *store.Job {
+	now := clk.now()
+	m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: text, Kind: store.KindPost, CreatedAt: now}
+	j := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: lay, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+	require.NoError(t, b.CreateMessage(context.Background(), m, j))
+	return j
+}
+
+// deliver runs a JobDeliver as the fan-out does: followers in chunks.
+func deliver(t *testing.T, b *mongostore.Store, j *store.Job, chunk int, at time.Time) (chunks int) {
+	ctx := context.Background()
+	for {
+		after := store.NilID
+		if len(j.Cursor) == len(after) {
+			copy(after[:], j.Cursor)
+		}
+		fs, err := b.ListFollowers(ctx, j.AuthorID, after, chunk)
+		require.NoError(t, err)
+		d := store.Delivery{Job: j, Owners: fs, At: at, CacheCap: 50, Done: len(fs) < chunk}
+		if len(fs) > 0 {
+			d.Cursor = fs[len(fs)-1][:]
+		}
+		_, err = b.DeliverInbox(ctx, d)
+		require.NoError(t, err)
+		chunks++
+		if d.Done {
+			return chunks
+		}
+		j.Cursor = d.Cursor
+	}
+}
+
 // TestRoundTrips measures MongoDB round trips for a post to N followers
-// (delivered in chunks) and for reading an inbox page with its messages,
-// and checks they do not grow with the page or chunk size. Sizes are small
-// because lungo scans its collections.
+// (delivered in chunks), per layout, and for reading an inbox page and its
+// messages, with the inbox documents the read touches; and checks they do
+// not grow with the page or chunk size. Sizes are small because lungo
+// scans its collections.
 func TestRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
 	require.NoError(t, err)
 	defer engine.Close()
-	var n atomic.Int64
-	st := mongostore.New(countingClient{client, &n}, "herald", mongostore.Options{})
+	var n, docs atomic.Int64
+	st := mongostore.New(countingClient{client, &n, &docs}, "herald", mongostore.Options{})
 	require.NoError(t, st.EnsureIndexes(ctx))
-	const chunk, fans = 40, 100
-	// No lease renewals or job polls during the measurement: only the
-	// requests' and the delivery's own round trips are counted.
-	svc := store.NewService(st, store.NewHub(), store.Options{PasswordCost: bcrypt.MinCost, ChunkSize: chunk, LeaseTTL: time.Hour, JobPoll: time.Hour})
-	require.NoError(t, svc.Start(ctx))
-	defer svc.Close(ctx)
+	const chunk, fans = 12, 30
+	clk := &measureClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 
-	author, err := svc.SignUp(ctx, store.SignUpInput{Handle: "author", Password: "password1"})
-	require.NoError(t, err)
+	author := &store.User{ID: store.NewID(clk.now()), Handle: "author", CreatedAt: clk.t, LastSeenAt: clk.t}
+	require.NoError(t, st.CreateUser(ctx, author))
 	var followers []store.ID
 	for i := range fans {
-		now := time.Now().UTC().Truncate(time.Millisecond)
+		now := clk.now()
 		u := &store.User{ID: store.NewID(now), Handle: fmt.Sprintf("f%d", i), CreatedAt: now, LastSeenAt: now}
 		require.NoError(t, st.CreateUser(ctx, u))
 		_, err := st.Follow(ctx, u.ID, author.ID, now)
 		require.NoError(t, err)
 		followers = append(followers, u.ID)
 	}
-	require.Eventually(t, svc.Idle, 10*time.Second, time.Millisecond)
-
-	for i := range 55 {
-		n.Store(0)
-		_, err := svc.PostMessage(ctx, author.ID, store.PostInput{Text: fmt.Sprintf("post %d", i)})
-		require.NoError(t, err)
-		post := n.Load()
-		require.Eventually(t, svc.Idle, 30*time.Second, time.Millisecond)
-		if i == 0 {
-			// 100 followers in chunks of 40: 3 chunks, each a fixed number of round trips.
-			t.Logf("postMessage: %d round trips; delivery to %d followers in chunks of %d: %d round trips", post, fans, chunk, n.Load()-post)
-			assert.Equal(t, int64(5), post)
-			assert.Equal(t, int64(3*7+1), n.Load()-post, "7 per chunk (list followers, check job, count, read back, push, record, advance) and 1 per job (record it as running)")
-		}
+	// A second author, followed by one reader only, fills that reader's
+	// inbox past a bucket cheaply.
+	other := &store.User{ID: store.NewID(clk.now()), Handle: "other", CreatedAt: clk.t, LastSeenAt: clk.t}
+	require.NoError(t, st.CreateUser(ctx, other))
+	_, err = st.Follow(ctx, followers[0], other.ID, clk.now())
+	require.NoError(t, err)
+	for _, f := range followers {
+		require.NoError(t, st.PutInboxCache(ctx, &store.InboxCache{Owner: f, Complete: true, Expires: clk.t.Add(time.Hour)}, 50))
 	}
 
-	for _, size := range []int{5, 50} {
-		n.Store(0)
-		page, err := svc.Inbox(ctx, followers[0], 0, size)
-		require.NoError(t, err)
-		require.Len(t, page.Items, size)
-		t.Logf("inbox page of %d with messages: %d round trips (+1 for the authors)", size, n.Load())
-		assert.Equal(t, int64(3), n.Load(), "counts, buckets, messages")
+	for _, lay := range []struct {
+		name      string
+		layout    store.Layout
+		perChunk  int64
+		perJob    int64
+		postTrips int64
+	}{
+		// list followers, check job, read owners, count, write entries, record, advance
+		{"entries", store.LayoutEntries, 7, 1, 5},
+		{"buckets", store.LayoutBuckets, 7, 1, 5},
+		// list followers, check job, write caches, record, advance (no activity filter)
+		{"cache", store.LayoutCache, 5, 1, 5},
+		// list followers, check job, record, advance
+		{"none", store.LayoutNone, 4, 1, 5},
+	} {
+		t.Run(lay.name, func(t *testing.T) {
+			n.Store(0)
+			j := post(t, st, clk, author.ID, lay.layout, "post")
+			posted := n.Load()
+			chunks := deliver(t, st, j, chunk, clk.now())
+			t.Logf("%s: post: %d round trips; delivery to %d followers in %d chunks of %d: %d round trips",
+				lay.name, posted, fans, chunks, chunk, n.Load()-posted)
+			assert.Equal(t, lay.postTrips, posted, "check users, insert, count (marked), mark counted, forget marker")
+			assert.Equal(t, int64(chunks)*lay.perChunk+lay.perJob, n.Load()-posted, "a fixed number per chunk, and 1 per job (record it as running)")
+			for i := range 55 {
+				deliver(t, st, post(t, st, clk, other.ID, lay.layout, fmt.Sprintf("post %d", i)), chunk, clk.now())
+			}
+			if !lay.layout.Stores() {
+				return
+			}
+			var before store.ID
+			for _, size := range []int{5, 50, 100} {
+				n.Store(0)
+				docs.Store(0)
+				items, c, err := st.ReadInbox(ctx, store.InboxFilter{Owner: followers[0], Layout: lay.layout, Limit: size})
+				require.NoError(t, err)
+				read, touched := n.Load(), docs.Load()
+				_, err = st.FindMessagesByKeys(ctx, keysOf(items))
+				require.NoError(t, err)
+				require.Len(t, items, min(size, 56))
+				require.Equal(t, 56, c.Total)
+				t.Logf("%s: inbox page of %d with messages: %d round trips (counts, entries, messages); %d inbox documents read",
+					lay.name, size, n.Load(), touched)
+				assert.Equal(t, int64(3), n.Load(), "counts and entries at once, then messages")
+				assert.Equal(t, int64(2), read)
+				if lay.layout == store.LayoutBuckets {
+					assert.LessOrEqual(t, touched, int64(map[int]int{5: 2, 50: 2, 100: 3}[size]), "seed 000: 2 documents for 50 items, 3 for 100")
+				}
+				if size == 50 {
+					before = items[len(items)-1].MessageID
+				}
+			}
+			// A deep page starts at its place.
+			n.Store(0)
+			docs.Store(0)
+			items, _, err := st.ReadInbox(ctx, store.InboxFilter{Owner: followers[0], Layout: lay.layout, Before: before, Limit: 5})
+			require.NoError(t, err)
+			require.Len(t, items, 5)
+			t.Logf("%s: a page of 5 below the 50th entry: %d round trips; %d inbox documents read", lay.name, n.Load(), docs.Load())
+			assert.Equal(t, int64(2), n.Load())
+		})
 	}
+}
+
+func keysOf(items []store.InboxItem) []store.MessageKey {
+	keys := make([]store.MessageKey, len(items))
+	for i, it := range items {
+		keys[i] = it.Key()
+	}
+	return keys
 }
 
 // TestBytes measures the stored BSON of each kind of document, as the
 // store wrote it, against the same document with the long field names of
-// FieldNames.
+// FieldNames; and the bytes an inbox entry costs in each layout.
 func TestBytes(t *testing.T) {
 	ctx := context.Background()
 	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
@@ -153,19 +272,25 @@ func TestBytes(t *testing.T) {
 	defer engine.Close()
 	st := mongostore.New(client, "herald", mongostore.Options{})
 	require.NoError(t, st.EnsureIndexes(ctx))
-	svc := store.NewService(st, store.NewHub(), store.Options{PasswordCost: bcrypt.DefaultCost})
-	require.NoError(t, svc.Start(ctx))
-	defer svc.Close(ctx)
-	alice, err := svc.SignUp(ctx, store.SignUpInput{Handle: "alice_1", Password: "password1", DisplayName: "Alice Liddell"})
+	clk := &measureClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	alice := &store.User{ID: store.NewID(clk.now()), Handle: "alice_1", DisplayName: "Alice Liddell", PasswordHash: make([]byte, 60), CreatedAt: clk.t, LastSeenAt: clk.t}
+	bob := &store.User{ID: store.NewID(clk.now()), Handle: "bob_2", PasswordHash: make([]byte, 60), CreatedAt: clk.t, LastSeenAt: clk.t}
+	for _, u := range []*store.User{alice, bob} {
+		require.NoError(t, st.CreateUser(ctx, u))
+	}
+	_, err = st.Follow(ctx, bob.ID, alice.ID, clk.now())
 	require.NoError(t, err)
-	bob, err := svc.SignUp(ctx, store.SignUpInput{Handle: "bob_2", Password: "password2"})
-	require.NoError(t, err)
-	_, err = svc.Follow(ctx, bob.ID, alice.ID)
-	require.NoError(t, err)
-	_, err = svc.PostMessage(ctx, alice.ID, store.PostInput{Text: strings.Repeat("x", 80)})
-	require.NoError(t, err)
-	require.Eventually(t, svc.Idle, 10*time.Second, time.Millisecond)
-	_, err = svc.MarkInboxRead(ctx, bob.ID)
+	require.NoError(t, st.PutInboxCache(ctx, &store.InboxCache{Owner: bob.ID, Expires: clk.t.Add(time.Hour)}, 50))
+	var last store.ID
+	for _, lay := range []store.Layout{store.LayoutEntries, store.LayoutBuckets, store.LayoutCache} {
+		now := clk.now()
+		m := &store.Message{ID: store.NewID(now), AuthorID: alice.ID, Text: strings.Repeat("x", 80), Kind: store.KindPost, CreatedAt: now}
+		j := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: lay, MessageID: m.ID, AuthorID: alice.ID, CreatedAt: now}
+		require.NoError(t, st.CreateMessage(ctx, m, j))
+		deliver(t, st, j, 100, clk.now())
+		last = m.ID
+	}
+	_, err = st.MarkInboxRead(ctx, bob.ID, store.LayoutBuckets, last)
 	require.NoError(t, err)
 
 	raw := func(coll string, filter bson.D) bson.Raw {
@@ -173,13 +298,13 @@ func TestBytes(t *testing.T) {
 		require.NoError(t, st.Database().Collection(coll).FindOne(ctx, filter).Decode(&r))
 		return r
 	}
+	// Array elements cost their type byte and their index as a key: "0".."49".
+	const elem = 1 + 3
 	bucket := raw("buckets", bson.D{})
-	entry := bucket.Lookup("e").Array().Index(0).Value().Document()
+	cache := raw("caches", bson.D{})
 	rows := []struct {
-		what string
-		doc  bson.Raw
-		// extra bytes the document costs where it is stored: an inbox entry
-		// is an element of its bucket's array (type, index key "0".."49").
+		what  string
+		doc   bson.Raw
 		extra int
 	}{
 		{"user (with inbox counters)", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(bob.ID)}}), 0},
@@ -187,19 +312,19 @@ func TestBytes(t *testing.T) {
 		{"follow edge, followees", raw("followees", bson.D{}), 0},
 		{"follow edge, followers", raw("followers", bson.D{}), 0},
 		{"message (80 characters)", raw("messages", bson.D{}), 0},
-		{"inbox entry", entry, 1 + 3},
-		{"delivery record, per follower", nil, 0},
+		{"inbox entry, entries layout", raw("entries", bson.D{}), 0},
+		{"inbox entry, in a bucket", bucket.Lookup("e").Array().Index(0).Value().Document(), elem},
+		{"inbox entry, in a cache", cache.Lookup("e").Array().Index(0).Value().Document(), elem},
+		{"delivery record, per follower", raw("deliveries", bson.D{}).Lookup("r").Array().Index(0).Value().Document(), elem},
 	}
-	rec := raw("deliveries", bson.D{})
 	t.Logf("%-32s %6s %6s %6s", "stored document", "short", "long", "saved")
 	for _, r := range rows {
-		if r.doc == nil {
-			ref := rec.Lookup("r").Array().Index(0).Value().Document()
-			r.doc, r.extra = ref, 1+3
-		}
 		long := mongostore.LongNames(r.doc)
 		short, lng := len(r.doc)+r.extra, len(long)+r.extra
 		t.Logf("%-32s %6d %6d %5.0f%%", r.what, short, lng, 100*float64(lng-short)/float64(lng))
 		assert.Less(t, short, lng, r.what)
 	}
+	// A bucket's own fields, shared by its 50 entries.
+	hdr := len(bucket) - len(bucket.Lookup("e").Array())
+	t.Logf("bucket header (o, k, _id), shared by up to %d entries: %d bytes", store.BucketSize, hdr)
 }

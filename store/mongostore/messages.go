@@ -1,11 +1,13 @@
 package mongostore
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/bson/primitive"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
@@ -23,17 +25,25 @@ type messageDoc struct {
 	Uncounted bool `bson:"xn,omitempty"`
 }
 
-// jobDoc is a message's pending fan-out job: kind and cursor.
+// jobDoc is a message's pending fan-out job: kind, layout and cursor.
 type jobDoc struct {
 	Kind   int32  `bson:"k"`
+	Layout int32  `bson:"l,omitempty"`
 	Cursor []byte `bson:"cur,omitempty"`
+}
+
+func newJobDoc(j *store.Job) *jobDoc {
+	return &jobDoc{Kind: int32(j.Kind), Layout: int32(j.Layout), Cursor: j.Cursor}
 }
 
 func (d *messageDoc) job() *store.Job {
 	if d.Job == nil {
 		return nil
 	}
-	return &store.Job{Kind: store.JobKind(d.Job.Kind), MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC(), Cursor: d.Job.Cursor}
+	return &store.Job{
+		ID: store.ID(d.ID), Kind: store.JobKind(d.Job.Kind), Layout: store.Layout(d.Job.Layout),
+		MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC(), Cursor: d.Job.Cursor,
+	}
 }
 
 // live matches messages not deleted.
@@ -56,12 +66,22 @@ func (s *Store) CreateMessage(ctx context.Context, m *store.Message, job *store.
 	}
 	d := &messageDoc{Message: *docs.FromMessage(m)}
 	if job != nil {
-		d.Job = &jobDoc{Kind: int32(job.Kind), Cursor: job.Cursor}
+		d.Job = newJobDoc(job)
 	}
 	if _, err := s.messages.InsertOne(ctx, d); err != nil {
 		return wrap("create message", err)
 	}
 	return s.count(ctx, d, false)
+}
+
+// countInc is what message d adds to its author's counters (sign 1) or
+// takes away (-1): the message count, and the pulled count if it is pulled.
+func countInc(d *messageDoc, sign int64) bson.D {
+	inc := bson.D{{Key: "mc", Value: sign}}
+	if d.Pulled {
+		inc = append(inc, bson.E{Key: "pc", Value: sign})
+	}
+	return inc
 }
 
 // count takes message d into its author's message count (or out of it,
@@ -70,9 +90,9 @@ func (s *Store) CreateMessage(ctx context.Context, m *store.Message, job *store.
 // repeats nor skips it.
 func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 	id, author := store.ID(d.ID), store.ID(d.Author)
-	op, inc, flag := postedOp(id), int64(1), "mn"
+	op, inc, flag := postedOp(id), countInc(d, 1), "mn"
 	if deleted {
-		op, inc, flag = deletedOp(id), -1, "xn"
+		op, inc, flag = deletedOp(id), countInc(d, -1), "xn"
 	}
 	if (!deleted && d.Counted) || (deleted && d.Uncounted) {
 		return nil
@@ -92,7 +112,7 @@ func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 		// stale marker would be harmless).
 		defer func() { _ = s.forgetOp(ctx, author, postedOp(id)) }()
 	}
-	if err := s.incOnce(ctx, author, op, bson.D{{Key: "mc", Value: inc}}); err != nil {
+	if err := s.incOnce(ctx, author, op, inc); err != nil {
 		return err
 	}
 	if _, err := s.messages.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: flag, Value: true}}}}); err != nil {
@@ -211,7 +231,7 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *store.J
 	} else {
 		err = s.messages.FindOneAndUpdate(ctx, msgFilter(id), bson.D{{Key: "$set", Value: bson.D{
 			{Key: "x", Value: time.Now().UTC()},
-			{Key: "j", Value: jobDoc{Kind: int32(retract.Kind), Cursor: retract.Cursor}},
+			{Key: "j", Value: newJobDoc(retract)},
 		}}}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	}
 	if err != nil {
@@ -220,15 +240,112 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *store.J
 	if retract == nil {
 		// No job to repeat the count: the document is gone, so only the
 		// user's marker guards it.
-		return s.incOnce(ctx, store.ID(d.Author), deletedOp(id), bson.D{{Key: "mc", Value: -1}})
+		return s.incOnce(ctx, store.ID(d.Author), deletedOp(id), countInc(&d, -1))
 	}
 	return s.count(ctx, &d, true)
 }
 
-// PendingJobs implements store.Backend, through the partial jobs index.
+// FindOutbox implements store.Backend: one query through the outbox
+// index, {a: {$in: authors}, _id < before} newest first, which goes only to
+// the authors' shards. Pending is read from the message's own job.
+func (s *Store) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxEntry, error) {
+	if len(f.Authors) == 0 || f.Limit <= 0 {
+		return nil, nil
+	}
+	filter := outboxFilter(f)
+	if !f.Before.IsZero() {
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$lt", Value: oid(f.Before)}}})
+	}
+	cur, err := s.messages.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: -1}}).SetLimit(int64(f.Limit)).
+		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "j.k", Value: 1}}))
+	if err != nil {
+		return nil, wrap("find outbox", err)
+	}
+	var ds []struct {
+		ID      primitive.ObjectID `bson:"_id"`
+		Author  primitive.ObjectID `bson:"a"`
+		Created time.Time          `bson:"c"`
+		Job     *jobDoc            `bson:"j"`
+	}
+	if err := cur.All(ctx, &ds); err != nil {
+		return nil, wrap("find outbox", err)
+	}
+	out := make([]store.OutboxEntry, len(ds))
+	for i, d := range ds {
+		out[i] = store.OutboxEntry{
+			InboxEntry: store.InboxEntry{MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC()},
+			Pending:    d.Job != nil && store.JobKind(d.Job.Kind) == store.JobDeliver,
+		}
+	}
+	return out, nil
+}
+
+// CountOutbox implements store.Backend: a count over the outbox index.
+func (s *Store) CountOutbox(ctx context.Context, f store.OutboxFilter) (int, error) {
+	if len(f.Authors) == 0 {
+		return 0, nil
+	}
+	filter := outboxFilter(f)
+	if !f.After.IsZero() {
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: oid(f.After)}}})
+	}
+	n, err := s.messages.CountDocuments(ctx, filter)
+	return int(n), wrap("count outbox", err)
+}
+
+func outboxFilter(f store.OutboxFilter) bson.D {
+	filter := bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: oids(f.Authors)}}}, live}
+	switch f.Pulled {
+	case store.PushedOnly:
+		filter = append(filter, bson.E{Key: "pl", Value: bson.D{{Key: "$ne", Value: true}}})
+	case store.PulledOnly:
+		filter = append(filter, bson.E{Key: "pl", Value: true})
+	}
+	return filter
+}
+
+// StoreJob implements store.Backend. Storing a job again is no error.
+func (s *Store) StoreJob(ctx context.Context, j *store.Job) error {
+	if j.Kind != store.JobFollow && j.Kind != store.JobUnfollow {
+		return store.Errorf(store.EINTERNAL, "StoreJob stores follow and unfollow jobs, not kind %d", j.Kind)
+	}
+	_, err := s.jobs.InsertOne(ctx, docs.FromJob(j))
+	if isDuplicate(err) {
+		return nil
+	}
+	return wrap("store job", err)
+}
+
+// FinishJob implements store.Backend: each kind is removed where it is
+// stored, conditionally on its kind, so a newer job in its place stays.
+func (s *Store) FinishJob(ctx context.Context, j *store.Job) error {
+	var err error
+	switch j.Kind {
+	case store.JobFollow, store.JobUnfollow:
+		_, err = s.jobs.DeleteOne(ctx, bson.D{{Key: "_id", Value: oid(j.ID)}, {Key: "k", Value: int32(j.Kind)}})
+	case store.JobRebuild:
+		_, err = s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(j.OwnerID)}, {Key: "rb", Value: bson.D{{Key: "$exists", Value: true}}}},
+			bson.D{{Key: "$unset", Value: bson.D{{Key: "rb", Value: ""}}}})
+	case store.JobDeliver:
+		_, err = s.messages.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(j.MessageID)}, {Key: "j.k", Value: int32(j.Kind)}},
+			bson.D{{Key: "$unset", Value: bson.D{{Key: "j", Value: ""}}}})
+	case store.JobRetract:
+		// Its records first: the message's document is what keeps the job.
+		if _, err = s.deliveries.DeleteMany(ctx, bson.D{{Key: "m", Value: oid(j.MessageID)}}); err == nil {
+			_, err = s.messages.DeleteOne(ctx, bson.D{{Key: "_id", Value: oid(j.MessageID)}, {Key: "j.k", Value: int32(j.Kind)}})
+		}
+	default:
+		return store.Errorf(store.EINTERNAL, "unknown job kind %d", j.Kind)
+	}
+	return wrap("finish job", err)
+}
+
+// PendingJobs implements store.Backend: the jobs kept in messages (through
+// the partial jobs index), in the jobs collection, and as users' rebuilding
+// flags (through the partial rebuilding index), merged by ID.
 func (s *Store) PendingJobs(ctx context.Context) ([]*store.Job, error) {
 	cur, err := s.messages.Find(ctx, bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}},
-		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetProjection(bson.D{{Key: "t", Value: 0}}))
+		options.Find().SetProjection(bson.D{{Key: "t", Value: 0}}))
 	if err != nil {
 		return nil, wrap("find jobs", err)
 	}
@@ -236,19 +353,56 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*store.Job, error) {
 	if err := cur.All(ctx, &ds); err != nil {
 		return nil, wrap("find jobs", err)
 	}
-	out := make([]*store.Job, len(ds))
-	for i, d := range ds {
-		out[i] = d.job()
+	out := make([]*store.Job, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, d.job())
 	}
+	cur, err = s.jobs.Find(ctx, bson.D{})
+	if err != nil {
+		return nil, wrap("find jobs", err)
+	}
+	var js []*docs.Job
+	if err := cur.All(ctx, &js); err != nil {
+		return nil, wrap("find jobs", err)
+	}
+	for _, j := range js {
+		out = append(out, j.Store())
+	}
+	cur, err = s.users.Find(ctx, bson.D{{Key: "rb", Value: bson.D{{Key: "$exists", Value: true}}}},
+		options.Find().SetProjection(bson.D{{Key: "rb", Value: 1}}))
+	if err != nil {
+		return nil, wrap("find jobs", err)
+	}
+	var us []*userDoc
+	if err := cur.All(ctx, &us); err != nil {
+		return nil, wrap("find jobs", err)
+	}
+	for _, u := range us {
+		out = append(out, rebuildJob(u))
+	}
+	slices.SortFunc(out, func(a, b *store.Job) int {
+		if c := bytes.Compare(a.ID[:], b.ID[:]); c != 0 {
+			return c
+		}
+		return int(a.Kind) - int(b.Kind)
+	})
 	// The job a lease holder had begun goes first (see beginJob).
 	running, ok, err := s.runningJob(ctx)
 	if err != nil || !ok {
 		return out, err
 	}
-	if i := slices.IndexFunc(out, func(j *store.Job) bool { return j.MessageID == running.msg && j.Kind == running.kind }); i > 0 {
+	if i := slices.IndexFunc(out, func(j *store.Job) bool { return j.ID == running.id && j.Kind == running.kind }); i > 0 {
 		j := out[i]
 		copy(out[1:i+1], out[:i])
 		out[0] = j
 	}
 	return out, nil
+}
+
+// rebuildJob is the JobRebuild that user d's rebuilding flag stands for.
+func rebuildJob(d *userDoc) *store.Job {
+	return &store.Job{
+		ID: store.ID(d.ID), Kind: store.JobRebuild, Layout: store.Layout(d.Rebuild.Layout),
+		OwnerID: store.ID(d.ID), CreatedAt: d.Rebuild.Created.UTC(),
+	}
 }

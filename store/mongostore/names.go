@@ -254,16 +254,16 @@ func (s *Store) ReleaseFanoutLease(ctx context.Context, holder string) error {
 
 // beginJob records on the lease document which job the lease holder is
 // running, before its first write of a chunk. The markers that make a chunk
-// idempotent (ld, lr) hold only the last message per inbox, so a chunk cut
+// idempotent (lj, lq) hold only the last job per inbox, so a chunk cut
 // short must be finished before any other job touches those inboxes; the
 // next holder reads this record to run that job first (PendingJobs).
 func (s *Store) beginJob(ctx context.Context, j *store.Job) error {
-	k := jobKey{j.MessageID, j.Kind}
+	k := jobKey{j.ID, j.Kind}
 	if s.inFlight.Load() != nil && *s.inFlight.Load() == k {
 		return nil
 	}
 	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "fanout"}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "cur", Value: oid(j.MessageID)}, {Key: "ck", Value: int32(j.Kind)}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "cur", Value: oid(j.ID)}, {Key: "ck", Value: int32(j.Kind)}}}},
 		options.Update().SetUpsert(true))
 	if err != nil {
 		return wrap("record running job", err)
@@ -273,7 +273,7 @@ func (s *Store) beginJob(ctx context.Context, j *store.Job) error {
 }
 
 type jobKey struct {
-	msg  store.ID
+	id   store.ID
 	kind store.JobKind
 }
 

@@ -11,12 +11,25 @@ import (
 // the reasons are written beside them. Field names are short (seed 001);
 // the user and message documents are store/internal/docs, the rest below.
 const (
-	// users: docs.User plus the inbox counters and idempotency markers:
-	//   is inbox sequence (entries ever delivered), it inbox total,
-	//   iu inbox unread, ir read mark (the is at the last mark-read),
-	//   ld last message delivered, lr last message retracted,
-	//   po recent counter operations (follow edges, messages).
-	// Sharded on _id: every read and write names the user.
+	// users: docs.User plus what this backend keeps on it:
+	//   et, eu   LayoutEntries inbox total and unread;
+	//   bt, bu   LayoutBuckets inbox total and unread;
+	//   bk, bn, bm  the newest bucket's key, the entries placed in it, and
+	//            the newest message ever placed in the inbox (see buckets);
+	//   ir       read mark (a message ID), shared by every layout;
+	//   iv       inbox version, incremented by every count change, so
+	//            MarkInboxRead's recount applies only if nothing moved;
+	//   rb       the rebuilding flag, which is the stored JobRebuild:
+	//            {i instance, l layout, c created};
+	//   lj, lq, la, ll  the last job that changed the inbox's counts: its
+	//            marker, its entries ({m, a, c, b bucket}), whether it adds
+	//            them (else removes), and its layout. The marker makes the
+	//            count step apply once; the entries are the step's plan, so
+	//            a repeat after a crash writes exactly what was counted,
+	//            and MarkInboxRead counts them as they will be.
+	//   po       recent counter operations (follow edges, messages).
+	// Sharded on _id: every read and write names the user. Partial indexes
+	// find the few users with a rebuild pending or with pulled messages.
 	collUsers = "users"
 	// handles: {_id: handle, u: user}. Unique handles need their own
 	// collection: a sharded users collection cannot have a unique index on
@@ -30,19 +43,69 @@ const (
 	collFollowees = "followees"
 	collFollowers = "followers"
 	// messages: docs.Message plus j (the message's pending fan-out job:
-	// k kind, cur cursor) and x (deleted at). The job lives in the message
-	// so that a post and its job are one atomic insert. Sharded on (a, _id):
-	// an author's outbox is one shard range and _id orders by time; inbox
-	// entries carry the author, so loading a page's messages names the
-	// shard key.
+	// k kind, l layout, cur cursor) and x (deleted at). The job lives in the
+	// message so that a post and its job are one atomic insert. Sharded on
+	// (a, _id): an author's outbox is one shard range and _id orders by
+	// time; inbox entries carry the author, so loading a page's messages
+	// names the shard key, and fan-out on read ({a: {$in}, _id < cursor})
+	// goes only to the shards of the followees.
 	collMessages = "messages"
-	// buckets: {o: owner, s: bucket number, e: [entries]} — the inbox
-	// (seed 000): up to 50 entries per document, found by (o, s), which is
-	// unique and the shard key, so the newest 50 entries are at most two
-	// documents on one shard.
+	// entries: {o: owner, m: message, a: author, c: created, d: delivered}
+	// — LayoutEntries (strategy write, seed 000 "fan out on write"): one
+	// document per inbox entry. A page is one range read of the unique
+	// index (o, m), newest first; sharded on (o, m), so an inbox is one
+	// shard range. (o, a) finds an unfollowed author's entries.
+	collEntries = "entries"
+	// buckets: {o: owner, k: key, e: [{m, a, c, d}]} — LayoutBuckets
+	// (strategies bucket and hybrid, seed 000): about 50 entries a document.
+	//
+	// Inboxes are ordered by message ID, and entries arrive out of order
+	// (follow backfills and rebuilds bring older messages; clocks of
+	// processes differ), so a bucket is not named by a sequence number but
+	// keyed by the ID of its first (lowest) message: the bucket k covers
+	// the IDs [k, next bucket's k). A read below cursor C is then
+	// {o, k < C} sorted by k descending: the first bucket covers C, the
+	// rest follow in order, and each bucket's entries sorted by m are the
+	// inbox's order, so pages are exact and a deep page starts at its place
+	// through the index (o, k), without a scan from the newest.
+	//
+	// Placement keeps that invariant without moving entries (a split
+	// would rewrite two documents, which is not atomic without
+	// transactions). The user document keeps the newest bucket's key (bk),
+	// how many entries were placed in it (bn) and the newest message placed
+	// so far (bm). A message newer than bm goes into the newest bucket
+	// while it has had fewer than 50, else starts a new bucket keyed by
+	// itself; one at or below bm but not below bk joins the newest bucket
+	// (which may pass 50); an older one joins its covering bucket (the
+	// largest k at or below it), which may pass 50 too; one older than every
+	// bucket starts a bucket of its own. A new bucket is only keyed above
+	// everything in the inbox, or below every bucket, so no bucket ever
+	// holds an entry at or above the next bucket's key. The placement is
+	// decided in the same atomic update of the user document that counts
+	// the entry, so a repeated step places it in the same bucket; the push
+	// is an upsert of (o, k) that skips an entry already there.
+	//
+	// In the common case (in order, few removals) every bucket but the
+	// newest holds 50 entries, so the newest 50 entries are in at most 2
+	// documents and the newest 100 in at most 3. Delivery references carry
+	// the bucket key, so a retraction pulls from exactly one document.
+	// Unique index and shard key (o, k): an inbox is one shard range, read
+	// newest first.
 	collBuckets = "buckets"
-	// deliveries: {m: message, k: last owner of the chunk, r: [[owner, seq]]}
-	// — where a message went, one document per delivered chunk, for
+	// caches: {_id: owner, e: [{m, a, c, d}] newest first, f: complete,
+	// x: expires, cv: version} — LayoutCache (seed 002's cached inbox):
+	// one capped document per user who has one, created lazily on read;
+	// deliveries push only into live ones ($push $each $sort $slice), and
+	// idle ones expire through the TTL index on x. Sharded on _id: every
+	// read and write names the owner.
+	collCaches = "caches"
+	// jobs: docs.Job — the follow and unfollow jobs (JobDeliver and
+	// JobRetract live in their message, JobRebuild on its user). Few and
+	// short-lived, read whole by PendingJobs: not sharded.
+	collJobs = "jobs"
+	// deliveries: {m: message, k: record key, r: [{o owner, b bucket}]} —
+	// where a message went, one document per delivered chunk (k its last
+	// owner) or per insertion (k the follow job's or the rebuild's ID), for
 	// retraction and edit notices. Sharded on (m, k).
 	collDeliveries = "deliveries"
 	// names: the name store, {_id: least value, l: [names]} (seed 001).
@@ -59,7 +122,8 @@ const (
 	collLocks = "locks"
 )
 
-// bucketSize is the number of entries per bucket document.
+// bucketSize is the number of entries a bucket is filled to before a newer
+// entry starts the next one.
 const bucketSize = 50
 
 // index describes one index of one collection.
@@ -78,6 +142,10 @@ func idx(coll string, keys bson.D, opts *options.IndexOptions, why string) index
 var indexes = []index{
 	idx(collUsers, bson.D{{Key: "at.k", Value: 1}, {Key: "at.v", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("attributes"),
 		"usersByAttribute: equality on (token, value), paged by _id"),
+	idx(collUsers, bson.D{{Key: "rb.i", Value: 1}}, options.Index().SetName("rebuilding").SetPartialFilterExpression(bson.D{{Key: "rb", Value: bson.D{{Key: "$exists", Value: true}}}}),
+		"pending rebuilds (the rebuilding flag is the job); partial, so only users being rebuilt are indexed"),
+	idx(collUsers, bson.D{{Key: "pc", Value: 1}}, options.Index().SetName("pulled").SetPartialFilterExpression(bson.D{{Key: "pc", Value: bson.D{{Key: "$gt", Value: 0}}}}),
+		"authors with pulled (celebrity) messages, for hybrid reads; partial, so only those authors are indexed"),
 	idx(collHandles, bson.D{{Key: "u", Value: 1}}, options.Index().SetName("user"),
 		"find a user's handle claim"),
 	idx(collFollowees, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, options.Index().SetName("edge").SetUnique(true),
@@ -85,15 +153,21 @@ var indexes = []index{
 	idx(collFollowers, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, options.Index().SetName("edge").SetUnique(true),
 		"one edge per pair; lists u's followers in o order, covered, for fan-out"),
 	idx(collMessages, bson.D{{Key: "a", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("outbox"),
-		"an author's messages newest first (the outbox, seed 002: (uid, created))"),
+		"an author's messages newest first (the outbox, seed 002: (uid, created)); fan-out on read merges several with $in"),
 	idx(collMessages, bson.D{{Key: "j.k", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("jobs").SetPartialFilterExpression(bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"pending fan-out jobs, oldest first; partial, so only messages with a job are indexed"),
-	idx(collBuckets, bson.D{{Key: "o", Value: 1}, {Key: "s", Value: 1}}, options.Index().SetName("bucket").SetUnique(true),
-		"one document per (owner, bucket); newest buckets of an inbox"),
+	idx(collEntries, bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("entry").SetUnique(true),
+		"one entry per (owner, message); an inbox page is one range of it, read backwards"),
+	idx(collEntries, bson.D{{Key: "o", Value: 1}, {Key: "a", Value: 1}}, options.Index().SetName("author"),
+		"an unfollowed author's entries in one inbox"),
+	idx(collBuckets, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, options.Index().SetName("bucket").SetUnique(true),
+		"one document per (owner, first message); the buckets below a cursor, newest first"),
 	idx(collDeliveries, bson.D{{Key: "m", Value: 1}, {Key: "k", Value: 1}}, options.Index().SetName("chunk").SetUnique(true),
-		"one record per delivered chunk, in order, so a repeated chunk records once"),
+		"one record per delivered chunk or insertion, in order, so a repeated step records once"),
 	idx(collLocks, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(60),
 		"a lock left by a crashed process is removed (it is also taken over once expired)"),
+	idx(collCaches, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(0),
+		"idle users' cached inboxes expire (seed 002)"),
 	idx(collEvents, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(0),
 		"events expire once every process has had time to read them"),
 }
@@ -109,7 +183,9 @@ var shardKeys = []struct {
 	{collFollowees, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "who u follows: one shard range per user"},
 	{collFollowers, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "u's followers, streamed in o order by fan-out: one shard range per user"},
 	{collMessages, bson.D{{Key: "a", Value: 1}, {Key: "_id", Value: 1}}, "outbox pages and inbox message loads name the author"},
-	{collBuckets, bson.D{{Key: "o", Value: 1}, {Key: "s", Value: 1}}, "an inbox's buckets stay together; reads name the owner (seed 000)"},
+	{collEntries, bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}, "an inbox's entries stay together; reads name the owner (seed 000: recipient)"},
+	{collBuckets, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, "an inbox's buckets stay together; reads name the owner (seed 000: owner and bucket)"},
+	{collCaches, bson.D{{Key: "_id", Value: "hashed"}}, "every cache read and write names the owner; hashed spreads them evenly"},
 	{collDeliveries, bson.D{{Key: "m", Value: 1}, {Key: "k", Value: 1}}, "a message's delivery records are read in order"},
 }
 
@@ -119,18 +195,21 @@ var shardKeys = []struct {
 var FieldNames = map[string]string{
 	// users
 	"h": "handle", "n": "displayName", "p": "passwordHash", "c": "createdAt", "s": "lastSeenAt",
-	"fr": "followerCount", "fg": "followingCount", "mc": "messageCount", "at": "attributes",
+	"fr": "followerCount", "fg": "followingCount", "mc": "messageCount", "pc": "pulledCount", "at": "attributes",
 	"k": "key", "v": "value", "av": "attributesVersion",
-	"is": "inboxSequence", "it": "inboxTotal", "iu": "inboxUnread", "ir": "inboxReadMark",
-	"ld": "lastDelivered", "lr": "lastRetracted", "po": "pendingOperations",
+	"et": "entriesTotal", "eu": "entriesUnread", "bt": "bucketsTotal", "bu": "bucketsUnread",
+	"bk": "newestBucket", "bn": "newestBucketCount", "bm": "newestMessage",
+	"ir": "readMark", "iv": "inboxVersion", "rb": "rebuild", "i": "instance",
+	"lj": "lastJob", "lq": "lastEntries", "la": "lastAdded", "ll": "lastLayout", "po": "pendingOperations",
 	// handles, follow edges
 	"u": "user", "o": "other", "t": "time", "op": "operation", "st": "state", "uop": "unfollowOperation",
 	// messages (t is the text there), jobs, deletion and counting marks
-	"a": "author", "r": "replyTo", "ra": "replyToAuthor", "e": "editedAt", "j": "job", "cur": "cursor",
+	"a": "author", "r": "replyTo", "ra": "replyToAuthor", "e": "editedAt", "pl": "pulled", "j": "job", "cur": "cursor",
 	"x": "deletedAt", "mn": "counted", "xn": "uncounted",
-	// buckets and entries (o owner, s bucket, e entries; m message, d delivered, q sequence)
-	"m": "message", "d": "deliveredAt", "q": "sequence",
-	// names: l the names
+	// entries, buckets and caches (o owner, k key, e entries; m message,
+	// d delivered, b bucket; f complete, cv version)
+	"m": "message", "d": "deliveredAt", "b": "bucket", "f": "complete", "cv": "cacheVersion",
+	// names (l the names) and jobs (l the layout)
 	"l": "names",
 }
 

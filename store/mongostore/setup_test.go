@@ -46,7 +46,7 @@ func TestPlan_Indexes(t *testing.T) {
 		assert.Contains(t, js, `"name":"`+name+`"`)
 	}
 	assert.Contains(t, stepsOf(steps, "createIndexes")[len(indexes)-1].CommandJSON(), `"expireAfterSeconds":0`)
-	assert.Contains(t, Plan(SetupOptions{})[5].CommandJSON(), `"partialFilterExpression":{"j":{"$exists":true}}`)
+	assert.Contains(t, Plan(SetupOptions{})[7].CommandJSON(), `"partialFilterExpression":{"j":{"$exists":true}}`)
 }
 
 // TestPlan_IndexOptions guards indexSpec: every option schema.go sets must
@@ -85,9 +85,9 @@ func TestPlan_Sharded(t *testing.T) {
 	}
 
 	// Shard keys no index supports get one before shardCollection: the
-	// hashed users key, and messages' (a, _id) (the outbox index runs _id
-	// descending, which cannot serve a shard key). The others are served
-	// by their unique indexes or _id.
+	// hashed users and caches keys, and messages' (a, _id) (the outbox
+	// index runs _id descending, which cannot serve a shard key). The
+	// others are served by their unique indexes or _id.
 	var keyIdx []string
 	for _, s := range steps {
 		if s.Kind == StepIndex && s.shardKey {
@@ -97,6 +97,7 @@ func TestPlan_Sharded(t *testing.T) {
 	assert.Equal(t, []string{
 		`{"createIndexes":"users","indexes":[{"key":{"_id":"hashed"},"name":"shardkey"}]}`,
 		`{"createIndexes":"messages","indexes":[{"key":{"a":1,"_id":1},"name":"shardkey"}]}`,
+		`{"createIndexes":"caches","indexes":[{"key":{"_id":"hashed"},"name":"shardkey"}]}`,
 	}, keyIdx)
 
 	// Order: every index, then enableSharding, then shardCollection.

@@ -43,7 +43,8 @@ type Store struct {
 	log    *slog.Logger
 
 	users, handles, followees, followers lungo.ICollection
-	messages, buckets, deliveries        lungo.ICollection
+	messages, entries, buckets, caches   lungo.ICollection
+	jobs, deliveries                     lungo.ICollection
 	names, events, leases, locks         lungo.ICollection
 
 	tokens *tokenCache
@@ -113,7 +114,8 @@ func New(client lungo.IClient, name string, opts Options) *Store {
 		client: client, db: db, log: opts.Logger,
 		users: db.Collection(collUsers), handles: db.Collection(collHandles),
 		followees: db.Collection(collFollowees), followers: db.Collection(collFollowers),
-		messages: db.Collection(collMessages), buckets: db.Collection(collBuckets),
+		messages: db.Collection(collMessages), entries: db.Collection(collEntries),
+		buckets: db.Collection(collBuckets), caches: db.Collection(collCaches), jobs: db.Collection(collJobs),
 		deliveries: db.Collection(collDeliveries), names: db.Collection(collNames),
 		events: db.Collection(collEvents), leases: db.Collection(collLeases), locks: db.Collection(collLocks),
 		tokens: newTokenCache(),

@@ -2,9 +2,12 @@ package mongostore
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/bson/primitive"
+	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
@@ -15,18 +18,78 @@ import (
 // backend keeps on it (see collUsers in schema.go).
 type userDoc struct {
 	docs.User `bson:",inline"`
-	AttrsVer  int64              `bson:"av,omitempty"`
-	Seq       int64              `bson:"is,omitempty"`
-	Total     int64              `bson:"it,omitempty"`
-	Unread    int64              `bson:"iu,omitempty"`
-	ReadSeq   int64              `bson:"ir,omitempty"`
-	Delivered primitive.ObjectID `bson:"ld,omitempty"`
-	Retracted primitive.ObjectID `bson:"lr,omitempty"`
-	Ops       []string           `bson:"po,omitempty"`
+	AttrsVer  int64 `bson:"av,omitempty"`
+
+	EntriesTotal  int64               `bson:"et,omitempty"`
+	EntriesUnread int64               `bson:"eu,omitempty"`
+	BucketsTotal  int64               `bson:"bt,omitempty"`
+	BucketsUnread int64               `bson:"bu,omitempty"`
+	NewestBucket  *primitive.ObjectID `bson:"bk,omitempty"`
+	NewestCount   int64               `bson:"bn,omitempty"`
+	NewestMessage *primitive.ObjectID `bson:"bm,omitempty"`
+	ReadMark      primitive.ObjectID  `bson:"ir,omitempty"`
+	Version       int64               `bson:"iv,omitempty"`
+	Rebuild       *rebuildDoc         `bson:"rb,omitempty"`
+
+	LastJob     string     `bson:"lj,omitempty"`
+	LastEntries []planItem `bson:"lq,omitempty"`
+	LastAdded   bool       `bson:"la,omitempty"`
+	LastLayout  int32      `bson:"ll,omitempty"`
+
+	Ops []string `bson:"po,omitempty"`
 }
 
-func (d *userDoc) counts() store.InboxCounts {
-	return store.InboxCounts{Seq: uint64(d.Seq), ReadSeq: uint64(d.ReadSeq), Total: int(d.Total), Unread: int(d.Unread)}
+// rebuildDoc is a user's rebuilding flag: the stored JobRebuild. The
+// instance tells one rebuild of the user from the next, since the job's
+// ID is the user's.
+type rebuildDoc struct {
+	Instance primitive.ObjectID `bson:"i"`
+	Layout   int32              `bson:"l"`
+	Created  time.Time          `bson:"c"`
+}
+
+// planItem is one entry of a count step's plan: the entry, and in the
+// bucket layout the bucket it goes to or comes from.
+type planItem struct {
+	Message primitive.ObjectID `bson:"m"`
+	Author  primitive.ObjectID `bson:"a,omitempty"`
+	Created time.Time          `bson:"c,omitempty"`
+	Bucket  primitive.ObjectID `bson:"b,omitempty"`
+}
+
+// Counter fields of the stored layouts.
+func totalField(l store.Layout) string {
+	if l == store.LayoutEntries {
+		return "et"
+	}
+	return "bt"
+}
+
+func unreadField(l store.Layout) string {
+	if l == store.LayoutEntries {
+		return "eu"
+	}
+	return "bu"
+}
+
+// inboxProjection is what a count or a change needs of the user document.
+var inboxProjection = bson.D{
+	{Key: "et", Value: 1}, {Key: "eu", Value: 1}, {Key: "bt", Value: 1}, {Key: "bu", Value: 1},
+	{Key: "bk", Value: 1}, {Key: "bn", Value: 1}, {Key: "bm", Value: 1}, {Key: "ir", Value: 1}, {Key: "iv", Value: 1},
+	{Key: "rb", Value: 1}, {Key: "lj", Value: 1}, {Key: "lq", Value: 1}, {Key: "la", Value: 1}, {Key: "ll", Value: 1},
+}
+
+// counts returns the inbox counts of layout l: Total and Unread only for the
+// layouts that keep them.
+func (d *userDoc) counts(l store.Layout) store.InboxCounts {
+	c := store.InboxCounts{ReadMark: store.ID(d.ReadMark), Rebuilding: d.Rebuild != nil}
+	switch l {
+	case store.LayoutEntries:
+		c.Total, c.Unread = int(d.EntriesTotal), int(d.EntriesUnread)
+	case store.LayoutBuckets:
+		c.Total, c.Unread = int(d.BucketsTotal), int(d.BucketsUnread)
+	}
+	return c
 }
 
 // incOnce applies inc to user id's counters once for operation op: the
@@ -146,9 +209,6 @@ func (s *Store) UpdateUser(ctx context.Context, id store.ID, upd store.UserUpdat
 	if upd.DisplayName != nil {
 		set = append(set, bson.E{Key: "n", Value: *upd.DisplayName})
 	}
-	if upd.LastSeenAt != nil {
-		set = append(set, bson.E{Key: "s", Value: *upd.LastSeenAt})
-	}
 	if len(set) == 0 {
 		return s.FindUserByID(ctx, id)
 	}
@@ -175,4 +235,66 @@ func (s *Store) usersExist(ctx context.Context, ids ...store.ID) error {
 		return store.Errorf(store.ENOTFOUND, "user not found")
 	}
 	return nil
+}
+
+// MarkSeen implements store.Backend. A returning user's flag and last-seen
+// time are one conditional update, so a user is found returning, and a
+// rebuild stored, once. The flag is set only if none is pending: a pending
+// rebuild may be half done, and its instance is what makes it idempotent.
+func (s *Store) MarkSeen(ctx context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *store.Job) (bool, error) {
+	if rebuild != nil {
+		rb := rebuildDoc{Instance: primitive.NewObjectID(), Layout: int32(rebuild.Layout), Created: rebuild.CreatedAt}
+		res, err := s.users.UpdateOne(ctx,
+			bson.D{{Key: "_id", Value: oid(user)}, {Key: "s", Value: bson.D{{Key: "$lt", Value: inactiveBefore}}}, {Key: "rb", Value: bson.D{{Key: "$exists", Value: false}}}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "s", Value: at}, {Key: "rb", Value: rb}}}})
+		if err != nil {
+			return false, wrap("mark seen", err)
+		}
+		if res.MatchedCount == 1 {
+			return true, nil
+		}
+	}
+	var before struct {
+		Seen    time.Time `bson:"s"`
+		Rebuild bson.Raw  `bson:"rb"`
+	}
+	err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(user)}}, bson.D{{Key: "$set", Value: bson.D{{Key: "s", Value: at}}}},
+		options.FindOneAndUpdate().SetProjection(bson.D{{Key: "s", Value: 1}, {Key: "rb", Value: 1}})).Decode(&before)
+	if err != nil {
+		return false, missing(err, "user not found", "mark seen")
+	}
+	// Inactive with a rebuild already pending: the flag is set, as asked.
+	return rebuild != nil && before.Seen.Before(inactiveBefore) && before.Rebuild != nil, nil
+}
+
+// ListPullAuthors implements store.Backend, through the partial index of
+// users with pulled messages.
+func (s *Store) ListPullAuthors(ctx context.Context) ([]store.ID, error) {
+	cur, err := s.users.Find(ctx, bson.D{{Key: "pc", Value: bson.D{{Key: "$gt", Value: 0}}}},
+		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}).SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, wrap("list pull authors", err)
+	}
+	var rows []struct {
+		ID primitive.ObjectID `bson:"_id"`
+	}
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, wrap("list pull authors", err)
+	}
+	out := make([]store.ID, len(rows))
+	for i, r := range rows {
+		out[i] = store.ID(r.ID)
+	}
+	return out, nil
+}
+
+// findInboxHead reads the inbox fields of owner's user document; a missing
+// user reads as an empty inbox, and found false.
+func (s *Store) findInboxHead(ctx context.Context, owner store.ID) (*userDoc, bool, error) {
+	var d userDoc
+	err := s.users.FindOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}}, options.FindOne().SetProjection(inboxProjection)).Decode(&d)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return &userDoc{}, false, nil
+	}
+	return &d, err == nil, wrap("read inbox head", err)
 }

@@ -37,7 +37,7 @@ func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after
 	if err != nil {
 		return nil, err
 	}
-	before, err := decodeSeqCursor(after)
+	before, err := decodeIDCursor(cursorInbox, after)
 	if err != nil {
 		return nil, err
 	}
@@ -51,13 +51,13 @@ func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after
 		Edges:       make([]*model.InboxEdge, len(page.Items)),
 		TotalCount:  page.Counts.Total,
 		UnreadCount: page.Counts.Unread,
-		Rebuilding:  page.Rebuilding,
+		Rebuilding:  page.Counts.Rebuilding,
 	}
 	cursors := make([]string, len(page.Items))
 	msgs := make([]*store.Message, len(page.Items))
 	for i, it := range page.Items {
 		ld.MessageByKey.Prime(ctx, it.Key(), it.Message)
-		cursors[i] = encodeSeqCursor(it.Seq)
+		cursors[i] = encodeIDCursor(cursorInbox, it.MessageID)
 		msgs[i] = it.Message
 		conn.Edges[i] = &model.InboxEdge{Cursor: cursors[i], Node: it.Message, DeliveredAt: it.DeliveredAt}
 	}

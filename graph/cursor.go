@@ -2,7 +2,6 @@ package graph
 
 import (
 	"encoding/base64"
-	"encoding/binary"
 
 	"herald/store"
 )
@@ -13,7 +12,7 @@ type cursorKind byte
 
 // Cursor kinds, one per connection.
 const (
-	cursorInbox     cursorKind = 'i' // payload: the inbox item's Seq (8 bytes)
+	cursorInbox     cursorKind = 'i' // payload: the inbox item's message store.ID
 	cursorMessages  cursorKind = 'm' // payload: the message's store.ID
 	cursorFollowers cursorKind = 'f' // payload: the follower's store.ID
 	cursorFollowing cursorKind = 'g' // payload: the followee's store.ID
@@ -38,28 +37,6 @@ func decodeCursor(kind cursorKind, size int, s string) ([]byte, error) {
 }
 
 func errInvalidCursor() error { return store.Errorf(store.EINVALID, "invalid cursor") }
-
-// encodeSeqCursor returns the cursor of the inbox item with sequence seq.
-func encodeSeqCursor(seq uint64) string {
-	return encodeCursor(cursorInbox, binary.BigEndian.AppendUint64(nil, seq))
-}
-
-// decodeSeqCursor returns the inbox sequence number in an `after` argument;
-// nil means from the newest (0). Sequence numbers start at 1, so 0 is invalid.
-func decodeSeqCursor(after *string) (uint64, error) {
-	if after == nil {
-		return 0, nil
-	}
-	p, err := decodeCursor(cursorInbox, 8, *after)
-	if err != nil {
-		return 0, err
-	}
-	seq := binary.BigEndian.Uint64(p)
-	if seq == 0 {
-		return 0, errInvalidCursor()
-	}
-	return seq, nil
-}
 
 // encodeIDCursor returns a cursor of the given kind positioned at id.
 func encodeIDCursor(kind cursorKind, id store.ID) string {

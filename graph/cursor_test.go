@@ -13,39 +13,6 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-func TestCursor_Seq(t *testing.T) {
-	id := store.NewID(time.Now())
-	tests := []struct {
-		name  string
-		after *string
-		want  uint64
-		ok    bool
-	}{
-		{"Nil", nil, 0, true},
-		{"OK", ptr(encodeSeqCursor(42)), 42, true},
-		{"OKLarge", ptr(encodeSeqCursor(1 << 60)), 1 << 60, true},
-		{"Zero", ptr(encodeSeqCursor(0)), 0, false},
-		{"Empty", ptr(""), 0, false},
-		{"NotBase64", ptr("!!!"), 0, false},
-		{"Truncated", ptr(encodeSeqCursor(42)[:5]), 0, false},
-		{"MessagesKind", ptr(encodeIDCursor(cursorMessages, id)), 0, false},
-		{"OtherKindSameSize", ptr(encodeCursor(cursorFollowers, make([]byte, 8))), 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := decodeSeqCursor(tt.after)
-			if !tt.ok {
-				require.Error(t, err)
-				assert.Equal(t, store.EINVALID, store.ErrorCode(err))
-				assert.Equal(t, "invalid cursor", store.ErrorMessage(err))
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
-		})
-	}
-}
-
 func TestCursor_ID(t *testing.T) {
 	id := store.NewID(time.Now())
 	tests := []struct {
@@ -61,7 +28,10 @@ func TestCursor_ID(t *testing.T) {
 		{"Following", cursorFollowing, ptr(encodeIDCursor(cursorFollowing, id)), id, true},
 		{"FollowersOnFollowing", cursorFollowing, ptr(encodeIDCursor(cursorFollowers, id)), store.NilID, false},
 		{"MessagesOnFollowers", cursorFollowers, ptr(encodeIDCursor(cursorMessages, id)), store.NilID, false},
-		{"InboxOnMessages", cursorMessages, ptr(encodeSeqCursor(7)), store.NilID, false},
+		{"Inbox", cursorInbox, ptr(encodeIDCursor(cursorInbox, id)), id, true},
+		{"InboxOnMessages", cursorMessages, ptr(encodeIDCursor(cursorInbox, id)), store.NilID, false},
+		{"MessagesOnInbox", cursorInbox, ptr(encodeIDCursor(cursorMessages, id)), store.NilID, false},
+		{"Truncated", cursorInbox, ptr(encodeIDCursor(cursorInbox, id)[:5]), store.NilID, false},
 		{"NilID", cursorMessages, ptr(encodeIDCursor(cursorMessages, store.NilID)), store.NilID, false},
 		{"Garbage", cursorMessages, ptr("abc"), store.NilID, false},
 		{"GlobalID", cursorMessages, ptr(globalID(typeMessage, id)), store.NilID, false},

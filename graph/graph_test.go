@@ -44,6 +44,28 @@ func forBackends(t *testing.T, body func(t *testing.T)) {
 	}
 }
 
+// forStrategies runs body on both backends under every timeline strategy,
+// as subtests named backend/strategy.
+func forStrategies(t *testing.T, body func(t *testing.T)) {
+	t.Helper()
+	forBackends(t, func(t *testing.T) {
+		for _, st := range store.Strategies {
+			t.Run(string(st), body)
+		}
+	})
+}
+
+// strategyOf returns the strategy the test runs under: the forStrategies
+// subtest it is in, or the default.
+func strategyOf(t *testing.T) store.Strategy {
+	for _, part := range strings.Split(t.Name(), "/") {
+		if st, err := store.ParseStrategy(part); err == nil {
+			return st
+		}
+	}
+	return store.StrategyBucket
+}
+
 // backendOf returns the backend the test runs on: the forBackends subtest
 // it is in. A test that calls newEnv outside forBackends fails.
 func backendOf(t *testing.T) string {
@@ -145,7 +167,7 @@ func newEnv(t *testing.T, mod func(*graph.Config)) *env {
 	}
 	cb := newCountingBackend(st)
 	clk := &clock{now: time.Now().UTC().Truncate(time.Second)}
-	svc := store.NewService(cb, hub, store.Options{PasswordCost: bcrypt.MinCost, Now: clk.Now, Logger: logger})
+	svc := store.NewService(cb, hub, store.Options{Strategy: strategyOf(t), PasswordCost: bcrypt.MinCost, Now: clk.Now, Logger: logger})
 	require.NoError(t, svc.Start(context.Background()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -486,9 +508,64 @@ func (c *countingBackend) ReadInbox(ctx context.Context, f store.InboxFilter) ([
 	return c.Backend.ReadInbox(ctx, f)
 }
 
-func (c *countingBackend) MarkInboxRead(ctx context.Context, owner store.ID) (store.InboxCounts, error) {
+func (c *countingBackend) MarkInboxRead(ctx context.Context, owner store.ID, layout store.Layout, mark store.ID) (store.InboxCounts, error) {
 	c.count("MarkInboxRead")
-	return c.Backend.MarkInboxRead(ctx, owner)
+	return c.Backend.MarkInboxRead(ctx, owner, layout, mark)
+}
+
+func (c *countingBackend) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxEntry, error) {
+	c.count("FindOutbox")
+	return c.Backend.FindOutbox(ctx, f)
+}
+
+func (c *countingBackend) CountOutbox(ctx context.Context, f store.OutboxFilter) (int, error) {
+	c.count("CountOutbox")
+	return c.Backend.CountOutbox(ctx, f)
+}
+
+func (c *countingBackend) ListPullAuthors(ctx context.Context) ([]store.ID, error) {
+	c.count("ListPullAuthors")
+	return c.Backend.ListPullAuthors(ctx)
+}
+
+func (c *countingBackend) InsertInbox(ctx context.Context, ins store.Insertion) ([]store.InboxChange, error) {
+	c.count("InsertInbox")
+	return c.Backend.InsertInbox(ctx, ins)
+}
+
+func (c *countingBackend) RemoveAuthorEntries(ctx context.Context, r store.AuthorRemoval) ([]store.InboxChange, error) {
+	c.count("RemoveAuthorEntries")
+	return c.Backend.RemoveAuthorEntries(ctx, r)
+}
+
+func (c *countingBackend) ReadInboxCache(ctx context.Context, owner store.ID, now time.Time) (*store.InboxCache, error) {
+	c.count("ReadInboxCache")
+	return c.Backend.ReadInboxCache(ctx, owner, now)
+}
+
+func (c *countingBackend) PutInboxCache(ctx context.Context, ic *store.InboxCache, capacity int) error {
+	c.count("PutInboxCache")
+	return c.Backend.PutInboxCache(ctx, ic, capacity)
+}
+
+func (c *countingBackend) DropInboxCache(ctx context.Context, owner store.ID) error {
+	c.count("DropInboxCache")
+	return c.Backend.DropInboxCache(ctx, owner)
+}
+
+func (c *countingBackend) StoreJob(ctx context.Context, j *store.Job) error {
+	c.count("StoreJob")
+	return c.Backend.StoreJob(ctx, j)
+}
+
+func (c *countingBackend) FinishJob(ctx context.Context, j *store.Job) error {
+	c.count("FinishJob")
+	return c.Backend.FinishJob(ctx, j)
+}
+
+func (c *countingBackend) MarkSeen(ctx context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *store.Job) (bool, error) {
+	c.count("MarkSeen")
+	return c.Backend.MarkSeen(ctx, user, at, inactiveBefore, rebuild)
 }
 
 func (c *countingBackend) FindDeliveries(ctx context.Context, messageID store.ID, cursor []byte, limit int) ([]store.InboxRef, []byte, error) {

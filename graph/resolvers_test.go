@@ -70,7 +70,7 @@ func texts(ib inbox) []string {
 
 // TestContract walks the schema's contract end to end, one scenario after
 // another over the same server, as a client would.
-func TestContract(t *testing.T) { forBackends(t, testContract) }
+func TestContract(t *testing.T) { forStrategies(t, testContract) }
 
 func testContract(t *testing.T) {
 	e := newEnv(t, nil)

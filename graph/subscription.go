@@ -51,21 +51,20 @@ func (r *Resolver) inboxEvents(ctx context.Context, viewer store.ID) (<-chan *mo
 	return out, nil
 }
 
-// inboxEvent maps a store event to its GraphQL shape. EDITED events carry no
-// counts, so they are read; if that read fails the event is skipped (false),
-// which loses nothing: inboxes point at the message, so the edit shows on the
-// next read anyway.
+// inboxEvent maps a store event to its GraphQL shape. Events whose publisher
+// did not know the counts (edits; items a strategy reads from outboxes)
+// have them read here; if that read fails the event is skipped (false),
+// which loses nothing: the change shows on the next read anyway.
 func (r *Resolver) inboxEvent(ctx context.Context, viewer store.ID, ev store.Event) (*model.InboxEvent, bool) {
 	ie := &model.InboxEvent{Type: ev.Type, UnreadCount: ev.Counts.Unread, TotalCount: ev.Counts.Total}
-	switch ev.Type {
-	case store.EventAdded:
+	if ev.Type == store.EventAdded || ev.Type == store.EventEdited {
 		ie.MessageID, ie.AuthorID = ev.MessageID, ev.AuthorID
-	case store.EventEdited:
-		ie.MessageID, ie.AuthorID = ev.MessageID, ev.AuthorID
+	}
+	if ev.NoCounts {
 		c, err := r.Service.InboxCounts(ctx, viewer)
 		if err != nil {
 			if ctx.Err() == nil {
-				r.logger().ErrorContext(ctx, "graphql: inbox counts for an EDITED event; event skipped", "user", viewer.String(), "err", err)
+				r.logger().ErrorContext(ctx, "graphql: inbox counts for an event; event skipped", "user", viewer.String(), "err", err)
 			}
 			return nil, false
 		}

@@ -50,7 +50,7 @@ func next(t *testing.T, sub *client.Subscription) inboxEvent {
 	}
 }
 
-func TestSubscription_InboxEvents(t *testing.T) { forBackends(t, testSubscription_InboxEvents) }
+func TestSubscription_InboxEvents(t *testing.T) { forStrategies(t, testSubscription_InboxEvents) }
 
 func testSubscription_InboxEvents(t *testing.T) {
 	e := newEnv(t, nil)

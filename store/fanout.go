@@ -326,7 +326,7 @@ func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		d := Delivery{Job: j, Owners: fs, ActiveSince: s.activeSince(), At: s.clock(), CacheCap: s.opts.InboxCap, Done: len(fs) < f.chunk}
+		d := Delivery{Job: j, Owners: fs, ActiveSince: s.activeSince(), At: s.clock(), CacheCap: s.cacheCap(), Done: len(fs) < f.chunk}
 		if len(fs) > 0 {
 			last := fs[len(fs)-1]
 			d.Cursor = last[:]

@@ -543,18 +543,19 @@ type InboxPage struct {
 // loaded, and the inbox's counts. Entries whose message was deleted but not
 // yet retracted are skipped.
 func (s *Service) Inbox(ctx context.Context, owner ID, before ID, limit int) (InboxPage, error) {
+	r := s.newRead(owner)
 	var page InboxPage
-	// Counts the page's read does not give are computed beside it.
+	// Counts the page's reads do not give are computed beside them.
 	var countsc chan error
-	if s.strategy != StrategyWrite && s.strategy != StrategyBucket {
+	if s.strategy == StrategyRead || s.strategy == StrategyCache {
 		countsc = make(chan error, 1)
 		go func() {
-			c, err := s.counts(ctx, owner)
+			c, err := r.counts(ctx)
 			page.Counts = c
 			countsc <- err
 		}()
 	}
-	err := s.fill(ctx, &page, owner, before, limit)
+	err := s.fill(ctx, r, &page, before, limit)
 	if countsc != nil {
 		if cerr := <-countsc; err == nil {
 			err = cerr
@@ -568,18 +569,18 @@ func (s *Service) Inbox(ctx context.Context, owner ID, before ID, limit int) (In
 
 // fill reads the items of page, loading their messages and reading on
 // past deleted ones. Counts the first read gives go into page.Counts.
-func (s *Service) fill(ctx context.Context, page *InboxPage, owner, before ID, limit int) error {
-	first := true
-	for {
+func (s *Service) fill(ctx context.Context, r *timelineRead, page *InboxPage, before ID, limit int) error {
+	for first := true; ; first = false {
 		want := limit + 1 - len(page.Items)
-		items, c, ok, err := s.pageCounts(ctx, owner, before, want)
+		items, c, ok, err := r.page(ctx, before, want)
 		if err != nil {
 			return err
 		}
 		if first && ok {
-			page.Counts = c
+			if page.Counts, err = r.outboxCounts(ctx, c); err != nil {
+				return err
+			}
 		}
-		first = false
 		if len(items) == 0 {
 			break
 		}
@@ -611,7 +612,8 @@ func (s *Service) fill(ctx context.Context, page *InboxPage, owner, before ID, l
 // MarkInboxRead marks owner's whole inbox read (everything up to its newest
 // item) and tells their subscriptions.
 func (s *Service) MarkInboxRead(ctx context.Context, owner ID) (InboxCounts, error) {
-	newest, err := s.page(ctx, owner, NilID, 1)
+	r := s.newRead(owner)
+	newest, _, _, err := r.page(ctx, NilID, 1)
 	if err != nil {
 		return InboxCounts{}, err
 	}
@@ -619,11 +621,11 @@ func (s *Service) MarkInboxRead(ctx context.Context, owner ID) (InboxCounts, err
 	if len(newest) > 0 {
 		mark = newest[0].MessageID
 	}
-	if _, err := s.backend.MarkInboxRead(ctx, owner, s.layout, mark); err != nil {
+	c, err := s.backend.MarkInboxRead(ctx, owner, s.layout, mark)
+	if err != nil {
 		return InboxCounts{}, err
 	}
-	c, err := s.counts(ctx, owner)
-	if err != nil {
+	if c, err = r.outboxCounts(ctx, c); err != nil {
 		return InboxCounts{}, err
 	}
 	s.events.Publish(ctx, Event{Type: EventRead, UserID: owner, Counts: c})
@@ -632,7 +634,7 @@ func (s *Service) MarkInboxRead(ctx context.Context, owner ID) (InboxCounts, err
 
 // InboxCounts returns owner's inbox counts.
 func (s *Service) InboxCounts(ctx context.Context, owner ID) (InboxCounts, error) {
-	return s.counts(ctx, owner)
+	return s.newRead(owner).counts(ctx)
 }
 
 // Subscribe returns the live events of owner's inbox until ctx ends.

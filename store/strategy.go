@@ -142,73 +142,91 @@ func (p *pullSet) add(author ID) {
 	}
 }
 
-// page reads up to n timeline items of owner below before (NilID: from the
-// newest), newest first, without their messages, by the strategy.
-func (s *Service) page(ctx context.Context, owner, before ID, n int) ([]InboxItem, error) {
-	items, _, _, err := s.pageCounts(ctx, owner, before, n)
-	return items, err
+// timelineRead is one read of owner's timeline: a page, its counts, or
+// both. It looks the timeline's sources up once (the followees for read and
+// cache, the followed celebrities for hybrid), however many reads the page
+// and the counts make, concurrently or not.
+type timelineRead struct {
+	s       *Service
+	owner   ID
+	once    sync.Once
+	sources []ID
+	err     error
 }
 
-// pageCounts is page, and the inbox's counts where the read gives them
-// (strategies write and bucket): ok is false when they must be computed.
-func (s *Service) pageCounts(ctx context.Context, owner, before ID, n int) (_ []InboxItem, _ InboxCounts, ok bool, _ error) {
+func (s *Service) newRead(owner ID) *timelineRead { return &timelineRead{s: s, owner: owner} }
+
+// authors returns the users whose outboxes the timeline reads.
+func (r *timelineRead) authors(ctx context.Context) ([]ID, error) {
+	r.once.Do(func() {
+		switch r.s.strategy {
+		case StrategyHybrid:
+			r.sources, r.err = r.s.pullAuthors(ctx, r.owner)
+		case StrategyRead, StrategyCache:
+			r.sources, r.err = r.s.following(ctx, r.owner)
+		}
+	})
+	return r.sources, r.err
+}
+
+// page reads up to n items below before (NilID: from the newest), newest
+// first, without their messages, and the inbox's counts when the same read
+// gives them (ok; the stored layouts).
+func (r *timelineRead) page(ctx context.Context, before ID, n int) (_ []InboxItem, _ InboxCounts, ok bool, _ error) {
+	s := r.s
 	switch s.strategy {
 	case StrategyWrite, StrategyBucket:
-		items, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: owner, Layout: s.layout, Before: before, Limit: n})
+		items, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: r.owner, Layout: s.layout, Before: before, Limit: n})
 		return items, c, true, err
-	}
-	items, err := s.pageOnly(ctx, owner, before, n)
-	return items, InboxCounts{}, false, err
-}
-
-func (s *Service) pageOnly(ctx context.Context, owner, before ID, n int) ([]InboxItem, error) {
-	switch s.strategy {
 	case StrategyHybrid:
-		items, _, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: owner, Layout: s.layout, Before: before, Limit: n})
+		items, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: r.owner, Layout: s.layout, Before: before, Limit: n})
 		if err != nil {
-			return nil, err
+			return nil, InboxCounts{}, false, err
 		}
-		pulls, err := s.pullAuthors(ctx, owner)
+		pulls, err := r.authors(ctx)
 		if err != nil || len(pulls) == 0 {
-			return items, err
+			return items, c, err == nil, err
 		}
 		more, err := s.backend.FindOutbox(ctx, OutboxFilter{Authors: pulls, Before: before, Limit: n, Pulled: PulledOnly})
 		if err != nil {
-			return nil, err
+			return nil, InboxCounts{}, false, err
 		}
-		return mergeNewest(n, items, outboxItems(more)), nil
+		return mergeNewest(n, items, outboxItems(more)), c, true, nil
 	case StrategyCache:
-		return s.cachedPage(ctx, owner, before, n)
+		items, err := r.cachedPage(ctx, before, n)
+		return items, InboxCounts{}, false, err
 	default:
-		return s.readPage(ctx, owner, before, n)
+		items, err := r.readPage(ctx, before, n)
+		return items, InboxCounts{}, false, err
 	}
 }
 
 // readPage is fan-out on read: the followees' outboxes merged.
-func (s *Service) readPage(ctx context.Context, owner, before ID, n int) ([]InboxItem, error) {
-	followees, err := s.following(ctx, owner)
+func (r *timelineRead) readPage(ctx context.Context, before ID, n int) ([]InboxItem, error) {
+	followees, err := r.authors(ctx)
 	if err != nil || len(followees) == 0 {
 		return nil, err
 	}
-	es, err := s.backend.FindOutbox(ctx, OutboxFilter{Authors: followees, Before: before, Limit: n})
+	es, err := r.s.backend.FindOutbox(ctx, OutboxFilter{Authors: followees, Before: before, Limit: n})
 	return outboxItems(es), err
 }
 
 // cachedPage serves a page from owner's cache when the cache holds it, and
 // otherwise by fan-out on read; a missing cache is built first (seed 002).
-func (s *Service) cachedPage(ctx context.Context, owner, before ID, n int) ([]InboxItem, error) {
+func (r *timelineRead) cachedPage(ctx context.Context, before ID, n int) ([]InboxItem, error) {
+	s := r.s
 	now := s.clock()
-	c, err := s.backend.ReadInboxCache(ctx, owner, now)
+	c, err := s.backend.ReadInboxCache(ctx, r.owner, now)
 	if err != nil {
 		return nil, err
 	}
 	if c == nil {
-		if c, err = s.buildCache(ctx, owner, now); err != nil {
+		if c, err = r.buildCache(ctx, now); err != nil {
 			return nil, err
 		}
 	} else if c.Expires.Sub(now) < s.opts.CacheTTL/2 {
 		// Extend the life of a cache in use, at most twice per TTL.
-		if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: owner, Expires: now.Add(s.opts.CacheTTL)}, s.opts.InboxCap); err != nil {
+		if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: r.owner, Expires: now.Add(s.opts.CacheTTL)}, s.cacheCap()); err != nil {
 			return nil, err
 		}
 	}
@@ -222,63 +240,74 @@ func (s *Service) cachedPage(ctx context.Context, owner, before ID, n int) ([]In
 	if c.Complete {
 		return items, nil
 	}
-	return s.readPage(ctx, owner, before, n)
+	return r.readPage(ctx, before, n)
 }
 
 // buildCache fills owner's cache by fan-out on read. The cache record is
 // created empty first, so that deliveries made while the outboxes are read
 // append to it: a message posted after the read is then in the cache by
 // delivery, one posted before by the read.
-func (s *Service) buildCache(ctx context.Context, owner ID, now time.Time) (*InboxCache, error) {
+func (r *timelineRead) buildCache(ctx context.Context, now time.Time) (*InboxCache, error) {
+	s := r.s
 	expires := now.Add(s.opts.CacheTTL)
-	if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: owner, Expires: expires}, s.opts.InboxCap); err != nil {
+	// An expired cache not yet removed must not come back to life with
+	// its old entries.
+	if err := s.backend.DropInboxCache(ctx, r.owner); err != nil {
 		return nil, err
 	}
-	items, err := s.readPage(ctx, owner, NilID, s.opts.InboxCap)
+	if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: r.owner, Expires: expires}, s.cacheCap()); err != nil {
+		return nil, err
+	}
+	items, err := r.readPage(ctx, NilID, s.cacheCap())
 	if err != nil {
 		return nil, err
 	}
-	c := &InboxCache{Owner: owner, Items: items, Complete: len(items) < s.opts.InboxCap, Expires: expires}
-	if err := s.backend.PutInboxCache(ctx, c, s.opts.InboxCap); err != nil {
+	c := &InboxCache{Owner: r.owner, Items: items, Complete: len(items) < s.cacheCap(), Expires: expires}
+	if err := s.backend.PutInboxCache(ctx, c, s.cacheCap()); err != nil {
 		return nil, err
 	}
-	// Read it back: it holds what deliveries appended meanwhile.
-	fresh, err := s.backend.ReadInboxCache(ctx, owner, now)
+	// The stored cache holds what deliveries appended meanwhile too; what
+	// it adds is newer than what was read, so merging gives the same list.
+	fresh, err := s.backend.ReadInboxCache(ctx, r.owner, now)
 	if err != nil || fresh == nil {
 		return c, err
 	}
 	return fresh, nil
 }
 
-// counts returns owner's inbox counts under the strategy: kept by the
-// backend for the stored layouts, computed from the followees' outboxes
-// (their message counts, and a count of messages above the read mark) for
-// the others, and both for hybrid's pulled messages.
-func (s *Service) counts(ctx context.Context, owner ID) (InboxCounts, error) {
-	_, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: owner, Layout: s.layout})
+// cacheCap is the capacity of a cached inbox: InboxCap entries and one
+// more, so that a page of InboxCap served from the cache can tell whether
+// older items follow.
+func (s *Service) cacheCap() int { return s.opts.InboxCap + 1 }
+
+// counts returns the inbox counts under the strategy: kept by the backend
+// for the stored layouts, computed from the followees' outboxes (their
+// message counts, and a count of messages above the read mark) for the
+// others, and both for hybrid's pulled messages.
+func (r *timelineRead) counts(ctx context.Context) (InboxCounts, error) {
+	_, c, err := r.s.backend.ReadInbox(ctx, InboxFilter{Owner: r.owner, Layout: r.s.layout})
 	if err != nil {
 		return InboxCounts{}, err
 	}
-	var authors []ID
-	filter := AnyMessage
-	switch s.strategy {
+	return r.outboxCounts(ctx, c)
+}
+
+// outboxCounts adds to c, the backend's counts, what the timeline reads
+// from outboxes: everything under read and cache, pulled messages under
+// hybrid.
+func (r *timelineRead) outboxCounts(ctx context.Context, c InboxCounts) (InboxCounts, error) {
+	filter := PulledOnly
+	switch r.s.strategy {
 	case StrategyWrite, StrategyBucket:
 		return c, nil
-	case StrategyHybrid:
-		authors, filter = nil, PulledOnly
-		if authors, err = s.pullAuthors(ctx, owner); err != nil {
-			return InboxCounts{}, err
-		}
-	default:
-		c.Total, c.Unread = 0, 0
-		if authors, err = s.following(ctx, owner); err != nil {
-			return InboxCounts{}, err
-		}
+	case StrategyRead, StrategyCache:
+		c.Total, c.Unread, filter = 0, 0, AnyMessage
 	}
-	if len(authors) == 0 {
-		return c, nil
+	authors, err := r.authors(ctx)
+	if err != nil || len(authors) == 0 {
+		return c, err
 	}
-	users, err := s.backend.FindUsersByIDs(ctx, authors)
+	users, err := r.s.backend.FindUsersByIDs(ctx, authors)
 	if err != nil {
 		return InboxCounts{}, err
 	}
@@ -292,7 +321,7 @@ func (s *Service) counts(ctx context.Context, owner ID) (InboxCounts, error) {
 			c.Total += u.MessageCount
 		}
 	}
-	unread, err := s.backend.CountOutbox(ctx, OutboxFilter{Authors: authors, After: c.ReadMark, Pulled: filter})
+	unread, err := r.s.backend.CountOutbox(ctx, OutboxFilter{Authors: authors, After: c.ReadMark, Pulled: filter})
 	if err != nil {
 		return InboxCounts{}, err
 	}

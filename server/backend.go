@@ -36,9 +36,9 @@ func openEmbedded(ctx context.Context, cfg config, log *slog.Logger) (*backend, 
 	if err != nil {
 		return nil, err
 	}
-	log.Info("store open", "backend", "embedded", "dir", dbDir)
+	log.Info("store open", "backend", "embedded", "dir", dbDir, "fanout", cfg.Fanout)
 	hub := store.NewHub()
-	svc := store.NewService(st, hub, store.Options{Logger: log})
+	svc := store.NewService(st, hub, cfg.serviceOptions(log))
 	if err := svc.Start(ctx); err != nil {
 		hub.Close()
 		_ = st.Close()
@@ -63,8 +63,8 @@ func openMongo(ctx context.Context, cfg config, log *slog.Logger) (*backend, err
 	}
 	st := mongostore.New(client, cfg.MongoDatabase, mongostore.Options{Logger: log})
 	events := mongostore.NewEvents(st.Database(), mongostore.EventsOptions{Logger: log})
-	svc := store.NewService(st, events, store.Options{Logger: log})
-	log.Info("store open", "backend", "mongodb", "database", cfg.MongoDatabase)
+	svc := store.NewService(st, events, cfg.serviceOptions(log))
+	log.Info("store open", "backend", "mongodb", "database", cfg.MongoDatabase, "fanout", cfg.Fanout)
 	if cfg.TokenSecret == nil {
 		log.Warn("the token secret comes from the data directory: every instance sharing this MongoDB must verify the same tokens, so give them all one HERALD_TOKEN_SECRET")
 	}
@@ -180,4 +180,21 @@ func (m *mongoUp) check(ctx context.Context) error {
 		m.started = true
 	}
 	return nil
+}
+
+// serviceOptions are the store options the configuration sets.
+func (cfg config) serviceOptions(log *slog.Logger) store.Options {
+	backfill := cfg.FollowBackfill
+	if backfill == 0 {
+		backfill = -1 // none, in store.Options
+	}
+	return store.Options{
+		Strategy:           cfg.Fanout,
+		CelebrityThreshold: cfg.CelebrityThreshold,
+		InactiveAfter:      cfg.InactiveAfter,
+		InboxCap:           cfg.InboxCap,
+		CacheTTL:           cfg.CacheTTL,
+		FollowBackfill:     backfill,
+		Logger:             log,
+	}
 }

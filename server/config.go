@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"herald/graph"
+	"herald/store"
 )
 
 // envPrefix starts the environment variable of every flag: -max-body-bytes
@@ -42,6 +43,14 @@ type config struct {
 	// the secret file in DataDir".
 	TokenSecret []byte
 
+	// Timelines: the strategy and its knobs (store.Options).
+	Fanout             store.Strategy
+	CelebrityThreshold int
+	InactiveAfter      time.Duration
+	InboxCap           int
+	CacheTTL           time.Duration
+	FollowBackfill     int
+
 	// MongoURI selects the MongoDB backend instead of the embedded one.
 	// It may hold credentials: it is never logged.
 	MongoURI          string
@@ -59,6 +68,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 		cfg      config
 		logLevel string
 		origins  string
+		fanout   string
 	)
 	fs := flag.NewFlagSet("herald", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned, usage printed only on -h
@@ -73,6 +83,12 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	fs.IntVar(&cfg.ComplexityLimit, "complexity-limit", graph.DefaultComplexityLimit, "largest accepted query complexity")
 	fs.IntVar(&cfg.MaxDepth, "max-depth", graph.DefaultMaxDepth, "deepest accepted query nesting")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and queued fan-out")
+	fs.StringVar(&fanout, "fanout", string(store.StrategyBucket), "timeline strategy: read (fan-out on read), write (fan-out on write), bucket (fan-out on write into buckets of 50), cache (cached inbox) or hybrid (bucket, but celebrities' posts are merged in at read time)")
+	fs.IntVar(&cfg.CelebrityThreshold, "celebrity-threshold", 10_000, "hybrid: authors with more followers than this are not fanned out")
+	fs.DurationVar(&cfg.InactiveAfter, "inactive-after", 30*24*time.Hour, "users not seen for this long are skipped by fan-out; their inbox is rebuilt when they return")
+	fs.IntVar(&cfg.InboxCap, "inbox-cap", 50, "entries in a cached inbox (cache), and entries a returning user's rebuild brings back")
+	fs.DurationVar(&cfg.CacheTTL, "cache-ttl", 24*time.Hour, "cache: how long an unread cached inbox lives")
+	fs.IntVar(&cfg.FollowBackfill, "follow-backfill", 50, "how many of a followee's recent messages a follow brings into the follower's inbox")
 	fs.StringVar(&cfg.MongoURI, "mongodb-uri", "", "MongoDB connection string (mongodb:// or mongodb+srv://); when set, MongoDB is the store instead of the embedded engine. Prefer HERALD_MONGODB_URI when it holds a password")
 	fs.StringVar(&cfg.MongoDatabase, "mongodb-database", "herald", "MongoDB database name")
 	fs.Uint64Var(&cfg.MongoPoolSize, "mongodb-pool-size", 0, "largest number of connections per MongoDB server (0: the driver's default, 100)")
@@ -112,6 +128,15 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	var err error
 	if cfg.LogLevel, err = parseLogLevel(logLevel); err != nil {
 		return config{}, err
+	}
+	if cfg.Fanout, err = store.ParseStrategy(fanout); err != nil {
+		return config{}, err
+	}
+	if cfg.CelebrityThreshold < 1 || cfg.InboxCap < 1 || cfg.InboxCap > 1000 || cfg.FollowBackfill < 0 || cfg.FollowBackfill > 1000 {
+		return config{}, fmt.Errorf("invalid timeline settings: -celebrity-threshold must be at least 1, -inbox-cap 1 to 1000, -follow-backfill 0 to 1000")
+	}
+	if cfg.InactiveAfter <= 0 || cfg.CacheTTL <= 0 {
+		return config{}, fmt.Errorf("invalid timeline settings: -inactive-after and -cache-ttl must be positive")
 	}
 	if cfg.LogFormat != "json" && cfg.LogFormat != "text" {
 		return config{}, fmt.Errorf("invalid log format %q: want json or text", cfg.LogFormat)

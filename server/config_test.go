@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"herald/store"
 )
 
 func env(kv ...string) func(string) string {
@@ -52,6 +54,26 @@ func TestParseConfig(t *testing.T) {
 				assert.Zero(t, c.MongoPoolSize)
 				assert.Equal(t, 10*time.Second, c.MongoTimeout)
 				assert.Equal(t, "majority", c.MongoWriteConcern)
+				assert.Equal(t, store.StrategyBucket, c.Fanout)
+				assert.Equal(t, 10_000, c.CelebrityThreshold)
+				assert.Equal(t, 30*24*time.Hour, c.InactiveAfter)
+				assert.Equal(t, 50, c.InboxCap)
+				assert.Equal(t, 24*time.Hour, c.CacheTTL)
+				assert.Equal(t, 50, c.FollowBackfill)
+			},
+		},
+		{
+			name: "Timelines",
+			args: []string{"-fanout", "hybrid", "-celebrity-threshold", "500", "-inbox-cap", "200"},
+			env:  env("HERALD_INACTIVE_AFTER", "168h", "HERALD_FOLLOW_BACKFILL", "0"),
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, store.StrategyHybrid, c.Fanout)
+				assert.Equal(t, 500, c.CelebrityThreshold)
+				assert.Equal(t, 200, c.InboxCap)
+				assert.Equal(t, 7*24*time.Hour, c.InactiveAfter)
+				opts := c.serviceOptions(nil)
+				assert.Equal(t, -1, opts.FollowBackfill, "0 means no backfill, which store.Options spells -1")
+				assert.Equal(t, store.StrategyHybrid, opts.Strategy)
 			},
 		},
 		{
@@ -137,6 +159,10 @@ func TestParseConfig(t *testing.T) {
 		{name: "ErrMongoWriteConcernZero", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-write-concern", "0"}, env: env(), wantErr: "-mongodb-write-concern: \"0\": want majority or a number of nodes, at least 1"},
 		{name: "ErrMongoWriteConcernWord", env: env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_WRITE_CONCERN", "all"), wantErr: "-mongodb-write-concern"},
 		{name: "ErrMongoPoolSize", args: []string{"-mongodb-pool-size", "-1"}, env: env(), wantErr: "invalid value"},
+		{name: "ErrFanout", args: []string{"-fanout", "push"}, env: env(), wantErr: `unknown fan-out strategy "push"`},
+		{name: "ErrFanoutEnv", env: env("HERALD_FANOUT", "Bucket"), wantErr: `unknown fan-out strategy "Bucket"`},
+		{name: "ErrInboxCap", args: []string{"-inbox-cap", "0"}, env: env(), wantErr: "-inbox-cap 1 to 1000"},
+		{name: "ErrInactiveAfter", args: []string{"-inactive-after", "0s"}, env: env(), wantErr: "-inactive-after and -cache-ttl must be positive"},
 		{name: "ErrBadOrigin", args: []string{"-allowed-origins", "example.com"}, env: env(), wantErr: `invalid origin "example.com"`},
 	}
 	for _, tt := range tests {

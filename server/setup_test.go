@@ -29,9 +29,11 @@ var indexLines = []string{
 	`index users.attributes {"at.k":1,"at.v":1,"_id":1}: usersByAttribute`,
 	`index followers.edge {"u":1,"o":1}: one edge per pair; lists u's followers in o order, covered, for fan-out`,
 	`index messages.outbox {"a":1,"_id":-1}: an author's messages newest first`,
-	`index buckets.bucket {"o":1,"s":1}: one document per (owner, bucket)`,
+	`index buckets.bucket {"o":1,"k":1}: one document per (owner, first message)`,
+	`index entries.entry {"o":1,"m":1}: one entry per (owner, message)`,
+	`index caches.expiry {"x":1}: idle users' cached inboxes expire`,
 	`index events.expiry {"x":1}: events expire`,
-	`herald> db.runCommand({"createIndexes":"buckets","indexes":[{"key":{"o":1,"s":1},"name":"bucket","unique":true}]})`,
+	`herald> db.runCommand({"createIndexes":"buckets","indexes":[{"key":{"o":1,"k":1},"name":"bucket","unique":true}]})`,
 	`herald> db.runCommand({"createIndexes":"events","indexes":[{"key":{"x":1},"name":"expiry","expireAfterSeconds":0}]})`,
 }
 
@@ -42,7 +44,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		for _, l := range indexLines {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 10, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.Equal(t, 15, strings.Count(out, `db.runCommand({"createIndexes"`), out)
 		assert.NotContains(t, out, "shardCollection")
 		assert.NotContains(t, out, "enableSharding")
 	})
@@ -58,13 +60,15 @@ func TestMongoSetup_DryRun(t *testing.T) {
 			`admin> db.runCommand({"shardCollection":"social.followees","key":{"u":1,"o":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.followers","key":{"u":1,"o":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.messages","key":{"a":1,"_id":1}})`,
-			`admin> db.runCommand({"shardCollection":"social.buckets","key":{"o":1,"s":1}})`,
+			`admin> db.runCommand({"shardCollection":"social.buckets","key":{"o":1,"k":1}})`,
+			`admin> db.runCommand({"shardCollection":"social.entries","key":{"o":1,"m":1}})`,
+			`admin> db.runCommand({"shardCollection":"social.caches","key":{"_id":"hashed"}})`,
 			`admin> db.runCommand({"shardCollection":"social.deliveries","key":{"m":1,"k":1}})`,
 			`social> db.runCommand({"createIndexes":"messages","indexes":[{"key":{"a":1,"_id":1},"name":"shardkey"}]})`,
 		} {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 7, strings.Count(out, `"shardCollection"`))
+		assert.Equal(t, 9, strings.Count(out, `"shardCollection"`))
 		assert.NotContains(t, out, "updateZoneKeyRange")
 		assert.NotContains(t, out, "(if sharded)")
 	})

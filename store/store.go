@@ -161,7 +161,7 @@ func (l Layout) Stores() bool { return l == LayoutEntries || l == LayoutBuckets 
 // JobKind says what a fan-out job does.
 type JobKind uint8
 
-// Job kinds. Every kind but JobNotify is stored, and runs on the one
+// Job kinds. Every kind is stored (notices, jobNotify in fanout.go, are not), and runs on the one
 // ordered lane (see fanout.go).
 const (
 	// JobDeliver delivers a new message to its author's followers.

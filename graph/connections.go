@@ -85,20 +85,23 @@ func queueInboxLoads(ctx context.Context, ld *loader.Loaders, msgs []*store.Mess
 	if graphql.FieldRequested(ctx, "edges.node.replyTo") {
 		loader.Queue(ctx, ld.MessageByKey, replyTo)
 	}
-	queueAuthors(ctx, ld, "edges.node.author", authors)
-	queueAuthors(ctx, ld, "edges.node.replyTo.author", replyAuthors)
-}
-
-// queueAuthors queues ids in UserByID if the selection path is requested, and
-// in ViewerFollows if path.viewerFollows is.
-func queueAuthors(ctx context.Context, ld *loader.Loaders, path string, ids []store.ID) {
-	if !graphql.FieldRequested(ctx, path) {
-		return
+	// Each loader is queued in one call: keys queued apart could straddle
+	// the end of its batching window on a busy machine, costing a second
+	// batch.
+	var users, follows []store.ID
+	for _, q := range []struct {
+		path string
+		ids  []store.ID
+	}{{"edges.node.author", authors}, {"edges.node.replyTo.author", replyAuthors}} {
+		if graphql.FieldRequested(ctx, q.path) {
+			users = append(users, q.ids...)
+			if graphql.FieldRequested(ctx, q.path+".viewerFollows") {
+				follows = append(follows, q.ids...)
+			}
+		}
 	}
-	loader.Queue(ctx, ld.UserByID, ids)
-	if graphql.FieldRequested(ctx, path+".viewerFollows") {
-		loader.Queue(ctx, ld.ViewerFollows, ids)
-	}
+	loader.Queue(ctx, ld.UserByID, users)
+	loader.Queue(ctx, ld.ViewerFollows, follows)
 }
 
 // follows returns a page of user's followers (following false) or of the

@@ -318,11 +318,7 @@ func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
 	s, b := f.s, f.s.backend
 	switch j.Kind {
 	case JobDeliver:
-		after := NilID
-		if len(j.Cursor) == len(after) {
-			copy(after[:], j.Cursor)
-		}
-		fs, err := b.ListFollowers(ctx, j.AuthorID, after, f.chunk)
+		fs, err := f.nextFollowers(ctx, j)
 		if err != nil {
 			return false, err
 		}
@@ -397,11 +393,7 @@ func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
 			}
 			next = cur
 		} else {
-			after := NilID
-			if len(j.Cursor) == len(after) {
-				copy(after[:], j.Cursor)
-			}
-			fs, err := b.ListFollowers(ctx, j.AuthorID, after, f.chunk)
+			fs, err := f.nextFollowers(ctx, j)
 			if err != nil {
 				return false, err
 			}
@@ -421,6 +413,16 @@ func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
 		s.log.Error("unknown fan-out job kind; dropped", "kind", j.Kind)
 		return true, nil
 	}
+}
+
+// nextFollowers returns the chunk of the author's followers after the
+// job's cursor, the last follower of the chunk before.
+func (f *fanout) nextFollowers(ctx context.Context, j *Job) ([]ID, error) {
+	after := NilID
+	if len(j.Cursor) == len(after) {
+		copy(after[:], j.Cursor)
+	}
+	return f.s.backend.ListFollowers(ctx, j.AuthorID, after, f.chunk)
 }
 
 // backfill returns the entries a JobFollow or JobRebuild brings into its

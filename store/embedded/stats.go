@@ -21,6 +21,9 @@ type Stats struct {
 	// asked of the block cache, hits and misses; BlockMisses those read
 	// from a file. Reads served by the memtable count none.
 	BlockReads, BlockMisses int64
+	// Busy is true while a flush or a compaction runs, competing with
+	// what is measured.
+	Busy bool
 
 	probe uint64 // WAL bytes of the probe that read KeysWritten
 }
@@ -31,7 +34,12 @@ type Stats struct {
 // key, only a few WAL bytes, which Sub takes off again.
 func (s *Store) Stats() (Stats, error) {
 	m := s.db.Metrics()
-	st := Stats{WALBytes: m.WAL.BytesIn, BlockReads: m.BlockCache.Hits + m.BlockCache.Misses, BlockMisses: m.BlockCache.Misses}
+	st := Stats{
+		WALBytes:    m.WAL.BytesIn,
+		BlockReads:  m.BlockCache.Hits + m.BlockCache.Misses,
+		BlockMisses: m.BlockCache.Misses,
+		Busy:        m.Flush.NumInProgress > 0 || m.Compact.NumInProgress > 0,
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.LogData(nil, nil)
@@ -42,13 +50,14 @@ func (s *Store) Stats() (Stats, error) {
 	return st, nil
 }
 
-// Sub returns the change from earlier to st.
+// Sub returns the change from earlier to st (Busy is st's).
 func (st Stats) Sub(earlier Stats) Stats {
 	return Stats{
 		KeysWritten: st.KeysWritten - earlier.KeysWritten,
 		WALBytes:    st.WALBytes - earlier.WALBytes - earlier.probe,
 		BlockReads:  st.BlockReads - earlier.BlockReads,
 		BlockMisses: st.BlockMisses - earlier.BlockMisses,
+		Busy:        st.Busy,
 		probe:       st.probe,
 	}
 }

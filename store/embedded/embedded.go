@@ -67,7 +67,9 @@ const (
 type Options struct {
 	// Logger receives Pebble's messages; slog.Default() by default.
 	Logger *slog.Logger
-	// CacheBytes is the block cache size (default 128 MiB).
+	// CacheBytes is the block cache size (default 256 MiB). Pebble
+	// reserves the memtables (two of memTableSize at most times) from it,
+	// so what caches blocks is the rest.
 	CacheBytes int64
 }
 
@@ -97,19 +99,25 @@ type Store struct {
 
 var _ store.Backend = (*Store)(nil)
 
+// memTableSize is the size of a memtable: large enough that a fan-out
+// chunk's batch fits many times over, small enough that the two Pebble
+// keeps (the live one and the one being flushed) leave most of the
+// default cache to blocks.
+const memTableSize = 32 << 20
+
 // Open opens (creating if needed) the database in dir.
 func Open(dir string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	if opts.CacheBytes <= 0 {
-		opts.CacheBytes = 128 << 20
+		opts.CacheBytes = 256 << 20
 	}
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
 	db, err := pebble.Open(dir, &pebble.Options{
 		Cache:        cache,
-		MemTableSize: 64 << 20,
+		MemTableSize: memTableSize,
 		Logger:       pebbleLogger{opts.Logger},
 	})
 	if err != nil {

@@ -245,21 +245,21 @@ func testUsersByAttribute(t *testing.T) {
 
 	t.Run("CountOnlyWhenSelected", func(t *testing.T) {
 		vars := map[string]any{"n": "plan", "v": "pro"}
-		e.backend.reset()
+		e.backend.Reset()
 		e.mustExec(t, "", `query($n: String!, $v: String!) { usersByAttribute(name: $n, value: $v) {
 			edges { node { handle followerCount attributes { name } } } } }`, vars, nil)
-		calls, _ := e.backend.snapshot()
+		calls, _ := e.backend.Snapshot()
 		assert.Equal(t, map[string]int64{"FindUsersByAttribute": 1}, calls,
 			"no count unless asked for, and the users come with the page (no FindUsersByIDs)")
 
-		e.backend.reset()
+		e.backend.Reset()
 		e.mustExec(t, "", `query($n: String!, $v: String!) { usersByAttribute(name: $n, value: $v) { totalCount } }`, vars, nil)
-		calls, _ = e.backend.snapshot()
+		calls, _ = e.backend.Snapshot()
 		assert.Equal(t, map[string]int64{"FindUsersByAttribute": 1, "CountUsersByAttribute": 1}, calls)
 	})
 
 	t.Run("FollowersKeepTheirCounters", func(t *testing.T) {
-		e.backend.reset()
+		e.backend.Reset()
 		var r struct {
 			User struct {
 				Followers usersPage `json:"followers"`
@@ -267,7 +267,7 @@ func testUsersByAttribute(t *testing.T) {
 		}
 		e.mustExec(t, "", `{ user(handle: "user2") { followers { totalCount } } }`, nil, &r)
 		assert.Equal(t, 1, *r.User.Followers.TotalCount)
-		calls, _ := e.backend.snapshot()
+		calls, _ := e.backend.Snapshot()
 		assert.Zero(t, calls["CountUsersByAttribute"])
 	})
 }

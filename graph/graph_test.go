@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"herald/store"
 	"herald/store/embedded"
 	"herald/store/mongostore"
+	"herald/store/storetest"
 )
 
 // The backends every GraphQL behaviour is proven on: the embedded store,
@@ -98,7 +98,7 @@ var (
 type env struct {
 	svc     *store.Service
 	hub     events
-	backend *countingBackend
+	backend *storetest.Counting
 	tokens  *auth.Signer
 	srv     *handler.Server
 	client  *client.Client
@@ -165,7 +165,7 @@ func newEnv(t *testing.T, mod func(*graph.Config)) *env {
 		require.NoError(t, ev.Run(context.Background()))
 		st, hub, closeEv = ms, ev, ev.Close
 	}
-	cb := newCountingBackend(st)
+	cb := storetest.NewCounting(st)
 	clk := &clock{now: time.Now().UTC().Truncate(time.Second)}
 	svc := store.NewService(cb, hub, store.Options{Strategy: strategyOf(t), PasswordCost: bcrypt.MinCost, Now: clk.Now, Logger: logger})
 	require.NoError(t, svc.Start(context.Background()))
@@ -346,244 +346,4 @@ func waitFanOut(t *testing.T, e *env) {
 // format graph/id.go documents.
 func fakeGlobalID(typ string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(typ + ":" + store.NewID(time.Now()).String()))
-}
-
-// countingBackend counts the calls made to each Backend method, to prove
-// what a GraphQL operation costs in storage round trips, and the message
-// keys looked up without their author.
-type countingBackend struct {
-	store.Backend
-	mu    sync.Mutex
-	calls map[string]*atomic.Int64
-	// noAuthor counts the keys passed to FindMessagesByKeys with a NilID
-	// author (a sharded backend would have to ask every shard for them).
-	noAuthor atomic.Int64
-}
-
-var _ store.Backend = (*countingBackend)(nil)
-
-func newCountingBackend(b store.Backend) *countingBackend {
-	return &countingBackend{Backend: b, calls: map[string]*atomic.Int64{}}
-}
-
-func (c *countingBackend) count(method string) {
-	c.mu.Lock()
-	n, ok := c.calls[method]
-	if !ok {
-		n = new(atomic.Int64)
-		c.calls[method] = n
-	}
-	c.mu.Unlock()
-	n.Add(1)
-}
-
-// reset zeroes the counters.
-func (c *countingBackend) reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls = map[string]*atomic.Int64{}
-	c.noAuthor.Store(0)
-}
-
-// snapshot returns the calls per method since the last reset, and their sum.
-func (c *countingBackend) snapshot() (map[string]int64, int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := map[string]int64{}
-	var total int64
-	for m, n := range c.calls {
-		out[m] = n.Load()
-		total += out[m]
-	}
-	return out, total
-}
-
-func (c *countingBackend) CreateUser(ctx context.Context, u *store.User) error {
-	c.count("CreateUser")
-	return c.Backend.CreateUser(ctx, u)
-}
-
-func (c *countingBackend) FindUserByID(ctx context.Context, id store.ID) (*store.User, error) {
-	c.count("FindUserByID")
-	return c.Backend.FindUserByID(ctx, id)
-}
-
-func (c *countingBackend) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error) {
-	c.count("FindUsersByIDs")
-	return c.Backend.FindUsersByIDs(ctx, ids)
-}
-
-func (c *countingBackend) FindUserByHandle(ctx context.Context, handle string) (*store.User, error) {
-	c.count("FindUserByHandle")
-	return c.Backend.FindUserByHandle(ctx, handle)
-}
-
-func (c *countingBackend) UpdateUser(ctx context.Context, id store.ID, upd store.UserUpdate) (*store.User, error) {
-	c.count("UpdateUser")
-	return c.Backend.UpdateUser(ctx, id, upd)
-}
-
-func (c *countingBackend) SetAttributes(ctx context.Context, id store.ID, changes []store.AttributeChange) (*store.User, error) {
-	c.count("SetAttributes")
-	return c.Backend.SetAttributes(ctx, id, changes)
-}
-
-func (c *countingBackend) FindUsersByAttribute(ctx context.Context, name, value string, after store.ID, limit int) ([]*store.User, error) {
-	c.count("FindUsersByAttribute")
-	return c.Backend.FindUsersByAttribute(ctx, name, value, after, limit)
-}
-
-func (c *countingBackend) CountUsersByAttribute(ctx context.Context, name, value string) (int, error) {
-	c.count("CountUsersByAttribute")
-	return c.Backend.CountUsersByAttribute(ctx, name, value)
-}
-
-func (c *countingBackend) Follow(ctx context.Context, follower, followee store.ID, at time.Time) (bool, error) {
-	c.count("Follow")
-	return c.Backend.Follow(ctx, follower, followee, at)
-}
-
-func (c *countingBackend) Unfollow(ctx context.Context, follower, followee store.ID) (bool, error) {
-	c.count("Unfollow")
-	return c.Backend.Unfollow(ctx, follower, followee)
-}
-
-func (c *countingBackend) FindFollowing(ctx context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
-	c.count("FindFollowing")
-	return c.Backend.FindFollowing(ctx, follower, targets)
-}
-
-func (c *countingBackend) ListFollowers(ctx context.Context, u, after store.ID, limit int) ([]store.ID, error) {
-	c.count("ListFollowers")
-	return c.Backend.ListFollowers(ctx, u, after, limit)
-}
-
-func (c *countingBackend) ListFollowing(ctx context.Context, u, after store.ID, limit int) ([]store.ID, error) {
-	c.count("ListFollowing")
-	return c.Backend.ListFollowing(ctx, u, after, limit)
-}
-
-func (c *countingBackend) CreateMessage(ctx context.Context, m *store.Message, job *store.Job) error {
-	c.count("CreateMessage")
-	return c.Backend.CreateMessage(ctx, m, job)
-}
-
-func (c *countingBackend) FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error) {
-	c.count("FindMessageByID")
-	return c.Backend.FindMessageByID(ctx, id)
-}
-
-func (c *countingBackend) FindMessagesByKeys(ctx context.Context, keys []store.MessageKey) ([]*store.Message, error) {
-	c.count("FindMessagesByKeys")
-	for _, k := range keys {
-		if k.AuthorID.IsZero() {
-			c.noAuthor.Add(1)
-		}
-	}
-	return c.Backend.FindMessagesByKeys(ctx, keys)
-}
-
-func (c *countingBackend) FindMessages(ctx context.Context, f store.MessageFilter) ([]*store.Message, error) {
-	c.count("FindMessages")
-	return c.Backend.FindMessages(ctx, f)
-}
-
-func (c *countingBackend) UpdateMessage(ctx context.Context, id store.ID, upd store.MessageUpdate) (*store.Message, error) {
-	c.count("UpdateMessage")
-	return c.Backend.UpdateMessage(ctx, id, upd)
-}
-
-func (c *countingBackend) DeleteMessage(ctx context.Context, id store.ID, retract *store.Job) error {
-	c.count("DeleteMessage")
-	return c.Backend.DeleteMessage(ctx, id, retract)
-}
-
-func (c *countingBackend) DeliverInbox(ctx context.Context, d store.Delivery) ([]store.InboxChange, error) {
-	c.count("DeliverInbox")
-	return c.Backend.DeliverInbox(ctx, d)
-}
-
-func (c *countingBackend) ReadInbox(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
-	c.count("ReadInbox")
-	return c.Backend.ReadInbox(ctx, f)
-}
-
-func (c *countingBackend) MarkInboxRead(ctx context.Context, owner store.ID, layout store.Layout, mark store.ID) (store.InboxCounts, error) {
-	c.count("MarkInboxRead")
-	return c.Backend.MarkInboxRead(ctx, owner, layout, mark)
-}
-
-func (c *countingBackend) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxEntry, error) {
-	c.count("FindOutbox")
-	return c.Backend.FindOutbox(ctx, f)
-}
-
-func (c *countingBackend) CountOutbox(ctx context.Context, f store.OutboxFilter) (int, error) {
-	c.count("CountOutbox")
-	return c.Backend.CountOutbox(ctx, f)
-}
-
-func (c *countingBackend) ListPullAuthors(ctx context.Context) ([]store.ID, error) {
-	c.count("ListPullAuthors")
-	return c.Backend.ListPullAuthors(ctx)
-}
-
-func (c *countingBackend) InsertInbox(ctx context.Context, ins store.Insertion) ([]store.InboxChange, error) {
-	c.count("InsertInbox")
-	return c.Backend.InsertInbox(ctx, ins)
-}
-
-func (c *countingBackend) RemoveAuthorEntries(ctx context.Context, r store.AuthorRemoval) ([]store.InboxChange, error) {
-	c.count("RemoveAuthorEntries")
-	return c.Backend.RemoveAuthorEntries(ctx, r)
-}
-
-func (c *countingBackend) ReadInboxCache(ctx context.Context, owner store.ID, now time.Time) (*store.InboxCache, error) {
-	c.count("ReadInboxCache")
-	return c.Backend.ReadInboxCache(ctx, owner, now)
-}
-
-func (c *countingBackend) PutInboxCache(ctx context.Context, ic *store.InboxCache, capacity int) error {
-	c.count("PutInboxCache")
-	return c.Backend.PutInboxCache(ctx, ic, capacity)
-}
-
-func (c *countingBackend) DropInboxCache(ctx context.Context, owner store.ID) error {
-	c.count("DropInboxCache")
-	return c.Backend.DropInboxCache(ctx, owner)
-}
-
-func (c *countingBackend) StoreJob(ctx context.Context, j *store.Job) error {
-	c.count("StoreJob")
-	return c.Backend.StoreJob(ctx, j)
-}
-
-func (c *countingBackend) FinishJob(ctx context.Context, j *store.Job) error {
-	c.count("FinishJob")
-	return c.Backend.FinishJob(ctx, j)
-}
-
-func (c *countingBackend) MarkSeen(ctx context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *store.Job) (bool, error) {
-	c.count("MarkSeen")
-	return c.Backend.MarkSeen(ctx, user, at, inactiveBefore, rebuild)
-}
-
-func (c *countingBackend) FindDeliveries(ctx context.Context, messageID store.ID, cursor []byte, limit int) ([]store.InboxRef, []byte, error) {
-	c.count("FindDeliveries")
-	return c.Backend.FindDeliveries(ctx, messageID, cursor, limit)
-}
-
-func (c *countingBackend) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]store.InboxChange, error) {
-	c.count("RemoveInboxEntries")
-	return c.Backend.RemoveInboxEntries(ctx, r)
-}
-
-func (c *countingBackend) PendingJobs(ctx context.Context) ([]*store.Job, error) {
-	c.count("PendingJobs")
-	return c.Backend.PendingJobs(ctx)
-}
-
-func (c *countingBackend) Close() error {
-	c.count("Close")
-	return c.Backend.Close()
 }

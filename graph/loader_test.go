@@ -42,7 +42,7 @@ func timelineCalls(st store.Strategy, more map[string]int64) map[string]int64 {
 // hybrid's refresh of the authors with pulled messages: it happens at most
 // once a second, whichever request comes then.
 func timelineSnapshot(e *env) (map[string]int64, int64) {
-	calls, total := e.backend.snapshot()
+	calls, total := e.backend.Snapshot()
 	if n, ok := calls["ListPullAuthors"]; ok {
 		delete(calls, "ListPullAuthors")
 		total -= n
@@ -80,7 +80,7 @@ func testLoaders_InboxBatching(t *testing.T) {
 		edges { node { id text author { handle displayName } } } } }`
 	for _, first := range []int{5, 50} {
 		t.Run(fmt.Sprintf("First%d", first), func(t *testing.T) {
-			e.backend.reset()
+			e.backend.Reset()
 			var r struct {
 				Inbox struct {
 					TotalCount int `json:"totalCount"`
@@ -109,27 +109,27 @@ func testLoaders_InboxBatching(t *testing.T) {
 	}
 
 	t.Run("WithViewerFollows", func(t *testing.T) {
-		e.backend.reset()
+		e.backend.Reset()
 		e.mustExec(t, reader, `{ inbox(first: 50) { edges { node { author { handle viewerFollows } replyTo { id } } } } }`, nil, nil)
 		calls, _ := timelineSnapshot(e)
 		assert.Equal(t, timelineCalls(st, map[string]int64{"FindMessagesByKeys": 1, "FindUsersByIDs": 1, "FindFollowing": 1}), calls)
 	})
 
 	t.Run("Followers", func(t *testing.T) {
-		e.backend.reset()
+		e.backend.Reset()
 		e.mustExec(t, reader, `{ viewer { following(first: 50) { edges { node { handle viewerFollows messageCount } } } } }`, nil, nil)
-		calls, _ := e.backend.snapshot()
+		calls, _ := e.backend.Snapshot()
 		// viewer: FindUsersByIDs; following: ListFollowing + FindUsersByIDs;
 		// viewerFollows: FindFollowing.
 		assert.Equal(t, map[string]int64{"FindUsersByIDs": 2, "ListFollowing": 1, "FindFollowing": 1}, calls)
 	})
 
 	t.Run("FreshPerOperation", func(t *testing.T) {
-		e.backend.reset()
+		e.backend.Reset()
 		for range 3 {
 			e.mustExec(t, reader, `{ viewer { handle } }`, nil, nil)
 		}
-		calls, _ := e.backend.snapshot()
+		calls, _ := e.backend.Snapshot()
 		assert.Equal(t, int64(3), calls["FindUsersByIDs"], "no caching across operations")
 	})
 }
@@ -185,7 +185,7 @@ func testLoaders_InboxReplies(t *testing.T) {
 		edges { node { id text author { handle } replyTo { id text author { handle } } } } } }`
 	for _, first := range []int{5, 50} {
 		t.Run(fmt.Sprintf("First%d", first), func(t *testing.T) {
-			e.backend.reset()
+			e.backend.Reset()
 			var r struct {
 				Inbox struct {
 					Edges []struct {
@@ -226,12 +226,12 @@ func testLoaders_InboxReplies(t *testing.T) {
 			// FindMessagesByKeys: the page (Service.Inbox), then the messages
 			// replied to that are not on it.
 			assert.Equal(t, timelineCalls(st, map[string]int64{"FindMessagesByKeys": 2, "FindUsersByIDs": 1}), calls)
-			assert.Zero(t, e.backend.noAuthor.Load(), "every message lookup names the author")
+			assert.Zero(t, e.backend.NoAuthor(), "every message lookup names the author")
 		})
 	}
 
 	t.Run("WithViewerFollows", func(t *testing.T) {
-		e.backend.reset()
+		e.backend.Reset()
 		e.mustExec(t, reader, `{ inbox(first: 50) { edges { node { author { viewerFollows } replyTo { id author { handle viewerFollows } } } } } }`, nil, nil)
 		calls, _ := timelineSnapshot(e)
 		assert.Equal(t, timelineCalls(st, map[string]int64{"FindMessagesByKeys": 2, "FindUsersByIDs": 1, "FindFollowing": 1}), calls)

@@ -16,6 +16,7 @@ import (
 
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/storetest"
 )
 
 // The measured trade-off table of the timeline strategies (BRIEF,
@@ -65,7 +66,7 @@ type bench struct {
 	graph
 	tb    testing.TB
 	st    *embedded.Store
-	calls *countingBackend
+	calls *storetest.Counting
 	svc   *store.Service
 
 	mu       sync.Mutex
@@ -145,7 +146,7 @@ func newBench(tb testing.TB, gr *graph, g strategyGraph, strategy store.Strategy
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = st.Close() })
-	x := &bench{graph: *gr, tb: tb, st: st, calls: newCountingBackend(st)}
+	x := &bench{graph: *gr, tb: tb, st: st, calls: storetest.NewCounting(st)}
 
 	// Under hybrid the celebrity is above the threshold and ordinary
 	// authors below it.
@@ -296,7 +297,7 @@ type readCost struct {
 	n       int
 	elapsed time.Duration // in Service.Inbox only
 	each    []time.Duration
-	calls   map[string]int
+	calls   map[string]int64
 	pebble  embedded.Stats
 }
 
@@ -307,7 +308,7 @@ func (r readCost) per(v float64) float64 { return v / float64(r.n) }
 // the cache strategy reads on a miss.
 func (x *bench) reads(n int, miss bool) readCost {
 	ctx := context.Background()
-	r := readCost{n: n, calls: map[string]int{}}
+	r := readCost{n: n, calls: map[string]int64{}}
 	x.settle()
 	for range n {
 		if miss {
@@ -315,7 +316,7 @@ func (x *bench) reads(n int, miss bool) readCost {
 				x.tb.Fatal(err)
 			}
 		}
-		x.calls.reset()
+		x.calls.Reset()
 		before := x.stats()
 		start := time.Now()
 		page, err := x.svc.Inbox(ctx, x.reader, store.NilID, pageSize)
@@ -325,7 +326,8 @@ func (x *bench) reads(n int, miss bool) readCost {
 		if err != nil {
 			x.tb.Fatal(err)
 		}
-		for k, v := range x.calls.snapshot() {
+		calls, _ := x.calls.Snapshot()
+		for k, v := range calls {
 			r.calls[k] += v
 		}
 		r.pebble = addStats(r.pebble, d)
@@ -354,7 +356,7 @@ func (x *bench) posts(n int, iter int) writeCost {
 	w := writeCost{n: n}
 	x.settle()
 	live0, _ := x.liveBytes()
-	x.calls.reset()
+	x.calls.Reset()
 	before := x.stats()
 	for i := range n {
 		author := x.authors[(iter*n+i)%len(x.authors)]
@@ -369,7 +371,7 @@ func (x *bench) posts(n int, iter int) writeCost {
 		x.addTimeline(m.ID)
 	}
 	w.pebble = x.stats().Sub(before)
-	w.commits = x.calls.writes()
+	w.commits = int(x.calls.Writes())
 	live1, _ := x.liveBytes()
 	w.stored = live1 - live0
 	return w
@@ -382,7 +384,7 @@ func (x *bench) fanout() writeCost {
 	ctx := context.Background()
 	w := writeCost{n: 1}
 	x.settle()
-	x.calls.reset()
+	x.calls.Reset()
 	before := x.stats()
 	start := time.Now()
 	m, err := x.svc.PostMessage(ctx, x.celeb, store.PostInput{Text: messageText})
@@ -392,7 +394,7 @@ func (x *bench) fanout() writeCost {
 	x.waitIdle()
 	w.elapsed = time.Since(start)
 	w.pebble = x.stats().Sub(before)
-	w.commits = x.calls.writes()
+	w.commits = int(x.calls.Writes())
 	x.addTimeline(m.ID)
 	page, err := x.svc.Inbox(ctx, x.pool[len(x.pool)-1], store.NilID, 1)
 	if err != nil || len(page.Items) != 1 || page.Items[0].MessageID != m.ID {
@@ -466,7 +468,7 @@ func BenchmarkStrategies(b *testing.B) {
 					for range b.N {
 						r = x.reads(g.Reads, v == "read-miss")
 					}
-					calls := 0
+					var calls int64
 					for _, c := range r.calls {
 						calls += c
 					}
@@ -598,236 +600,4 @@ func countString(v float64) string {
 		return fmt.Sprintf("%.0f,%03.0f", float64(int(v)/1000), float64(int(v)%1000))
 	}
 	return fmt.Sprintf("%.0f", v)
-}
-
-// countingBackend counts the calls made to a Backend, by method. It
-// implements every method itself (no embedding), so a method added to the
-// contract fails to compile here rather than going uncounted.
-type countingBackend struct {
-	b  store.Backend
-	mu sync.Mutex
-	n  map[string]int
-}
-
-var _ store.Backend = (*countingBackend)(nil)
-
-func newCountingBackend(b store.Backend) *countingBackend {
-	return &countingBackend{b: b, n: map[string]int{}}
-}
-
-func (c *countingBackend) count(method string) {
-	c.mu.Lock()
-	c.n[method]++
-	c.mu.Unlock()
-}
-
-func (c *countingBackend) reset() {
-	c.mu.Lock()
-	clear(c.n)
-	c.mu.Unlock()
-}
-
-func (c *countingBackend) snapshot() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.n)
-}
-
-// writeMethods are the methods that write; on the embedded backend each
-// is one synced batch.
-var writeMethods = []string{"CreateUser", "UpdateUser", "SetAttributes", "Follow", "Unfollow", "CreateMessage", "UpdateMessage", "DeleteMessage", "DeliverInbox", "InsertInbox", "RemoveAuthorEntries", "MarkInboxRead", "RemoveInboxEntries", "PutInboxCache", "DropInboxCache", "StoreJob", "FinishJob", "MarkSeen"}
-
-func (c *countingBackend) writes() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, m := range writeMethods {
-		n += c.n[m]
-	}
-	return n
-}
-
-func (c *countingBackend) CreateUser(ctx context.Context, u *store.User) error {
-	c.count("CreateUser")
-	return c.b.CreateUser(ctx, u)
-}
-
-func (c *countingBackend) FindUserByID(ctx context.Context, id store.ID) (*store.User, error) {
-	c.count("FindUserByID")
-	return c.b.FindUserByID(ctx, id)
-}
-
-func (c *countingBackend) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error) {
-	c.count("FindUsersByIDs")
-	return c.b.FindUsersByIDs(ctx, ids)
-}
-
-func (c *countingBackend) FindUserByHandle(ctx context.Context, handle string) (*store.User, error) {
-	c.count("FindUserByHandle")
-	return c.b.FindUserByHandle(ctx, handle)
-}
-
-func (c *countingBackend) UpdateUser(ctx context.Context, id store.ID, upd store.UserUpdate) (*store.User, error) {
-	c.count("UpdateUser")
-	return c.b.UpdateUser(ctx, id, upd)
-}
-
-func (c *countingBackend) SetAttributes(ctx context.Context, id store.ID, changes []store.AttributeChange) (*store.User, error) {
-	c.count("SetAttributes")
-	return c.b.SetAttributes(ctx, id, changes)
-}
-
-func (c *countingBackend) FindUsersByAttribute(ctx context.Context, name, value string, after store.ID, limit int) ([]*store.User, error) {
-	c.count("FindUsersByAttribute")
-	return c.b.FindUsersByAttribute(ctx, name, value, after, limit)
-}
-
-func (c *countingBackend) CountUsersByAttribute(ctx context.Context, name, value string) (int, error) {
-	c.count("CountUsersByAttribute")
-	return c.b.CountUsersByAttribute(ctx, name, value)
-}
-
-func (c *countingBackend) Follow(ctx context.Context, follower, followee store.ID, at time.Time) (bool, error) {
-	c.count("Follow")
-	return c.b.Follow(ctx, follower, followee, at)
-}
-
-func (c *countingBackend) Unfollow(ctx context.Context, follower, followee store.ID) (bool, error) {
-	c.count("Unfollow")
-	return c.b.Unfollow(ctx, follower, followee)
-}
-
-func (c *countingBackend) FindFollowing(ctx context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
-	c.count("FindFollowing")
-	return c.b.FindFollowing(ctx, follower, targets)
-}
-
-func (c *countingBackend) ListFollowers(ctx context.Context, user, after store.ID, limit int) ([]store.ID, error) {
-	c.count("ListFollowers")
-	return c.b.ListFollowers(ctx, user, after, limit)
-}
-
-func (c *countingBackend) ListFollowing(ctx context.Context, user, after store.ID, limit int) ([]store.ID, error) {
-	c.count("ListFollowing")
-	return c.b.ListFollowing(ctx, user, after, limit)
-}
-
-func (c *countingBackend) CreateMessage(ctx context.Context, m *store.Message, job *store.Job) error {
-	c.count("CreateMessage")
-	return c.b.CreateMessage(ctx, m, job)
-}
-
-func (c *countingBackend) FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error) {
-	c.count("FindMessageByID")
-	return c.b.FindMessageByID(ctx, id)
-}
-
-func (c *countingBackend) FindMessagesByKeys(ctx context.Context, keys []store.MessageKey) ([]*store.Message, error) {
-	c.count("FindMessagesByKeys")
-	return c.b.FindMessagesByKeys(ctx, keys)
-}
-
-func (c *countingBackend) FindMessages(ctx context.Context, f store.MessageFilter) ([]*store.Message, error) {
-	c.count("FindMessages")
-	return c.b.FindMessages(ctx, f)
-}
-
-func (c *countingBackend) UpdateMessage(ctx context.Context, id store.ID, upd store.MessageUpdate) (*store.Message, error) {
-	c.count("UpdateMessage")
-	return c.b.UpdateMessage(ctx, id, upd)
-}
-
-func (c *countingBackend) DeleteMessage(ctx context.Context, id store.ID, retract *store.Job) error {
-	c.count("DeleteMessage")
-	return c.b.DeleteMessage(ctx, id, retract)
-}
-
-func (c *countingBackend) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxEntry, error) {
-	c.count("FindOutbox")
-	return c.b.FindOutbox(ctx, f)
-}
-
-func (c *countingBackend) CountOutbox(ctx context.Context, f store.OutboxFilter) (int, error) {
-	c.count("CountOutbox")
-	return c.b.CountOutbox(ctx, f)
-}
-
-func (c *countingBackend) ListPullAuthors(ctx context.Context) ([]store.ID, error) {
-	c.count("ListPullAuthors")
-	return c.b.ListPullAuthors(ctx)
-}
-
-func (c *countingBackend) DeliverInbox(ctx context.Context, d store.Delivery) ([]store.InboxChange, error) {
-	c.count("DeliverInbox")
-	return c.b.DeliverInbox(ctx, d)
-}
-
-func (c *countingBackend) InsertInbox(ctx context.Context, ins store.Insertion) ([]store.InboxChange, error) {
-	c.count("InsertInbox")
-	return c.b.InsertInbox(ctx, ins)
-}
-
-func (c *countingBackend) RemoveAuthorEntries(ctx context.Context, r store.AuthorRemoval) ([]store.InboxChange, error) {
-	c.count("RemoveAuthorEntries")
-	return c.b.RemoveAuthorEntries(ctx, r)
-}
-
-func (c *countingBackend) ReadInbox(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
-	c.count("ReadInbox")
-	return c.b.ReadInbox(ctx, f)
-}
-
-func (c *countingBackend) MarkInboxRead(ctx context.Context, owner store.ID, layout store.Layout, mark store.ID) (store.InboxCounts, error) {
-	c.count("MarkInboxRead")
-	return c.b.MarkInboxRead(ctx, owner, layout, mark)
-}
-
-func (c *countingBackend) FindDeliveries(ctx context.Context, messageID store.ID, cursor []byte, limit int) ([]store.InboxRef, []byte, error) {
-	c.count("FindDeliveries")
-	return c.b.FindDeliveries(ctx, messageID, cursor, limit)
-}
-
-func (c *countingBackend) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]store.InboxChange, error) {
-	c.count("RemoveInboxEntries")
-	return c.b.RemoveInboxEntries(ctx, r)
-}
-
-func (c *countingBackend) ReadInboxCache(ctx context.Context, owner store.ID, now time.Time) (*store.InboxCache, error) {
-	c.count("ReadInboxCache")
-	return c.b.ReadInboxCache(ctx, owner, now)
-}
-
-func (c *countingBackend) PutInboxCache(ctx context.Context, ic *store.InboxCache, capacity int) error {
-	c.count("PutInboxCache")
-	return c.b.PutInboxCache(ctx, ic, capacity)
-}
-
-func (c *countingBackend) DropInboxCache(ctx context.Context, owner store.ID) error {
-	c.count("DropInboxCache")
-	return c.b.DropInboxCache(ctx, owner)
-}
-
-func (c *countingBackend) StoreJob(ctx context.Context, j *store.Job) error {
-	c.count("StoreJob")
-	return c.b.StoreJob(ctx, j)
-}
-
-func (c *countingBackend) FinishJob(ctx context.Context, j *store.Job) error {
-	c.count("FinishJob")
-	return c.b.FinishJob(ctx, j)
-}
-
-func (c *countingBackend) MarkSeen(ctx context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *store.Job) (bool, error) {
-	c.count("MarkSeen")
-	return c.b.MarkSeen(ctx, user, at, inactiveBefore, rebuild)
-}
-
-func (c *countingBackend) PendingJobs(ctx context.Context) ([]*store.Job, error) {
-	c.count("PendingJobs")
-	return c.b.PendingJobs(ctx)
-}
-
-func (c *countingBackend) Close() error {
-	c.count("Close")
-	return c.b.Close()
 }

@@ -372,38 +372,21 @@ func seedRebuildGraph(t *testing.T, dir string, readers int) *rebuildGraph {
 		}
 	}
 
-	// Every write is a synced commit; 32 writers at once share fsyncs.
 	g.readers = make([]store.ID, readers)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	const par = 32
-	for w := range par {
-		wg.Go(func() {
-			for i := w; i < readers; i += par {
-				h := fmt.Sprintf("reader%d", i)
-				u := &store.User{ID: store.NewID(now), Handle: h, DisplayName: h, CreatedAt: now, LastSeenAt: g.away}
-				err := st.CreateUser(ctx, u)
-				for _, a := range g.authors {
-					if err == nil {
-						_, err = st.Follow(ctx, u.ID, a, g.away)
-					}
-				}
-				if err != nil {
-					// No require here: FailNow must run on the test's goroutine.
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("reader %d: %w", i, err))
-					mu.Unlock()
-					return
-				}
-				g.readers[i] = u.ID
+	seedParallel(t, readers, func(i int) error {
+		h := fmt.Sprintf("reader%d", i)
+		u := &store.User{ID: store.NewID(now), Handle: h, DisplayName: h, CreatedAt: now, LastSeenAt: g.away}
+		if err := st.CreateUser(ctx, u); err != nil {
+			return fmt.Errorf("reader %d: %w", i, err)
+		}
+		for _, a := range g.authors {
+			if _, err := st.Follow(ctx, u.ID, a, g.away); err != nil {
+				return fmt.Errorf("reader %d: %w", i, err)
 			}
-		})
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
+		}
+		g.readers[i] = u.ID
+		return nil
+	})
 	slices.SortFunc(g.readers, store.ID.Compare)
 
 	for _, a := range g.authors {

@@ -281,37 +281,20 @@ func seedCrashGraph(t *testing.T, dir string, n int) (store.ID, []store.ID) {
 	author, err := svc.SignUp(ctx, store.SignUpInput{Handle: "author", Password: crashPassword})
 	require.NoError(t, err)
 
-	// Every write is a synced commit; 32 writers at once share fsyncs.
 	followers := make([]store.ID, n)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	const par = 32
-	for w := range par {
-		wg.Go(func() {
-			for i := w; i < n-1; i += par {
-				now := time.Now().UTC().Truncate(time.Millisecond)
-				h := fmt.Sprintf("f%d", i)
-				u := &store.User{ID: store.NewID(now), Handle: h, DisplayName: h, CreatedAt: now, LastSeenAt: now}
-				err := st.CreateUser(ctx, u)
-				if err == nil {
-					_, err = st.Follow(ctx, u.ID, author.ID, now)
-				}
-				if err != nil {
-					// No require here: FailNow must run on the test's goroutine.
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("follower %d: %w", i, err))
-					mu.Unlock()
-					return
-				}
-				followers[i] = u.ID
-			}
-		})
-	}
-	wg.Wait()
-	require.NoError(t, errors.Join(errs...))
+	seedParallel(t, n-1, func(i int) error {
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		h := fmt.Sprintf("f%d", i)
+		u := &store.User{ID: store.NewID(now), Handle: h, DisplayName: h, CreatedAt: now, LastSeenAt: now}
+		if err := st.CreateUser(ctx, u); err != nil {
+			return fmt.Errorf("follower %d: %w", i, err)
+		}
+		if _, err := st.Follow(ctx, u.ID, author.ID, now); err != nil {
+			return fmt.Errorf("follower %d: %w", i, err)
+		}
+		followers[i] = u.ID
+		return nil
+	})
 
 	last, err := svc.SignUp(ctx, store.SignUpInput{Handle: "lastfan", Password: crashPassword})
 	require.NoError(t, err)
@@ -325,6 +308,34 @@ func seedCrashGraph(t *testing.T, dir string, n int) (store.ID, []store.ID) {
 	require.NoError(t, err)
 	require.Equal(t, n, a.FollowerCount)
 	return author.ID, followers
+}
+
+// seedParallel runs write(i) for i in [0, n) on 32 goroutines and fails the
+// test if any returns an error. Every write is a synced commit; 32 writers
+// at once share fsyncs.
+func seedParallel(t *testing.T, n int, write func(i int) error) {
+	t.Helper()
+	const par = 32
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for w := range par {
+		wg.Go(func() {
+			for i := w; i < n; i += par {
+				if err := write(i); err != nil {
+					// No require here: FailNow must run on the test's goroutine.
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
 }
 
 // buildHerald builds the server binary, with the race detector when the

@@ -103,13 +103,9 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 	if len(rec) > 0 {
 		_ = b.Set(key(pDelivery, job.MessageID, d.Owners[len(d.Owners)-1]), rec, nil)
 	}
-	if err := advanceJob(b, job, d.Cursor, d.Done); err != nil {
+	if err := s.commitChunk(b, job, d.Cursor, d.Done, heads); err != nil {
 		return nil, err
 	}
-	if err := s.commit(b); err != nil {
-		return nil, err
-	}
-	s.setHeads(heads)
 	return changes, nil
 }
 
@@ -416,12 +412,21 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.
 		p := key(pDelivery, job.MessageID)
 		_ = b.DeleteRange(p, prefixEnd(p), nil)
 	}
-	if err := advanceJob(b, job, r.Cursor, r.Done); err != nil {
+	if err := s.commitChunk(b, job, r.Cursor, r.Done, heads); err != nil {
 		return nil, err
+	}
+	return changes, nil
+}
+
+// commitChunk advances job (see advanceJob) in b, commits b, and then, the
+// chunk being stored, caches the inbox heads it changed.
+func (s *Store) commitChunk(b *pebble.Batch, job *store.Job, cursor []byte, done bool, heads []ownerHead) error {
+	if err := advanceJob(b, job, cursor, done); err != nil {
+		return err
 	}
 	if err := s.commit(b); err != nil {
-		return nil, err
+		return err
 	}
 	s.setHeads(heads)
-	return changes, nil
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -243,9 +244,29 @@ func (s *Store) oldestEntry(owner store.ID) (store.ID, bool, error) {
 
 // ReadInbox implements store.Backend.
 func (s *Store) ReadInbox(_ context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
-	h, _ := s.headOf(f.Owner)
-	counts := h.counts(f.Layout)
-	if !f.Layout.Stores() || f.Limit <= 0 {
+	if !f.Layout.Stores() {
+		h, _ := s.headOf(f.Owner)
+		return nil, h.counts(f.Layout), nil
+	}
+	// The head and the entries come from one snapshot: the in-memory head
+	// is updated just after a chunk commits, so beside entries read from
+	// the database it could lag them.
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	var counts store.InboxCounts
+	v, closer, err := snap.Get(key(pHead, f.Owner))
+	switch {
+	case err == nil:
+		h, derr := decodeHead(f.Owner, v)
+		closer.Close()
+		if derr != nil {
+			return nil, counts, derr
+		}
+		counts = h.counts(f.Layout)
+	case !errors.Is(err, pebble.ErrNotFound):
+		return nil, counts, fmt.Errorf("embedded get: %w", err)
+	}
+	if f.Limit <= 0 {
 		return nil, counts, nil
 	}
 	p := key(pInbox, f.Owner)
@@ -253,7 +274,7 @@ func (s *Store) ReadInbox(_ context.Context, f store.InboxFilter) ([]store.Inbox
 	if !f.Before.IsZero() {
 		upper = key(pInbox, f.Owner, f.Before)
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upper})
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upper})
 	if err != nil {
 		return nil, counts, fmt.Errorf("embedded iter: %w", err)
 	}

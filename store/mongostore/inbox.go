@@ -436,19 +436,12 @@ func onlyDuplicates(err error) bool {
 	return true
 }
 
-// ReadInbox implements store.Backend. The owner's counts and the entries
-// are read at once, each in one query (more only for a bucket page that
-// retractions left short).
+// ReadInbox implements store.Backend: the entries, each layout in one
+// query (more only for a bucket page that retractions left short), then
+// the owner's counts. In that order, because a delivery counts an entry
+// before it writes it: a page never shows an entry its counts lack, as it
+// could if the two were read at once.
 func (s *Store) ReadInbox(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
-	type headResult struct {
-		d   *userDoc
-		err error
-	}
-	headc := make(chan headResult, 1)
-	go func() {
-		d, _, err := s.findInboxHead(ctx, f.Owner)
-		headc <- headResult{d, err}
-	}()
 	var items []store.InboxItem
 	var err error
 	if f.Limit > 0 {
@@ -459,14 +452,14 @@ func (s *Store) ReadInbox(ctx context.Context, f store.InboxFilter) ([]store.Inb
 			items, err = s.readBuckets(ctx, f)
 		}
 	}
-	head := <-headc
-	if err == nil {
-		err = head.err
-	}
 	if err != nil {
 		return nil, store.InboxCounts{}, err
 	}
-	return items, head.d.counts(f.Layout), nil
+	d, _, err := s.findInboxHead(ctx, f.Owner)
+	if err != nil {
+		return nil, store.InboxCounts{}, err
+	}
+	return items, d.counts(f.Layout), nil
 }
 
 // readEntries is one range read of the (o, m) index, newest first.

@@ -295,6 +295,49 @@ func testInbox(t *testing.T, open OpenFunc) {
 		assert.Equal(t, store.InboxCounts{Total: 3, Unread: 0, ReadMark: a5.ID}, counts)
 		assert.Equal(t, counts, countsOf(t, b, owner.ID, l))
 	})
+	// A page and its counts are read together: while deliveries land, a
+	// reader never sees more items than the total beside them.
+	forStoredLayouts(t, open, "PageAndCountsAgree", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+		author, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+		const posts = 30
+		done := make(chan error, 1)
+		go func() {
+			// No require here: FailNow must run on the test's goroutine.
+			for range posts {
+				m := newMessage(c, author.ID, "hello")
+				job := newDeliverJob(m, l)
+				if err := b.CreateMessage(ctx, m, job); err != nil {
+					done <- err
+					return
+				}
+				if _, err := b.DeliverInbox(ctx, store.Delivery{Job: job, Owners: []store.ID{owner.ID}, At: c.Now(), Done: true}); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		var reads, bad int
+		var firstBad string
+		for finished := false; !finished; reads++ {
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+				finished = true
+			default:
+			}
+			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Limit: posts + 1})
+			if err != nil || len(items) > counts.Total {
+				if bad++; firstBad == "" {
+					firstBad = fmt.Sprintf("read %d: %d items, total %d, err %v", reads, len(items), counts.Total, err)
+				}
+			}
+		}
+		assert.Zero(t, bad, "reads with more items than their inbox's total, of %d; first: %s", reads, firstBad)
+		ids, counts := inboxOf(t, b, owner.ID, l)
+		assert.Len(t, ids, posts)
+		assert.Equal(t, posts, counts.Total)
+	})
 	t.Run("EmptyInbox", func(t *testing.T) {
 		b, c := openBackend(t, open), newClock()
 		u := mustCreateUser(t, b, c)

@@ -233,7 +233,7 @@ func TestRoundTrips(t *testing.T) {
 				require.Equal(t, 56, c.Total)
 				t.Logf("%s: inbox page of %d with messages: %d round trips (counts, entries, messages); %d inbox documents read",
 					lay.name, size, n.Load(), touched)
-				assert.Equal(t, int64(3), n.Load(), "counts and entries at once, then messages")
+				assert.Equal(t, int64(3), n.Load(), "entries, counts, then messages")
 				assert.Equal(t, int64(2), read)
 				if lay.layout == store.LayoutBuckets {
 					assert.LessOrEqual(t, touched, int64(map[int]int{5: 2, 50: 2, 100: 3}[size]), "seed 000: 2 documents for 50 items, 3 for 100")

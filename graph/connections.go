@@ -27,11 +27,12 @@ func pageInfo(cursors []string, hasMore bool) *model.PageInfo {
 // inbox returns a page of viewer's home timeline. The messages come with the
 // page (Service.Inbox loads them), so they are primed into MessageByKey, and
 // what the query asks about them (the messages replied to, the authors of
-// both, viewerFollows) is queued at once by queueInboxLoads, so that each
-// costs one batch call whatever the page size and however the edge resolvers
-// are scheduled. A page costs ReadInbox and FindMessagesByKeys (both in
-// Service.Inbox) and FindUsersByIDs, plus one FindMessagesByKeys when it
-// holds replies to messages not on it and one FindFollowing for viewerFollows.
+// both, viewerFollows) is preloaded at once by preloadInbox, so that each
+// costs one call whatever the page size and however the edge resolvers are
+// scheduled. A page costs the strategy's reads (ReadInbox for the stored
+// layouts) and FindMessagesByKeys, both in Service.Inbox, and
+// FindUsersByIDs, plus one FindMessagesByKeys when it holds replies to
+// messages not on it and one FindFollowing for viewerFollows.
 func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after *string) (*model.InboxConnection, error) {
 	limit, err := store.PageSize(first)
 	if err != nil {
@@ -61,16 +62,16 @@ func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after
 		msgs[i] = it.Message
 		conn.Edges[i] = &model.InboxEdge{Cursor: cursors[i], Node: it.Message, DeliveredAt: it.DeliveredAt}
 	}
-	queueInboxLoads(ctx, ld, msgs)
+	preloadInbox(ctx, ld, msgs)
 	conn.PageInfo = pageInfo(cursors, page.HasMore)
 	return conn, nil
 }
 
-// queueInboxLoads queues the loads the selection under an inbox page will
-// make for msgs (see inbox). The authors of the messages replied to are known
+// preloadInbox preloads what the selection under an inbox page will load
+// for msgs (see inbox). The authors of the messages replied to are known
 // from ReplyToAuthorID, so they join the page's authors in one UserByID batch
 // without waiting for the replied-to messages to load.
-func queueInboxLoads(ctx context.Context, ld *loader.Loaders, msgs []*store.Message) {
+func preloadInbox(ctx context.Context, ld *loader.Loaders, msgs []*store.Message) {
 	var authors, replyAuthors []store.ID
 	var replyTo []store.MessageKey
 	for _, m := range msgs {
@@ -82,12 +83,9 @@ func queueInboxLoads(ctx context.Context, ld *loader.Loaders, msgs []*store.Mess
 			}
 		}
 	}
-	if graphql.FieldRequested(ctx, "edges.node.replyTo") {
-		loader.Queue(ctx, ld.MessageByKey, replyTo)
+	if !graphql.FieldRequested(ctx, "edges.node.replyTo") {
+		replyTo = nil
 	}
-	// Each loader is queued in one call: keys queued apart could straddle
-	// the end of its batching window on a busy machine, costing a second
-	// batch.
 	var users, follows []store.ID
 	for _, q := range []struct {
 		path string
@@ -100,8 +98,7 @@ func queueInboxLoads(ctx context.Context, ld *loader.Loaders, msgs []*store.Mess
 			}
 		}
 	}
-	loader.Queue(ctx, ld.UserByID, users)
-	loader.Queue(ctx, ld.ViewerFollows, follows)
+	ld.Preload(ctx, users, replyTo, follows)
 }
 
 // follows returns a page of user's followers (following false) or of the

@@ -177,3 +177,38 @@ func TestFor(t *testing.T) {
 	l := &loader.Loaders{}
 	assert.Same(t, l, loader.For(loader.NewContext(ctx, l)))
 }
+
+func TestLoaders_Preload(t *testing.T) {
+	ctx := context.Background()
+	svc, b := newService(t)
+	a, v := mustCreateUser(t, svc, "alice"), mustCreateUser(t, svc, "viewer")
+	m, err := svc.PostMessage(ctx, a.ID, store.PostInput{Text: "one"})
+	require.NoError(t, err)
+	require.Eventually(t, svc.Idle, 10*time.Second, time.Millisecond)
+	b.users.Store(0)
+	b.messages.Store(0)
+	b.following.Store(0)
+
+	l := loader.New(svc, v.ID, true)
+	gone := store.NewID(time.Now())
+	l.Preload(ctx, []store.ID{a.ID, gone, a.ID}, []store.MessageKey{m.Key()}, []store.ID{a.ID})
+	assert.EqualValues(t, 1, b.users.Load(), "one call, duplicates included")
+	assert.EqualValues(t, 1, b.messages.Load())
+	assert.EqualValues(t, 1, b.following.Load())
+
+	u, err := l.UserByID.Load(ctx, a.ID)()
+	require.NoError(t, err)
+	assert.Equal(t, "alice", u.Handle)
+	_, err = l.UserByID.Load(ctx, gone)()
+	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "a missing user is cached as missing")
+	got, err := l.MessageByKey.Load(ctx, store.MessageKey{ID: m.ID})()
+	require.NoError(t, err)
+	assert.Equal(t, "one", got.Text)
+	f, err := l.ViewerFollows.Load(ctx, a.ID)()
+	require.NoError(t, err)
+	assert.False(t, f)
+	l.Preload(ctx, []store.ID{a.ID}, nil, nil)
+	assert.EqualValues(t, 1, b.users.Load(), "loads after a preload, and a second preload, cost nothing")
+	assert.EqualValues(t, 1, b.messages.Load())
+	assert.EqualValues(t, 1, b.following.Load())
+}

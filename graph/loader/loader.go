@@ -85,7 +85,9 @@ func New(svc *store.Service, viewer store.ID, hasViewer bool) *Loaders {
 func (l *Loaders) Preload(ctx context.Context, users []store.ID, messages []store.MessageKey, follows []store.ID) {
 	var wg sync.WaitGroup
 	wg.Go(func() { fill(ctx, l.userCache, l.userBatch, users) })
-	wg.Go(func() { fill(ctx, dataloader.Cache[store.MessageKey, *store.Message](l.messageCache), l.messageBatch, messages) })
+	wg.Go(func() {
+		fill(ctx, dataloader.Cache[store.MessageKey, *store.Message](l.messageCache), l.messageBatch, messages)
+	})
 	wg.Go(func() { fill(ctx, l.followsCache, l.followsBatch, follows) })
 	wg.Wait()
 }

@@ -37,6 +37,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Seen", func(t *testing.T) { testSeen(t, open) })
 	t.Run("Inactive", func(t *testing.T) { testInactive(t, open) })
 	t.Run("Hybrid", func(t *testing.T) { testHybrid(t, open) })
+	t.Run("FollowWhilePosting", func(t *testing.T) { testFollowWhilePosting(t, open) })
 }
 
 var ctx = context.Background()

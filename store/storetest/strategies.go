@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,4 +262,59 @@ func newServiceStopped(t *testing.T, b store.Backend, c *clock, opts store.Optio
 		hub.Close()
 	})
 	return svc, hub
+}
+
+// testFollowWhilePosting has readers follow an author while the author
+// posts, concurrently, under each strategy that stores inboxes: a post
+// reaches a new follower by its delivery job or by the follow's backfill,
+// never both and never neither, so every reader ends with every post
+// exactly once, as fan-out on read shows it. Under hybrid (threshold 3)
+// the author crosses the threshold midway.
+func testFollowWhilePosting(t *testing.T, open OpenFunc) {
+	const readers, posts = 8, 20
+	for _, st := range []store.Strategy{store.StrategyWrite, store.StrategyBucket, store.StrategyHybrid} {
+		t.Run(string(st), func(t *testing.T) {
+			b, c := openBackend(t, open), newClock()
+			svc, _ := newServiceWith(t, b, c, store.Options{Strategy: st, CelebrityThreshold: 3})
+			author := mustSignUp(t, svc, "author")
+			ids := make([]store.ID, readers)
+			for i := range ids {
+				ids[i] = mustSignUp(t, svc, fmt.Sprintf("reader_%d", i)).ID
+			}
+			errs := make(chan error, readers+1)
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for i := range posts {
+					if _, err := svc.PostMessage(ctx, author.ID, store.PostInput{Text: fmt.Sprintf("post %02d", i)}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+			for _, id := range ids {
+				wg.Go(func() {
+					if _, err := svc.Follow(ctx, id, author.ID); err != nil {
+						errs <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			waitIdle(t, svc)
+
+			var want []string
+			for i := posts - 1; i >= 0; i-- {
+				want = append(want, fmt.Sprintf("post %02d", i))
+			}
+			read, _ := newServiceWith(t, b, c, store.Options{Strategy: store.StrategyRead})
+			for i, id := range ids {
+				got := readTimeline(t, svc, id)
+				assert.Equal(t, timeline{Texts: want, Total: posts, Unread: posts}, got, "reader %d", i)
+				assert.Equal(t, readTimeline(t, read, id), got, "reader %d, against fan-out on read", i)
+			}
+		})
+	}
 }

@@ -135,8 +135,13 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	if cfg.CelebrityThreshold < 1 || cfg.InboxCap < 1 || cfg.InboxCap > 1000 || cfg.FollowBackfill < 0 || cfg.FollowBackfill > 1000 {
 		return config{}, fmt.Errorf("invalid timeline settings: -celebrity-threshold must be at least 1, -inbox-cap 1 to 1000, -follow-backfill 0 to 1000")
 	}
-	if cfg.InactiveAfter <= 0 || cfg.CacheTTL <= 0 {
-		return config{}, fmt.Errorf("invalid timeline settings: -inactive-after and -cache-ttl must be positive")
+	if cfg.CacheTTL <= 0 {
+		return config{}, fmt.Errorf("invalid timeline settings: -cache-ttl must be positive")
+	}
+	// Last-seen is written at most once per store.SeenEvery, so a shorter
+	// -inactive-after would call users idle while they are not.
+	if cfg.InactiveAfter < store.SeenEvery {
+		return config{}, fmt.Errorf("invalid timeline settings: -inactive-after must be at least %v", store.SeenEvery)
 	}
 	if cfg.LogFormat != "json" && cfg.LogFormat != "text" {
 		return config{}, fmt.Errorf("invalid log format %q: want json or text", cfg.LogFormat)

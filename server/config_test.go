@@ -162,7 +162,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "ErrFanout", args: []string{"-fanout", "push"}, env: env(), wantErr: `unknown fan-out strategy "push"`},
 		{name: "ErrFanoutEnv", env: env("HERALD_FANOUT", "Bucket"), wantErr: `unknown fan-out strategy "Bucket"`},
 		{name: "ErrInboxCap", args: []string{"-inbox-cap", "0"}, env: env(), wantErr: "-inbox-cap 1 to 1000"},
-		{name: "ErrInactiveAfter", args: []string{"-inactive-after", "0s"}, env: env(), wantErr: "-inactive-after and -cache-ttl must be positive"},
+		{name: "ErrInactiveAfter", args: []string{"-inactive-after", "30m"}, env: env(), wantErr: "-inactive-after must be at least 1h0m0s"},
+		{name: "ErrCacheTTL", args: []string{"-cache-ttl", "0s"}, env: env(), wantErr: "-cache-ttl must be positive"},
 		{name: "ErrBadOrigin", args: []string{"-allowed-origins", "example.com"}, env: env(), wantErr: `invalid origin "example.com"`},
 	}
 	for _, tt := range tests {

@@ -135,7 +135,9 @@ type Backend interface {
 	// StoreJob stores a JobFollow or JobUnfollow.
 	StoreJob(ctx context.Context, j *Job) error
 	// FinishJob removes a stored job (a JobRebuild: clears the rebuilding
-	// flag) that has nothing to write; a missing job is no error.
+	// flag) that has nothing to write; a missing job is no error. If the
+	// job's count step was already applied (a repeat after a crash), the
+	// backend completes the job's stored plan before ending it.
 	FinishJob(ctx context.Context, j *Job) error
 	// MarkSeen sets user's last-seen time to at. If rebuild is not nil and
 	// the user was last seen before inactiveBefore, it also sets the user's
@@ -143,8 +145,12 @@ type Backend interface {
 	// step, and reports true.
 	MarkSeen(ctx context.Context, user ID, at, inactiveBefore time.Time, rebuild *Job) (bool, error)
 	// PendingJobs returns every stored job not yet done, oldest first (by
-	// ID); a backend shared by several processes puts first the job whose
-	// chunk was last begun, which must finish before any other job runs.
+	// ID), except that a job already begun comes first: one with a chunk
+	// stored (a non-empty cursor) or, on a backend shared by several
+	// processes, the one whose chunk was last begun. It must finish before
+	// any other job runs: a backfill or rebuild run before it would skip
+	// its message as one it will still deliver, though its cursor may be
+	// past the owner.
 	PendingJobs(ctx context.Context) ([]*Job, error)
 
 	// Close releases the backend. No method may be called after it.

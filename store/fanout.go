@@ -18,9 +18,8 @@ import (
 const jobNotify JobKind = 100
 
 type jobKey struct {
-	id     ID
-	kind   JobKind
-	notice EventType
+	id   ID
+	kind JobKind
 }
 
 // fanout runs jobs on two lanes, each one job at a time in the order
@@ -85,11 +84,15 @@ func newFanout(s *Service, opts Options) *fanout {
 func (f *fanout) start(pending []*Job) {
 	if f.leaser != nil {
 		// Take the lease now if it is free, so a restarted process resumes
-		// its jobs at once rather than at the first poll.
+		// its jobs at once (in the backend's order) rather than at the
+		// first poll.
 		f.tryLease()
-	}
-	for _, j := range pending {
-		f.enqueue(j)
+	} else {
+		// Stored jobs queued before the start are among pending too; the
+		// backend's order (a half-done job first) is the one to follow.
+		f.mu.Lock()
+		f.resetOrderedLocked(pending)
+		f.mu.Unlock()
 	}
 	f.wg.Add(2)
 	go f.work(&f.ordered)
@@ -170,22 +173,50 @@ func (f *fanout) tryLease() {
 	}
 	held = held && err == nil
 	f.mu.Lock()
-	gained := held && !f.leader
+	gaining := held && !f.leader
+	f.mu.Unlock()
+	var pending []*Job
+	if gaining {
+		// The queue is filled from the backend before this process accepts
+		// any stored job, so that a job queued by a request cannot run
+		// before the one the previous holder left half done.
+		if pending, err = f.s.backend.PendingJobs(f.ctx); err != nil {
+			if f.ctx.Err() == nil {
+				f.s.log.Warn("fan-out lease: reading pending jobs; leading from the next renewal", "err", err)
+			}
+			held = false
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if held != f.leader {
 		f.s.log.Info("fan-out lease changed", "held", held, "holder", f.holder)
 	}
+	gained := held && !f.leader
 	f.leader = held
 	if held {
 		// Counted from before the request, with a margin for clocks.
 		f.leaseUntil = asked.Add(f.leaseTTL - f.leaseTTL/5)
 	}
 	if !held || gained {
-		for _, j := range f.ordered {
-			delete(f.known, jobKey{j.ID, j.Kind, j.notice})
-		}
-		f.ordered = nil
+		f.resetOrderedLocked(pending)
 	}
-	f.mu.Unlock()
+}
+
+// resetOrderedLocked replaces the queue of stored jobs with jobs, in their
+// order, leaving out any job that is running. Callers hold mu.
+func (f *fanout) resetOrderedLocked(jobs []*Job) {
+	for _, j := range f.ordered {
+		delete(f.known, jobKey{j.ID, j.Kind})
+	}
+	f.ordered = nil
+	for _, j := range jobs {
+		if k := (jobKey{j.ID, j.Kind}); !f.known[k] {
+			f.known[k] = true
+			f.ordered = append(f.ordered, j)
+		}
+	}
+	f.cond.Broadcast()
 }
 
 // enqueue queues j unless it is already queued or running. Stored jobs are
@@ -193,13 +224,21 @@ func (f *fanout) tryLease() {
 func (f *fanout) enqueue(j *Job) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := jobKey{j.ID, j.Kind, j.notice}
-	if f.closing || f.known[k] {
+	if f.closing {
 		return // stored jobs resume at the next start
 	}
 	if j.Kind == jobNotify {
+		// Never deduplicated: a second edit's notice must go out even
+		// while the first one's is on its way.
 		f.other = append(f.other, j)
-	} else if f.leader {
+		f.cond.Broadcast()
+		return
+	}
+	k := jobKey{j.ID, j.Kind}
+	if f.known[k] {
+		return
+	}
+	if f.leader {
 		f.ordered = append(f.ordered, j)
 	} else {
 		return
@@ -264,7 +303,7 @@ func (f *fanout) work(queue *[]*Job) {
 
 		f.mu.Lock()
 		f.running--
-		delete(f.known, jobKey{j.ID, j.Kind, j.notice})
+		delete(f.known, jobKey{j.ID, j.Kind})
 		f.mu.Unlock()
 	}
 }
@@ -322,7 +361,12 @@ func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		d := Delivery{Job: j, Owners: fs, ActiveSince: s.activeSince(), At: s.clock(), CacheCap: s.cacheCap(), Done: len(fs) < f.chunk}
+		d := Delivery{Job: j, Owners: fs, At: s.clock(), CacheCap: s.cacheCap(), Done: len(fs) < f.chunk}
+		if j.Layout != LayoutCache {
+			// A cache is appended to while it lives, whoever owns it:
+			// nothing rebuilds a cache an idle owner missed an entry of.
+			d.ActiveSince = s.activeSince()
+		}
 		if len(fs) > 0 {
 			last := fs[len(fs)-1]
 			d.Cursor = last[:]
@@ -344,7 +388,9 @@ func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		f.publish(ctx, EventDeleted, j, changes)
+		if j.Layout.Stores() { // a cache's owners hear of it by a notice
+			f.publish(ctx, EventDeleted, j, changes)
+		}
 		j.Cursor = next
 		return r.Done, nil
 	case JobFollow, JobRebuild:

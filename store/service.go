@@ -491,15 +491,18 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id ID, text string) (
 }
 
 // DeleteMessage deletes viewer's message. It vanishes from every inbox view
-// at once; where inboxes store it, a durable job then removes the entries
-// and fixes the counts.
+// at once; where inboxes or caches store it, a durable job then removes the
+// entries and fixes the counts.
 func (s *Service) DeleteMessage(ctx context.Context, viewer, id ID) error {
 	m, err := s.ownMessage(ctx, viewer, id)
 	if err != nil {
 		return err
 	}
+	// Stored inboxes, and caches, have the entry removed by a durable job.
+	// The cache's retraction tells no one: the followers without a cache
+	// see the message go too, so a notice tells them all.
 	var job *Job
-	if s.layout.Stores() && !m.Pulled {
+	if (s.layout.Stores() || s.layout == LayoutCache) && !m.Pulled {
 		job = &Job{ID: m.ID, Kind: JobRetract, Layout: s.layout, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
 	}
 	if err := s.backend.DeleteMessage(ctx, id, job); err != nil {
@@ -507,7 +510,8 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id ID) error {
 	}
 	if job != nil {
 		s.fanout.enqueue(job)
-	} else {
+	}
+	if job == nil || !job.Layout.Stores() {
 		s.fanout.enqueue(s.notice(EventDeleted, m))
 	}
 	return nil
@@ -617,15 +621,15 @@ func (s *Service) MarkInboxRead(ctx context.Context, owner ID) (InboxCounts, err
 	if err != nil {
 		return InboxCounts{}, err
 	}
-	mark := NilID
+	var c InboxCounts
 	if len(newest) > 0 {
-		mark = newest[0].MessageID
-	}
-	c, err := s.backend.MarkInboxRead(ctx, owner, s.layout, mark)
-	if err != nil {
-		return InboxCounts{}, err
-	}
-	if c, err = r.outboxCounts(ctx, c); err != nil {
+		if c, err = s.backend.MarkInboxRead(ctx, owner, s.layout, newest[0].MessageID); err != nil {
+			return InboxCounts{}, err
+		}
+		if c, err = r.outboxCounts(ctx, c); err != nil {
+			return InboxCounts{}, err
+		}
+	} else if c, err = r.counts(ctx); err != nil { // an empty inbox: nothing to mark
 		return InboxCounts{}, err
 	}
 	s.events.Publish(ctx, Event{Type: EventRead, UserID: owner, Counts: c})

@@ -213,6 +213,8 @@ func (r *timelineRead) readPage(ctx context.Context, before ID, n int) ([]InboxI
 
 // cachedPage serves a page from owner's cache when the cache holds it, and
 // otherwise by fan-out on read; a missing cache is built first (seed 002).
+// Cached entries of authors no longer followed are left out: a cache built
+// or appended to around an unfollow may still hold them.
 func (r *timelineRead) cachedPage(ctx context.Context, before ID, n int) ([]InboxItem, error) {
 	s := r.s
 	now := s.clock()
@@ -220,19 +222,33 @@ func (r *timelineRead) cachedPage(ctx context.Context, before ID, n int) ([]Inbo
 	if err != nil {
 		return nil, err
 	}
-	if c == nil {
+	// An empty cache that is not complete was left by a build that did
+	// not finish: build it again.
+	if c == nil || (len(c.Items) == 0 && !c.Complete) {
 		if c, err = r.buildCache(ctx, now); err != nil {
 			return nil, err
 		}
-	} else if c.Expires.Sub(now) < s.opts.CacheTTL/2 {
-		// Extend the life of a cache in use, at most twice per TTL.
+	} else if left := c.Expires.Sub(now); left < s.opts.CacheTTL/2 && left > cacheExtendMargin(s.opts.CacheTTL) {
+		// Extend the life of a cache in use, at most twice per TTL; not
+		// in its last moments, when a delivery may already have found it
+		// expired and passed it by: it then expires and is built again.
 		if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: r.owner, Expires: now.Add(s.opts.CacheTTL)}, s.cacheCap()); err != nil {
 			return nil, err
 		}
 	}
-	items := c.Items
-	for len(items) > 0 && !before.IsZero() && items[0].MessageID.Compare(before) >= 0 {
-		items = items[1:]
+	followees, err := r.authors(ctx)
+	if err != nil {
+		return nil, err
+	}
+	followed := make(map[ID]bool, len(followees))
+	for _, id := range followees {
+		followed[id] = true
+	}
+	items := make([]InboxItem, 0, min(n, len(c.Items)))
+	for _, it := range c.Items {
+		if (before.IsZero() || it.MessageID.Compare(before) < 0) && followed[it.AuthorID] {
+			items = append(items, it)
+		}
 	}
 	if len(items) >= n {
 		return items[:n], nil
@@ -243,10 +259,17 @@ func (r *timelineRead) cachedPage(ctx context.Context, before ID, n int) ([]Inbo
 	return r.readPage(ctx, before, n)
 }
 
+// cacheExtendMargin is how close to its expiry a cache is no longer
+// extended.
+func cacheExtendMargin(ttl time.Duration) time.Duration { return min(time.Minute, ttl/10) }
+
 // buildCache fills owner's cache by fan-out on read. The cache record is
 // created empty first, so that deliveries made while the outboxes are read
 // append to it: a message posted after the read is then in the cache by
-// delivery, one posted before by the read.
+// delivery, one posted before by the read. If the followees changed during
+// the build (a follow or an unfollow, which drops the cache, may have come
+// before the fill re-created it), the cache is dropped again: the next read
+// builds it anew.
 func (r *timelineRead) buildCache(ctx context.Context, now time.Time) (*InboxCache, error) {
 	s := r.s
 	expires := now.Add(s.opts.CacheTTL)
@@ -265,6 +288,14 @@ func (r *timelineRead) buildCache(ctx context.Context, now time.Time) (*InboxCac
 	c := &InboxCache{Owner: r.owner, Items: items, Complete: len(items) < s.cacheCap(), Expires: expires}
 	if err := s.backend.PutInboxCache(ctx, c, s.cacheCap()); err != nil {
 		return nil, err
+	}
+	before, _ := r.authors(ctx)
+	after, err := s.following(ctx, r.owner)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(before, after) {
+		return c, s.backend.DropInboxCache(ctx, r.owner)
 	}
 	// The stored cache holds what deliveries appended meanwhile too; what
 	// it adds is newer than what was read, so merging gives the same list.

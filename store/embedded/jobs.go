@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -83,6 +84,16 @@ func (s *Store) PendingJobs(_ context.Context) ([]*store.Job, error) {
 		}
 		out = append(out, j)
 	}
+	// The job with a chunk stored (one at most: jobs run one at a time)
+	// goes first, so that it ends before any backfill or rebuild looks at
+	// its message.
+	begun := func(j *store.Job) int {
+		if len(j.Cursor) > 0 {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(out, func(x, y *store.Job) int { return begun(x) - begun(y) })
 	return out, it.Error()
 }
 

@@ -781,4 +781,27 @@ func testPendingOrder(t *testing.T, open OpenFunc) {
 	pending, err = b.PendingJobs(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, []*store.Job{unfollow, retraction}, pending)
+
+	// A job one of whose chunks is stored comes first, whatever its ID: a
+	// rebuild or backfill run before it would take its message for one it
+	// will still deliver, while its cursor is already past some owners.
+	w := mustCreateUser(t, b, c)
+	mustFollow(t, b, c, v.ID, a.ID)
+	mustFollow(t, b, c, w.ID, a.ID)
+	m3 := newMessage(c, a.ID, "half")
+	half := newDeliverJob(m3, l)
+	require.NoError(t, b.CreateMessage(ctx, m3, half))
+	first := v.ID // v's id is below w's: the chunk delivers to v and ends past it
+	_, err = b.DeliverInbox(ctx, store.Delivery{Job: half, Owners: []store.ID{first}, At: c.Now(), Cursor: first[:]})
+	require.NoError(t, err)
+	rebuildW := newRebuildJob(l, w.ID)
+	returning, err = b.MarkSeen(ctx, w.ID, c.Now(), c.Now(), rebuildW)
+	require.NoError(t, err)
+	require.True(t, returning)
+	pending, err = b.PendingJobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, pending, 4)
+	assert.Equal(t, half.ID, pending[0].ID, "the half-done delivery first")
+	assert.Equal(t, first[:], pending[0].Cursor)
+	assert.Equal(t, []store.ID{unfollow.ID, retraction.ID, rebuildW.ID}, []store.ID{pending[1].ID, pending[2].ID, pending[3].ID}, "the others by ID")
 }

@@ -38,6 +38,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Inactive", func(t *testing.T) { testInactive(t, open) })
 	t.Run("Hybrid", func(t *testing.T) { testHybrid(t, open) })
 	t.Run("FollowWhilePosting", func(t *testing.T) { testFollowWhilePosting(t, open) })
+	t.Run("EdgeCases", func(t *testing.T) { testEdgeCases(t, open) })
 }
 
 var ctx = context.Background()

@@ -318,3 +318,67 @@ func testFollowWhilePosting(t *testing.T, open OpenFunc) {
 		})
 	}
 }
+
+// testEdgeCases covers what a reviewer found wrong once: marking an empty
+// inbox read (which once stalled fan-out on MongoDB), two quick edits of
+// one message (the second's notice was once dropped as a duplicate), and a
+// cache holding an author no longer followed.
+func testEdgeCases(t *testing.T, open OpenFunc) {
+	for _, st := range store.Strategies {
+		t.Run("MarkEmptyRead/"+string(st), func(t *testing.T) {
+			b, c := openBackend(t, open), newClock()
+			svc, _ := newServiceWith(t, b, c, store.Options{Strategy: st})
+			author, reader := mustSignUp(t, svc, "author"), mustSignUp(t, svc, "reader")
+			_, err := svc.Follow(ctx, reader.ID, author.ID)
+			require.NoError(t, err)
+			counts, err := svc.MarkInboxRead(ctx, reader.ID)
+			require.NoError(t, err)
+			assert.Equal(t, store.InboxCounts{}, counts)
+			_, err = svc.PostMessage(ctx, author.ID, store.PostInput{Text: "after an empty mark"})
+			require.NoError(t, err)
+			waitIdle(t, svc)
+			assert.Equal(t, timeline{Texts: []string{"after an empty mark"}, Total: 1, Unread: 1}, readTimeline(t, svc, reader.ID))
+		})
+	}
+	t.Run("TwoEdits", func(t *testing.T) {
+		b, c := openBackend(t, open), newClock()
+		svc, _ := newService(t, b, c)
+		author, reader := mustSignUp(t, svc, "author"), mustSignUp(t, svc, "reader")
+		_, err := svc.Follow(ctx, reader.ID, author.ID)
+		require.NoError(t, err)
+		m, err := svc.PostMessage(ctx, author.ID, store.PostInput{Text: "v1"})
+		require.NoError(t, err)
+		waitIdle(t, svc)
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		events, err := svc.Subscribe(sctx, reader.ID)
+		require.NoError(t, err)
+		for _, text := range []string{"v2", "v3"} {
+			_, err := svc.EditMessage(ctx, author.ID, m.ID, text)
+			require.NoError(t, err)
+		}
+		for range 2 {
+			ev := nextEvent(t, events)
+			assert.Equal(t, store.EventEdited, ev.Type)
+			assert.Equal(t, m.ID, ev.MessageID)
+		}
+	})
+	t.Run("CacheOfUnfollowedAuthor", func(t *testing.T) {
+		b, c := openBackend(t, open), newClock()
+		svc, _ := newServiceWith(t, b, c, store.Options{Strategy: store.StrategyCache})
+		kept, gone, reader := mustSignUp(t, svc, "kept"), mustSignUp(t, svc, "gone"), mustSignUp(t, svc, "reader")
+		for _, a := range []*store.User{kept, gone} {
+			_, err := svc.Follow(ctx, reader.ID, a.ID)
+			require.NoError(t, err)
+			_, err = svc.PostMessage(ctx, a.ID, store.PostInput{Text: a.Handle})
+			require.NoError(t, err)
+		}
+		waitIdle(t, svc)
+		require.Equal(t, []string{"gone", "kept"}, readTimeline(t, svc, reader.ID).Texts, "the cache is built")
+		// The edge goes without the service dropping the cache, as when an
+		// unfollow lands between a cache build's steps.
+		_, err := b.Unfollow(ctx, reader.ID, gone.ID)
+		require.NoError(t, err)
+		assert.Equal(t, timeline{Texts: []string{"kept"}, Total: 1, Unread: 1}, readTimeline(t, svc, reader.ID))
+	})
+}

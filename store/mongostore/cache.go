@@ -54,7 +54,7 @@ func (s *Store) PutInboxCache(ctx context.Context, c *store.InboxCache, capacity
 		capacity = bucketSize
 	}
 	owner := oid(c.Owner)
-	for {
+	for n := 1; ; n++ {
 		var old cacheDoc
 		err := s.caches.FindOne(ctx, bson.D{{Key: "_id", Value: owner}}).Decode(&old)
 		exists := err == nil
@@ -101,7 +101,7 @@ func (s *Store) PutInboxCache(ctx context.Context, c *store.InboxCache, capacity
 		if res.MatchedCount == 1 {
 			return nil
 		}
-		if err := ctx.Err(); err != nil {
+		if err := again(ctx, n, "put inbox cache"); err != nil {
 			return err
 		}
 	}

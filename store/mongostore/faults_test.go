@@ -27,6 +27,7 @@ type faults struct {
 	release     chan struct{}
 	bucketsBulk atomic.Int32 // fail this many buckets.BulkWrite calls
 	usersUpdate atomic.Int32 // fail this many users.UpdateOne calls
+	msgsUpdate  atomic.Int32 // fail this many messages.UpdateOne calls
 }
 
 type fClient struct {
@@ -68,6 +69,9 @@ func (c fColl) UpdateOne(ctx context.Context, f, u interface{}, o ...*options.Up
 		<-c.f.release
 	}
 	if c.name == "users" && c.f.usersUpdate.Add(-1) >= 0 {
+		return nil, errInjected
+	}
+	if c.name == "messages" && c.f.msgsUpdate.Add(-1) >= 0 {
 		return nil, errInjected
 	}
 	return c.ICollection.UpdateOne(ctx, f, u, o...)

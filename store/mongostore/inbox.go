@@ -235,7 +235,7 @@ func (s *Store) deliverStored(ctx context.Context, job *store.Job, d store.Deliv
 		return nil, err
 	}
 	var counted []*userDoc
-	for len(pending) > 0 {
+	for n := 1; len(pending) > 0; n++ {
 		var models []mongo.WriteModel
 		var planned []*userDoc
 		var ids []store.ID
@@ -264,6 +264,9 @@ func (s *Store) deliverStored(ctx context.Context, job *store.Job, d store.Deliv
 		if int(res.MatchedCount) == len(models) {
 			counted = append(counted, planned...)
 			break
+		}
+		if err := again(ctx, n, "deliver: count"); err != nil {
+			return nil, err
 		}
 		if pending, err = s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: oids(ids)}}}}, options.Find().SetProjection(proj)); err != nil {
 			return nil, err
@@ -534,6 +537,18 @@ func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.I
 // makes it recount; the last count step's plan is counted as it will be
 // once written, since its writes may still be under way.
 func (s *Store) MarkInboxRead(ctx context.Context, owner store.ID, layout store.Layout, mark store.ID) (store.InboxCounts, error) {
+	if mark.IsZero() {
+		// No mark is newer than none; storing a zero one would only make
+		// conditions on the mark harder to write.
+		d, found, err := s.findInboxHead(ctx, owner)
+		if err == nil && !found {
+			err = store.Errorf(store.ENOTFOUND, "user not found")
+		}
+		if err != nil {
+			return store.InboxCounts{}, err
+		}
+		return d.counts(layout), nil
+	}
 	var d userDoc
 	err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(owner)}}, bson.D{{Key: "$max", Value: bson.D{{Key: "ir", Value: oid(mark)}}}},
 		options.FindOneAndUpdate().SetProjection(inboxProjection)).Decode(&d)
@@ -547,7 +562,7 @@ func (s *Store) MarkInboxRead(ctx context.Context, owner store.ID, layout store.
 	if !layout.Stores() {
 		return d.counts(layout), nil
 	}
-	for {
+	for attempt := 1; ; attempt++ {
 		n, err := s.countAbove(ctx, owner, layout, &d)
 		if err != nil {
 			return store.InboxCounts{}, err
@@ -565,7 +580,7 @@ func (s *Store) MarkInboxRead(ctx context.Context, owner store.ID, layout store.
 			c.Unread = n
 			return c, nil
 		}
-		if err := ctx.Err(); err != nil {
+		if err := again(ctx, attempt, "mark read"); err != nil {
 			return store.InboxCounts{}, err
 		}
 		head, found, err := s.findInboxHead(ctx, owner)

@@ -75,10 +75,13 @@ func (s *Store) endOwnerJob(ctx context.Context, oj *ownerJob) error {
 	return wrap("end job", err)
 }
 
-// markMatch matches a stored read mark; the zero mark also matches none.
+// markMatch matches a stored read mark. The zero mark (read as the zero
+// value from a missing field) matches a missing mark and a stored zero
+// one, which older versions wrote for an empty inbox marked read: a count
+// step conditional on the mark must match what it read.
 func markMatch(m primitive.ObjectID) any {
 	if m.IsZero() {
-		return bson.D{{Key: "$exists", Value: false}}
+		return bson.D{{Key: "$in", Value: bson.A{nil, primitive.ObjectID{}}}}
 	}
 	return m
 }
@@ -96,7 +99,7 @@ func (s *Store) countStep(ctx context.Context, oj *ownerJob, mark string, added 
 	if !oj.found {
 		return nil, head, nil
 	}
-	for {
+	for n := 1; ; n++ {
 		if head.LastJob == mark {
 			return head.LastEntries, head, nil
 		}
@@ -121,7 +124,7 @@ func (s *Store) countStep(ctx context.Context, oj *ownerJob, mark string, added 
 		if !errors.Is(err, mongo.ErrNoDocuments) {
 			return nil, nil, wrap("count", err)
 		}
-		if err := ctx.Err(); err != nil {
+		if err := again(ctx, n, "count"); err != nil {
 			return nil, nil, err
 		}
 		var found bool

@@ -165,7 +165,7 @@ func (s *Store) SetAttributes(ctx context.Context, id store.ID, changes []store.
 			return nil, err
 		}
 	}
-	for {
+	for n := 1; ; n++ {
 		d, err := s.findUserDoc(ctx, id)
 		if err != nil {
 			return nil, err
@@ -193,7 +193,7 @@ func (s *Store) SetAttributes(ctx context.Context, id store.ID, changes []store.
 			d.Attrs, d.AttrsVer = attrs, d.AttrsVer+1
 			return s.decodeUser(ctx, d)
 		}
-		if err := ctx.Err(); err != nil {
+		if err := again(ctx, n, "set attributes"); err != nil {
 			return nil, err
 		}
 	}

@@ -173,3 +173,33 @@ func wrap(label string, err error) error {
 	}
 	return fmt.Errorf("mongostore %s: %w", label, err)
 }
+
+// maxAttempts bounds a loop of conditional writes that keep losing to
+// concurrent changes. Each loss means another writer moved the document,
+// so many in a row point at a condition that can never match: the caller
+// (the fan-out retries with a backoff of its own) is better told than spun.
+const maxAttempts = 25
+
+// again is called before attempt n+1 of a conditional write that matched
+// nothing. It returns ctx's error, or an error once maxAttempts were made,
+// and otherwise waits a little longer each time, so that contending
+// writers spread out.
+func again(ctx context.Context, n int, what string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if n >= maxAttempts {
+		return fmt.Errorf("mongostore %s: the document kept changing; gave up after %d attempts", what, n)
+	}
+	if n < 2 {
+		return nil
+	}
+	t := time.NewTimer(min(time.Millisecond<<min(n-2, 7), 100*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -531,15 +531,16 @@ func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.I
 	}
 }
 
-// MarkInboxRead implements store.Backend. The mark moves with $max, so it
-// never goes back. Unread is then recounted and stored conditionally on the
-// inbox version and the mark, so a count step or another mark in between
-// makes it recount; the last count step's plan is counted as it will be
-// once written, since its writes may still be under way.
+// MarkInboxRead implements store.Backend in one conditional write: the
+// inbox fields are read, the entries above the new mark counted, and the
+// mark and the unread count stored together, conditionally on the inbox
+// version and the old mark, so a count step or another mark in between
+// makes it read and count again. A cut anywhere leaves the old mark and
+// count, and a retry starts over. The last count step's plan is counted as
+// it will be once written, since its writes may still be under way.
 func (s *Store) MarkInboxRead(ctx context.Context, owner store.ID, layout store.Layout, mark store.ID) (store.InboxCounts, error) {
-	if mark.IsZero() {
-		// No mark is newer than none; storing a zero one would only make
-		// conditions on the mark harder to write.
+	m := oid(mark)
+	for attempt := 1; ; attempt++ {
 		d, found, err := s.findInboxHead(ctx, owner)
 		if err == nil && !found {
 			err = store.Errorf(store.ENOTFOUND, "user not found")
@@ -547,50 +548,39 @@ func (s *Store) MarkInboxRead(ctx context.Context, owner store.ID, layout store.
 		if err != nil {
 			return store.InboxCounts{}, err
 		}
-		return d.counts(layout), nil
-	}
-	var d userDoc
-	err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(owner)}}, bson.D{{Key: "$max", Value: bson.D{{Key: "ir", Value: oid(mark)}}}},
-		options.FindOneAndUpdate().SetProjection(inboxProjection)).Decode(&d)
-	if err != nil {
-		return store.InboxCounts{}, missing(err, "user not found", "mark read")
-	}
-	if cmpID(d.ReadMark, oid(mark)) >= 0 {
-		return d.counts(layout), nil // not newer: nothing moves
-	}
-	d.ReadMark = oid(mark)
-	if !layout.Stores() {
-		return d.counts(layout), nil
-	}
-	for attempt := 1; ; attempt++ {
-		n, err := s.countAbove(ctx, owner, layout, &d)
-		if err != nil {
-			return store.InboxCounts{}, err
+		if mark.IsZero() || cmpID(d.ReadMark, m) >= 0 {
+			// Not newer (no mark is newer than none: storing a zero one
+			// would only make conditions on the mark harder to write).
+			return d.counts(layout), nil
+		}
+		old := d.ReadMark
+		d.ReadMark = m
+		set := bson.D{{Key: "ir", Value: m}}
+		n := 0
+		if layout.Stores() {
+			if n, err = s.countAbove(ctx, owner, layout, d); err != nil {
+				return store.InboxCounts{}, err
+			}
+			set = append(set, bson.E{Key: unreadField(layout), Value: int64(n)})
 		}
 		// The version moves too: a count step computed from the old unread
 		// count then reads it again.
 		res, err := s.users.UpdateOne(ctx,
-			bson.D{{Key: "_id", Value: oid(owner)}, {Key: "iv", Value: versionMatch(d.Version)}, {Key: "ir", Value: d.ReadMark}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: unreadField(layout), Value: int64(n)}}}, {Key: "$inc", Value: bson.D{{Key: "iv", Value: int64(1)}}}})
+			bson.D{{Key: "_id", Value: oid(owner)}, {Key: "iv", Value: versionMatch(d.Version)}, {Key: "ir", Value: markMatch(old)}},
+			bson.D{{Key: "$set", Value: set}, {Key: "$inc", Value: bson.D{{Key: "iv", Value: int64(1)}}}})
 		if err != nil {
 			return store.InboxCounts{}, wrap("mark read", err)
 		}
 		if res.MatchedCount == 1 {
 			c := d.counts(layout)
-			c.Unread = n
+			if layout.Stores() {
+				c.Unread = n
+			}
 			return c, nil
 		}
 		if err := again(ctx, attempt, "mark read"); err != nil {
 			return store.InboxCounts{}, err
 		}
-		head, found, err := s.findInboxHead(ctx, owner)
-		if err != nil {
-			return store.InboxCounts{}, err
-		}
-		if !found {
-			return store.InboxCounts{}, store.Errorf(store.ENOTFOUND, "user not found")
-		}
-		d = *head
 	}
 }
 

@@ -53,3 +53,31 @@ func TestReview_MarkEmptyInboxThenDeliver(t *testing.T) {
 		require.Equal(t, 1, c.Unread)
 	}
 }
+
+// A mark-read cut short changes nothing, so the user's retry with the same
+// mark recounts: unread stays right, now and after the next delivery.
+func TestReview_MarkReadCutShort(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	a, x := mkUser(t, st, "author"), mkUser(t, st, "xxx")
+	var last store.ID
+	for range 3 {
+		m, j := mkPost(t, st, a)
+		deliverAll(t, st, j, x)
+		last = m.ID
+	}
+	f.usersUpdate.Store(1) // the mark's write fails (the process is killed)
+	_, err := st.MarkInboxRead(ctx, x, store.LayoutBuckets, last)
+	require.Error(t, err)
+	c, n := inboxCounts(t, st, x)
+	require.Equal(t, store.InboxCounts{Total: 3, Unread: 3}, c, "nothing moved")
+	require.Equal(t, 3, n)
+	c, err = st.MarkInboxRead(ctx, x, store.LayoutBuckets, last) // the user taps again
+	require.NoError(t, err)
+	require.Equal(t, 0, c.Unread)
+	require.Equal(t, last, c.ReadMark)
+	_, j := mkPost(t, st, a)
+	deliverAll(t, st, j, x)
+	c, _ = inboxCounts(t, st, x)
+	require.Equal(t, store.InboxCounts{Total: 4, Unread: 1, ReadMark: last}, c)
+}

@@ -155,19 +155,11 @@ func (s *Store) InsertInbox(ctx context.Context, ins store.Insertion) ([]store.I
 		if err != nil {
 			return nil, err
 		}
-		if len(plan) > 0 {
-			if err := s.writePlan(ctx, owner, lay, plan, ins.At, true); err != nil {
-				return nil, err
-			}
-			recs := make([]mongo.WriteModel, len(plan))
-			changes = make([]store.InboxChange, len(plan))
-			for i, p := range plan {
-				recs[i] = mongo.NewInsertOneModel().SetDocument(deliveryDoc{Message: p.Message, Key: oj.inst, Refs: []deliveryRef{{Owner: oid(owner), Bucket: p.Bucket}}})
-				changes[i] = store.InboxChange{InboxRef: store.InboxRef{Owner: owner, Bucket: store.ID(p.Bucket)}, MessageID: store.ID(p.Message), Counts: after.counts(lay)}
-			}
-			if _, err := s.deliveries.BulkWrite(ctx, recs, unordered); err != nil && !onlyDuplicates(err) {
-				return nil, wrap("insert: record", err)
-			}
+		if err := s.writeInsertion(ctx, oj, plan, ins.At); err != nil {
+			return nil, err
+		}
+		for _, p := range plan {
+			changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: owner, Bucket: store.ID(p.Bucket)}, MessageID: store.ID(p.Message), Counts: after.counts(lay)})
 		}
 	}
 	if err := s.endOwnerJob(ctx, oj); err != nil {
@@ -179,6 +171,55 @@ func (s *Store) InsertInbox(ctx context.Context, ins store.Insertion) ([]store.I
 		}
 	}
 	return changes, nil
+}
+
+// writeInsertion writes an insertion's counted plan to the owner's inbox
+// and records each entry for retraction, one record per message keyed by
+// this run of the job. Both writes may be repeated.
+func (s *Store) writeInsertion(ctx context.Context, oj *ownerJob, plan []planItem, at time.Time) error {
+	if len(plan) == 0 {
+		return nil
+	}
+	owner := oj.job.OwnerID
+	if err := s.writePlan(ctx, owner, oj.job.Layout, plan, at, true); err != nil {
+		return err
+	}
+	recs := make([]mongo.WriteModel, len(plan))
+	for i, p := range plan {
+		recs[i] = mongo.NewInsertOneModel().SetDocument(deliveryDoc{Message: p.Message, Key: oj.inst, Refs: []deliveryRef{{Owner: oid(owner), Bucket: p.Bucket}}})
+	}
+	if _, err := s.deliveries.BulkWrite(ctx, recs, unordered); err != nil && !onlyDuplicates(err) {
+		return wrap("insert: record", err)
+	}
+	return nil
+}
+
+// finishOwnerJob ends a whole-inbox job that the Service found nothing
+// more to do for. If the job's count step was applied (a run cut short
+// after it), its stored plan is written first: the counts already have it,
+// whatever changed since (the edge back, or nothing left to bring).
+func (s *Store) finishOwnerJob(ctx context.Context, j *store.Job) error {
+	oj, err := s.startOwnerJob(ctx, j)
+	if store.ErrorCode(err) == store.ENOTFOUND {
+		return nil // finished already
+	} else if err != nil {
+		return err
+	}
+	mark := insertMark(oj.inst)
+	if oj.job.Kind == store.JobUnfollow {
+		mark = unfollowMark(oj.job.ID)
+	}
+	if h := oj.head; oj.found && h.LastJob == mark && len(h.LastEntries) > 0 {
+		if h.LastAdded {
+			err = s.writeInsertion(ctx, oj, h.LastEntries, time.Now().UTC())
+		} else {
+			err = s.writePlan(ctx, oj.job.OwnerID, store.Layout(h.LastLayout), h.LastEntries, time.Time{}, false)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return s.endOwnerJob(ctx, oj)
 }
 
 // planInsertion returns the entries of es to add to owner's inbox, oldest

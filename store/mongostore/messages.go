@@ -317,15 +317,14 @@ func (s *Store) StoreJob(ctx context.Context, j *store.Job) error {
 }
 
 // FinishJob implements store.Backend: each kind is removed where it is
-// stored, conditionally on its kind, so a newer job in its place stays.
+// stored, conditionally on its kind, so a newer job in its place stays. A
+// whole-inbox job whose count step was applied writes its plan first (see
+// finishOwnerJob).
 func (s *Store) FinishJob(ctx context.Context, j *store.Job) error {
 	var err error
 	switch j.Kind {
-	case store.JobFollow, store.JobUnfollow:
-		_, err = s.jobs.DeleteOne(ctx, bson.D{{Key: "_id", Value: oid(j.ID)}, {Key: "k", Value: int32(j.Kind)}})
-	case store.JobRebuild:
-		_, err = s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(j.OwnerID)}, {Key: "rb", Value: bson.D{{Key: "$exists", Value: true}}}},
-			bson.D{{Key: "$unset", Value: bson.D{{Key: "rb", Value: ""}}}})
+	case store.JobFollow, store.JobUnfollow, store.JobRebuild:
+		return s.finishOwnerJob(ctx, j)
 	case store.JobDeliver:
 		_, err = s.messages.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(j.MessageID)}, {Key: "j.k", Value: int32(j.Kind)}},
 			bson.D{{Key: "$unset", Value: bson.D{{Key: "j", Value: ""}}}})

@@ -81,3 +81,85 @@ func TestReview_MarkReadCutShort(t *testing.T) {
 	c, _ = inboxCounts(t, st, x)
 	require.Equal(t, store.InboxCounts{Total: 4, Unread: 1, ReadMark: last}, c)
 }
+
+// checkInbox asserts that x's bucket inbox holds as many entries as its
+// counts say, all unread (no mark in these tests), and returns how many.
+func checkInbox(t *testing.T, st *mongostore.Store, x store.ID) int {
+	t.Helper()
+	c, n := inboxCounts(t, st, x)
+	require.Equal(t, n, c.Total, "total matches the entries")
+	require.Equal(t, n, c.Unread, "unread matches the entries")
+	return n
+}
+
+// An unfollow cut after its count step, then a follow again before it
+// resumes: the Service finishes the unfollow (followed again), which must
+// remove what it counted out, before the follow's backfill brings it back.
+func TestReview_UnfollowCountedThenFollowAgain(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	a, x := mkUser(t, st, "author"), mkUser(t, st, "xxx")
+	_, err := st.Follow(ctx, x, a, tickClock())
+	require.NoError(t, err)
+	for range 2 {
+		_, j := mkPost(t, st, a)
+		deliverAll(t, st, j, x)
+	}
+	_, err = st.Unfollow(ctx, x, a)
+	require.NoError(t, err)
+	u := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobUnfollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: a}
+	require.NoError(t, st.StoreJob(ctx, u))
+	f.bucketsBulk.Store(1)
+	_, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: u})
+	require.ErrorIs(t, err, errInjected)
+
+	fj := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobFollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: a}
+	require.NoError(t, st.StoreJob(ctx, fj))
+	_, err = st.Follow(ctx, x, a, tickClock())
+	require.NoError(t, err)
+	require.NoError(t, st.FinishJob(ctx, u)) // followed again since
+	require.Equal(t, 0, checkInbox(t, st, x))
+	out, err := st.FindOutbox(ctx, store.OutboxFilter{Authors: []store.ID{a}, Limit: 50})
+	require.NoError(t, err)
+	var es []store.InboxEntry
+	for _, e := range out {
+		es = append(es, e.InboxEntry)
+	}
+	_, err = st.InsertInbox(ctx, store.Insertion{Job: fj, Entries: es, At: tickClock()})
+	require.NoError(t, err)
+	require.Equal(t, 2, checkInbox(t, st, x))
+}
+
+// A follow's backfill cut after its count step, then an unfollow before it
+// resumes: the Service finishes the follow (not followed any more), which
+// must write what it counted, so the unfollow removes it with its counts.
+func TestReview_FollowCountedThenUnfollow(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	a, x := mkUser(t, st, "author"), mkUser(t, st, "xxx")
+	var es []store.InboxEntry
+	for range 3 {
+		m := message(t, st, a, tickClock())
+		es = append(es, store.InboxEntry{MessageID: m.ID, AuthorID: a, CreatedAt: m.CreatedAt})
+	}
+	fj := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobFollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: a}
+	require.NoError(t, st.StoreJob(ctx, fj))
+	_, err := st.Follow(ctx, x, a, tickClock())
+	require.NoError(t, err)
+	f.bucketsBulk.Store(1)
+	_, err = st.InsertInbox(ctx, store.Insertion{Job: fj, Entries: es, At: tickClock()})
+	require.ErrorIs(t, err, errInjected)
+
+	u := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobUnfollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: a}
+	require.NoError(t, st.StoreJob(ctx, u))
+	_, err = st.Unfollow(ctx, x, a)
+	require.NoError(t, err)
+	require.NoError(t, st.FinishJob(ctx, fj)) // not followed any more
+	require.Equal(t, 3, checkInbox(t, st, x))
+	refs, _, err := st.FindDeliveries(ctx, es[0].MessageID, nil, 10)
+	require.NoError(t, err)
+	require.Len(t, refs, 1, "the written entries are recorded")
+	_, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: u})
+	require.NoError(t, err)
+	require.Equal(t, 0, checkInbox(t, st, x))
+}

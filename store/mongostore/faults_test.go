@@ -27,7 +27,8 @@ type faults struct {
 	release     chan struct{}
 	bucketsBulk atomic.Int32 // fail this many buckets.BulkWrite calls
 	usersUpdate atomic.Int32 // fail this many users.UpdateOne calls
-	msgsUpdate  atomic.Int32 // fail this many messages.UpdateOne calls
+	msgsUpdate  atomic.Int32 // fail this many messages.UpdateOne calls,
+	msgsSkip    atomic.Int32 // after letting this many through
 }
 
 type fClient struct {
@@ -71,7 +72,7 @@ func (c fColl) UpdateOne(ctx context.Context, f, u interface{}, o ...*options.Up
 	if c.name == "users" && c.f.usersUpdate.Add(-1) >= 0 {
 		return nil, errInjected
 	}
-	if c.name == "messages" && c.f.msgsUpdate.Add(-1) >= 0 {
+	if c.name == "messages" && c.f.msgsSkip.Add(-1) < 0 && c.f.msgsUpdate.Add(-1) >= 0 {
 		return nil, errInjected
 	}
 	return c.ICollection.UpdateOne(ctx, f, u, o...)

@@ -81,43 +81,49 @@ var (
 
 func cmpID(a, b primitive.ObjectID) int { return bytes.Compare(a[:], b[:]) }
 
-// startChunk returns the stored job of a chunk if the chunk should apply:
-// NOT_FOUND if the job is gone, nil if the job has moved past the chunk.
-// On a job's first chunk it also finishes counting its message, in case the
-// process stopped between storing the message and counting it; and before
-// any write of the chunk it records the job as running (beginJob).
-func (s *Store) startChunk(ctx context.Context, j *store.Job) (*store.Job, error) {
+// startChunk returns the stored job of a chunk if the chunk should apply,
+// with the chunk's stored plan if a run of it stored one: NOT_FOUND if the
+// job is gone, nil if the job has moved past the chunk. On a job's first
+// chunk it also finishes counting its message, in case the process stopped
+// between storing the message and counting it; and before any write of the
+// chunk it records the job as running (beginJob). Every message filter
+// names the author, the shard key's prefix, so it goes to one shard.
+func (s *Store) startChunk(ctx context.Context, j *store.Job) (*store.Job, *chunkPlan, error) {
 	var d messageDoc
-	err := s.messages.FindOne(ctx, bson.D{{Key: "_id", Value: oid(j.MessageID)}},
+	err := s.messages.FindOne(ctx, msgKey(j.MessageID, j.AuthorID),
 		options.FindOne().SetProjection(bson.D{{Key: "t", Value: 0}})).Decode(&d)
 	if err != nil {
-		return nil, missing(err, "job not found", "find job")
+		return nil, nil, missing(err, "job not found", "find job")
 	}
 	stored := d.job()
 	if stored == nil || stored.Kind != j.Kind {
-		return nil, store.Errorf(store.ENOTFOUND, "job not found")
+		return nil, nil, store.Errorf(store.ENOTFOUND, "job not found")
 	}
 	if !bytes.Equal(stored.Cursor, j.Cursor) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if len(stored.Cursor) == 0 {
 		if err := s.count(ctx, &d, stored.Kind == store.JobRetract); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return stored, s.beginJob(ctx, stored)
+	return stored, d.Job.Plan, s.beginJob(ctx, stored)
 }
 
-// advanceJob moves a job from its cursor to the next, or ends it. The
-// update names the old cursor, so of two processes running one chunk only
-// one moves the job on.
-func (s *Store) advanceJob(ctx context.Context, j *store.Job, cursor []byte, done bool) error {
-	filter := bson.D{{Key: "_id", Value: oid(j.MessageID)}, {Key: "j.k", Value: int32(j.Kind)}}
+// jobFilter matches j's message while its job is j's kind at j's cursor.
+func jobFilter(j *store.Job) bson.D {
+	filter := append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: "j.k", Value: int32(j.Kind)})
 	if len(j.Cursor) == 0 {
-		filter = append(filter, bson.E{Key: "j.cur", Value: bson.D{{Key: "$exists", Value: false}}})
-	} else {
-		filter = append(filter, bson.E{Key: "j.cur", Value: j.Cursor})
+		return append(filter, bson.E{Key: "j.cur", Value: bson.D{{Key: "$exists", Value: false}}})
 	}
+	return append(filter, bson.E{Key: "j.cur", Value: j.Cursor})
+}
+
+// advanceJob moves a job from its cursor to the next, dropping the chunk's
+// plan, or ends it. The update names the old cursor, so of two processes
+// running one chunk only one moves the job on.
+func (s *Store) advanceJob(ctx context.Context, j *store.Job, cursor []byte, done bool) error {
+	filter := jobFilter(j)
 	var err error
 	switch {
 	case done && j.Kind == store.JobRetract:
@@ -125,7 +131,10 @@ func (s *Store) advanceJob(ctx context.Context, j *store.Job, cursor []byte, don
 	case done:
 		_, err = s.messages.UpdateOne(ctx, filter, bson.D{{Key: "$unset", Value: bson.D{{Key: "j", Value: ""}}}})
 	default:
-		_, err = s.messages.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "j.cur", Value: cursor}}}})
+		_, err = s.messages.UpdateOne(ctx, filter, bson.D{
+			{Key: "$set", Value: bson.D{{Key: "j.cur", Value: cursor}}},
+			{Key: "$unset", Value: bson.D{{Key: "j.p", Value: ""}}},
+		})
 	}
 	return wrap("advance job", err)
 }
@@ -139,22 +148,36 @@ func readFilter(m primitive.ObjectID, unread bool) bson.E {
 	return bson.E{Key: "ir", Value: bson.D{{Key: "$gte", Value: m}}}
 }
 
+// placement returns the bucket owner h's entry of msg goes to, by the rule
+// of collBuckets, if h's inbox fields tell: a new newest bucket keyed msg if
+// there is none, or msg is newer than every entry and the newest bucket
+// has had 50; the newest bucket if msg is not below its key. Else (an
+// older bucket) it reports false: the covering bucket must be looked up.
+func placement(h *userDoc, msg primitive.ObjectID) (primitive.ObjectID, bool) {
+	switch {
+	case h.NewestBucket == nil || (h.NewestMessage != nil && cmpID(*h.NewestMessage, msg) < 0 && h.NewestCount >= bucketSize):
+		return msg, true
+	case cmpID(*h.NewestBucket, msg) <= 0:
+		return *h.NewestBucket, true
+	}
+	return primitive.ObjectID{}, false
+}
+
 // countDelivery returns owner h's inbox fields after the count step of a
-// delivery of msg, and the update that makes them so. In the bucket layout
-// it places msg by the rule of collBuckets: a new newest bucket if there is
-// none, or msg is newer than every entry and the newest bucket has had
-// 50; else the newest bucket if msg is not below its key; else an older
-// bucket, found when the entry is written.
-func countDelivery(h *userDoc, lay store.Layout, msg primitive.ObjectID, mark string) (*userDoc, bson.D) {
+// delivery of msg into bucket (LayoutBuckets, see placement), and the
+// update that makes them so. The step's plan (lq) names the bucket, so a
+// repeat, or a retraction, finds where the entry goes without asking.
+func countDelivery(h *userDoc, lay store.Layout, msg, bucket primitive.ObjectID, mark string) (*userDoc, bson.D) {
 	a := *h
 	inc := bson.D{{Key: totalField(lay), Value: int64(1)}, {Key: "iv", Value: int64(1)}}
 	unread := cmpID(msg, h.ReadMark) > 0
 	if unread {
 		inc = append(inc, bson.E{Key: unreadField(lay), Value: int64(1)})
 	}
-	set := bson.D{{Key: "lj", Value: mark}, {Key: "lq", Value: []planItem{{Message: msg}}}, {Key: "la", Value: true}, {Key: "ll", Value: int32(lay)}}
+	lq := []planItem{{Message: msg, Bucket: bucket}}
+	set := bson.D{{Key: "lj", Value: mark}, {Key: "lq", Value: lq}, {Key: "la", Value: true}, {Key: "ll", Value: int32(lay)}}
 	a.Version++
-	a.LastJob, a.LastEntries, a.LastAdded, a.LastLayout = mark, []planItem{{Message: msg}}, true, int32(lay)
+	a.LastJob, a.LastEntries, a.LastAdded, a.LastLayout = mark, lq, true, int32(lay)
 	var upd bson.D
 	if lay == store.LayoutEntries {
 		a.EntriesTotal++
@@ -167,11 +190,11 @@ func countDelivery(h *userDoc, lay store.Layout, msg primitive.ObjectID, mark st
 			a.BucketsUnread++
 		}
 		switch {
-		case h.NewestBucket == nil || (h.NewestMessage != nil && cmpID(*h.NewestMessage, msg) < 0 && h.NewestCount >= bucketSize):
+		case h.NewestBucket == nil || (bucket == msg && cmpID(*h.NewestBucket, msg) < 0):
 			m := msg
 			a.NewestBucket, a.NewestCount, a.NewestMessage = &m, 1, &m
 			set = append(set, bson.E{Key: "bk", Value: msg}, bson.E{Key: "bn", Value: int64(1)}, bson.E{Key: "bm", Value: msg})
-		case cmpID(*h.NewestBucket, msg) <= 0:
+		case bucket == *h.NewestBucket:
 			a.NewestCount++
 			inc = append(inc, bson.E{Key: "bn", Value: int64(1)})
 			if h.NewestMessage == nil || cmpID(*h.NewestMessage, msg) < 0 {
@@ -188,20 +211,19 @@ func countDelivery(h *userDoc, lay store.Layout, msg primitive.ObjectID, mark st
 // per chunk, whatever its size (see deliverStored and deliverUnstored),
 // then moves the job on, conditional on its cursor.
 func (s *Store) DeliverInbox(ctx context.Context, d store.Delivery) ([]store.InboxChange, error) {
-	job, err := s.startChunk(ctx, d.Job)
+	job, plan, err := s.startChunk(ctx, d.Job)
 	if err != nil || job == nil {
 		return nil, err
 	}
 	var changes []store.InboxChange
-	if len(d.Owners) > 0 {
-		if job.Layout.Stores() {
-			changes, err = s.deliverStored(ctx, job, d)
-		} else {
-			changes, err = s.deliverUnstored(ctx, job, d)
-		}
-		if err != nil {
-			return nil, err
-		}
+	switch {
+	case job.Layout.Stores() && (len(d.Owners) > 0 || plan != nil):
+		changes, err = s.deliverStored(ctx, job, plan, d)
+	case !job.Layout.Stores() && len(d.Owners) > 0:
+		changes, err = s.deliverUnstored(ctx, job, d)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := s.advanceJob(ctx, job, d.Cursor, d.Done); err != nil {
 		return nil, err
@@ -211,51 +233,75 @@ func (s *Store) DeliverInbox(ctx context.Context, d store.Delivery) ([]store.Inb
 
 // deliverStored delivers a chunk in LayoutEntries or LayoutBuckets:
 //
-//  1. the owners' inbox fields are read;
-//  2. the count step: per active owner not yet counted for this message,
-//     one update that counts the entry and, in the bucket layout, places
-//     it (see collBuckets), computed from what was read and applied only
-//     if the owner's inbox version and read mark are still what was read
-//     (only a mark-read can move them meanwhile: then those owners are
-//     read and counted again); it sets the job's marker, so a repeat of the
-//     chunk finds the owners it counted;
+//  1. the inbox fields of the chunk's owners are read: d.Owners, and on a
+//     repeat of the chunk the owners of its stored plan;
+//  2. the plan, the active owners and the record's key, is stored in the
+//     message's job (a repeat adds the owners the Service lists now that
+//     it lacks), before anything is counted: a repeat after a crash, or the
+//     retraction that replaces the job, then finds every owner the chunk
+//     may have counted, even one that unfollowed since;
 //  3. (buckets, rare) the covering bucket of each owner whose newest
 //     bucket is above the message (clock skew), one query each, at once;
-//  4. the entries are written: upserts of (owner, bucket) that skip an
+//  4. the count step: per planned owner not yet counted for this message,
+//     one update that counts the entry and records its bucket (lq),
+//     applied only if the owner's inbox version and read mark are still
+//     what was read (only a mark-read can move them meanwhile: then those
+//     owners are read and counted again); it sets the job's marker, so a
+//     repeat of the chunk finds the owners it counted;
+//  5. the entries are written: upserts of (owner, bucket) that skip an
 //     entry already there, or inserts against the unique (o, m);
-//  5. the chunk's delivery record is inserted (unique per chunk).
-func (s *Store) deliverStored(ctx context.Context, job *store.Job, d store.Delivery) ([]store.InboxChange, error) {
+//  6. the chunk's delivery record is upserted, its refs added to a set,
+//     so a repeat completes it rather than colliding with it.
+func (s *Store) deliverStored(ctx context.Context, job *store.Job, plan *chunkPlan, d store.Delivery) ([]store.InboxChange, error) {
 	lay := job.Layout
 	msg := oid(job.MessageID)
 	mark := deliverMark(job.MessageID)
-	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: oids(d.Owners)}}}}
+	ids := oids(d.Owners)
+	if plan != nil {
+		for _, o := range plan.Owners {
+			if !slices.Contains(ids, any(o)) {
+				ids = append(ids, o)
+			}
+		}
+	}
 	proj := append(slices.Clone(inboxProjection), bson.E{Key: "s", Value: 1})
-	pending, err := s.findUserDocs(ctx, filter, options.Find().SetProjection(proj))
+	heads, err := s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}, options.Find().SetProjection(proj))
 	if err != nil {
 		return nil, err
 	}
+	if plan, err = s.storePlan(ctx, job, plan, d, heads); err != nil || len(plan.Owners) == 0 {
+		return nil, err
+	}
+	inPlan := make(map[primitive.ObjectID]bool, len(plan.Owners))
+	for _, o := range plan.Owners {
+		inPlan[o] = true
+	}
 	var counted []*userDoc
-	for n := 1; len(pending) > 0; n++ {
-		var models []mongo.WriteModel
-		var planned []*userDoc
-		var ids []store.ID
-		for _, h := range pending {
-			if h.LastJob == mark {
-				counted = append(counted, h) // counted by an earlier run of this chunk
-				continue
-			}
-			if !d.ActiveSince.IsZero() && h.Seen.Before(d.ActiveSince) {
-				continue // inactive: a rebuild brings the message when they return
-			}
-			after, upd := countDelivery(h, lay, msg, mark)
-			models = append(models, mongo.NewUpdateOneModel().
-				SetFilter(bson.D{{Key: "_id", Value: h.ID}, {Key: "iv", Value: versionMatch(h.Version)}, {Key: "ir", Value: markMatch(h.ReadMark)}}).
-				SetUpdate(upd))
-			planned = append(planned, after)
-			ids = append(ids, store.ID(h.ID))
+	var pending []*userDoc
+	for _, h := range heads {
+		switch {
+		case !inPlan[h.ID]:
+		case h.LastJob == mark:
+			counted = append(counted, h) // counted by an earlier run of this chunk
+		default:
+			pending = append(pending, h)
 		}
-		if len(models) == 0 {
-			break
+	}
+	for n := 1; len(pending) > 0; n++ {
+		buckets, err := s.placeAll(ctx, lay, msg, pending)
+		if err != nil {
+			return nil, err
+		}
+		models := make([]mongo.WriteModel, len(pending))
+		planned := make([]*userDoc, len(pending))
+		ids := make(bson.A, len(pending))
+		for i, h := range pending {
+			after, upd := countDelivery(h, lay, msg, buckets[i], mark)
+			models[i] = mongo.NewUpdateOneModel().
+				SetFilter(bson.D{{Key: "_id", Value: h.ID}, {Key: "lj", Value: bson.D{{Key: "$ne", Value: mark}}},
+					{Key: "iv", Value: versionMatch(h.Version)}, {Key: "ir", Value: markMatch(h.ReadMark)}}).
+				SetUpdate(upd)
+			planned[i], ids[i] = after, h.ID
 		}
 		res, err := s.users.BulkWrite(ctx, models, unordered)
 		if err != nil {
@@ -268,8 +314,18 @@ func (s *Store) deliverStored(ctx context.Context, job *store.Job, d store.Deliv
 		if err := again(ctx, n, "deliver: count"); err != nil {
 			return nil, err
 		}
-		if pending, err = s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: oids(ids)}}}}, options.Find().SetProjection(proj)); err != nil {
+		// Some moved: read them again; those now marked were counted.
+		reread, err := s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}, options.Find().SetProjection(proj))
+		if err != nil {
 			return nil, err
+		}
+		pending = pending[:0]
+		for _, h := range reread {
+			if h.LastJob == mark {
+				counted = append(counted, h)
+			} else {
+				pending = append(pending, h)
+			}
 		}
 	}
 	if len(counted) == 0 {
@@ -277,13 +333,13 @@ func (s *Store) deliverStored(ctx context.Context, job *store.Job, d store.Deliv
 	}
 	buckets := make([]primitive.ObjectID, len(counted))
 	if lay == store.LayoutBuckets {
-		if err := s.placeDelivered(ctx, msg, counted, buckets); err != nil {
+		if err := s.placeCounted(ctx, msg, counted, buckets); err != nil {
 			return nil, err
 		}
 	}
 	entry := entryDoc{Message: msg, Author: oid(job.AuthorID), Created: job.CreatedAt, Delivered: d.At}
 	writes := make([]mongo.WriteModel, len(counted))
-	rec := deliveryDoc{Message: msg, Key: oid(d.Owners[len(d.Owners)-1]), Refs: make([]deliveryRef, len(counted))}
+	refs := make([]deliveryRef, len(counted))
 	changes := make([]store.InboxChange, len(counted))
 	for i, h := range counted {
 		if lay == store.LayoutBuckets {
@@ -294,7 +350,7 @@ func (s *Store) deliverStored(ctx context.Context, job *store.Job, d store.Deliv
 		} else {
 			writes[i] = mongo.NewInsertOneModel().SetDocument(entryRow{Owner: h.ID, Entry: entry})
 		}
-		rec.Refs[i] = deliveryRef{Owner: h.ID, Bucket: buckets[i]}
+		refs[i] = deliveryRef{Owner: h.ID, Bucket: buckets[i]}
 		changes[i] = store.InboxChange{InboxRef: store.InboxRef{Owner: store.ID(h.ID), Bucket: store.ID(buckets[i])}, MessageID: job.MessageID, Counts: h.counts(lay)}
 	}
 	coll := s.entries
@@ -304,29 +360,151 @@ func (s *Store) deliverStored(ctx context.Context, job *store.Job, d store.Deliv
 	if _, err := coll.BulkWrite(ctx, writes, unordered); err != nil && !onlyDuplicates(err) {
 		return nil, wrap("deliver: write entries", err)
 	}
-	if _, err := s.deliveries.InsertOne(ctx, rec); err != nil && !isDuplicate(err) {
-		return nil, wrap("deliver: record", err)
+	if err := s.record(ctx, msg, plan.Key, refs); err != nil {
+		return nil, err
 	}
 	return changes, nil
 }
 
-// placeDelivered sets buckets[i], the bucket counted[i]'s entry of msg
-// goes to: the newest bucket when it is at or below msg (the count step
-// made it so), else the covering bucket, found by one query per owner, run
-// at once; an entry older than every bucket keys a bucket of its own. A
-// repeat finds the same bucket: only this job writes these inboxes.
-func (s *Store) placeDelivered(ctx context.Context, msg primitive.ObjectID, counted []*userDoc, buckets []primitive.ObjectID) error {
+// chunkPlan is a delivery chunk's plan, stored in its job (j.p) before the
+// chunk counts anything: the owners it delivers to, and the key of its
+// delivery record (the last owner the Service first listed).
+type chunkPlan struct {
+	Key    primitive.ObjectID   `bson:"k"`
+	Owners []primitive.ObjectID `bson:"o"`
+}
+
+// storePlan stores the chunk's plan, or on a repeat adds to the stored
+// one the active owners of d it lacks, and returns it. heads are the
+// inbox fields of d's owners (and the plan's); inactive owners of d are
+// left out (a rebuild brings the message when they return), while a
+// planned owner stays: it may be counted already.
+func (s *Store) storePlan(ctx context.Context, job *store.Job, plan *chunkPlan, d store.Delivery, heads []*userDoc) (*chunkPlan, error) {
+	found := make(map[primitive.ObjectID]*userDoc, len(heads))
+	for _, h := range heads {
+		found[h.ID] = h
+	}
+	var add []primitive.ObjectID
+	for _, id := range d.Owners {
+		h := found[oid(id)]
+		switch {
+		case h == nil: // no such user any more
+		case !d.ActiveSince.IsZero() && h.Seen.Before(d.ActiveSince):
+		case plan != nil && slices.Contains(plan.Owners, h.ID):
+		default:
+			add = append(add, h.ID)
+		}
+	}
+	if len(add) == 0 {
+		if plan == nil {
+			return &chunkPlan{}, nil
+		}
+		return plan, nil
+	}
+	filter := jobFilter(job)
+	var upd bson.D
+	if plan == nil {
+		plan = &chunkPlan{Key: oid(d.Owners[len(d.Owners)-1]), Owners: add}
+		filter = append(filter, bson.E{Key: "j.p", Value: bson.D{{Key: "$exists", Value: false}}})
+		upd = bson.D{{Key: "$set", Value: bson.D{{Key: "j.p", Value: plan}}}}
+	} else {
+		plan = &chunkPlan{Key: plan.Key, Owners: append(slices.Clone(plan.Owners), add...)}
+		filter = append(filter, bson.E{Key: "j.p.k", Value: plan.Key})
+		upd = bson.D{{Key: "$addToSet", Value: bson.D{{Key: "j.p.o", Value: bson.D{{Key: "$each", Value: add}}}}}}
+	}
+	res, err := s.messages.UpdateOne(ctx, filter, upd)
+	if err != nil {
+		return nil, wrap("deliver: plan", err)
+	}
+	if res.MatchedCount == 0 {
+		// The job moved (deleted, or another process ran the chunk):
+		// the Service reads it again.
+		return nil, errors.New("mongostore deliver: the job moved while its chunk was planned")
+	}
+	return plan, nil
+}
+
+// record adds refs to the delivery record of msg keyed key: an upsert
+// whose refs are a set, so a repeated chunk completes the record it wrote
+// before instead of colliding with it.
+func (s *Store) record(ctx context.Context, msg, key primitive.ObjectID, refs []deliveryRef) error {
+	_, err := s.deliveries.UpdateOne(ctx, bson.D{{Key: "m", Value: msg}, {Key: "k", Value: key}},
+		bson.D{{Key: "$addToSet", Value: bson.D{{Key: "r", Value: bson.D{{Key: "$each", Value: refs}}}}}},
+		options.Update().SetUpsert(true))
+	if isDuplicate(err) {
+		// Two upserts raced to create it: the other made it; add to it.
+		_, err = s.deliveries.UpdateOne(ctx, bson.D{{Key: "m", Value: msg}, {Key: "k", Value: key}},
+			bson.D{{Key: "$addToSet", Value: bson.D{{Key: "r", Value: bson.D{{Key: "$each", Value: refs}}}}}})
+	}
+	return wrap("deliver: record", err)
+}
+
+// placeAll returns the bucket each of pending's entry of msg goes to
+// (LayoutBuckets; none in LayoutEntries): by placement, else the covering
+// bucket, found by one query per owner, run at once; an entry older than
+// every bucket keys a bucket of its own.
+func (s *Store) placeAll(ctx context.Context, lay store.Layout, msg primitive.ObjectID, pending []*userDoc) ([]primitive.ObjectID, error) {
+	buckets := make([]primitive.ObjectID, len(pending))
+	if lay != store.LayoutBuckets {
+		return buckets, nil
+	}
+	var lookup []*userDoc
+	var at []int
+	for i, h := range pending {
+		if k, ok := placement(h, msg); ok {
+			buckets[i] = k
+		} else {
+			lookup, at = append(lookup, h), append(at, i)
+		}
+	}
+	found := make([]primitive.ObjectID, len(lookup))
+	if err := s.coveringBuckets(ctx, msg, lookup, found); err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		buckets[i] = found[j]
+	}
+	return buckets, nil
+}
+
+// placeCounted sets buckets[i], the bucket counted[i]'s entry of msg goes
+// to: the one its count step recorded (lq), or, for a step recorded
+// without it (an older version), the newest bucket when it is at or below
+// msg, else the covering bucket. A repeat finds the same bucket: only
+// this job writes these inboxes.
+func (s *Store) placeCounted(ctx context.Context, msg primitive.ObjectID, counted []*userDoc, buckets []primitive.ObjectID) error {
+	var lookup []*userDoc
+	var at []int
+	for i, h := range counted {
+		switch {
+		case len(h.LastEntries) == 1 && !h.LastEntries[0].Bucket.IsZero():
+			buckets[i] = h.LastEntries[0].Bucket
+		case h.NewestBucket != nil && cmpID(*h.NewestBucket, msg) <= 0:
+			buckets[i] = *h.NewestBucket
+		default:
+			lookup, at = append(lookup, h), append(at, i)
+		}
+	}
+	found := make([]primitive.ObjectID, len(lookup))
+	if err := s.coveringBuckets(ctx, msg, lookup, found); err != nil {
+		return err
+	}
+	for j, i := range at {
+		buckets[i] = found[j]
+	}
+	return nil
+}
+
+// coveringBuckets sets keys[i] to the key of owners[i]'s bucket covering
+// msg, or msg if none does, one query per owner, at most 8 at once.
+func (s *Store) coveringBuckets(ctx context.Context, msg primitive.ObjectID, owners []*userDoc, keys []primitive.ObjectID) error {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
 		sem      = make(chan struct{}, 8)
 	)
-	for i, h := range counted {
-		if h.NewestBucket != nil && cmpID(*h.NewestBucket, msg) <= 0 {
-			buckets[i] = *h.NewestBucket
-			continue
-		}
+	for i, h := range owners {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -337,7 +515,7 @@ func (s *Store) placeDelivered(ctx context.Context, msg primitive.ObjectID, coun
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			buckets[i] = k
+			keys[i] = k
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
@@ -384,14 +562,14 @@ func (s *Store) deliverUnstored(ctx context.Context, job *store.Job, d store.Del
 			return nil, err
 		}
 	}
-	rec := deliveryDoc{Message: msg, Key: oid(d.Owners[len(d.Owners)-1]), Refs: make([]deliveryRef, len(active))}
+	refs := make([]deliveryRef, len(active))
 	changes := make([]store.InboxChange, len(active))
 	for i, o := range active {
-		rec.Refs[i] = deliveryRef{Owner: oid(o)}
+		refs[i] = deliveryRef{Owner: oid(o)}
 		changes[i] = store.InboxChange{InboxRef: store.InboxRef{Owner: o}, MessageID: job.MessageID, NoCounts: true}
 	}
-	if _, err := s.deliveries.InsertOne(ctx, rec); err != nil && !isDuplicate(err) {
-		return nil, wrap("deliver: record", err)
+	if err := s.record(ctx, msg, oid(d.Owners[len(d.Owners)-1]), refs); err != nil {
+		return nil, err
 	}
 	return changes, nil
 }
@@ -695,15 +873,15 @@ func deliveryCursor(key primitive.ObjectID, done int) []byte {
 // removed; a repeat finds the entries not yet removed and the marker on
 // the counted owners. Caches only lose the entry.
 func (s *Store) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]store.InboxChange, error) {
-	job, err := s.startChunk(ctx, r.Job)
+	job, plan, err := s.startChunk(ctx, r.Job)
 	if err != nil || job == nil {
 		return nil, err
 	}
 	var changes []store.InboxChange
-	if len(r.Refs) > 0 {
+	if len(r.Refs) > 0 || (plan != nil && job.Layout.Stores()) {
 		switch job.Layout {
 		case store.LayoutEntries, store.LayoutBuckets:
-			changes, err = s.retractStored(ctx, job, r.Refs)
+			changes, err = s.retractStored(ctx, job, plan, r.Refs)
 		case store.LayoutCache:
 			changes, err = s.retractCached(ctx, job, r.Refs)
 		default:
@@ -726,7 +904,13 @@ func (s *Store) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]stor
 	return changes, nil
 }
 
-func (s *Store) retractStored(ctx context.Context, job *store.Job, refs []store.InboxRef) ([]store.InboxChange, error) {
+// retractStored removes the message from the stored inboxes of refs and,
+// if the job carries the plan of a delivery chunk cut short (the message
+// was deleted while it ran), from its planned owners: those whose marker
+// names the delivery were counted, whether or not their entry was written
+// or recorded, so they are holders too, in the bucket their count step
+// recorded.
+func (s *Store) retractStored(ctx context.Context, job *store.Job, plan *chunkPlan, refs []store.InboxRef) ([]store.InboxChange, error) {
 	lay := job.Layout
 	msg := oid(job.MessageID)
 	bucketOf := make(map[store.ID]store.ID, len(refs))
@@ -738,9 +922,34 @@ func (s *Store) retractStored(ctx context.Context, job *store.Job, refs []store.
 		bucketOf[ref.Owner] = ref.Bucket
 		or = append(or, bson.D{{Key: "o", Value: oid(ref.Owner)}, {Key: "k", Value: oid(ref.Bucket)}})
 	}
+	var counted []store.ID // planned owners counted by the cut delivery
+	if plan != nil && len(plan.Owners) > 0 {
+		heads, err := s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: plan.Owners}}}, {Key: "lj", Value: deliverMark(job.MessageID)}},
+			options.Find().SetProjection(inboxProjection))
+		if err != nil {
+			return nil, err
+		}
+		buckets := make([]primitive.ObjectID, len(heads))
+		if lay == store.LayoutBuckets {
+			if err := s.placeCounted(ctx, msg, heads, buckets); err != nil {
+				return nil, err
+			}
+		}
+		for i, h := range heads {
+			o := store.ID(h.ID)
+			counted = append(counted, o)
+			if _, dup := bucketOf[o]; !dup {
+				bucketOf[o] = store.ID(buckets[i])
+				or = append(or, bson.D{{Key: "o", Value: h.ID}, {Key: "k", Value: buckets[i]}})
+			}
+		}
+	}
 	owners := make([]store.ID, 0, len(bucketOf))
 	for o := range bucketOf {
 		owners = append(owners, o)
+	}
+	if len(owners) == 0 {
+		return nil, nil
 	}
 	var present []store.ID
 	var err error
@@ -748,6 +957,11 @@ func (s *Store) retractStored(ctx context.Context, job *store.Job, refs []store.
 		present, err = s.holders(ctx, s.entries, bson.D{{Key: "o", Value: bson.D{{Key: "$in", Value: oids(owners)}}}, {Key: "m", Value: msg}})
 	} else {
 		present, err = s.holders(ctx, s.buckets, bson.D{{Key: "$or", Value: or}, {Key: "e.m", Value: msg}})
+	}
+	for _, o := range counted {
+		if !slices.Contains(present, o) {
+			present = append(present, o)
+		}
 	}
 	if err != nil || len(present) == 0 {
 		return nil, err

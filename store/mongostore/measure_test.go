@@ -197,9 +197,10 @@ func TestRoundTrips(t *testing.T) {
 		perJob    int64
 		postTrips int64
 	}{
-		// list followers, check job, read owners, count, write entries, record, advance
-		{"entries", store.LayoutEntries, 7, 1, 5},
-		{"buckets", store.LayoutBuckets, 7, 1, 5},
+		// list followers, check job, read owners, store the chunk's plan,
+		// count, write entries, record, advance
+		{"entries", store.LayoutEntries, 8, 1, 5},
+		{"buckets", store.LayoutBuckets, 8, 1, 5},
 		// list followers, check job, write caches, record, advance (no activity filter)
 		{"cache", store.LayoutCache, 5, 1, 5},
 		// list followers, check job, record, advance

@@ -30,6 +30,10 @@ type jobDoc struct {
 	Kind   int32  `bson:"k"`
 	Layout int32  `bson:"l,omitempty"`
 	Cursor []byte `bson:"cur,omitempty"`
+	// Plan is the plan of the delivery chunk at Cursor, stored before the
+	// chunk counts anything (see deliverStored); a retraction that replaces
+	// the delivery keeps it, to undo what the chunk did.
+	Plan *chunkPlan `bson:"p,omitempty"`
 }
 
 func newJobDoc(j *store.Job) *jobDoc {
@@ -51,6 +55,15 @@ var live = bson.E{Key: "x", Value: bson.D{{Key: "$exists", Value: false}}}
 
 func msgFilter(id store.ID) bson.D {
 	return bson.D{{Key: "_id", Value: oid(id)}, live}
+}
+
+// msgKey finds message id by its shard key, (a, _id), when the author is
+// known, so the query goes to one shard.
+func msgKey(id, author store.ID) bson.D {
+	if author.IsZero() {
+		return bson.D{{Key: "_id", Value: oid(id)}}
+	}
+	return bson.D{{Key: "a", Value: oid(author)}, {Key: "_id", Value: oid(id)}}
 }
 
 // Markers of the author's message count, so it changes once per message.
@@ -229,10 +242,12 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *store.J
 	if retract == nil {
 		err = s.messages.FindOneAndDelete(ctx, msgFilter(id)).Decode(&d)
 	} else {
-		err = s.messages.FindOneAndUpdate(ctx, msgFilter(id), bson.D{{Key: "$set", Value: bson.D{
-			{Key: "x", Value: time.Now().UTC()},
-			{Key: "j", Value: newJobDoc(retract)},
-		}}}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+		// The retraction takes the delivery's place field by field, so that
+		// the plan of a delivery chunk cut short (j.p) stays for it.
+		err = s.messages.FindOneAndUpdate(ctx, msgFilter(id), bson.D{
+			{Key: "$set", Value: bson.D{{Key: "x", Value: time.Now().UTC()}, {Key: "j.k", Value: int32(retract.Kind)}, {Key: "j.l", Value: int32(retract.Layout)}}},
+			{Key: "$unset", Value: bson.D{{Key: "j.cur", Value: ""}}},
+		}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	}
 	if err != nil {
 		return missing(err, "message not found", "delete message")
@@ -353,8 +368,12 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*store.Job, error) {
 		return nil, wrap("find jobs", err)
 	}
 	out := make([]*store.Job, 0, len(ds))
+	planned := map[store.ID]bool{} // jobs with a chunk's plan stored: begun
 	for _, d := range ds {
 		out = append(out, d.job())
+		if d.Job.Plan != nil {
+			planned[store.ID(d.ID)] = true
+		}
 	}
 	cur, err = s.jobs.Find(ctx, bson.D{})
 	if err != nil {
@@ -385,6 +404,16 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*store.Job, error) {
 		}
 		return int(a.Kind) - int(b.Kind)
 	})
+	// A job begun (a chunk stored, or planned: a delivery cut short, or
+	// the retraction that took its place) goes first: its cursor may be
+	// past owners that a backfill or rebuild would leave to it.
+	begun := func(j *store.Job) int {
+		if len(j.Cursor) > 0 || (j.MessageID == j.ID && planned[j.ID]) {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(out, func(a, b *store.Job) int { return begun(a) - begun(b) })
 	// The job a lease holder had begun goes first (see beginJob).
 	running, ok, err := s.runningJob(ctx)
 	if err != nil || !ok {

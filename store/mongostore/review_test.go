@@ -163,3 +163,129 @@ func TestReview_FollowCountedThenUnfollow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, checkInbox(t, st, x))
 }
+
+// runRetractions runs the pending jobs (retractions) to their end, as a
+// restarted fan-out would.
+func runRetractions(t *testing.T, st *mongostore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	pending, err := st.PendingJobs(ctx)
+	require.NoError(t, err)
+	for _, j := range pending {
+		require.Equal(t, store.JobRetract, j.Kind)
+		for done := false; !done; {
+			refs, next, err := st.FindDeliveries(ctx, j.MessageID, j.Cursor, 1000)
+			require.NoError(t, err)
+			done = next == nil
+			_, err = st.RemoveInboxEntries(ctx, store.Removal{Job: j, Refs: refs, Cursor: next, Done: done})
+			require.NoError(t, err)
+			j.Cursor = next
+		}
+	}
+}
+
+// A delivery chunk cut after its count step, then the message deleted
+// before it resumes: the retraction takes back what the chunk counted,
+// though it wrote no entry and no record.
+func TestReview_DeliverCountedThenDeleted(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	a, x, y := mkUser(t, st, "author"), mkUser(t, st, "xxx"), mkUser(t, st, "yyy")
+	m, j := mkPost(t, st, a)
+	f.bucketsBulk.Store(1)
+	_, err := st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: []store.ID{x, y}, At: tickClock(), Done: true})
+	require.ErrorIs(t, err, errInjected)
+	r := &store.Job{ID: m.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: a, CreatedAt: m.CreatedAt}
+	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
+	runRetractions(t, st)
+	for _, o := range []store.ID{x, y} {
+		require.Equal(t, 0, checkInbox(t, st, o))
+	}
+	pending, err := st.PendingJobs(ctx)
+	require.NoError(t, err)
+	require.Empty(t, pending)
+}
+
+// A delivery chunk cut after its count step, then a counted owner
+// unfollows and a new follower appears inside the chunk's range before it
+// resumes: the repeat delivers to the owners it planned (the one who left
+// too: the unfollow removes it after) and to the newcomer, records them
+// all, and a retraction then finds every one of them.
+func TestReview_DeliverCountedThenFollowersChange(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	a, x, fo, z := mkUser(t, st, "author"), mkUser(t, st, "xxx"), mkUser(t, st, "fff"), mkUser(t, st, "zzz")
+	for _, o := range []store.ID{x, z} {
+		_, err := st.Follow(ctx, o, a, tickClock())
+		require.NoError(t, err)
+	}
+	m, j := mkPost(t, st, a)
+	f.bucketsBulk.Store(1)
+	_, err := st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: []store.ID{x, z}, At: tickClock(), Done: true})
+	require.ErrorIs(t, err, errInjected)
+
+	u := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobUnfollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: a}
+	require.NoError(t, st.StoreJob(ctx, u))
+	_, err = st.Unfollow(ctx, x, a)
+	require.NoError(t, err)
+	_, err = st.Follow(ctx, fo, a, tickClock())
+	require.NoError(t, err)
+
+	// The restart: the delivery first, its followers listed again.
+	pending, err := st.PendingJobs(ctx)
+	require.NoError(t, err)
+	require.Equal(t, j.ID, pending[0].ID, "the delivery cut short first")
+	fs, err := st.ListFollowers(ctx, a, store.NilID, 1000)
+	require.NoError(t, err)
+	require.Equal(t, []store.ID{fo, z}, fs)
+	deliverAll(t, st, j, fs...)
+	for _, o := range []store.ID{x, fo, z} {
+		require.Equal(t, 1, checkInbox(t, st, o))
+	}
+	refs, _, err := st.FindDeliveries(ctx, m.ID, nil, 10)
+	require.NoError(t, err)
+	require.Len(t, refs, 3)
+	_, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: u})
+	require.NoError(t, err)
+	require.Equal(t, 0, checkInbox(t, st, x))
+
+	r := &store.Job{ID: m.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: a, CreatedAt: m.CreatedAt}
+	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
+	runRetractions(t, st)
+	for _, o := range []store.ID{x, fo, z} {
+		require.Equal(t, 0, checkInbox(t, st, o))
+	}
+}
+
+// The last chunk cut between its record and the job's advance, then a new
+// follower inside the chunk's range: the repeat adds the newcomer to the
+// chunk's record rather than losing it to a duplicate, so the retraction
+// reaches them.
+func TestReview_DeliverRecordedThenNewFollower(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	a, x, fo, z := mkUser(t, st, "author"), mkUser(t, st, "xxx"), mkUser(t, st, "fff"), mkUser(t, st, "zzz")
+	for _, o := range []store.ID{x, z} {
+		_, err := st.Follow(ctx, o, a, tickClock())
+		require.NoError(t, err)
+	}
+	m, j := mkPost(t, st, a)
+	f.msgsSkip.Store(1)   // the plan is stored,
+	f.msgsUpdate.Store(1) // the advance fails
+	_, err := st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: []store.ID{x, z}, At: tickClock(), Done: true})
+	require.ErrorIs(t, err, errInjected)
+	_, err = st.Follow(ctx, fo, a, tickClock())
+	require.NoError(t, err)
+	fs, err := st.ListFollowers(ctx, a, store.NilID, 1000)
+	require.NoError(t, err)
+	deliverAll(t, st, j, fs...)
+	for _, o := range []store.ID{x, fo, z} {
+		require.Equal(t, 1, checkInbox(t, st, o))
+	}
+	r := &store.Job{ID: m.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: a, CreatedAt: m.CreatedAt}
+	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
+	runRetractions(t, st)
+	for _, o := range []store.ID{x, fo, z} {
+		require.Equal(t, 0, checkInbox(t, st, o))
+	}
+}

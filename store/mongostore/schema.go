@@ -43,7 +43,8 @@ const (
 	collFollowees = "followees"
 	collFollowers = "followers"
 	// messages: docs.Message plus j (the message's pending fan-out job:
-	// k kind, l layout, cur cursor) and x (deleted at). The job lives in the
+	// k kind, l layout, cur cursor, p the plan of the delivery chunk at
+	// cur: {k record key, o owners}) and x (deleted at). The job lives in the
 	// message so that a post and its job are one atomic insert. Sharded on
 	// (a, _id): an author's outbox is one shard range and _id orders by
 	// time; inbox entries carry the author, so loading a page's messages
@@ -106,7 +107,8 @@ const (
 	// deliveries: {m: message, k: record key, r: [{o owner, b bucket}]} —
 	// where a message went, one document per delivered chunk (k its last
 	// owner) or per insertion (k the follow job's or the rebuild's ID), for
-	// retraction and edit notices. Sharded on (m, k).
+	// retraction and edit notices. A chunk's record is an upsert adding to
+	// the set r, so a repeated chunk completes it. Sharded on (m, k).
 	collDeliveries = "deliveries"
 	// names: the name store, {_id: least value, l: [names]} (seed 001).
 	// Small and read through a cache: not sharded.
@@ -209,7 +211,7 @@ var FieldNames = map[string]string{
 	// entries, buckets and caches (o owner, k key, e entries; m message,
 	// d delivered, b bucket; f complete, cv version)
 	"m": "message", "d": "deliveredAt", "b": "bucket", "f": "complete", "cv": "cacheVersion",
-	// names (l the names) and jobs (l the layout)
+	// names (l the names) and jobs (l the layout, p the chunk's plan)
 	"l": "names",
 }
 

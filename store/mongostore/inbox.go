@@ -621,26 +621,42 @@ func onlyDuplicates(err error) bool {
 // query (more only for a bucket page that retractions left short), then
 // the owner's counts. In that order, because a delivery counts an entry
 // before it writes it: a page never shows an entry its counts lack, as it
-// could if the two were read at once.
+// could if the two were read at once. A removal (an unfollow, a
+// retraction) counts before it removes, so the entries of the owner's last
+// count step, if it removes, are left out of the page: its counts have
+// dropped them already, and its writes may still be under way. A page
+// that loses entries so is read again, a little longer.
 func (s *Store) ReadInbox(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
-	var items []store.InboxItem
-	var err error
-	if f.Limit > 0 {
-		switch f.Layout {
-		case store.LayoutEntries:
-			items, err = s.readEntries(ctx, f)
-		case store.LayoutBuckets:
-			items, err = s.readBuckets(ctx, f)
+	want := f.Limit
+	for attempt := 1; ; attempt++ {
+		var items []store.InboxItem
+		var err error
+		if f.Limit > 0 {
+			switch f.Layout {
+			case store.LayoutEntries:
+				items, err = s.readEntries(ctx, f)
+			case store.LayoutBuckets:
+				items, err = s.readBuckets(ctx, f)
+			}
 		}
+		if err != nil {
+			return nil, store.InboxCounts{}, err
+		}
+		d, _, err := s.findInboxHead(ctx, f.Owner)
+		if err != nil {
+			return nil, store.InboxCounts{}, err
+		}
+		full := len(items) == f.Limit
+		if !d.LastAdded && d.LastLayout == int32(f.Layout) && len(d.LastEntries) > 0 {
+			items = slices.DeleteFunc(items, func(it store.InboxItem) bool {
+				return slices.ContainsFunc(d.LastEntries, func(p planItem) bool { return p.Message == oid(it.MessageID) })
+			})
+		}
+		if len(items) >= want || !full || attempt == 3 {
+			return items[:min(len(items), want)], d.counts(f.Layout), nil
+		}
+		f.Limit = want + len(d.LastEntries)
 	}
-	if err != nil {
-		return nil, store.InboxCounts{}, err
-	}
-	d, _, err := s.findInboxHead(ctx, f.Owner)
-	if err != nil {
-		return nil, store.InboxCounts{}, err
-	}
-	return items, d.counts(f.Layout), nil
 }
 
 // readEntries is one range read of the (o, m) index, newest first.

@@ -289,3 +289,33 @@ func TestReview_DeliverRecordedThenNewFollower(t *testing.T) {
 		require.Equal(t, 0, checkInbox(t, st, o))
 	}
 }
+
+// A page read between an unfollow's count step and its removal leaves out
+// the entries the counts no longer have, and is still full.
+func TestReview_PageDuringUnfollow(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	a, b, x := mkUser(t, st, "author"), mkUser(t, st, "bbb"), mkUser(t, st, "xxx")
+	for _, au := range []store.ID{a, b} {
+		_, err := st.Follow(ctx, x, au, tickClock())
+		require.NoError(t, err)
+		for range 2 {
+			_, j := mkPost(t, st, au)
+			deliverAll(t, st, j, x)
+		}
+	}
+	_, err := st.Unfollow(ctx, x, b)
+	require.NoError(t, err)
+	u := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobUnfollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: b}
+	require.NoError(t, st.StoreJob(ctx, u))
+	f.bucketsBulk.Store(1) // stands for the window between the count step and the removal
+	_, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: u})
+	require.ErrorIs(t, err, errInjected)
+	require.Equal(t, 2, checkInbox(t, st, x))
+	items, _, err := st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, items, 2)
+	for _, it := range items {
+		require.Equal(t, a, it.AuthorID)
+	}
+}

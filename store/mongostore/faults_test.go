@@ -3,6 +3,7 @@ package mongostore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ type faults struct {
 	usersUpdate atomic.Int32 // fail this many users.UpdateOne calls
 	msgsUpdate  atomic.Int32 // fail this many messages.UpdateOne calls,
 	msgsSkip    atomic.Int32 // after letting this many through
+	// unkeyed counts the writes of messages whose filter does not name the
+	// author, the shard key's prefix.
+	unkeyed atomic.Int32
 }
 
 type fClient struct {
@@ -64,7 +68,33 @@ func (c fColl) BulkWrite(ctx context.Context, m []mongo.WriteModel, o ...*option
 	return c.ICollection.BulkWrite(ctx, m, o...)
 }
 
+// keyed notes a write of messages whose filter does not name the author.
+func (c fColl) keyed(filter interface{}) {
+	if c.name != "messages" {
+		return
+	}
+	if d, ok := filter.(bson.D); !ok || !slices.ContainsFunc(d, func(e bson.E) bool { return e.Key == "a" }) {
+		c.f.unkeyed.Add(1)
+	}
+}
+
+func (c fColl) DeleteOne(ctx context.Context, f interface{}, o ...*options.DeleteOptions) (*mongo.DeleteResult, error) {
+	c.keyed(f)
+	return c.ICollection.DeleteOne(ctx, f, o...)
+}
+
+func (c fColl) FindOneAndUpdate(ctx context.Context, f, u interface{}, o ...*options.FindOneAndUpdateOptions) lungo.ISingleResult {
+	c.keyed(f)
+	return c.ICollection.FindOneAndUpdate(ctx, f, u, o...)
+}
+
+func (c fColl) FindOneAndDelete(ctx context.Context, f interface{}, o ...*options.FindOneAndDeleteOptions) lungo.ISingleResult {
+	c.keyed(f)
+	return c.ICollection.FindOneAndDelete(ctx, f, o...)
+}
+
 func (c fColl) UpdateOne(ctx context.Context, f, u interface{}, o ...*options.UpdateOptions) (*mongo.UpdateResult, error) {
+	c.keyed(f)
 	if c.name == "users" && c.f.gate.CompareAndSwap(true, false) {
 		close(c.f.gated)
 		<-c.f.release

@@ -118,7 +118,7 @@ func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 			return wrap("count message", err)
 		}
 		if n == 0 {
-			_, err := s.messages.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: "mn", Value: true}, {Key: "xn", Value: true}}}})
+			_, err := s.messages.UpdateOne(ctx, msgKey(id, author), bson.D{{Key: "$set", Value: bson.D{{Key: "mn", Value: true}, {Key: "xn", Value: true}}}})
 			return wrap("count message", err)
 		}
 		// It happened: take it back below, then forget its marker too (a
@@ -128,10 +128,25 @@ func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 	if err := s.incOnce(ctx, author, op, inc); err != nil {
 		return err
 	}
-	if _, err := s.messages.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: flag, Value: true}}}}); err != nil {
+	if _, err := s.messages.UpdateOne(ctx, msgKey(id, author), bson.D{{Key: "$set", Value: bson.D{{Key: flag, Value: true}}}}); err != nil {
 		return wrap("count message", err)
 	}
 	return s.forgetOp(ctx, author, op)
+}
+
+// liveKey finds live message id by _id alone (which may ask every shard)
+// and returns the filter that names it by its shard key, (a, _id), and
+// live: a findAndModify on a sharded collection must name the shard key
+// (before MongoDB 7.0), and then goes to one shard.
+func (s *Store) liveKey(ctx context.Context, id store.ID, label string) (bson.D, error) {
+	var d struct {
+		Author primitive.ObjectID `bson:"a"`
+	}
+	err := s.messages.FindOne(ctx, msgFilter(id), options.FindOne().SetProjection(bson.D{{Key: "a", Value: 1}})).Decode(&d)
+	if err != nil {
+		return nil, missing(err, "message not found", label)
+	}
+	return append(msgKey(id, store.ID(d.Author)), live), nil
 }
 
 // FindMessageByID implements store.Backend. Without the author it may ask
@@ -224,8 +239,12 @@ func (s *Store) UpdateMessage(ctx context.Context, id store.ID, upd store.Messag
 	if len(set) == 0 {
 		return s.FindMessageByID(ctx, id)
 	}
+	filter, err := s.liveKey(ctx, id, "update message")
+	if err != nil {
+		return nil, err
+	}
 	var d messageDoc
-	err := s.messages.FindOneAndUpdate(ctx, msgFilter(id), bson.D{{Key: "$set", Value: set}},
+	err = s.messages.FindOneAndUpdate(ctx, filter, bson.D{{Key: "$set", Value: set}},
 		options.FindOneAndUpdate().SetReturnDocument(options.After).SetProjection(bson.D{{Key: "j", Value: 0}})).Decode(&d)
 	if err != nil {
 		return nil, missing(err, "message not found", "update message")
@@ -237,14 +256,17 @@ func (s *Store) UpdateMessage(ctx context.Context, id store.ID, upd store.Messag
 // retraction job replace the pending job in one update of the message
 // document; the message document itself goes when the retraction ends.
 func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *store.Job) error {
+	filter, err := s.liveKey(ctx, id, "delete message")
+	if err != nil {
+		return err
+	}
 	var d messageDoc
-	var err error
 	if retract == nil {
-		err = s.messages.FindOneAndDelete(ctx, msgFilter(id)).Decode(&d)
+		err = s.messages.FindOneAndDelete(ctx, filter).Decode(&d)
 	} else {
 		// The retraction takes the delivery's place field by field, so that
 		// the plan of a delivery chunk cut short (j.p) stays for it.
-		err = s.messages.FindOneAndUpdate(ctx, msgFilter(id), bson.D{
+		err = s.messages.FindOneAndUpdate(ctx, filter, bson.D{
 			{Key: "$set", Value: bson.D{{Key: "x", Value: time.Now().UTC()}, {Key: "j.k", Value: int32(retract.Kind)}, {Key: "j.l", Value: int32(retract.Layout)}}},
 			{Key: "$unset", Value: bson.D{{Key: "j.cur", Value: ""}}},
 		}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
@@ -341,12 +363,12 @@ func (s *Store) FinishJob(ctx context.Context, j *store.Job) error {
 	case store.JobFollow, store.JobUnfollow, store.JobRebuild:
 		return s.finishOwnerJob(ctx, j)
 	case store.JobDeliver:
-		_, err = s.messages.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(j.MessageID)}, {Key: "j.k", Value: int32(j.Kind)}},
+		_, err = s.messages.UpdateOne(ctx, append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: "j.k", Value: int32(j.Kind)}),
 			bson.D{{Key: "$unset", Value: bson.D{{Key: "j", Value: ""}}}})
 	case store.JobRetract:
 		// Its records first: the message's document is what keeps the job.
 		if _, err = s.deliveries.DeleteMany(ctx, bson.D{{Key: "m", Value: oid(j.MessageID)}}); err == nil {
-			_, err = s.messages.DeleteOne(ctx, bson.D{{Key: "_id", Value: oid(j.MessageID)}, {Key: "j.k", Value: int32(j.Kind)}})
+			_, err = s.messages.DeleteOne(ctx, append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: "j.k", Value: int32(j.Kind)}))
 		}
 	default:
 		return store.Errorf(store.EINTERNAL, "unknown job kind %d", j.Kind)

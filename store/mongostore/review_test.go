@@ -319,3 +319,27 @@ func TestReview_PageDuringUnfollow(t *testing.T) {
 		require.Equal(t, a, it.AuthorID)
 	}
 }
+
+// Every write of a message document on the fan-out path names the author,
+// the shard key's prefix: on a sharded cluster none asks every shard, and
+// findAndModify works before MongoDB 7.0.
+func TestReview_MessageWritesNameTheShardKey(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	a, x := mkUser(t, st, "author"), mkUser(t, st, "xxx")
+	m1, j1 := mkPost(t, st, a)
+	_, err := st.DeliverInbox(ctx, store.Delivery{Job: j1, Owners: []store.ID{x}, At: tickClock(), Cursor: x[:]})
+	require.NoError(t, err)
+	j1.Cursor = x[:]
+	deliverAll(t, st, j1)
+	text := "edited"
+	_, err = st.UpdateMessage(ctx, m1.ID, store.MessageUpdate{Text: &text})
+	require.NoError(t, err)
+	r := &store.Job{ID: m1.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m1.ID, AuthorID: a, CreatedAt: m1.CreatedAt}
+	require.NoError(t, st.DeleteMessage(ctx, m1.ID, r))
+	runRetractions(t, st)
+	m2, j2 := mkPost(t, st, a)
+	require.NoError(t, st.FinishJob(ctx, j2))
+	require.NoError(t, st.DeleteMessage(ctx, m2.ID, nil))
+	require.Zero(t, f.unkeyed.Load())
+}

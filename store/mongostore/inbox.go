@@ -691,10 +691,11 @@ func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.I
 		filter = append(filter, bson.E{Key: "k", Value: bson.D{{Key: "$lt", Value: oid(f.Before)}}})
 	}
 	items := make([]store.InboxItem, 0, f.Limit)
-	batch := int64(f.Limit/bucketSize + 2)
-	if f.Limit%bucketSize == 0 {
-		batch = int64(f.Limit/bucketSize + 1)
-	}
+	// One bucket more than full buckets of the page less one entry would
+	// take (the first is partly above the cursor, or the newest, not
+	// full): a page of 50 and the one more the Service asks for read 2,
+	// and a third only in the loop below, if those two are short.
+	batch := int64((f.Limit-1)/bucketSize + 2)
 	for {
 		cur, err := s.buckets.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "k", Value: -1}}).SetLimit(batch))
 		if err != nil {

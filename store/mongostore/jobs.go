@@ -305,6 +305,7 @@ func planBuckets(head *userDoc, keys []primitive.ObjectID, plan []planItem, upd 
 		case bk != nil && cmpID(m, *bk) >= 0 && bm != nil && cmpID(m, *bm) <= 0:
 			plan[i].Bucket = *bk
 			intoNewest++
+			curCount++ // fills the newest bucket, as bn counts it
 		case bk == nil || cmpID(m, *bk) >= 0:
 			if curCount >= bucketSize {
 				curKey, curCount, moved = m, 0, true

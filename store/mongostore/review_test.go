@@ -343,3 +343,27 @@ func TestReview_MessageWritesNameTheShardKey(t *testing.T) {
 	require.NoError(t, st.DeleteMessage(ctx, m2.ID, nil))
 	require.Zero(t, f.unkeyed.Load())
 }
+
+// A message no job delivers (strategy read, a pulled post) is counted and,
+// deleted, uncounted, leaving no pending-operation marker on its author:
+// otherwise every deletion would grow the user's document for good.
+func TestReview_JoblessDeleteLeavesNoMarker(t *testing.T) {
+	ctx := context.Background()
+	st, _ := openFaulty(t)
+	a := mkUser(t, st, "author")
+	for i := range 3 {
+		now := tickClock()
+		m := &store.Message{ID: store.NewID(now), AuthorID: a, Text: "x", Kind: store.KindPost, CreatedAt: now, Pulled: i%2 == 0}
+		require.NoError(t, st.CreateMessage(ctx, m, nil))
+		require.NoError(t, st.DeleteMessage(ctx, m.ID, nil))
+	}
+	u, err := st.FindUserByID(ctx, a)
+	require.NoError(t, err)
+	require.Zero(t, u.MessageCount)
+	require.Zero(t, u.PulledCount)
+	var raw bson.M
+	require.NoError(t, st.Database().Collection("users").FindOne(ctx, bson.D{{Key: "_id", Value: primitive.ObjectID(a)}}).Decode(&raw))
+	if po, ok := raw["po"]; ok {
+		require.Empty(t, po, "pending-operation markers left behind")
+	}
+}

@@ -232,7 +232,7 @@ func TestRoundTrips(t *testing.T) {
 				require.NoError(t, err)
 				require.Len(t, items, min(size, 56))
 				require.Equal(t, 56, c.Total)
-				t.Logf("%s: inbox page of %d with messages: %d round trips (counts, entries, messages); %d inbox documents read",
+				t.Logf("%s: inbox page of %d with messages: %d round trips (entries, counts, messages); %d inbox documents read",
 					lay.name, size, n.Load(), touched)
 				assert.Equal(t, int64(3), n.Load(), "entries, counts, then messages")
 				assert.Equal(t, int64(2), read)

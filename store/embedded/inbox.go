@@ -156,11 +156,9 @@ func (s *Store) InsertInbox(_ context.Context, ins store.Insertion) ([]store.Inb
 		changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: owner}, MessageID: e.MessageID, Counts: h.counts(job.Layout)})
 	}
 	_ = b.Set(key(pHead, owner), h.encode(), nil)
-	_ = b.Delete(key(pJob, job.ID), nil)
-	if err := s.commit(b); err != nil {
+	if err := s.commitChunk(b, job, nil, true, []ownerHead{{owner, h}}); err != nil {
 		return nil, err
 	}
-	s.setHeads([]ownerHead{{owner, h}})
 	return changes, nil
 }
 
@@ -218,11 +216,9 @@ func (s *Store) RemoveAuthorEntries(_ context.Context, r store.AuthorRemoval) ([
 		}
 	}
 	_ = b.Set(key(pHead, owner), h.encode(), nil)
-	_ = b.Delete(key(pJob, job.ID), nil)
-	if err := s.commit(b); err != nil {
+	if err := s.commitChunk(b, job, nil, true, []ownerHead{{owner, h}}); err != nil {
 		return nil, err
 	}
-	s.setHeads([]ownerHead{{owner, h}})
 	return changes, nil
 }
 

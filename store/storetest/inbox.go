@@ -90,36 +90,29 @@ func entriesOf(msgs ...*store.Message) []store.InboxEntry {
 	return out
 }
 
-func idsOf(msgs ...*store.Message) []store.ID {
-	out := make([]store.ID, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.ID
+// ids maps xs to the ids id gives, in order.
+func ids[T any](xs []T, id func(T) store.ID) []store.ID {
+	out := make([]store.ID, len(xs))
+	for i, x := range xs {
+		out[i] = id(x)
 	}
 	return out
+}
+
+func idsOf(msgs ...*store.Message) []store.ID {
+	return ids(msgs, func(m *store.Message) store.ID { return m.ID })
 }
 
 func itemIDs(items []store.InboxItem) []store.ID {
-	out := make([]store.ID, len(items))
-	for i, it := range items {
-		out[i] = it.MessageID
-	}
-	return out
+	return ids(items, func(it store.InboxItem) store.ID { return it.MessageID })
 }
 
 func changeIDs(changes []store.InboxChange) []store.ID {
-	out := make([]store.ID, len(changes))
-	for i, ch := range changes {
-		out[i] = ch.MessageID
-	}
-	return out
+	return ids(changes, func(c store.InboxChange) store.ID { return c.MessageID })
 }
 
 func changeOwners(changes []store.InboxChange) []store.ID {
-	out := make([]store.ID, len(changes))
-	for i, ch := range changes {
-		out[i] = ch.Owner
-	}
-	return out
+	return ids(changes, func(c store.InboxChange) store.ID { return c.Owner })
 }
 
 // inboxOf returns owner's whole inbox (up to 1000 entries) and its counts.
@@ -681,11 +674,7 @@ func testJobs(t *testing.T, open OpenFunc) {
 }
 
 func refOwners(refs []store.InboxRef) []store.ID {
-	out := make([]store.ID, len(refs))
-	for i, r := range refs {
-		out[i] = r.Owner
-	}
-	return out
+	return ids(refs, func(r store.InboxRef) store.ID { return r.Owner })
 }
 
 // testRebuild: a user returning after being inactive gets a JobRebuild and

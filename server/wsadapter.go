@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +30,9 @@ const maxCloseReason = 123
 type wsAdapter struct {
 	upgrader     websocket.Upgrader
 	writeTimeout time.Duration
+	// initTimeout is how long a graphql-transport-ws client has to send
+	// connection_init before it is closed with 4408.
+	initTimeout time.Duration
 
 	mu      sync.Mutex
 	conns   map[*wsConn]struct{}
@@ -58,6 +63,7 @@ func newWSAdapter(origins *originPolicy, writeTimeout time.Duration) *wsAdapter 
 			Error: func(http.ResponseWriter, *http.Request, int, error) {},
 		},
 		writeTimeout: writeTimeout,
+		initTimeout:  wsInitTimeout,
 		conns:        make(map[*wsConn]struct{}),
 	}
 }
@@ -80,6 +86,9 @@ func (a *wsAdapter) Accept(w http.ResponseWriter, r *http.Request, opts transpor
 		return nil, err
 	}
 	c := &wsConn{conn: raw, writeTimeout: a.writeTimeout, adapter: a}
+	if raw.Subprotocol() == subprotocolTransportWS {
+		c.proto = newTransportWS(c)
+	}
 
 	a.mu.Lock()
 	if a.closing {
@@ -90,6 +99,9 @@ func (a *wsAdapter) Accept(w http.ResponseWriter, r *http.Request, opts transpor
 	}
 	a.conns[c] = struct{}{}
 	a.mu.Unlock()
+	if c.proto != nil {
+		c.proto.startInitTimer(a.initTimeout)
+	}
 
 	if h, ok := r.Context().Value(connHolderKey{}).(*connHolder); ok {
 		h.set(c)
@@ -135,9 +147,14 @@ type wsConn struct {
 	conn         *websocket.Conn
 	writeTimeout time.Duration
 	adapter      *wsAdapter
+	// proto enforces graphql-transport-ws; nil for the legacy graphql-ws.
+	proto *transportWS
 
 	mu        sync.Mutex // held while writing a data frame
 	closeOnce sync.Once
+
+	closeMu   sync.Mutex
+	closeSent bool // the first close frame wins; later ones are dropped
 }
 
 var (
@@ -150,27 +167,64 @@ var (
 // Normal Closure, 1001 Going Away (a browser leaving the page) or no status
 // is reported as transport.ErrWebsocketClosed, which gqlgen treats as an
 // orderly end rather than an error.
+//
+// On graphql-transport-ws each message is read whole and checked by proto
+// first: a violation closes the connection with the protocol's close code,
+// and some messages are handled without gqlgen (see transportWS.receive).
 func (c *wsConn) NextReader() (int, io.Reader, error) {
-	t, r, err := c.conn.NextReader()
-	if err != nil {
-		if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
-			return t, nil, transport.ErrWebsocketClosed
+	for {
+		t, r, err := c.conn.NextReader()
+		if err != nil {
+			return t, nil, readError(err)
 		}
-		return t, nil, err
+		if c.proto == nil {
+			return t, r, nil
+		}
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return t, nil, readError(err)
+		}
+		pass, err := c.proto.receive(data)
+		if err != nil {
+			return t, nil, err
+		}
+		if pass {
+			return t, bytes.NewReader(data), nil
+		}
 	}
-	return t, r, nil
+}
+
+func readError(err error) error {
+	if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
+		return transport.ErrWebsocketClosed
+	}
+	return err
 }
 
 // WriteJSON writes v as one text message. A write that does not finish
 // within the write timeout (a client that stopped reading) fails, and the
 // connection is closed so its subscriptions end instead of piling up.
+// On graphql-transport-ws, proto may drop the message (see
+// transportWS.send).
 func (c *wsConn) WriteJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if c.proto != nil && !c.proto.send(b) {
+		return nil
+	}
+	return c.writeText(b)
+}
+
+// writeText writes b as one text message, as WriteJSON does.
+func (c *wsConn) writeText(b []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
 		return err
 	}
-	if err := c.conn.WriteJSON(v); err != nil {
+	if err := c.conn.WriteMessage(websocket.TextMessage, b); err != nil {
 		_ = c.Close()
 		return err
 	}
@@ -179,8 +233,21 @@ func (c *wsConn) WriteJSON(v any) error {
 
 // WriteClose sends a close frame with code and message (cut to fit a
 // control frame). It does not wait for the peer's reply; gqlgen calls Close
-// right after.
+// right after. Only the first close frame is sent: when the adapter closed
+// the connection for a graphql-transport-ws violation, gqlgen's own close
+// that follows is dropped. On graphql-transport-ws, gqlgen's 1002 closes
+// become the protocol's codes.
 func (c *wsConn) WriteClose(code int, message string) error {
+	if c.proto != nil {
+		code, message = c.proto.translateClose(code, message)
+	}
+	c.closeMu.Lock()
+	sent := c.closeSent
+	c.closeSent = true
+	c.closeMu.Unlock()
+	if sent {
+		return nil
+	}
 	if len(message) > maxCloseReason {
 		message = truncateUTF8(message, maxCloseReason)
 	}
@@ -192,10 +259,20 @@ func (c *wsConn) WriteClose(code int, message string) error {
 func (c *wsConn) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
+		if c.proto != nil {
+			c.proto.stop()
+		}
 		c.adapter.forget(c)
 		err = c.conn.Close()
 	})
 	return err
+}
+
+// closeWith sends a close frame with code and reason and closes the
+// connection.
+func (c *wsConn) closeWith(code int, reason string) {
+	_ = c.WriteClose(code, reason)
+	_ = c.Close()
 }
 
 // Subprotocol returns the negotiated subprotocol, "" if none.

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// The graphql-transport-ws subprotocol (github.com/enisdenjo/graphql-ws,
+// PROTOCOL.md) and its close codes. gqlgen's transport implements most of
+// the message flow but closes with 1002 where the protocol names its own
+// codes, reuses a subscription id without complaint and may send a
+// complete after an error; transportWS, sitting in our adapter between
+// gorilla and gqlgen, enforces the rest.
+const (
+	subprotocolTransportWS = "graphql-transport-ws"
+
+	closeBadRequest      = 4400 // an invalid message
+	closeUnauthorized    = 4401 // subscribe before connection_ack
+	closeInitTimeout     = 4408 // no connection_init in time
+	closeSubscriberTaken = 4409 // subscribe with an id in use
+	closeTooManyInits    = 4429 // a second connection_init
+)
+
+// closeProtocolError is RFC 6455's 1002, which gqlgen uses for every
+// protocol violation it detects.
+const closeProtocolError = 1002
+
+// errProtocolClosed is what NextReader returns after transportWS closed the
+// connection for a protocol violation; gqlgen's read loop then ends.
+var errProtocolClosed = errors.New("graphql-transport-ws: connection closed for a protocol violation")
+
+// transportWS is the graphql-transport-ws state of one connection. receive
+// sees every client message before gqlgen does; send sees every message
+// gqlgen writes.
+type transportWS struct {
+	conn *wsConn
+
+	mu        sync.Mutex
+	initSeen  bool            // a connection_init was passed to gqlgen
+	acked     bool            // gqlgen wrote connection_ack
+	active    map[string]bool // operation ids subscribed and not yet ended
+	initTimer *time.Timer
+}
+
+func newTransportWS(c *wsConn) *transportWS {
+	return &transportWS{conn: c, active: make(map[string]bool)}
+}
+
+// startInitTimer closes the connection with 4408 unless a connection_init
+// arrives within d. gqlgen has its own init timeout, but closes with 1002.
+func (p *transportWS) startInitTimer(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.initTimer = time.AfterFunc(d, func() {
+		p.mu.Lock()
+		seen := p.initSeen
+		p.mu.Unlock()
+		if !seen {
+			p.conn.closeWith(closeInitTimeout, "Connection initialisation timeout")
+		}
+	})
+}
+
+func (p *transportWS) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.initTimer != nil {
+		p.initTimer.Stop()
+	}
+}
+
+// clientMsg is a client message as the protocol defines it; pointers tell
+// an absent field from an empty one.
+type clientMsg struct {
+	Type    *string         `json:"type"`
+	ID      *string         `json:"id"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// receive checks one client message. It returns pass=true for a message
+// gqlgen should see; a ping is answered here, and a pong or complete that
+// gqlgen would refuse before the connection is acknowledged is dropped. A
+// violation closes the connection with the protocol's code and returns an
+// error.
+func (p *transportWS) receive(data []byte) (pass bool, err error) {
+	var m clientMsg
+	if err := json.Unmarshal(data, &m); err != nil || m.Type == nil {
+		return false, p.violation(closeBadRequest, "Invalid message received")
+	}
+	switch typ := *m.Type; typ {
+	case "connection_init":
+		if !nullOrObject(m.Payload) {
+			return false, p.violation(closeBadRequest, `Invalid message received: "connection_init" payload must be an object`)
+		}
+		p.mu.Lock()
+		again := p.initSeen
+		p.initSeen = true
+		if p.initTimer != nil {
+			p.initTimer.Stop()
+		}
+		p.mu.Unlock()
+		if again {
+			return false, p.violation(closeTooManyInits, "Too many initialisation requests")
+		}
+		return true, nil
+
+	case "ping":
+		if !nullOrObject(m.Payload) {
+			return false, p.violation(closeBadRequest, `Invalid message received: "ping" payload must be an object`)
+		}
+		// Answered here, before or after the acknowledgement, echoing the
+		// payload (gqlgen would refuse a ping before connection_ack).
+		pong := map[string]any{"type": "pong"}
+		if !isNull(m.Payload) {
+			pong["payload"] = m.Payload
+		}
+		b, err := json.Marshal(pong)
+		if err != nil {
+			return false, err
+		}
+		return false, p.conn.writeText(b)
+
+	case "pong":
+		if !nullOrObject(m.Payload) {
+			return false, p.violation(closeBadRequest, `Invalid message received: "pong" payload must be an object`)
+		}
+		p.mu.Lock()
+		acked := p.acked
+		p.mu.Unlock()
+		// After the acknowledgement gqlgen counts it as the answer to its
+		// keep-alive ping; before, it is an unsolicited heartbeat.
+		return acked, nil
+
+	case "subscribe":
+		if m.ID == nil || *m.ID == "" {
+			return false, p.violation(closeBadRequest, `Invalid message received: "subscribe" needs a non-empty "id"`)
+		}
+		if reason := checkSubscribePayload(m.Payload); reason != "" {
+			return false, p.violation(closeBadRequest, "Invalid message received: "+reason)
+		}
+		p.mu.Lock()
+		acked, taken := p.acked, p.active[*m.ID]
+		if acked && !taken {
+			p.active[*m.ID] = true
+		}
+		p.mu.Unlock()
+		if !acked {
+			return false, p.violation(closeUnauthorized, "Unauthorized")
+		}
+		if taken {
+			return false, p.violation(closeSubscriberTaken, fmt.Sprintf("Subscriber for %s already exists", *m.ID))
+		}
+		return true, nil
+
+	case "complete":
+		if m.ID == nil || *m.ID == "" {
+			return false, p.violation(closeBadRequest, `Invalid message received: "complete" needs a non-empty "id"`)
+		}
+		p.mu.Lock()
+		acked := p.acked
+		// Nothing more is sent for this id, not even gqlgen's complete.
+		delete(p.active, *m.ID)
+		p.mu.Unlock()
+		// An unknown id is ignored; gqlgen does that once acknowledged.
+		return acked, nil
+
+	case "connection_ack", "next", "error":
+		return false, p.violation(closeBadRequest, fmt.Sprintf("Unexpected message of type %s received", typ))
+	default:
+		return false, p.violation(closeBadRequest, "Invalid message type")
+	}
+}
+
+// send reports whether gqlgen's message b may go out, and tracks the
+// acknowledgement and the operations that ended. Nothing is sent for an id
+// after its error or complete, or after the client completed it.
+func (p *transportWS) send(b []byte) bool {
+	var m struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch m.Type {
+	case "connection_ack":
+		p.acked = true
+	case "next":
+		return p.active[m.ID]
+	case "error", "complete":
+		if !p.active[m.ID] {
+			return false
+		}
+		delete(p.active, m.ID)
+	}
+	return true
+}
+
+// translateClose maps gqlgen's 1002 closes to the protocol's codes.
+func (p *transportWS) translateClose(code int, reason string) (int, string) {
+	if code != closeProtocolError {
+		return code, reason
+	}
+	if reason == "connection initialisation timeout" {
+		return closeInitTimeout, "Connection initialisation timeout"
+	}
+	return closeBadRequest, reason
+}
+
+func (p *transportWS) violation(code int, reason string) error {
+	p.conn.closeWith(code, reason)
+	return fmt.Errorf("%w: %d %s", errProtocolClosed, code, reason)
+}
+
+// checkSubscribePayload returns why a subscribe payload is invalid, "" if
+// it is valid: an object with a string query, and optional operationName
+// (string), variables and extensions (objects).
+func checkSubscribePayload(raw json.RawMessage) string {
+	if isNull(raw) || !nullOrObject(raw) {
+		return `"subscribe" payload must be an object`
+	}
+	var f map[string]json.RawMessage
+	if json.Unmarshal(raw, &f) != nil {
+		return `"subscribe" payload must be an object`
+	}
+	if q := f["query"]; len(q) == 0 || q[0] != '"' {
+		return `"subscribe" payload needs a string "query"`
+	}
+	if n := f["operationName"]; !isNull(n) && n[0] != '"' {
+		return `"operationName" must be a string or null`
+	}
+	for _, k := range []string{"variables", "extensions"} {
+		if !nullOrObject(f[k]) {
+			return fmt.Sprintf("%q must be an object or null", k)
+		}
+	}
+	return ""
+}
+
+// isNull reports whether a decoded JSON value is absent or null.
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+// nullOrObject reports whether a decoded JSON value is absent, null or an
+// object. raw is valid JSON, so its first byte tells its kind.
+func nullOrObject(raw json.RawMessage) bool {
+	return isNull(raw) || raw[0] == '{'
+}

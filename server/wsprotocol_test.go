@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/store"
+	"herald/store/embedded"
+)
+
+// The graphql-transport-ws rules of github.com/enisdenjo/graphql-ws
+// PROTOCOL.md, one test each, as a client on 127.0.0.1 sees them.
+
+// protoInitTimeout is the connection_init timeout in these tests.
+const protoInitTimeout = 300 * time.Millisecond
+
+// newProtoServer is newTestServer with a short connection_init timeout.
+func newProtoServer(t *testing.T) *testServer {
+	t.Helper()
+	cfg, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
+	require.NoError(t, err)
+	log := slog.New(slog.DiscardHandler)
+	st, err := embedded.Open(t.TempDir(), embedded.Options{Logger: log})
+	require.NoError(t, err)
+	hub := store.NewHub()
+	svc := store.NewService(st, hub, store.Options{Logger: log, PasswordCost: 4})
+	require.NoError(t, svc.Start(context.Background()))
+	ts := serve(t, cfg, log, svc, func(a *app) { a.ws.initTimeout = protoInitTimeout }, func() {
+		hub.Close()
+		_ = st.Close()
+	})
+	ts.hub = hub
+	return ts
+}
+
+// protoDial opens a graphql-transport-ws connection.
+func protoDial(t *testing.T, srv *testServer) *wsClient {
+	t.Helper()
+	c, _, err := dialWS(t, srv.URL, subprotocolTransportWS, nil)
+	require.NoError(t, err)
+	return c
+}
+
+// protoAcked opens a connection acknowledged for u.
+func protoAcked(t *testing.T, srv *testServer, u user) *wsClient {
+	t.Helper()
+	c := protoDial(t, srv)
+	c.send("connection_init", "", map[string]any{"authorization": "Bearer " + u.Token})
+	require.Equal(t, "connection_ack", c.mustRead(5*time.Second).Type)
+	return c
+}
+
+// requireClose reads until the server's close frame and checks its code and
+// reason (reason "" skips the reason).
+func requireClose(t *testing.T, c *wsClient, code int, reason string) {
+	t.Helper()
+	var err error
+	for err == nil {
+		var m wsMsg
+		m, err = c.read(5 * time.Second)
+		if err == nil {
+			t.Logf("message before the close: %s %s %s", m.Type, m.ID, m.Payload)
+		}
+	}
+	var ce *websocket.CloseError
+	require.True(t, errors.As(err, &ce), "want a close frame, got %v", err)
+	assert.Equal(t, code, ce.Code, "reason %q", ce.Text)
+	if reason != "" {
+		assert.Equal(t, reason, ce.Text)
+	}
+}
+
+// requireQuiet checks that nothing but what a ping provokes arrives: the
+// next message is the pong.
+func requireQuiet(t *testing.T, c *wsClient) {
+	t.Helper()
+	c.send("ping", "", map[string]any{"quiet": true})
+	m := c.mustRead(5 * time.Second)
+	require.Equal(t, "pong", m.Type, "unexpected %s %s %s", m.Type, m.ID, m.Payload)
+}
+
+func TestTransportWS_InitTimeout4408(t *testing.T) {
+	srv := newProtoServer(t)
+	c := protoDial(t, srv)
+	start := time.Now()
+	requireClose(t, c, 4408, "Connection initialisation timeout")
+	assert.GreaterOrEqual(t, time.Since(start), protoInitTimeout-50*time.Millisecond)
+
+	t.Run("InitInTimeIsKept", func(t *testing.T) {
+		alice := mustSignUp(t, srv.URL, "alice")
+		c := protoAcked(t, srv, alice)
+		time.Sleep(2 * protoInitTimeout)
+		requireQuiet(t, c)
+	})
+}
+
+func TestTransportWS_InvalidToken4403(t *testing.T) {
+	srv := newProtoServer(t)
+	c := protoDial(t, srv)
+	c.send("connection_init", "", map[string]any{"authorization": "Bearer not-a-token"})
+	requireClose(t, c, 4403, "Forbidden: invalid or expired token")
+}
+
+func TestTransportWS_SubscribeBeforeAck4401(t *testing.T) {
+	srv := newProtoServer(t)
+	c := protoDial(t, srv)
+	c.send("subscribe", "1", map[string]any{"query": inboxSubscription})
+	requireClose(t, c, 4401, "Unauthorized")
+}
+
+func TestTransportWS_DuplicateID4409(t *testing.T) {
+	srv := newProtoServer(t)
+	alice := mustSignUp(t, srv.URL, "alice")
+
+	t.Run("ReuseAfterComplete", func(t *testing.T) {
+		// An id is free again once its operation completed.
+		c := protoAcked(t, srv, alice)
+		for range 2 {
+			c.send("subscribe", "q", map[string]any{"query": `{ viewer { handle } }`})
+			m := c.mustRead(5 * time.Second)
+			require.Equal(t, "next", m.Type, "payload %s", m.Payload)
+			assert.Contains(t, string(m.Payload), `"handle":"alice"`)
+			m = c.mustRead(5 * time.Second)
+			require.Equal(t, "complete", m.Type)
+			require.Equal(t, "q", m.ID)
+		}
+		c.closeNormally()
+	})
+
+	c := protoAcked(t, srv, alice)
+	c.send("subscribe", "dup", map[string]any{"query": inboxSubscription})
+	require.Eventually(t, func() bool { return srv.hub.Len() == 1 }, 5*time.Second, 10*time.Millisecond)
+	c.send("subscribe", "dup", map[string]any{"query": inboxSubscription})
+	requireClose(t, c, 4409, "Subscriber for dup already exists")
+	require.Eventually(t, func() bool { return srv.hub.Len() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"the closed connection's subscription ends")
+}
+
+func TestTransportWS_SecondInit4429(t *testing.T) {
+	srv := newProtoServer(t)
+	alice := mustSignUp(t, srv.URL, "alice")
+	c := protoAcked(t, srv, alice)
+	c.send("connection_init", "", map[string]any{"authorization": "Bearer " + alice.Token})
+	requireClose(t, c, 4429, "Too many initialisation requests")
+}
+
+func TestTransportWS_InvalidMessage4400(t *testing.T) {
+	srv := newProtoServer(t)
+	alice := mustSignUp(t, srv.URL, "alice")
+	raw := func(c *wsClient, s string) {
+		require.NoError(t, c.conn.WriteMessage(websocket.TextMessage, []byte(s)))
+	}
+	for _, tc := range []struct {
+		name  string
+		acked bool
+		msg   string
+	}{
+		{"BadJSON", false, `{"type":"connection_init"`},
+		{"BadJSONAfterAck", true, `not json`},
+		{"NotAnObject", true, `["ping"]`},
+		{"NoType", false, `{"payload":{}}`},
+		{"UnknownType", false, `{"type":"hello"}`},
+		{"UnknownTypeAfterAck", true, `{"type":"start","id":"1","payload":{"query":"{ viewer { id } }"}}`},
+		{"ServerType", true, `{"type":"next","id":"1","payload":{}}`},
+		{"InitPayloadNotObject", false, `{"type":"connection_init","payload":"Bearer x"}`},
+		{"SubscribeNoID", true, `{"type":"subscribe","payload":{"query":"{ viewer { id } }"}}`},
+		{"SubscribeEmptyID", true, `{"type":"subscribe","id":"","payload":{"query":"{ viewer { id } }"}}`},
+		{"SubscribeNoPayload", true, `{"type":"subscribe","id":"1"}`},
+		{"SubscribeNoQuery", true, `{"type":"subscribe","id":"1","payload":{}}`},
+		{"SubscribeVariablesNotObject", true, `{"type":"subscribe","id":"1","payload":{"query":"{ viewer { id } }","variables":[1]}}`},
+		{"CompleteNoID", true, `{"type":"complete"}`},
+		{"PingPayloadNotObject", true, `{"type":"ping","payload":7}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c *wsClient
+			if tc.acked {
+				c = protoAcked(t, srv, alice)
+			} else {
+				c = protoDial(t, srv)
+			}
+			raw(c, tc.msg)
+			requireClose(t, c, 4400, "")
+		})
+	}
+}
+
+func TestTransportWS_NoCompleteAfterError(t *testing.T) {
+	srv := newProtoServer(t)
+	alice := mustSignUp(t, srv.URL, "alice")
+	c := protoAcked(t, srv, alice)
+	for _, q := range []string{`subscription { inboxEvents {`, `subscription { noSuchField }`} {
+		c.send("subscribe", "bad", map[string]any{"query": q})
+		m := c.mustRead(5 * time.Second)
+		require.Equal(t, "error", m.Type, "payload %s", m.Payload)
+		require.Equal(t, "bad", m.ID)
+		var errs []map[string]any
+		require.NoError(t, json.Unmarshal(m.Payload, &errs))
+		require.NotEmpty(t, errs)
+		requireQuiet(t, c) // no complete for "bad"
+	}
+}
+
+func TestTransportWS_PingPong(t *testing.T) {
+	srv := newProtoServer(t)
+	alice := mustSignUp(t, srv.URL, "alice")
+	check := func(t *testing.T, c *wsClient) {
+		c.send("ping", "", map[string]any{"seq": 7})
+		m := c.mustRead(5 * time.Second)
+		require.Equal(t, "pong", m.Type)
+		assert.JSONEq(t, `{"seq":7}`, string(m.Payload), "the payload is echoed")
+		c.send("ping", "", nil)
+		m = c.mustRead(5 * time.Second)
+		require.Equal(t, "pong", m.Type)
+		assert.Empty(t, m.Payload)
+	}
+	t.Run("BeforeAck", func(t *testing.T) {
+		c := protoDial(t, srv)
+		check(t, c)
+		// An unsolicited pong is a heartbeat, not an error.
+		c.send("pong", "", nil)
+		c.send("connection_init", "", map[string]any{"authorization": "Bearer " + alice.Token})
+		require.Equal(t, "connection_ack", c.mustRead(5*time.Second).Type)
+	})
+	t.Run("AfterAck", func(t *testing.T) {
+		c := protoAcked(t, srv, alice)
+		check(t, c)
+		c.send("pong", "", nil)
+		requireQuiet(t, c)
+	})
+}
+
+// TestTransportWS_ServerPingPongAccepted waits for the server's keep-alive
+// pings (every wsPingInterval) and answers them; a client that did not
+// would be dropped after two intervals.
+func TestTransportWS_ServerPingPongAccepted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits two keep-alive intervals")
+	}
+	t.Parallel()
+	srv := newProtoServer(t)
+	alice := mustSignUp(t, srv.URL, "alice")
+	c := protoAcked(t, srv, alice)
+	start := time.Now()
+	for i := range 2 {
+		require.NoError(t, c.conn.SetReadDeadline(time.Now().Add(wsPingInterval+5*time.Second)))
+		var m wsMsg
+		require.NoError(t, c.conn.ReadJSON(&m), "ping %d", i)
+		require.Equal(t, "ping", m.Type)
+		c.send("pong", "", nil)
+	}
+	require.Greater(t, time.Since(start), 2*wsPingInterval-time.Second)
+	// Past the 2-interval deadline the connection still works.
+	requireQuiet(t, c)
+}
+
+func TestTransportWS_ClientCompleteStops(t *testing.T) {
+	srv := newProtoServer(t)
+	alice := mustSignUp(t, srv.URL, "alice")
+	bob := mustSignUp(t, srv.URL, "bob")
+	mustFollow(t, srv.URL, bob, alice)
+	c := protoAcked(t, srv, bob)
+	c.send("subscribe", "s", map[string]any{"query": inboxSubscription})
+	require.Eventually(t, func() bool { return srv.hub.Len() == 1 }, 5*time.Second, 10*time.Millisecond)
+	c.send("complete", "s", nil)
+	require.Eventually(t, func() bool { return srv.hub.Len() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"the subscription leaves the hub")
+	mustPost(t, srv.URL, alice, "after complete")
+	requireQuiet(t, c) // nothing more for "s", not even a complete
+	// A complete for an unknown or finished id is ignored.
+	c.send("complete", "s", nil)
+	c.send("complete", "never", nil)
+	requireQuiet(t, c)
+}
+
+// TestTransportWS_LegacyUnchanged checks that the legacy graphql-ws
+// protocol is left to gqlgen: no 4408 timer, keep-alives and start/stop.
+func TestTransportWS_LegacyUnchanged(t *testing.T) {
+	srv := newProtoServer(t)
+	alice := mustSignUp(t, srv.URL, "alice")
+	c, _, err := dialWS(t, srv.URL, "graphql-ws", nil)
+	require.NoError(t, err)
+	time.Sleep(2 * protoInitTimeout)
+	c.send("connection_init", "", map[string]any{"authorization": "Bearer " + alice.Token})
+	require.Equal(t, "connection_ack", c.mustRead(5*time.Second).Type)
+	c.send("start", "1", map[string]any{"query": `{ viewer { handle } }`})
+	m := c.mustRead(5 * time.Second)
+	require.Equal(t, "data", m.Type, "payload %s", m.Payload)
+	assert.Contains(t, string(m.Payload), `"handle":"alice"`)
+	require.Equal(t, "complete", c.mustRead(5*time.Second).Type)
+	c.closeNormally()
+}

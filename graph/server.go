@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
@@ -66,7 +67,8 @@ func DefaultConfig() Config {
 }
 
 // NewServer returns the GraphQL handler over cfg.Service with the HTTP
-// transports (OPTIONS, GET, POST), the caches, the limits, the error
+// transports (HTTPTransport for GET and POST, following GraphQL over HTTP,
+// and OPTIONS), the caches, the limits, the error
 // presenter and recover function, and fresh dataloaders for every operation
 // and every subscription event. The caller adds the websocket transport with
 // AddTransport and puts the viewer into the request context with
@@ -87,9 +89,10 @@ func NewServer(cfg Config) *handler.Server {
 	setComplexity(&gcfg.Complexity)
 	srv := handler.New(generated.NewExecutableSchema(gcfg))
 
-	srv.AddTransport(transport.Options{})
-	srv.AddTransport(transport.GET{})
-	srv.AddTransport(transport.POST{})
+	// GET and POST (and every other method but OPTIONS) go to HTTPTransport,
+	// which follows GraphQL over HTTP where gqlgen's GET and POST do not.
+	srv.AddTransport(HTTPTransport{})
+	srv.AddTransport(transport.Options{AllowedMethods: strings.Split(allowedMethods, ", ")})
 
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](cfg.QueryCacheSize))
 	if cfg.Introspection {

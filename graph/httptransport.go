@@ -1,0 +1,337 @@
+package graph
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"herald/store"
+)
+
+// The GraphQL media types of GraphQL over HTTP
+// (https://github.com/graphql/graphql-over-http, spec/GraphQLOverHTTP.md).
+const (
+	// MediaTypeJSON is the legacy response type, and the only request type
+	// Herald accepts.
+	MediaTypeJSON = "application/json"
+	// MediaTypeGraphQLResponse is the preferred response type: its status
+	// codes tell request errors (4xx, no data) from execution (200).
+	MediaTypeGraphQLResponse = "application/graphql-response+json"
+)
+
+// DefaultResponseType is the response type for a request without an Accept
+// header, or whose Accept header prefers no GraphQL type over the other
+// (*/*, application/*). It is application/json, the legacy default that
+// existing clients, curl users and Herald's tests rely on; the spec's
+// post-2025 SHOULD would be application/graphql-response+json.
+const DefaultResponseType = MediaTypeJSON
+
+// allowedMethods is what /graphql serves over plain HTTP (the websocket
+// upgrade is a GET).
+const allowedMethods = "GET, POST, OPTIONS"
+
+// NegotiateResponseType picks the response media type for an Accept header
+// value: of the two GraphQL response types, the one with the highest q-value,
+// where a media range's q applies to the types it matches and the most
+// specific matching range wins (RFC 9110 §12.5.1). Ties go to the type the
+// header names first, then to DefaultResponseType. A range with a charset
+// other than utf-8 matches nothing, since Herald only writes UTF-8. ok is
+// false when neither type is acceptable (a 406).
+func NegotiateResponseType(accept string) (mediaType string, ok bool) {
+	if strings.TrimSpace(accept) == "" {
+		return DefaultResponseType, true
+	}
+	type score struct {
+		q           float64
+		specificity int // 0: */*, 1: type/*, 2: exact, -1: no match yet
+		pos         int
+	}
+	candidates := []string{MediaTypeGraphQLResponse, MediaTypeJSON}
+	scores := map[string]*score{}
+	for _, c := range candidates {
+		scores[c] = &score{specificity: -1}
+	}
+	for pos, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if s, ok := params["q"]; ok {
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil || v < 0 || v > 1 {
+				continue
+			}
+			q = v
+		}
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			continue
+		}
+		for _, c := range candidates {
+			spec := -1
+			switch {
+			case mt == c:
+				spec = 2
+			case mt == "application/*":
+				spec = 1
+			case mt == "*/*":
+				spec = 0
+			}
+			if s := scores[c]; spec > s.specificity {
+				*s = score{q: q, specificity: spec, pos: pos}
+			}
+		}
+	}
+	best, bestScore := "", score{}
+	for _, c := range []string{DefaultResponseType, otherType(DefaultResponseType)} {
+		s := scores[c]
+		if s.specificity < 0 || s.q <= 0 {
+			continue
+		}
+		if best == "" || s.q > bestScore.q || (s.q == bestScore.q && s.pos < bestScore.pos) {
+			best, bestScore = c, *s
+		}
+	}
+	return best, best != ""
+}
+
+func otherType(mt string) string {
+	if mt == MediaTypeJSON {
+		return MediaTypeGraphQLResponse
+	}
+	return MediaTypeJSON
+}
+
+// HTTPTransport is gqlgen's GET and POST transports made to follow GraphQL
+// over HTTP, which gqlgen's own do not in several places (q-values, 406, 415,
+// 405 for a mutation by GET, 422 with application/json, "data": null before
+// execution, parameter types). It serves every method but OPTIONS
+// (transport.Options) and requests that ask for a protocol upgrade (the
+// websocket transport):
+//
+//   - GET runs queries only, from the URL's query, operationName, and the
+//     JSON-encoded variables and extensions; anything else is 405 with
+//     "Allow: POST".
+//   - POST needs Content-Type application/json (a charset, if any, utf-8),
+//     else 415, and a JSON object body whose query is a string, operationName a
+//     string, variables and extensions objects (null counts as absent; other
+//     keys are ignored), else 400.
+//   - Any other method is 405 with "Allow: GET, POST, OPTIONS".
+//   - The response type follows Accept (NegotiateResponseType), else 406.
+//
+// A request refused before execution (parse, validation, variables, limits,
+// unknown persisted query) gets an "errors" entry and no "data": status 400
+// with application/graphql-response+json, 200 with application/json. Once
+// execution starts the status is 200 and "data" is always present.
+type HTTPTransport struct{}
+
+var _ graphql.Transport = HTTPTransport{}
+
+// Supports implements graphql.Transport.
+func (HTTPTransport) Supports(r *http.Request) bool {
+	return r.Header.Get("Upgrade") == "" && r.Method != http.MethodOptions
+}
+
+// Do implements graphql.Transport.
+func (HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", allowedMethods)
+		ct, _ := NegotiateResponseType(r.Header.Get("Accept"))
+		writeHTTPError(w, ct, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: use GET (queries) or POST", r.Method))
+		return
+	}
+	ct, ok := NegotiateResponseType(r.Header.Get("Accept"))
+	if !ok {
+		writeHTTPError(w, MediaTypeJSON, http.StatusNotAcceptable,
+			"Accept names no supported media type: use application/graphql-response+json or application/json")
+		return
+	}
+	var (
+		raw *graphql.RawParams
+		err error
+	)
+	start := graphql.Now()
+	if r.Method == http.MethodGet {
+		raw, err = paramsFromURL(r.URL.RawQuery)
+	} else {
+		if status, msg := checkRequestType(r.Header.Get("Content-Type")); status != 0 {
+			writeHTTPError(w, ct, status, msg)
+			return
+		}
+		raw, err = paramsFromBody(r.Body)
+	}
+	if err != nil {
+		// Not a well-formed GraphQL-over-HTTP request: 400 whatever the type.
+		writeHTTPError(w, ct, http.StatusBadRequest, err.Error())
+		return
+	}
+	raw.Headers = r.Header
+	raw.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
+
+	ctx := r.Context()
+	opCtx, gqlErrs := exec.CreateOperationContext(ctx, raw)
+	if gqlErrs != nil {
+		resp := exec.DispatchError(graphql.WithOperationContext(ctx, opCtx), gqlErrs)
+		status := http.StatusOK
+		if ct == MediaTypeGraphQLResponse {
+			status = http.StatusBadRequest
+		}
+		writeResponse(w, ct, status, requestErrorBody{Errors: resp.Errors, Extensions: resp.Extensions})
+		return
+	}
+	if r.Method == http.MethodGet && opCtx.Operation.Operation != ast.Query {
+		w.Header().Set("Allow", http.MethodPost)
+		writeHTTPError(w, ct, http.StatusMethodNotAllowed,
+			fmt.Sprintf("GET runs queries only: send a %s by POST", opCtx.Operation.Operation))
+		return
+	}
+	responses, ctx := exec.DispatchOperation(ctx, opCtx)
+	writeResponse(w, ct, http.StatusOK, responses(ctx))
+}
+
+// requestErrorBody is the response to a request refused before execution:
+// unlike graphql.Response it has no "data" entry at all.
+type requestErrorBody struct {
+	Errors     gqlerror.List  `json:"errors"`
+	Extensions map[string]any `json:"extensions,omitempty"`
+}
+
+// checkRequestType returns 415 and a message unless contentType is
+// application/json with no charset or utf-8.
+func checkRequestType(contentType string) (int, string) {
+	if contentType == "" {
+		return http.StatusUnsupportedMediaType, "Content-Type missing: send application/json"
+	}
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != MediaTypeJSON {
+		return http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q not supported: send application/json", contentType)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return http.StatusUnsupportedMediaType, fmt.Sprintf("charset %q not supported: send utf-8", cs)
+	}
+	return 0, ""
+}
+
+// paramsFromURL reads a GET request's parameters.
+func paramsFromURL(rawQuery string) (*graphql.RawParams, error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("malformed URL query: %v", err)
+	}
+	raw := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
+	if raw.Variables, err = jsonObjectParam("variables", q.Get("variables")); err != nil {
+		return nil, err
+	}
+	if raw.Extensions, err = jsonObjectParam("extensions", q.Get("extensions")); err != nil {
+		return nil, err
+	}
+	return raw, checkQuery(raw)
+}
+
+// jsonObjectParam decodes a JSON-encoded object parameter; empty or null
+// means absent.
+func jsonObjectParam(name, s string) (map[string]any, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var m map[string]any
+	if err := decodeJSON([]byte(s), &m); err != nil {
+		return nil, fmt.Errorf("%s must be a JSON-encoded object: %v", name, err)
+	}
+	return m, nil
+}
+
+// paramsFromBody reads a POST request's JSON body and checks each known
+// parameter's type; unknown keys are ignored.
+func paramsFromBody(body io.Reader) (*graphql.RawParams, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, errors.New("could not read request body")
+	}
+	var fields map[string]json.RawMessage
+	if err := decodeJSON(b, &fields); err != nil || fields == nil {
+		if err == nil {
+			err = errors.New("null")
+		}
+		return nil, fmt.Errorf("request body must be a JSON object: %v", err)
+	}
+	raw := &graphql.RawParams{}
+	for _, p := range []struct {
+		name string
+		dst  any
+		kind string
+	}{
+		{"query", &raw.Query, "a string"},
+		{"operationName", &raw.OperationName, "a string"},
+		{"variables", &raw.Variables, "an object"},
+		{"extensions", &raw.Extensions, "an object"},
+	} {
+		v, ok := fields[p.name]
+		if !ok || string(v) == "null" {
+			continue
+		}
+		if err := decodeJSON(v, p.dst); err != nil {
+			return nil, fmt.Errorf("%s must be %s", p.name, p.kind)
+		}
+	}
+	return raw, checkQuery(raw)
+}
+
+// checkQuery refuses a request without a query, unless it names a persisted
+// query for the APQ extension to fill in.
+func checkQuery(raw *graphql.RawParams) error {
+	if raw.Query != "" {
+		return nil
+	}
+	if _, ok := raw.Extensions["persistedQuery"]; ok {
+		return nil
+	}
+	return errors.New("query is required: a string holding a GraphQL document")
+}
+
+// decodeJSON decodes exactly one JSON value from b into v, with numbers kept
+// as json.Number as gqlgen expects.
+func decodeJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// writeHTTPError writes a request error that never reached GraphQL: status
+// as given, an "errors" entry with the message and code BAD_USER_INPUT (as
+// the server's other request errors), and no "data".
+func writeHTTPError(w http.ResponseWriter, mediaType string, status int, message string) {
+	writeResponse(w, mediaType, status, requestErrorBody{Errors: gqlerror.List{{
+		Message:    message,
+		Extensions: map[string]any{"code": store.EINVALID},
+	}}})
+}
+
+// writeResponse writes body as JSON with the media type and UTF-8 charset.
+func writeResponse(w http.ResponseWriter, mediaType string, status int, body any) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		b, _ = json.Marshal(requestErrorBody{Errors: gqlerror.List{{Message: "could not encode the response"}}})
+		status = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", mediaType+"; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

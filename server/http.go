@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -138,23 +136,14 @@ func writeRequestError(w http.ResponseWriter, r *http.Request, status int, code,
 	})
 }
 
-// responseType picks the media type of a response as gqlgen does: the first
-// of the two GraphQL media types the Accept header names, application/json
-// when it names neither.
+// responseType picks the media type of a response as the GraphQL transport
+// does (graph.NegotiateResponseType), application/json when Accept names
+// no type the server supports.
 func responseType(r *http.Request) string {
-	for part := range strings.SplitSeq(r.Header.Get("Accept"), ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		switch mt {
-		case "application/json":
-			return mt
-		case "application/graphql-response+json":
-			return mt
-		}
+	if mt, ok := graph.NegotiateResponseType(r.Header.Get("Accept")); ok {
+		return mt
 	}
-	return "application/json"
+	return graph.MediaTypeJSON
 }
 
 // accessLogMiddleware logs each request at debug level, once it is done

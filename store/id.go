@@ -60,13 +60,14 @@ func NewID(t time.Time) ID {
 }
 
 // ParseID parses the 24-character hex form made by ID.String. It returns
-// BAD_USER_INPUT for anything else.
+// BAD_USER_INPUT for anything else, uppercase hex included, so an object has
+// one id.
 func ParseID(s string) (ID, error) {
 	var id ID
 	if len(s) != 2*len(id) {
 		return NilID, Errorf(EINVALID, "malformed id")
 	}
-	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil || id.String() != s {
 		return NilID, Errorf(EINVALID, "malformed id")
 	}
 	return id, nil

@@ -27,10 +27,12 @@ func encodeCursor(kind cursorKind, payload []byte) string {
 }
 
 // decodeCursor returns the payload of a cursor of the given kind and size.
-// Anything else is BAD_USER_INPUT "invalid cursor".
+// Anything else is BAD_USER_INPUT "invalid cursor", including another spelling
+// of a cursor (the decoder ignores newlines and the unused bits of the last
+// character), so one position has one cursor.
 func decodeCursor(kind cursorKind, size int, s string) ([]byte, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(raw) != 1+size || cursorKind(raw[0]) != kind {
+	if err != nil || len(raw) != 1+size || cursorKind(raw[0]) != kind || base64.RawURLEncoding.EncodeToString(raw) != s {
 		return nil, errInvalidCursor()
 	}
 	return raw[1:], nil

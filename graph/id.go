@@ -21,11 +21,13 @@ func globalID(typ string, id store.ID) string {
 }
 
 // parseGlobalID splits a global id into its type name and store id. Anything
-// that is not a global id made by globalID is BAD_USER_INPUT.
+// that is not a global id made by globalID is BAD_USER_INPUT, including another
+// spelling of one (the decoder ignores newlines and the unused bits of the last
+// character), so an object has one id.
 func parseGlobalID(s string) (typ string, id store.ID, err error) {
 	bad := store.Errorf(store.EINVALID, "malformed id")
 	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
+	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != s {
 		return "", store.NilID, bad
 	}
 	typ, hexID, ok := strings.Cut(string(raw), ":")

@@ -233,8 +233,10 @@ func (e *env) exec(t *testing.T, token, query string, vars map[string]any) (json
 	t.Helper()
 	resp, err := e.client.RawPost(query, opts(token, vars)...)
 	if err != nil {
-		// gqlgen's client refuses an HTTP error status (422 for an operation
-		// refused before it runs) but keeps the body in the error text.
+		// gqlgen's client refuses an HTTP error status (400 for an operation
+		// refused before it runs, when the client accepts
+		// application/graphql-response+json) but keeps the body in the
+		// error text.
 		m := httpErr.FindStringSubmatch(err.Error())
 		require.NotNil(t, m, "request failed: %v", err)
 		resp = &client.Response{}

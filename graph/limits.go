@@ -20,8 +20,9 @@ const codeComplexityLimit = "COMPLEXITY_LIMIT_EXCEEDED"
 
 func init() {
 	// Like a validation failure, an operation over a limit is refused before
-	// it runs: 422 over HTTP rather than 200 with errors. gqlgen keeps the
-	// kinds in a global map that must be written before any request.
+	// it runs: a request error, answered without data (400 with
+	// application/graphql-response+json, see HTTPTransport). gqlgen keeps
+	// the kinds in a global map that must be written before any request.
 	errcode.RegisterErrorType(CodeQueryTooDeep, errcode.KindProtocol)
 	errcode.RegisterErrorType(codeComplexityLimit, errcode.KindProtocol)
 }

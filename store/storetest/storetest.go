@@ -91,22 +91,6 @@ func newMessage(c *clock, author store.ID, text string) *store.Message {
 	return &store.Message{ID: store.NewID(now), AuthorID: author, Text: text, Kind: store.KindPost, CreatedAt: now}
 }
 
-func deliverJob(m *store.Message) *store.Job {
-	return &store.Job{Kind: store.JobDeliver, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
-}
-
-// mustPostTo stores a message by author with a job and delivers it to
-// owners in one chunk, as fan-out would.
-func mustPostTo(t *testing.T, b store.Backend, c *clock, author store.ID, owners ...store.ID) *store.Message {
-	t.Helper()
-	m := newMessage(c, author, "hello")
-	job := deliverJob(m)
-	require.NoError(t, b.CreateMessage(ctx, m, job))
-	_, err := b.DeliverInbox(ctx, store.Delivery{Job: job, Owners: owners, At: c.Now(), Done: true})
-	require.NoError(t, err)
-	return m
-}
-
 func newService(t *testing.T, b store.Backend, c *clock) (*store.Service, *store.Hub) {
 	t.Helper()
 	return newServiceWith(t, b, c, store.Options{})
@@ -116,17 +100,29 @@ func newService(t *testing.T, b store.Backend, c *clock) (*store.Service, *store
 // a cheap password hash and fan-out chunks of 7 followers.
 func newServiceWith(t *testing.T, b store.Backend, c *clock, opts store.Options) (*store.Service, *store.Hub) {
 	t.Helper()
+	svc, hub := newServiceStopped(t, b, c, opts)
+	require.NoError(t, svc.Start(ctx))
+	return svc, hub
+}
+
+// newServiceStopped is newServiceWith without Start: its fan-out runs
+// nothing until the test starts it.
+func newServiceStopped(t *testing.T, b store.Backend, c *clock, opts store.Options) (*store.Service, *store.Hub) {
+	t.Helper()
 	hub := store.NewHub()
 	opts.Now, opts.PasswordCost, opts.ChunkSize, opts.Logger = c.Now, bcrypt.MinCost, 7, slog.New(slog.DiscardHandler)
 	svc := store.NewService(b, hub, opts)
-	require.NoError(t, svc.Start(ctx))
 	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cctx, cancel := contextWithTimeout()
 		defer cancel()
 		assert.NoError(t, svc.Close(cctx))
 		hub.Close()
 	})
 	return svc, hub
+}
+
+func contextWithTimeout() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 10*time.Second)
 }
 
 // waitIdle waits until the service has no fan-out work left.

@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/crypto/bcrypt"
 
 	"herald/store"
 )
@@ -242,26 +240,6 @@ func testHybrid(t *testing.T, open OpenFunc) {
 			assert.Empty(t, got.Texts, "fan 1 unfollowed the author")
 		}
 	}
-}
-
-func contextWithTimeout() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, 10*time.Second)
-}
-
-// newServiceStopped is newServiceWith without Start: its fan-out runs
-// nothing until the test starts it.
-func newServiceStopped(t *testing.T, b store.Backend, c *clock, opts store.Options) (*store.Service, *store.Hub) {
-	t.Helper()
-	hub := store.NewHub()
-	opts.Now, opts.PasswordCost, opts.ChunkSize, opts.Logger = c.Now, bcrypt.MinCost, 7, slog.New(slog.DiscardHandler)
-	svc := store.NewService(b, hub, opts)
-	t.Cleanup(func() {
-		cctx, cancel := contextWithTimeout()
-		defer cancel()
-		assert.NoError(t, svc.Close(cctx))
-		hub.Close()
-	})
-	return svc, hub
 }
 
 // testFollowWhilePosting has readers follow an author while the author

@@ -190,7 +190,7 @@ func TestFaults_InsertInboxInterrupted(t *testing.T) {
 
 	// The retraction finds the inserted entry through its record.
 	m := backfill[3]
-	r := &store.Job{ID: m.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: b, CreatedAt: m.CreatedAt}
+	r := retractJob(m)
 	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
 	refs, next, err := st.FindDeliveries(ctx, m.ID, nil, 10)
 	require.NoError(t, err)

@@ -138,6 +138,11 @@ func mkPost(t *testing.T, st *mongostore.Store, author store.ID) (*store.Message
 	return m, j
 }
 
+// retractJob is the JobRetract of m in the buckets layout.
+func retractJob(m *store.Message) *store.Job {
+	return &store.Job{ID: m.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+}
+
 func inboxCounts(t *testing.T, st *mongostore.Store, owner store.ID) (store.InboxCounts, int) {
 	items, c, err := st.ReadInbox(context.Background(), store.InboxFilter{Owner: owner, Layout: store.LayoutBuckets, Limit: 100})
 	require.NoError(t, err)
@@ -176,8 +181,8 @@ func TestFaults_RetractReorderDoubleDecrement(t *testing.T) {
 	t.Logf("after delivery: %+v entries=%d", c, n)
 
 	// The user deletes the newer message, then the older one.
-	rNew := &store.Job{ID: mNew.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: mNew.ID, AuthorID: a, CreatedAt: mNew.CreatedAt}
-	rOld := &store.Job{ID: mOld.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: mOld.ID, AuthorID: a, CreatedAt: mOld.CreatedAt}
+	rNew := retractJob(mNew)
+	rOld := retractJob(mOld)
 	require.NoError(t, st.DeleteMessage(ctx, mNew.ID, rNew))
 	require.NoError(t, st.DeleteMessage(ctx, mOld.ID, rOld))
 

@@ -195,7 +195,7 @@ func TestReview_DeliverCountedThenDeleted(t *testing.T) {
 	f.bucketsBulk.Store(1)
 	_, err := st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: []store.ID{x, y}, At: tickClock(), Done: true})
 	require.ErrorIs(t, err, errInjected)
-	r := &store.Job{ID: m.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: a, CreatedAt: m.CreatedAt}
+	r := retractJob(m)
 	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
 	runRetractions(t, st)
 	for _, o := range []store.ID{x, y} {
@@ -249,7 +249,7 @@ func TestReview_DeliverCountedThenFollowersChange(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, checkInbox(t, st, x))
 
-	r := &store.Job{ID: m.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: a, CreatedAt: m.CreatedAt}
+	r := retractJob(m)
 	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
 	runRetractions(t, st)
 	for _, o := range []store.ID{x, fo, z} {
@@ -282,7 +282,7 @@ func TestReview_DeliverRecordedThenNewFollower(t *testing.T) {
 	for _, o := range []store.ID{x, fo, z} {
 		require.Equal(t, 1, checkInbox(t, st, o))
 	}
-	r := &store.Job{ID: m.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: a, CreatedAt: m.CreatedAt}
+	r := retractJob(m)
 	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
 	runRetractions(t, st)
 	for _, o := range []store.ID{x, fo, z} {
@@ -335,7 +335,7 @@ func TestReview_MessageWritesNameTheShardKey(t *testing.T) {
 	text := "edited"
 	_, err = st.UpdateMessage(ctx, m1.ID, store.MessageUpdate{Text: &text})
 	require.NoError(t, err)
-	r := &store.Job{ID: m1.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m1.ID, AuthorID: a, CreatedAt: m1.CreatedAt}
+	r := retractJob(m1)
 	require.NoError(t, st.DeleteMessage(ctx, m1.ID, r))
 	runRetractions(t, st)
 	m2, j2 := mkPost(t, st, a)

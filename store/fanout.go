@@ -412,11 +412,11 @@ func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
 		f.publishWith(ctx, EventAdded, j, changes, func(m ID) ID { return authors[m] })
 		return true, nil
 	case JobUnfollow:
-		follows, err := b.FindFollowing(ctx, j.OwnerID, []ID{j.AuthorID})
+		follows, err := f.edgeExists(ctx, j)
 		if err != nil {
 			return false, err
 		}
-		if follows[0] {
+		if follows {
 			// Followed again since: the entries stay.
 			return true, b.FinishJob(ctx, j)
 		}
@@ -461,6 +461,17 @@ func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
 	}
 }
 
+// edgeExists reports whether the owner of a JobFollow or JobUnfollow
+// follows its author now: the job does its work only if the edge is as it
+// left it.
+func (f *fanout) edgeExists(ctx context.Context, j *Job) (bool, error) {
+	follows, err := f.s.backend.FindFollowing(ctx, j.OwnerID, []ID{j.AuthorID})
+	if err != nil {
+		return false, err
+	}
+	return follows[0], nil
+}
+
 // nextFollowers returns the chunk of the author's followers after the
 // job's cursor, the last follower of the chunk before.
 func (f *fanout) nextFollowers(ctx context.Context, j *Job) ([]ID, error) {
@@ -482,11 +493,11 @@ func (f *fanout) backfill(ctx context.Context, j *Job) ([]InboxEntry, error) {
 	var authors []ID
 	limit := s.opts.InboxCap
 	if j.Kind == JobFollow {
-		follows, err := b.FindFollowing(ctx, j.OwnerID, []ID{j.AuthorID})
+		follows, err := f.edgeExists(ctx, j)
 		if err != nil {
 			return nil, err
 		}
-		if !follows[0] {
+		if !follows {
 			return nil, nil // unfollowed since
 		}
 		authors, limit = []ID{j.AuthorID}, s.opts.FollowBackfill

@@ -10,13 +10,36 @@ import (
 	"herald/store"
 )
 
-// The connections page forward only (first/after), so hasPreviousPage is
-// always false: reporting whether items precede `after` would cost a read
-// that no forward-paging client needs.
+// paging reads a connection's paging arguments as the store.Range they
+// select: forward (first/after) or backward (last/before), never both,
+// with the cursors of the connection kind. Anything else is BAD_USER_INPUT.
+func paging(kind cursorKind, first *int, after *string, last *int, before *string) (store.Range, error) {
+	forward := last == nil && before == nil
+	if !forward && (first != nil || after != nil) {
+		return store.Range{}, store.Errorf(store.EINVALID, "a page goes forward (first, after) or backward (last, before), not both")
+	}
+	arg, size, cursor := "first", first, after
+	if !forward {
+		arg, size, cursor = "last", last, before
+	}
+	limit, err := store.PageSize(arg, size)
+	if err != nil {
+		return store.Range{}, err
+	}
+	from, err := decodeIDCursor(kind, cursor)
+	if err != nil {
+		return store.Range{}, err
+	}
+	return store.Range{From: from, Limit: limit, Reverse: !forward}, nil
+}
 
-// pageInfo returns the PageInfo of a page whose edge cursors are cursors.
-func pageInfo(cursors []string, hasMore bool) *model.PageInfo {
-	pi := &model.PageInfo{HasNextPage: hasMore}
+// pageInfo returns the PageInfo of a page read within r whose edge cursors
+// are cursors. hasMore, whether more items lie beyond the page in r's
+// direction, is hasNextPage forward and hasPreviousPage backward; the other
+// is false, as the Relay specification allows, since it would cost another
+// read.
+func pageInfo(cursors []string, r store.Range, hasMore bool) *model.PageInfo {
+	pi := &model.PageInfo{HasNextPage: hasMore && !r.Reverse, HasPreviousPage: hasMore && r.Reverse}
 	if len(cursors) > 0 {
 		pi.StartCursor = &cursors[0]
 		pi.EndCursor = &cursors[len(cursors)-1]
@@ -33,16 +56,12 @@ func pageInfo(cursors []string, hasMore bool) *model.PageInfo {
 // layouts) and FindMessagesByKeys, both in Service.Inbox, and
 // FindUsersByIDs, plus one FindMessagesByKeys when it holds replies to
 // messages not on it and one FindFollowing for viewerFollows.
-func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after *string) (*model.InboxConnection, error) {
-	limit, err := store.PageSize(first)
+func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after *string, last *int, before *string) (*model.InboxConnection, error) {
+	rg, err := paging(cursorInbox, first, after, last, before)
 	if err != nil {
 		return nil, err
 	}
-	before, err := decodeIDCursor(cursorInbox, after)
-	if err != nil {
-		return nil, err
-	}
-	page, err := r.Service.Inbox(ctx, viewer, before, limit)
+	page, err := r.Service.Inbox(ctx, viewer, rg)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +82,7 @@ func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after
 		conn.Edges[i] = &model.InboxEdge{Cursor: cursors[i], Node: it.Message, DeliveredAt: it.DeliveredAt}
 	}
 	preloadInbox(ctx, ld, msgs)
-	conn.PageInfo = pageInfo(cursors, page.HasMore)
+	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
 	return conn, nil
 }
 
@@ -104,20 +123,16 @@ func preloadInbox(ctx context.Context, ld *loader.Loaders, msgs []*store.Message
 // follows returns a page of user's followers (following false) or of the
 // users user follows (following true), in ID order, loading the users in one
 // batch.
-func (r *Resolver) follows(ctx context.Context, user *store.User, following bool, first *int, after *string) (*model.UserConnection, error) {
+func (r *Resolver) follows(ctx context.Context, user *store.User, following bool, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
 	kind, total, list := cursorFollowers, user.FollowerCount, r.Service.Followers
 	if following {
 		kind, total, list = cursorFollowing, user.FollowingCount, r.Service.Following
 	}
-	limit, err := store.PageSize(first)
+	rg, err := paging(kind, first, after, last, before)
 	if err != nil {
 		return nil, err
 	}
-	afterID, err := decodeIDCursor(kind, after)
-	if err != nil {
-		return nil, err
-	}
-	page, err := list(ctx, user.ID, afterID, limit)
+	page, err := list(ctx, user.ID, rg)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +150,7 @@ func (r *Resolver) follows(ctx context.Context, user *store.User, following bool
 		cursors = append(cursors, c)
 		conn.Edges = append(conn.Edges, &model.UserEdge{Cursor: c, Node: u})
 	}
-	conn.PageInfo = pageInfo(cursors, page.HasMore)
+	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
 	return conn, nil
 }
 
@@ -144,16 +159,12 @@ func (r *Resolver) follows(ctx context.Context, user *store.User, following bool
 // primed into UserByID; the total is left to the UserConnection totalCount
 // resolver, which counts only if the client selects it. An invalid name,
 // value or cursor is BAD_USER_INPUT.
-func (r *Resolver) usersByAttribute(ctx context.Context, name, value string, first *int, after *string) (*model.UserConnection, error) {
-	limit, err := store.PageSize(first)
+func (r *Resolver) usersByAttribute(ctx context.Context, name, value string, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
+	rg, err := paging(cursorAttribute, first, after, last, before)
 	if err != nil {
 		return nil, err
 	}
-	afterID, err := decodeIDCursor(cursorAttribute, after)
-	if err != nil {
-		return nil, err
-	}
-	users, hasMore, err := r.Service.FindUsersByAttribute(ctx, name, value, afterID, limit)
+	users, hasMore, err := r.Service.FindUsersByAttribute(ctx, name, value, rg)
 	if err != nil {
 		return nil, err
 	}
@@ -168,22 +179,18 @@ func (r *Resolver) usersByAttribute(ctx context.Context, name, value string, fir
 		cursors[i] = encodeIDCursor(cursorAttribute, u.ID)
 		conn.Edges[i] = &model.UserEdge{Cursor: cursors[i], Node: u}
 	}
-	conn.PageInfo = pageInfo(cursors, hasMore)
+	conn.PageInfo = pageInfo(cursors, rg, hasMore)
 	return conn, nil
 }
 
 // messages returns a page of user's outbox, newest first, priming
 // MessageByKey with the page.
-func (r *Resolver) messages(ctx context.Context, user *store.User, first *int, after *string) (*model.MessageConnection, error) {
-	limit, err := store.PageSize(first)
+func (r *Resolver) messages(ctx context.Context, user *store.User, first *int, after *string, last *int, before *string) (*model.MessageConnection, error) {
+	rg, err := paging(cursorMessages, first, after, last, before)
 	if err != nil {
 		return nil, err
 	}
-	before, err := decodeIDCursor(cursorMessages, after)
-	if err != nil {
-		return nil, err
-	}
-	page, err := r.Service.Messages(ctx, user.ID, before, limit)
+	page, err := r.Service.Messages(ctx, user.ID, rg)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +205,7 @@ func (r *Resolver) messages(ctx context.Context, user *store.User, first *int, a
 		cursors[i] = encodeIDCursor(cursorMessages, m.ID)
 		conn.Edges[i] = &model.MessageEdge{Cursor: cursors[i], Node: m}
 	}
-	conn.PageInfo = pageInfo(cursors, page.HasMore)
+	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
 	return conn, nil
 }
 

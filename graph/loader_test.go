@@ -108,6 +108,53 @@ func testLoaders_InboxBatching(t *testing.T) {
 		})
 	}
 
+	// Backward pages cost the same calls: last: 5 before "message 50", and
+	// last: 50 before "message 9" (under cache, the oldest cached item).
+	var all struct {
+		Inbox struct {
+			Edges []struct {
+				Cursor string `json:"cursor"`
+				Node   struct {
+					Text string `json:"text"`
+				} `json:"node"`
+			} `json:"edges"`
+		} `json:"inbox"`
+	}
+	e.mustExec(t, reader, `{ inbox(first: 60) { edges { cursor node { text } } } }`, nil, &all)
+	cursorOf := map[string]string{}
+	for _, edge := range all.Inbox.Edges {
+		cursorOf[edge.Node.Text] = edge.Cursor
+	}
+	const qb = `query($last: Int, $before: String) { inbox(last: $last, before: $before) {
+		totalCount unreadCount
+		edges { node { id text author { handle displayName } } } } }`
+	for _, tc := range []struct {
+		last          int
+		before, first string
+	}{{5, "message 50", "message 55"}, {50, "message 9", "message 59"}} {
+		t.Run(fmt.Sprintf("Last%d", tc.last), func(t *testing.T) {
+			e.backend.Reset()
+			var r struct {
+				Inbox struct {
+					TotalCount int `json:"totalCount"`
+					Edges      []struct {
+						Node struct {
+							Text string `json:"text"`
+						} `json:"node"`
+					} `json:"edges"`
+				} `json:"inbox"`
+			}
+			e.mustExec(t, reader, qb, map[string]any{"last": tc.last, "before": cursorOf[tc.before]}, &r)
+			require.Len(t, r.Inbox.Edges, tc.last)
+			assert.Equal(t, 60, r.Inbox.TotalCount)
+			assert.Equal(t, tc.first, r.Inbox.Edges[0].Node.Text)
+			calls, total := timelineSnapshot(e)
+			t.Logf("inbox(last: %d): %d backend calls %v", tc.last, total, calls)
+			want := timelineCalls(st, map[string]int64{"FindMessagesByKeys": 1, "FindUsersByIDs": 1})
+			assert.Equal(t, want, calls)
+		})
+	}
+
 	t.Run("WithViewerFollows", func(t *testing.T) {
 		e.backend.Reset()
 		e.mustExec(t, reader, `{ inbox(first: 50) { edges { node { author { handle viewerFollows } replyTo { id } } } } }`, nil, nil)

@@ -176,17 +176,17 @@ func (r *queryResolver) User(ctx context.Context, handle string) (*store.User, e
 }
 
 // Inbox is the resolver for the inbox field.
-func (r *queryResolver) Inbox(ctx context.Context, first *int, after *string) (*model.InboxConnection, error) {
+func (r *queryResolver) Inbox(ctx context.Context, first *int, after *string, last *int, before *string) (*model.InboxConnection, error) {
 	viewer, err := requireViewer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.inbox(ctx, viewer, first, after)
+	return r.inbox(ctx, viewer, first, after, last, before)
 }
 
 // UsersByAttribute is the resolver for the usersByAttribute field.
-func (r *queryResolver) UsersByAttribute(ctx context.Context, name string, value string, first *int, after *string) (*model.UserConnection, error) {
-	return r.usersByAttribute(ctx, name, value, first, after)
+func (r *queryResolver) UsersByAttribute(ctx context.Context, name string, value string, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
+	return r.usersByAttribute(ctx, name, value, first, after, last, before)
 }
 
 // InboxEvents is the resolver for the inboxEvents field.
@@ -204,18 +204,18 @@ func (r *userResolver) ID(ctx context.Context, obj *store.User) (string, error) 
 }
 
 // Followers is the resolver for the followers field.
-func (r *userResolver) Followers(ctx context.Context, obj *store.User, first *int, after *string) (*model.UserConnection, error) {
-	return r.follows(ctx, obj, false, first, after)
+func (r *userResolver) Followers(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
+	return r.follows(ctx, obj, false, first, after, last, before)
 }
 
 // Following is the resolver for the following field.
-func (r *userResolver) Following(ctx context.Context, obj *store.User, first *int, after *string) (*model.UserConnection, error) {
-	return r.follows(ctx, obj, true, first, after)
+func (r *userResolver) Following(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
+	return r.follows(ctx, obj, true, first, after, last, before)
 }
 
 // Messages is the resolver for the messages field.
-func (r *userResolver) Messages(ctx context.Context, obj *store.User, first *int, after *string) (*model.MessageConnection, error) {
-	return r.messages(ctx, obj, first, after)
+func (r *userResolver) Messages(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.MessageConnection, error) {
+	return r.messages(ctx, obj, first, after, last, before)
 }
 
 // ViewerFollows is the resolver for the viewerFollows field.

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"strings"
@@ -153,12 +154,14 @@ func orDefault(v, def int) int {
 // setComplexity makes each connection's children count once per requested
 // item, because that is how often they are resolved.
 func setComplexity(c *generated.ComplexityRoot) {
-	page := func(child int, first *int, _ *string) int {
+	page := func(child int, first *int, _ *string, last *int, _ *string) int {
 		n := store.DefaultPageSize
-		if first != nil {
-			// A first outside 0..MaxPageSize is refused when the field runs;
+		// A page reads first or last items; both given is refused when the
+		// field runs.
+		if size := cmp.Or(first, last); size != nil {
+			// A size outside 0..MaxPageSize is refused when the field runs;
 			// capping it here keeps nested products from overflowing.
-			n = min(max(*first, 1), store.MaxPageSize+1)
+			n = min(max(*size, 1), store.MaxPageSize+1)
 		}
 		return 1 + n*child
 	}
@@ -166,8 +169,8 @@ func setComplexity(c *generated.ComplexityRoot) {
 	c.User.Followers = page
 	c.User.Following = page
 	c.User.Messages = page
-	c.Query.UsersByAttribute = func(child int, _, _ string, first *int, after *string) int {
-		return page(child, first, after)
+	c.Query.UsersByAttribute = func(child int, _, _ string, first *int, after *string, last *int, before *string) int {
+		return page(child, first, after, last, before)
 	}
 	c.Query.Nodes = func(child int, ids []string) int { return 1 + len(ids)*child }
 }

@@ -188,7 +188,7 @@ func TestCrash_KillDuringFanout(t *testing.T) {
 		}
 	}
 	for _, f := range followers {
-		items, counts, err := st.ReadInbox(ctx, store.InboxFilter{Owner: f, Layout: store.LayoutBuckets, Limit: 100})
+		items, counts, err := st.ReadInbox(ctx, store.InboxFilter{Owner: f, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 100)})
 		require.NoError(t, err)
 		if counts != want {
 			badCounts++

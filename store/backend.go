@@ -25,9 +25,9 @@ type Backend interface {
 	// stored under name-store tokens, and returns the user. More than
 	// MaxAttributes attributes is BAD_USER_INPUT, and nothing changes.
 	SetAttributes(ctx context.Context, id ID, changes []AttributeChange) (*User, error)
-	// FindUsersByAttribute returns up to limit users whose attribute name has
-	// exactly value, in ID order after the given ID.
-	FindUsersByAttribute(ctx context.Context, name, value string, after ID, limit int) ([]*User, error)
+	// FindUsersByAttribute returns the users whose attribute name has
+	// exactly value, in ID order, within r.
+	FindUsersByAttribute(ctx context.Context, name, value string, r Range) ([]*User, error)
 	// CountUsersByAttribute counts the users whose attribute name has
 	// exactly value. It may cost a scan of the matching index entries.
 	CountUsersByAttribute(ctx context.Context, name, value string) (int, error)
@@ -39,12 +39,11 @@ type Backend interface {
 	Unfollow(ctx context.Context, follower, followee ID) (bool, error)
 	// FindFollowing reports, for each target, whether follower follows it.
 	FindFollowing(ctx context.Context, follower ID, targets []ID) ([]bool, error)
-	// ListFollowers returns up to limit followers of user in ID order,
-	// starting after the given ID (NilID: from the start). Only IDs: a
-	// backend answers from the edge index alone.
-	ListFollowers(ctx context.Context, user, after ID, limit int) ([]ID, error)
-	// ListFollowing returns up to limit users that user follows, in ID order.
-	ListFollowing(ctx context.Context, user, after ID, limit int) ([]ID, error)
+	// ListFollowers returns followers of user in ID order, within r. Only
+	// IDs: a backend answers from the edge index alone.
+	ListFollowers(ctx context.Context, user ID, r Range) ([]ID, error)
+	// ListFollowing returns users that user follows in ID order, within r.
+	ListFollowing(ctx context.Context, user ID, r Range) ([]ID, error)
 
 	// CreateMessage stores m in its author's outbox, increments the author's
 	// message count (and PulledCount if m.Pulled), and stores job (if not
@@ -53,7 +52,8 @@ type Backend interface {
 	// FindMessageByID returns NOT_FOUND for a deleted message.
 	FindMessageByID(ctx context.Context, id ID) (*Message, error)
 	FindMessagesByKeys(ctx context.Context, keys []MessageKey) ([]*Message, error)
-	// FindMessages returns an author's messages, newest first.
+	// FindMessages returns an author's messages, newest first, within
+	// f.Range.
 	FindMessages(ctx context.Context, f MessageFilter) ([]*Message, error)
 	UpdateMessage(ctx context.Context, id ID, upd MessageUpdate) (*Message, error)
 	// DeleteMessage removes the message from its author's outbox, decrements
@@ -63,10 +63,9 @@ type Backend interface {
 	// retracted) or fails.
 	DeleteMessage(ctx context.Context, id ID, retract *Job) error
 
-	// FindOutbox merges the outboxes of f.Authors: up to f.Limit of their
-	// messages below f.Before (NilID: from the newest), newest first, as
-	// inbox entries, each saying whether its JobDeliver is still pending.
-	// It is fan-out on read, in one call.
+	// FindOutbox merges the outboxes of f.Authors: their messages within
+	// f.Range, newest first, as inbox entries, each saying whether its
+	// JobDeliver is still pending. It is fan-out on read, in one call.
 	FindOutbox(ctx context.Context, f OutboxFilter) ([]OutboxEntry, error)
 	// CountOutbox counts the messages of f.Authors above f.After (NilID:
 	// all of them). It costs a scan of the counted index entries.
@@ -102,10 +101,9 @@ type Backend interface {
 	// ends the job, under the rule of InsertInbox. It returns one change per
 	// entry removed.
 	RemoveAuthorEntries(ctx context.Context, r AuthorRemoval) ([]InboxChange, error)
-	// ReadInbox returns up to f.Limit entries of a stored inbox, newest
-	// first, below f.Before (NilID: from the newest), with its counts. For
-	// LayoutNone and LayoutCache it returns no entries, and counts with only
-	// ReadMark and Rebuilding set.
+	// ReadInbox returns the entries of a stored inbox within f.Range, newest
+	// first, with its counts. For LayoutNone and LayoutCache it returns no
+	// entries, and counts with only ReadMark and Rebuilding set.
 	ReadInbox(ctx context.Context, f InboxFilter) ([]InboxItem, InboxCounts, error)
 	// MarkInboxRead moves the read mark to mark if that is newer, and
 	// recounts unread (the entries above the mark) for the stored layouts.
@@ -163,11 +161,45 @@ type UserUpdate struct {
 	DisplayName *string
 }
 
+// Range selects up to Limit items of a list ordered by ID, next to the
+// cursor From, which is exclusive. A list is in its own order: newest first
+// (highest ID first) for inboxes and outboxes, oldest first for the others.
+// Without Reverse the items are those that follow From in that order (NilID:
+// from the list's start); with Reverse, those that precede it (NilID: from
+// the list's end), nearest to From first, so against the list's order. A
+// client paging backward (last/before) reads a Reverse range.
+type Range struct {
+	From    ID
+	Limit   int
+	Reverse bool
+}
+
+// Forward returns the Range of up to limit items following from.
+func Forward(from ID, limit int) Range { return Range{From: from, Limit: limit} }
+
+// Backward returns the Range of up to limit items preceding from.
+func Backward(from ID, limit int) Range { return Range{From: from, Limit: limit, Reverse: true} }
+
+// Ascending reports whether the range reads IDs upward, given whether its
+// list is newest first.
+func (r Range) Ascending(newestFirst bool) bool { return r.Reverse == newestFirst }
+
+// Admits reports whether id lies within the range's side of From (the limit
+// aside), given whether its list is newest first.
+func (r Range) Admits(id ID, newestFirst bool) bool {
+	if r.From.IsZero() {
+		return true
+	}
+	if r.Ascending(newestFirst) {
+		return id.Compare(r.From) > 0
+	}
+	return id.Compare(r.From) < 0
+}
+
 // MessageFilter selects an author's messages.
 type MessageFilter struct {
 	AuthorID ID
-	Before   ID // NilID: from the newest
-	Limit    int
+	Range
 }
 
 // MessageUpdate changes a message; nil fields are left as they are.
@@ -180,16 +212,14 @@ type MessageUpdate struct {
 type InboxFilter struct {
 	Owner  ID
 	Layout Layout
-	Before ID // NilID: from the newest
-	Limit  int
+	Range
 }
 
 // OutboxFilter selects messages of several authors.
 type OutboxFilter struct {
 	Authors []ID
-	Before  ID // FindOutbox: below this message (NilID: from the newest)
+	Range      // FindOutbox
 	After   ID // CountOutbox: above this message (NilID: all)
-	Limit   int
 	Pulled  PullFilter
 }
 

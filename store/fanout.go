@@ -479,7 +479,7 @@ func (f *fanout) nextFollowers(ctx context.Context, j *Job) ([]ID, error) {
 	if len(j.Cursor) == len(after) {
 		copy(after[:], j.Cursor)
 	}
-	return f.s.backend.ListFollowers(ctx, j.AuthorID, after, f.chunk)
+	return f.s.backend.ListFollowers(ctx, j.AuthorID, Forward(after, f.chunk))
 }
 
 // backfill returns the entries a JobFollow or JobRebuild brings into its
@@ -510,7 +510,7 @@ func (f *fanout) backfill(ctx context.Context, j *Job) ([]InboxEntry, error) {
 	if len(authors) == 0 || limit <= 0 {
 		return nil, nil
 	}
-	es, err := b.FindOutbox(ctx, OutboxFilter{Authors: authors, Limit: limit, Pulled: s.strategy.pullFilter()})
+	es, err := b.FindOutbox(ctx, OutboxFilter{Authors: authors, Range: Forward(NilID, limit), Pulled: s.strategy.pullFilter()})
 	if err != nil {
 		return nil, err
 	}

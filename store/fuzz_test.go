@@ -189,7 +189,7 @@ func FuzzPageSize(f *testing.F) {
 		if isNil {
 			first = nil
 		}
-		got, err := PageSize(first)
+		got, err := PageSize("first", first)
 		switch {
 		case isNil:
 			if err != nil || got != DefaultPageSize {

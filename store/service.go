@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -326,29 +327,45 @@ func (s *Service) FindFollowing(ctx context.Context, viewer ID, targets []ID) ([
 	return s.backend.FindFollowing(ctx, viewer, targets)
 }
 
-// FollowPage is a page of one side of the follow graph: user IDs in ID order.
+// FollowPage is a page of one side of the follow graph: user IDs in ID
+// order. HasMore says whether more IDs lie beyond the page in the direction
+// it was read (see Range).
 type FollowPage struct {
 	IDs     []ID
 	HasMore bool
 }
 
-// Followers returns a page of user's followers in ID order after the given ID.
-func (s *Service) Followers(ctx context.Context, user, after ID, limit int) (FollowPage, error) {
-	fs, err := s.backend.ListFollowers(ctx, user, after, limit+1)
-	return followPage(fs, limit), err
+// Followers returns a page of user's followers in ID order, within r.
+func (s *Service) Followers(ctx context.Context, user ID, r Range) (FollowPage, error) {
+	ids, err := s.backend.ListFollowers(ctx, user, r.plusOne())
+	ids, more := trimPage(ids, r)
+	return FollowPage{IDs: ids, HasMore: more}, err
 }
 
-// Following returns a page of the users user follows in ID order after the given ID.
-func (s *Service) Following(ctx context.Context, user, after ID, limit int) (FollowPage, error) {
-	fs, err := s.backend.ListFollowing(ctx, user, after, limit+1)
-	return followPage(fs, limit), err
+// Following returns a page of the users user follows in ID order, within r.
+func (s *Service) Following(ctx context.Context, user ID, r Range) (FollowPage, error) {
+	ids, err := s.backend.ListFollowing(ctx, user, r.plusOne())
+	ids, more := trimPage(ids, r)
+	return FollowPage{IDs: ids, HasMore: more}, err
 }
 
-func followPage(ids []ID, limit int) FollowPage {
-	if len(ids) > limit {
-		return FollowPage{IDs: ids[:limit], HasMore: true}
+// plusOne returns r reading one more item, which tells whether more follow.
+func (r Range) plusOne() Range {
+	r.Limit++
+	return r
+}
+
+// trimPage cuts items, read by r.plusOne() nearest first, to r.Limit, and
+// puts them in their list's order. It reports whether items were cut.
+func trimPage[T any](items []T, r Range) ([]T, bool) {
+	more := len(items) > r.Limit
+	if more {
+		items = items[:r.Limit]
 	}
-	return FollowPage{IDs: ids}
+	if r.Reverse {
+		slices.Reverse(items)
+	}
+	return items, more
 }
 
 // SetAttributes applies changes to the viewer's custom attributes and
@@ -363,19 +380,17 @@ func (s *Service) SetAttributes(ctx context.Context, viewer ID, changes []Attrib
 }
 
 // FindUsersByAttribute returns a page of users whose attribute name equals
-// value, in ID order after the given ID.
-func (s *Service) FindUsersByAttribute(ctx context.Context, name, value string, after ID, limit int) ([]*User, bool, error) {
+// value, in ID order, within r, and whether more lie beyond it.
+func (s *Service) FindUsersByAttribute(ctx context.Context, name, value string, r Range) ([]*User, bool, error) {
 	if err := validateAttribute(name, &value); err != nil {
 		return nil, false, err
 	}
-	us, err := s.backend.FindUsersByAttribute(ctx, name, value, after, limit+1)
+	us, err := s.backend.FindUsersByAttribute(ctx, name, value, r.plusOne())
 	if err != nil {
 		return nil, false, err
 	}
-	if len(us) > limit {
-		return us[:limit], true, nil
-	}
-	return us, false, nil
+	us, more := trimPage(us, r)
+	return us, more, nil
 }
 
 // CountUsersByAttribute counts the users whose attribute name equals value.
@@ -517,49 +532,48 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id ID) error {
 	return nil
 }
 
-// MessagePage is a page of an author's messages, newest first.
+// MessagePage is a page of an author's messages, newest first. HasMore
+// says whether more lie beyond the page in the direction it was read.
 type MessagePage struct {
 	Messages []*Message
 	HasMore  bool
 }
 
-// Messages returns a page of author's messages, newest first, before the given ID.
-func (s *Service) Messages(ctx context.Context, author, before ID, limit int) (MessagePage, error) {
-	ms, err := s.backend.FindMessages(ctx, MessageFilter{AuthorID: author, Before: before, Limit: limit + 1})
+// Messages returns a page of author's messages, newest first, within r.
+func (s *Service) Messages(ctx context.Context, author ID, r Range) (MessagePage, error) {
+	ms, err := s.backend.FindMessages(ctx, MessageFilter{AuthorID: author, Range: r.plusOne()})
 	if err != nil {
 		return MessagePage{}, err
 	}
-	if len(ms) > limit {
-		return MessagePage{Messages: ms[:limit], HasMore: true}, nil
-	}
-	return MessagePage{Messages: ms}, nil
+	ms, more := trimPage(ms, r)
+	return MessagePage{Messages: ms, HasMore: more}, nil
 }
 
-// InboxPage is a page of a home timeline, newest first.
+// InboxPage is a page of a home timeline, newest first. HasMore says
+// whether more items lie beyond the page in the direction it was read.
 type InboxPage struct {
 	Items   []InboxItem // each with Message set
 	Counts  InboxCounts
 	HasMore bool
 }
 
-// Inbox returns a page of owner's home timeline below the message before
-// (NilID: from the newest), by the strategy, each item with its message
-// loaded, and the inbox's counts. Entries whose message was deleted but not
-// yet retracted are skipped.
-func (s *Service) Inbox(ctx context.Context, owner ID, before ID, limit int) (InboxPage, error) {
-	r := s.newRead(owner)
+// Inbox returns a page of owner's home timeline within r, by the strategy,
+// each item with its message loaded, and the inbox's counts. Entries whose
+// message was deleted but not yet retracted are skipped.
+func (s *Service) Inbox(ctx context.Context, owner ID, r Range) (InboxPage, error) {
+	tr := s.newRead(owner)
 	var page InboxPage
 	// Counts the page's reads do not give are computed beside them.
 	var countsc chan error
 	if s.strategy == StrategyRead || s.strategy == StrategyCache {
 		countsc = make(chan error, 1)
 		go func() {
-			c, err := r.counts(ctx)
+			c, err := tr.counts(ctx)
 			page.Counts = c
 			countsc <- err
 		}()
 	}
-	err := s.fill(ctx, r, &page, before, limit)
+	err := s.fill(ctx, tr, &page, r)
 	if countsc != nil {
 		if cerr := <-countsc; err == nil {
 			err = cerr
@@ -573,15 +587,16 @@ func (s *Service) Inbox(ctx context.Context, owner ID, before ID, limit int) (In
 
 // fill reads the items of page, loading their messages and reading on
 // past deleted ones. Counts the first read gives go into page.Counts.
-func (s *Service) fill(ctx context.Context, r *timelineRead, page *InboxPage, before ID, limit int) error {
+func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r Range) error {
+	limit := r.Limit
 	for first := true; ; first = false {
 		want := limit + 1 - len(page.Items)
-		items, c, ok, err := r.page(ctx, before, want)
+		items, c, ok, err := tr.page(ctx, Range{From: r.From, Limit: want, Reverse: r.Reverse})
 		if err != nil {
 			return err
 		}
 		if first && ok {
-			if page.Counts, err = r.outboxCounts(ctx, c); err != nil {
+			if page.Counts, err = tr.outboxCounts(ctx, c); err != nil {
 				return err
 			}
 		}
@@ -605,11 +620,9 @@ func (s *Service) fill(ctx context.Context, r *timelineRead, page *InboxPage, be
 		if len(items) < want || len(page.Items) > limit {
 			break
 		}
-		before = items[len(items)-1].MessageID
+		r.From = items[len(items)-1].MessageID
 	}
-	if len(page.Items) > limit {
-		page.Items, page.HasMore = page.Items[:limit], true
-	}
+	page.Items, page.HasMore = trimPage(page.Items, Range{Limit: limit, Reverse: r.Reverse})
 	return nil
 }
 
@@ -617,7 +630,7 @@ func (s *Service) fill(ctx context.Context, r *timelineRead, page *InboxPage, be
 // item) and tells their subscriptions.
 func (s *Service) MarkInboxRead(ctx context.Context, owner ID) (InboxCounts, error) {
 	r := s.newRead(owner)
-	newest, _, _, err := r.page(ctx, NilID, 1)
+	newest, _, _, err := r.page(ctx, Forward(NilID, 1))
 	if err != nil {
 		return InboxCounts{}, err
 	}

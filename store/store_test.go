@@ -83,7 +83,7 @@ func TestPageSize(t *testing.T) {
 		{n(101), 0, false},
 		{n(-1), 0, false},
 	} {
-		got, err := store.PageSize(tc.first)
+		got, err := store.PageSize("last", tc.first)
 		if tc.ok {
 			assert.NoError(t, err)
 			assert.Equal(t, tc.want, got)

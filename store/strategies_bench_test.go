@@ -319,7 +319,7 @@ func (x *bench) reads(n int, miss bool) readCost {
 		x.calls.Reset()
 		before := x.stats()
 		start := time.Now()
-		page, err := x.svc.Inbox(ctx, x.reader, store.NilID, pageSize)
+		page, err := x.svc.Inbox(ctx, x.reader, store.Forward(store.NilID, pageSize))
 		r.elapsed += time.Since(start)
 		r.each = append(r.each, time.Since(start))
 		d := x.stats().Sub(before)
@@ -396,7 +396,7 @@ func (x *bench) fanout() writeCost {
 	w.pebble = x.stats().Sub(before)
 	w.commits = int(x.calls.Writes())
 	x.addTimeline(m.ID)
-	page, err := x.svc.Inbox(ctx, x.pool[len(x.pool)-1], store.NilID, 1)
+	page, err := x.svc.Inbox(ctx, x.pool[len(x.pool)-1], store.Forward(store.NilID, 1))
 	if err != nil || len(page.Items) != 1 || page.Items[0].MessageID != m.ID {
 		x.tb.Fatalf("%s: a follower's inbox does not start with the celebrity's post (%d items, %v)", x.svc.Strategy(), len(page.Items), err)
 	}

@@ -74,7 +74,7 @@ func (s *Service) following(ctx context.Context, owner ID) ([]ID, error) {
 	var all []ID
 	after := NilID
 	for {
-		ids, err := s.backend.ListFollowing(ctx, owner, after, followPageSize)
+		ids, err := s.backend.ListFollowing(ctx, owner, Forward(after, followPageSize))
 		if err != nil {
 			return nil, err
 		}
@@ -169,45 +169,45 @@ func (r *timelineRead) authors(ctx context.Context) ([]ID, error) {
 	return r.sources, r.err
 }
 
-// page reads up to n items below before (NilID: from the newest), newest
+// page reads the items within r (of the timeline, newest first) nearest
 // first, without their messages, and the inbox's counts when the same read
 // gives them (ok; the stored layouts).
-func (r *timelineRead) page(ctx context.Context, before ID, n int) (_ []InboxItem, _ InboxCounts, ok bool, _ error) {
-	s := r.s
+func (tr *timelineRead) page(ctx context.Context, r Range) (_ []InboxItem, _ InboxCounts, ok bool, _ error) {
+	s := tr.s
 	switch s.strategy {
 	case StrategyWrite, StrategyBucket:
-		items, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: r.owner, Layout: s.layout, Before: before, Limit: n})
+		items, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: tr.owner, Layout: s.layout, Range: r})
 		return items, c, true, err
 	case StrategyHybrid:
-		items, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: r.owner, Layout: s.layout, Before: before, Limit: n})
+		items, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: tr.owner, Layout: s.layout, Range: r})
 		if err != nil {
 			return nil, InboxCounts{}, false, err
 		}
-		pulls, err := r.authors(ctx)
+		pulls, err := tr.authors(ctx)
 		if err != nil || len(pulls) == 0 {
 			return items, c, err == nil, err
 		}
-		more, err := s.backend.FindOutbox(ctx, OutboxFilter{Authors: pulls, Before: before, Limit: n, Pulled: PulledOnly})
+		more, err := s.backend.FindOutbox(ctx, OutboxFilter{Authors: pulls, Range: r, Pulled: PulledOnly})
 		if err != nil {
 			return nil, InboxCounts{}, false, err
 		}
-		return mergeNewest(n, items, outboxItems(more)), c, true, nil
+		return mergeItems(r.Limit, r.Ascending(true), items, outboxItems(more)), c, true, nil
 	case StrategyCache:
-		items, err := r.cachedPage(ctx, before, n)
+		items, err := tr.cachedPage(ctx, r)
 		return items, InboxCounts{}, false, err
 	default:
-		items, err := r.readPage(ctx, before, n)
+		items, err := tr.readPage(ctx, r)
 		return items, InboxCounts{}, false, err
 	}
 }
 
 // readPage is fan-out on read: the followees' outboxes merged.
-func (r *timelineRead) readPage(ctx context.Context, before ID, n int) ([]InboxItem, error) {
-	followees, err := r.authors(ctx)
+func (tr *timelineRead) readPage(ctx context.Context, r Range) ([]InboxItem, error) {
+	followees, err := tr.authors(ctx)
 	if err != nil || len(followees) == 0 {
 		return nil, err
 	}
-	es, err := r.s.backend.FindOutbox(ctx, OutboxFilter{Authors: followees, Before: before, Limit: n})
+	es, err := tr.s.backend.FindOutbox(ctx, OutboxFilter{Authors: followees, Range: r})
 	return outboxItems(es), err
 }
 
@@ -215,28 +215,33 @@ func (r *timelineRead) readPage(ctx context.Context, before ID, n int) ([]InboxI
 // otherwise by fan-out on read; a missing cache is built first (seed 002).
 // Cached entries of authors no longer followed are left out: a cache built
 // or appended to around an unfollow may still hold them.
-func (r *timelineRead) cachedPage(ctx context.Context, before ID, n int) ([]InboxItem, error) {
-	s := r.s
+//
+// The cache holds the newest entries, so it holds a page read forward while
+// the page fills, and a page read backward (toward the newest) when it
+// starts within the cache: at a cursor no older than the oldest cached
+// entry, or anywhere if the cache is complete.
+func (tr *timelineRead) cachedPage(ctx context.Context, r Range) ([]InboxItem, error) {
+	s := tr.s
 	now := s.clock()
-	c, err := s.backend.ReadInboxCache(ctx, r.owner, now)
+	c, err := s.backend.ReadInboxCache(ctx, tr.owner, now)
 	if err != nil {
 		return nil, err
 	}
 	// An empty cache that is not complete was left by a build that did
 	// not finish: build it again.
 	if c == nil || (len(c.Items) == 0 && !c.Complete) {
-		if c, err = r.buildCache(ctx, now); err != nil {
+		if c, err = tr.buildCache(ctx, now); err != nil {
 			return nil, err
 		}
 	} else if left := c.Expires.Sub(now); left < s.opts.CacheTTL/2 && left > cacheExtendMargin(s.opts.CacheTTL) {
 		// Extend the life of a cache in use, at most twice per TTL; not
 		// in its last moments, when a delivery may already have found it
 		// expired and passed it by: it then expires and is built again.
-		if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: r.owner, Expires: now.Add(s.opts.CacheTTL)}, s.cacheCap()); err != nil {
+		if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: tr.owner, Expires: now.Add(s.opts.CacheTTL)}, s.cacheCap()); err != nil {
 			return nil, err
 		}
 	}
-	followees, err := r.authors(ctx)
+	followees, err := tr.authors(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -244,19 +249,32 @@ func (r *timelineRead) cachedPage(ctx context.Context, before ID, n int) ([]Inbo
 	for _, id := range followees {
 		followed[id] = true
 	}
-	items := make([]InboxItem, 0, min(n, len(c.Items)))
+	if r.Reverse {
+		held := c.Complete || (len(c.Items) > 0 && !r.From.IsZero() && r.From.Compare(c.Items[len(c.Items)-1].MessageID) >= 0)
+		if !held {
+			return tr.readPage(ctx, r)
+		}
+		items := make([]InboxItem, 0, min(r.Limit, len(c.Items)))
+		for i := len(c.Items) - 1; i >= 0 && len(items) < r.Limit; i-- {
+			if it := c.Items[i]; r.Admits(it.MessageID, true) && followed[it.AuthorID] {
+				items = append(items, it)
+			}
+		}
+		return items, nil
+	}
+	items := make([]InboxItem, 0, min(r.Limit, len(c.Items)))
 	for _, it := range c.Items {
-		if (before.IsZero() || it.MessageID.Compare(before) < 0) && followed[it.AuthorID] {
+		if r.Admits(it.MessageID, true) && followed[it.AuthorID] {
 			items = append(items, it)
 		}
 	}
-	if len(items) >= n {
-		return items[:n], nil
+	if len(items) >= r.Limit {
+		return items[:r.Limit], nil
 	}
 	if c.Complete {
 		return items, nil
 	}
-	return r.readPage(ctx, before, n)
+	return tr.readPage(ctx, r)
 }
 
 // cacheExtendMargin is how close to its expiry a cache is no longer
@@ -281,7 +299,7 @@ func (r *timelineRead) buildCache(ctx context.Context, now time.Time) (*InboxCac
 	if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: r.owner, Expires: expires}, s.cacheCap()); err != nil {
 		return nil, err
 	}
-	items, err := r.readPage(ctx, NilID, s.cacheCap())
+	items, err := r.readPage(ctx, Forward(NilID, s.cacheCap()))
 	if err != nil {
 		return nil, err
 	}
@@ -370,23 +388,25 @@ func outboxItems(es []OutboxEntry) []InboxItem {
 	return items
 }
 
-// mergeNewest merges lists sorted newest first (by message ID) into one,
-// keeping the first n, each message once.
-func mergeNewest(n int, lists ...[]InboxItem) []InboxItem {
-	h := make(itemHeap, 0, len(lists))
+// mergeItems merges lists sorted by message ID, highest first or (asc)
+// lowest first, into one in the same order, keeping the first n, each
+// message once.
+func mergeItems(n int, asc bool, lists ...[]InboxItem) []InboxItem {
+	h := itemHeap{asc: asc, lists: make([][]InboxItem, 0, len(lists))}
 	for _, l := range lists {
 		if len(l) > 0 {
-			h = append(h, l)
+			h.lists = append(h.lists, l)
 		}
 	}
 	heap.Init(&h)
 	out := make([]InboxItem, 0, n)
-	for len(h) > 0 && len(out) < n {
-		it := h[0][0]
+	for len(h.lists) > 0 && len(out) < n {
+		top := &h.lists[0]
+		it := (*top)[0]
 		if len(out) == 0 || out[len(out)-1].MessageID != it.MessageID {
 			out = append(out, it)
 		}
-		if h[0] = h[0][1:]; len(h[0]) == 0 {
+		if *top = (*top)[1:]; len(*top) == 0 {
 			heap.Pop(&h)
 		} else {
 			heap.Fix(&h, 0)
@@ -395,16 +415,21 @@ func mergeNewest(n int, lists ...[]InboxItem) []InboxItem {
 	return out
 }
 
-// itemHeap is a max-heap of lists by their first item's message ID.
-type itemHeap [][]InboxItem
+// itemHeap is a heap of lists by their first item's message ID: the highest
+// on top, or the lowest when asc.
+type itemHeap struct {
+	lists [][]InboxItem
+	asc   bool
+}
 
-func (h itemHeap) Len() int           { return len(h) }
-func (h itemHeap) Less(i, j int) bool { return h[i][0].MessageID.Compare(h[j][0].MessageID) > 0 }
-func (h itemHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *itemHeap) Push(x any)        { *h = append(*h, x.([]InboxItem)) }
+func (h itemHeap) Len() int { return len(h.lists) }
+func (h itemHeap) Less(i, j int) bool {
+	return (h.lists[i][0].MessageID.Compare(h.lists[j][0].MessageID) > 0) != h.asc
+}
+func (h itemHeap) Swap(i, j int) { h.lists[i], h.lists[j] = h.lists[j], h.lists[i] }
+func (h *itemHeap) Push(x any)   { h.lists = append(h.lists, x.([]InboxItem)) }
 func (h *itemHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
+	x := h.lists[len(h.lists)-1]
+	h.lists = h.lists[:len(h.lists)-1]
 	return x
 }

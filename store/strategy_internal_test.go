@@ -35,17 +35,20 @@ func TestMergeNewest(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		n     int
+		asc   bool
 		lists [][]InboxItem
 		want  []int
 	}{
-		{"Interleaved", 10, [][]InboxItem{list(7, 4, 1), list(6, 5, 0), list(3, 2)}, []int{7, 6, 5, 4, 3, 2, 1, 0}},
-		{"Limit", 3, [][]InboxItem{list(7, 4, 1), list(6, 5, 0)}, []int{7, 6, 5}},
-		{"OnceEach", 10, [][]InboxItem{list(7, 5, 3), list(5, 3, 1)}, []int{7, 5, 3, 1}},
-		{"Empty", 10, [][]InboxItem{nil, list(2), nil}, []int{2}},
-		{"None", 10, nil, nil},
+		{"Ascending", 10, true, [][]InboxItem{list(1, 4, 7), list(0, 5, 6), list(2, 3)}, []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{"AscendingLimitOnceEach", 3, true, [][]InboxItem{list(1, 3, 5), list(1, 2)}, []int{1, 2, 3}},
+		{"Interleaved", 10, false, [][]InboxItem{list(7, 4, 1), list(6, 5, 0), list(3, 2)}, []int{7, 6, 5, 4, 3, 2, 1, 0}},
+		{"Limit", 3, false, [][]InboxItem{list(7, 4, 1), list(6, 5, 0)}, []int{7, 6, 5}},
+		{"OnceEach", 10, false, [][]InboxItem{list(7, 5, 3), list(5, 3, 1)}, []int{7, 5, 3, 1}},
+		{"Empty", 10, false, [][]InboxItem{nil, list(2), nil}, []int{2}},
+		{"None", 10, false, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, idx(mergeNewest(tc.n, tc.lists...)))
+			assert.Equal(t, tc.want, idx(mergeItems(tc.n, tc.asc, tc.lists...)))
 		})
 	}
 }

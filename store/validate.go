@@ -69,16 +69,17 @@ func ValidateMessageText(text string) error {
 	return nil
 }
 
-// PageSize resolves a client's `first` argument: nil means DefaultPageSize,
-// and values outside 0..MaxPageSize are BAD_USER_INPUT.
-func PageSize(first *int) (int, error) {
-	if first == nil {
+// PageSize resolves a client's page size argument, named arg (`first` or
+// `last`): nil means DefaultPageSize, and values outside 0..MaxPageSize are
+// BAD_USER_INPUT.
+func PageSize(arg string, n *int) (int, error) {
+	if n == nil {
 		return DefaultPageSize, nil
 	}
-	if *first < 0 || *first > MaxPageSize {
-		return 0, Errorf(EINVALID, "first must be between 0 and %d", MaxPageSize)
+	if *n < 0 || *n > MaxPageSize {
+		return 0, Errorf(EINVALID, "%s must be between 0 and %d", arg, MaxPageSize)
 	}
-	return *first, nil
+	return *n, nil
 }
 
 func validateAttribute(name string, value *string) error {

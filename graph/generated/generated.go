@@ -116,11 +116,11 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		Inbox            func(childComplexity int, first *int, after *string) int
+		Inbox            func(childComplexity int, first *int, after *string, last *int, before *string) int
 		Node             func(childComplexity int, id string) int
 		Nodes            func(childComplexity int, ids []string) int
 		User             func(childComplexity int, handle string) int
-		UsersByAttribute func(childComplexity int, name string, value string, first *int, after *string) int
+		UsersByAttribute func(childComplexity int, name string, value string, first *int, after *string, last *int, before *string) int
 		Viewer           func(childComplexity int) int
 	}
 
@@ -133,13 +133,13 @@ type ComplexityRoot struct {
 		CreatedAt      func(childComplexity int) int
 		DisplayName    func(childComplexity int) int
 		FollowerCount  func(childComplexity int) int
-		Followers      func(childComplexity int, first *int, after *string) int
-		Following      func(childComplexity int, first *int, after *string) int
+		Followers      func(childComplexity int, first *int, after *string, last *int, before *string) int
+		Following      func(childComplexity int, first *int, after *string, last *int, before *string) int
 		FollowingCount func(childComplexity int) int
 		Handle         func(childComplexity int) int
 		ID             func(childComplexity int) int
 		MessageCount   func(childComplexity int) int
-		Messages       func(childComplexity int, first *int, after *string) int
+		Messages       func(childComplexity int, first *int, after *string, last *int, before *string) int
 		ViewerFollows  func(childComplexity int) int
 	}
 
@@ -184,8 +184,8 @@ type QueryResolver interface {
 	Nodes(ctx context.Context, ids []string) ([]model.Node, error)
 	Viewer(ctx context.Context) (*store.User, error)
 	User(ctx context.Context, handle string) (*store.User, error)
-	Inbox(ctx context.Context, first *int, after *string) (*model.InboxConnection, error)
-	UsersByAttribute(ctx context.Context, name string, value string, first *int, after *string) (*model.UserConnection, error)
+	Inbox(ctx context.Context, first *int, after *string, last *int, before *string) (*model.InboxConnection, error)
+	UsersByAttribute(ctx context.Context, name string, value string, first *int, after *string, last *int, before *string) (*model.UserConnection, error)
 }
 type SubscriptionResolver interface {
 	InboxEvents(ctx context.Context) (<-chan *model.InboxEvent, error)
@@ -193,9 +193,9 @@ type SubscriptionResolver interface {
 type UserResolver interface {
 	ID(ctx context.Context, obj *store.User) (string, error)
 
-	Followers(ctx context.Context, obj *store.User, first *int, after *string) (*model.UserConnection, error)
-	Following(ctx context.Context, obj *store.User, first *int, after *string) (*model.UserConnection, error)
-	Messages(ctx context.Context, obj *store.User, first *int, after *string) (*model.MessageConnection, error)
+	Followers(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.UserConnection, error)
+	Following(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.UserConnection, error)
+	Messages(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.MessageConnection, error)
 	ViewerFollows(ctx context.Context, obj *store.User) (bool, error)
 }
 type UserConnectionResolver interface {
@@ -532,7 +532,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.Inbox(childComplexity, args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.Query.Inbox(childComplexity, args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
 
 	case "Query.node":
 		if e.ComplexityRoot.Query.Node == nil {
@@ -577,7 +577,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.UsersByAttribute(childComplexity, args["name"].(string), args["value"].(string), args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.Query.UsersByAttribute(childComplexity, args["name"].(string), args["value"].(string), args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
 	case "Query.viewer":
 		if e.ComplexityRoot.Query.Viewer == nil {
 			break
@@ -626,7 +626,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.User.Followers(childComplexity, args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.User.Followers(childComplexity, args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
 	case "User.following":
 		if e.ComplexityRoot.User.Following == nil {
 			break
@@ -637,7 +637,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.User.Following(childComplexity, args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.User.Following(childComplexity, args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
 	case "User.followingCount":
 		if e.ComplexityRoot.User.FollowingCount == nil {
 			break
@@ -672,7 +672,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.User.Messages(childComplexity, args["first"].(*int), args["after"].(*string)), true
+		return e.ComplexityRoot.User.Messages(childComplexity, args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
 	case "User.viewerFollows":
 		if e.ComplexityRoot.User.ViewerFollows == nil {
 			break
@@ -832,13 +832,28 @@ interface Node {
 }
 
 """
-Where a page of a connection sits. Herald pages forward only (` + "`" + `first` + "`" + `/` + "`" + `after` + "`" + `),
-so ` + "`" + `hasPreviousPage` + "`" + ` is always false.
+Where a page of a connection sits. Every connection pages forward
+(` + "`" + `first` + "`" + `/` + "`" + `after` + "`" + `: the edges after a cursor, in the list's order) and backward
+(` + "`" + `last` + "`" + `/` + "`" + `before` + "`" + `: the edges before a cursor, still in the list's order, the
+nearest to it last). A page is one or the other: ` + "`" + `first` + "`" + ` with ` + "`" + `last` + "`" + `, or
+` + "`" + `after` + "`" + ` with ` + "`" + `before` + "`" + `, is BAD_USER_INPUT. Without either, a page is the
+first 20 edges.
+
+Following the Relay connection specification, a page tells what lies
+beyond it in the direction it was read: ` + "`" + `hasNextPage` + "`" + ` for a forward page,
+` + "`" + `hasPreviousPage` + "`" + ` for a backward one. The other is false, since knowing it
+would cost another read.
 """
 type PageInfo {
-  "Whether more edges follow the last one of this page; pass ` + "`" + `endCursor` + "`" + ` as ` + "`" + `after` + "`" + ` to get them."
+  """
+  Paging forward: whether more edges follow this page; pass ` + "`" + `endCursor` + "`" + ` as
+  ` + "`" + `after` + "`" + ` to get them. False when paging backward.
+  """
   hasNextPage: Boolean!
-  "Always false: connections are paged forward only."
+  """
+  Paging backward: whether more edges precede this page; pass ` + "`" + `startCursor` + "`" + `
+  as ` + "`" + `before` + "`" + ` to get them. False when paging forward.
+  """
   hasPreviousPage: Boolean!
   "The cursor of the first edge, or null when the page is empty."
   startCursor: String
@@ -864,19 +879,19 @@ type User implements Node {
   messageCount: Int!
   """
   The users who follow this user, in the order they were created (oldest
-  account first). ` + "`" + `first` + "`" + ` defaults to 20 and may be at most 100.
+  account first). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
   """
-  followers(first: Int, after: String): UserConnection!
+  followers(first: Int, after: String, last: Int, before: String): UserConnection!
   """
   The users this user follows, in the order they were created (oldest account
-  first). ` + "`" + `first` + "`" + ` defaults to 20 and may be at most 100.
+  first). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
   """
-  following(first: Int, after: String): UserConnection!
+  following(first: Int, after: String, last: Int, before: String): UserConnection!
   """
   This user's own timeline (outbox): their messages, newest first. ` + "`" + `first` + "`" + `
-  defaults to 20 and may be at most 100.
+  (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
   """
-  messages(first: Int, after: String): MessageConnection!
+  messages(first: Int, after: String, last: Int, before: String): MessageConnection!
   "Whether the signed-in viewer follows this user; false when nobody is signed in."
   viewerFollows: Boolean!
   """
@@ -909,7 +924,7 @@ type UserConnection {
 
 "A user in a page of users."
 type UserEdge {
-  "Pass as ` + "`" + `after` + "`" + ` to get the users that follow this one."
+  "Pass as ` + "`" + `after` + "`" + ` to get the users that follow this one, as ` + "`" + `before` + "`" + ` for those before it."
   cursor: String!
   "The user."
   node: User!
@@ -953,7 +968,7 @@ type MessageConnection {
 
 "A message in a page of messages."
 type MessageEdge {
-  "Pass as ` + "`" + `after` + "`" + ` to get the messages older than this one."
+  "Pass as ` + "`" + `after` + "`" + ` to get the messages older than this one, as ` + "`" + `before` + "`" + ` for the newer ones."
   cursor: String!
   "The message."
   node: Message!
@@ -978,7 +993,7 @@ type InboxConnection {
 
 "A message in the viewer's inbox."
 type InboxEdge {
-  "Pass as ` + "`" + `after` + "`" + ` to get the items older than this one."
+  "Pass as ` + "`" + `after` + "`" + ` to get the items older than this one, as ` + "`" + `before` + "`" + ` for the newer ones."
   cursor: String!
   "The message."
   node: Message!
@@ -1078,18 +1093,18 @@ type Query {
   user(handle: String!): User
   """
   The viewer's home timeline: messages from the users they follow, newest
-  first. ` + "`" + `first` + "`" + ` defaults to 20 and may be at most 100. Requires sign-in
-  (UNAUTHENTICATED otherwise).
+  first. ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100. Requires
+  sign-in (UNAUTHENTICATED otherwise).
   """
-  inbox(first: Int, after: String): InboxConnection!
+  inbox(first: Int, after: String, last: Int, before: String): InboxConnection!
   """
   The users whose custom attribute ` + "`" + `name` + "`" + ` has exactly ` + "`" + `value` + "`" + `, in the order
-  they were created (oldest account first). ` + "`" + `first` + "`" + ` defaults to 20 and may be
-  at most 100. ` + "`" + `totalCount` + "`" + ` is counted only when selected and may be slow for
+  they were created (oldest account first). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to
+  20 and may be at most 100. ` + "`" + `totalCount` + "`" + ` is counted only when selected and may be slow for
   a common value. BAD_USER_INPUT for a name that is not 1 to 64 characters or
   a value over 1024 bytes.
   """
-  usersByAttribute(name: String!, value: String!, first: Int, after: String): UserConnection!
+  usersByAttribute(name: String!, value: String!, first: Int, after: String, last: Int, before: String): UserConnection!
 }
 
 "The entry points for changing data. All but signUp and logIn require sign-in (UNAUTHENTICATED otherwise)."
@@ -1595,6 +1610,22 @@ func (ec *executionContext) field_Query_inbox_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg3
 	return args, nil
 }
 
@@ -1675,6 +1706,22 @@ func (ec *executionContext) field_Query_usersByAttribute_args(ctx context.Contex
 		return nil, err
 	}
 	args["after"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg5
 	return args, nil
 }
 
@@ -1697,6 +1744,22 @@ func (ec *executionContext) field_User_followers_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg3
 	return args, nil
 }
 
@@ -1719,6 +1782,22 @@ func (ec *executionContext) field_User_following_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg3
 	return args, nil
 }
 
@@ -1741,6 +1820,22 @@ func (ec *executionContext) field_User_messages_args(ctx context.Context, rawArg
 		return nil, err
 	}
 	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg3
 	return args, nil
 }
 
@@ -3202,7 +3297,7 @@ func (ec *executionContext) _Query_inbox(ctx context.Context, field graphql.Coll
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().Inbox(ctx, fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.Query().Inbox(ctx, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["last"].(*int), fc.Args["before"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.InboxConnection) graphql.Marshaler {
@@ -3246,7 +3341,7 @@ func (ec *executionContext) _Query_usersByAttribute(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().UsersByAttribute(ctx, fc.Args["name"].(string), fc.Args["value"].(string), fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.Query().UsersByAttribute(ctx, fc.Args["name"].(string), fc.Args["value"].(string), fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["last"].(*int), fc.Args["before"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.UserConnection) graphql.Marshaler {
@@ -3559,7 +3654,7 @@ func (ec *executionContext) _User_followers(ctx context.Context, field graphql.C
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.User().Followers(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.User().Followers(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["last"].(*int), fc.Args["before"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.UserConnection) graphql.Marshaler {
@@ -3603,7 +3698,7 @@ func (ec *executionContext) _User_following(ctx context.Context, field graphql.C
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.User().Following(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.User().Following(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["last"].(*int), fc.Args["before"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.UserConnection) graphql.Marshaler {
@@ -3647,7 +3742,7 @@ func (ec *executionContext) _User_messages(ctx context.Context, field graphql.Co
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.User().Messages(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string))
+			return ec.Resolvers.User().Messages(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["last"].(*int), fc.Args["before"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.MessageConnection) graphql.Marshaler {

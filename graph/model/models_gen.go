@@ -34,7 +34,7 @@ type InboxConnection struct {
 
 // A message in the viewer's inbox.
 type InboxEdge struct {
-	// Pass as `after` to get the items older than this one.
+	// Pass as `after` to get the items older than this one, as `before` for the newer ones.
 	Cursor string `json:"cursor"`
 	// The message.
 	Node *store.Message `json:"node"`
@@ -62,7 +62,7 @@ type MessageConnection struct {
 
 // A message in a page of messages.
 type MessageEdge struct {
-	// Pass as `after` to get the messages older than this one.
+	// Pass as `after` to get the messages older than this one, as `before` for the newer ones.
 	Cursor string `json:"cursor"`
 	// The message.
 	Node *store.Message `json:"node"`
@@ -72,12 +72,23 @@ type MessageEdge struct {
 type Mutation struct {
 }
 
-// Where a page of a connection sits. Herald pages forward only (`first`/`after`),
-// so `hasPreviousPage` is always false.
+// Where a page of a connection sits. Every connection pages forward
+// (`first`/`after`: the edges after a cursor, in the list's order) and backward
+// (`last`/`before`: the edges before a cursor, still in the list's order, the
+// nearest to it last). A page is one or the other: `first` with `last`, or
+// `after` with `before`, is BAD_USER_INPUT. Without either, a page is the
+// first 20 edges.
+//
+// Following the Relay connection specification, a page tells what lies
+// beyond it in the direction it was read: `hasNextPage` for a forward page,
+// `hasPreviousPage` for a backward one. The other is false, since knowing it
+// would cost another read.
 type PageInfo struct {
-	// Whether more edges follow the last one of this page; pass `endCursor` as `after` to get them.
+	// Paging forward: whether more edges follow this page; pass `endCursor` as
+	// `after` to get them. False when paging backward.
 	HasNextPage bool `json:"hasNextPage"`
-	// Always false: connections are paged forward only.
+	// Paging backward: whether more edges precede this page; pass `startCursor`
+	// as `before` to get them. False when paging forward.
 	HasPreviousPage bool `json:"hasPreviousPage"`
 	// The cursor of the first edge, or null when the page is empty.
 	StartCursor *string `json:"startCursor,omitempty"`
@@ -103,7 +114,7 @@ type Subscription struct {
 
 // A user in a page of users.
 type UserEdge struct {
-	// Pass as `after` to get the users that follow this one.
+	// Pass as `after` to get the users that follow this one, as `before` for those before it.
 	Cursor string `json:"cursor"`
 	// The user.
 	Node *store.User `json:"node"`

@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -178,26 +177,21 @@ func (s *Store) CountUsersByAttribute(_ context.Context, name, value string) (in
 }
 
 // FindUsersByAttribute implements store.Backend.
-func (s *Store) FindUsersByAttribute(_ context.Context, name, value string, after store.ID, limit int) ([]*store.User, error) {
+func (s *Store) FindUsersByAttribute(_ context.Context, name, value string, r store.Range) ([]*store.User, error) {
 	tok, ok, err := s.token(name, false)
 	if err != nil || !ok {
 		return nil, err
 	}
 	p := attrIndexPrefix(tok, value)
-	lower := p
-	if !after.IsZero() {
-		lower = append(append(bytes.Clone(p), after[:]...), 0)
-	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(p)})
+	sp := spanOf(p, r, false)
+	it, err := s.db.NewIter(sp.iterOptions())
 	if err != nil {
 		return nil, fmt.Errorf("embedded iter: %w", err)
 	}
 	defer it.Close()
 	var ids []store.ID
-	for ok := it.First(); ok && len(ids) < limit; ok = it.Next() {
-		var id store.ID
-		copy(id[:], it.Key()[len(p):])
-		ids = append(ids, id)
+	for ok := sp.first(it); ok && len(ids) < r.Limit; ok = sp.next(it) {
+		ids = append(ids, idAfter(p, it.Key()))
 	}
 	if err := it.Error(); err != nil {
 		return nil, err

@@ -94,7 +94,7 @@ func BenchmarkInbox(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		page, err := svc.Inbox(ctx, followers[i%len(followers)], store.NilID, 50)
+		page, err := svc.Inbox(ctx, followers[i%len(followers)], store.Forward(store.NilID, 50))
 		if err != nil || len(page.Items) != 50 {
 			b.Fatalf("page: %d items, %v", len(page.Items), err)
 		}

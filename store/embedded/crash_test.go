@@ -89,7 +89,7 @@ func TestKillDuringFanout(t *testing.T) {
 		require.NoError(t, svc.Start(ctx))
 		require.Eventually(t, svc.Idle, 30*time.Second, time.Millisecond)
 		for _, f := range fans {
-			page, err := svc.Inbox(ctx, f, store.NilID, 100)
+			page, err := svc.Inbox(ctx, f, store.Forward(store.NilID, 100))
 			require.NoError(t, err)
 			var texts []string
 			for _, it := range page.Items {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"herald/store"
 )
 
@@ -79,31 +77,26 @@ func (s *Store) FindFollowing(_ context.Context, follower store.ID, targets []st
 }
 
 // ListFollowers implements store.Backend.
-func (s *Store) ListFollowers(_ context.Context, user, after store.ID, limit int) ([]store.ID, error) {
-	return s.listEdges(pFollower, user, after, limit)
+func (s *Store) ListFollowers(_ context.Context, user store.ID, r store.Range) ([]store.ID, error) {
+	return s.listEdges(pFollower, user, r)
 }
 
 // ListFollowing implements store.Backend.
-func (s *Store) ListFollowing(_ context.Context, user, after store.ID, limit int) ([]store.ID, error) {
-	return s.listEdges(pFollowee, user, after, limit)
+func (s *Store) ListFollowing(_ context.Context, user store.ID, r store.Range) ([]store.ID, error) {
+	return s.listEdges(pFollowee, user, r)
 }
 
-func (s *Store) listEdges(prefix byte, user, after store.ID, limit int) ([]store.ID, error) {
+func (s *Store) listEdges(prefix byte, user store.ID, r store.Range) ([]store.ID, error) {
 	p := key(prefix, user)
-	lower := p
-	if !after.IsZero() {
-		lower = append(key(prefix, user, after), 0)
-	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(p)})
+	sp := spanOf(p, r, false)
+	it, err := s.db.NewIter(sp.iterOptions())
 	if err != nil {
 		return nil, fmt.Errorf("embedded iter: %w", err)
 	}
 	defer it.Close()
-	out := make([]store.ID, 0, min(limit, 1024))
-	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
-		var id store.ID
-		copy(id[:], it.Key()[len(p):])
-		out = append(out, id)
+	out := make([]store.ID, 0, min(r.Limit, 1024))
+	for ok := sp.first(it); ok && len(out) < r.Limit; ok = sp.next(it) {
+		out = append(out, idAfter(p, it.Key()))
 	}
 	return out, it.Error()
 }

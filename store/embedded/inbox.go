@@ -266,19 +266,15 @@ func (s *Store) ReadInbox(_ context.Context, f store.InboxFilter) ([]store.Inbox
 		return nil, counts, nil
 	}
 	p := key(pInbox, f.Owner)
-	upper := prefixEnd(p)
-	if !f.Before.IsZero() {
-		upper = key(pInbox, f.Owner, f.Before)
-	}
-	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upper})
+	sp := spanOf(p, f.Range, true)
+	it, err := snap.NewIter(sp.iterOptions())
 	if err != nil {
 		return nil, counts, fmt.Errorf("embedded iter: %w", err)
 	}
 	defer it.Close()
 	items := make([]store.InboxItem, 0, min(f.Limit, 1024))
-	for ok := it.Last(); ok && len(items) < f.Limit; ok = it.Prev() {
-		var id store.ID
-		copy(id[:], it.Key()[len(p):])
+	for ok := sp.first(it); ok && len(items) < f.Limit; ok = sp.next(it) {
+		id := idAfter(p, it.Key())
 		item, err := decodeEntry(f.Owner, id, it.Value())
 		if err != nil {
 			return nil, counts, err

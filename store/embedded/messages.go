@@ -80,19 +80,15 @@ func (s *Store) FindMessagesByKeys(_ context.Context, keys []store.MessageKey) (
 // FindMessages implements store.Backend.
 func (s *Store) FindMessages(_ context.Context, f store.MessageFilter) ([]*store.Message, error) {
 	p := key(pOutbox, f.AuthorID)
-	upper := prefixEnd(p)
-	if !f.Before.IsZero() {
-		upper = key(pOutbox, f.AuthorID, f.Before)
-	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upper})
+	sp := spanOf(p, f.Range, true)
+	it, err := s.db.NewIter(sp.iterOptions())
 	if err != nil {
 		return nil, fmt.Errorf("embedded iter: %w", err)
 	}
 	defer it.Close()
 	out := make([]*store.Message, 0, f.Limit)
-	for ok := it.Last(); ok && len(out) < f.Limit; ok = it.Prev() {
-		var id store.ID
-		copy(id[:], it.Key()[len(p):])
+	for ok := sp.first(it); ok && len(out) < f.Limit; ok = sp.next(it) {
+		id := idAfter(p, it.Key())
 		m, err := s.findMessage(id)
 		if store.ErrorCode(err) == store.ENOTFOUND {
 			continue // deleted since the iterator's snapshot

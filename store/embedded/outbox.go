@@ -52,39 +52,47 @@ func (r outboxRow) matches(f store.PullFilter) bool {
 	return true
 }
 
-// outboxHeap orders each author's current newest row, newest on top.
-type outboxHeap []outboxRow
-
-func (h outboxHeap) Len() int { return len(h) }
-func (h outboxHeap) Less(i, j int) bool {
-	return h[i].entry.MessageID.Compare(h[j].entry.MessageID) > 0
+// outboxHeap orders each author's current row: the newest on top, or the
+// oldest when up.
+type outboxHeap struct {
+	rows []outboxRow
+	up   bool
 }
-func (h outboxHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *outboxHeap) Push(x any)   { *h = append(*h, x.(outboxRow)) }
+
+func (h outboxHeap) Len() int { return len(h.rows) }
+func (h outboxHeap) Less(i, j int) bool {
+	return (h.rows[i].entry.MessageID.Compare(h.rows[j].entry.MessageID) > 0) != h.up
+}
+func (h outboxHeap) Swap(i, j int) { h.rows[i], h.rows[j] = h.rows[j], h.rows[i] }
+func (h *outboxHeap) Push(x any)   { h.rows = append(h.rows, x.(outboxRow)) }
 func (h *outboxHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
+	x := h.rows[len(h.rows)-1]
+	h.rows = h.rows[:len(h.rows)-1]
 	return x
 }
 
-// prevOutbox returns author's newest row below before that passes the
-// filter, using the shared iterator it.
-func prevOutbox(it *pebble.Iterator, author, before store.ID, f store.PullFilter) (outboxRow, bool, error) {
+// nextOutbox returns author's row nearest to from (NilID: the newest, or
+// the oldest when up) on the side the reading goes, below from or (up)
+// above it, that passes the filter, using the shared iterator it.
+func nextOutbox(it *pebble.Iterator, author, from store.ID, up bool, f store.PullFilter) (outboxRow, bool, error) {
 	p := key(pOutbox, author)
 	var ok bool
-	if before.IsZero() {
+	switch {
+	case up && from.IsZero():
+		ok = it.SeekGE(p)
+	case up:
+		ok = it.SeekGE(prefixEnd(key(pOutbox, author, from)))
+	case from.IsZero():
 		ok = it.SeekLT(prefixEnd(p))
-	} else {
-		ok = it.SeekLT(key(pOutbox, author, before))
+	default:
+		ok = it.SeekLT(key(pOutbox, author, from))
 	}
-	for ; ok; ok = it.Prev() {
+	for ; ok; ok = step(it, up) {
 		k := it.Key()
 		if len(k) != len(p)+len(store.ID{}) || string(k[:len(p)]) != string(p) {
 			break
 		}
-		var id store.ID
-		copy(id[:], k[len(p):])
+		id := idAfter(p, k)
 		row, err := decodeOutbox(author, id, it.Value())
 		if err != nil {
 			return row, false, err
@@ -108,31 +116,32 @@ func (s *Store) FindOutbox(_ context.Context, f store.OutboxFilter) ([]store.Out
 		return nil, fmt.Errorf("embedded iter: %w", err)
 	}
 	defer it.Close()
-	h := make(outboxHeap, 0, len(f.Authors))
+	up := f.Ascending(true)
+	h := outboxHeap{rows: make([]outboxRow, 0, len(f.Authors)), up: up}
 	done := make(map[store.ID]struct{}, len(f.Authors))
 	for _, a := range f.Authors {
 		if _, dup := done[a]; dup {
 			continue
 		}
 		done[a] = struct{}{}
-		row, ok, err := prevOutbox(it, a, f.Before, f.Pulled)
+		row, ok, err := nextOutbox(it, a, f.From, up, f.Pulled)
 		if err != nil {
 			return nil, err
 		} else if ok {
-			h = append(h, row)
+			h.rows = append(h.rows, row)
 		}
 	}
 	heap.Init(&h)
 	out := make([]store.OutboxEntry, 0, min(f.Limit, 1024))
 	for h.Len() > 0 && len(out) < f.Limit {
-		top := h[0]
+		top := h.rows[0]
 		out = append(out, store.OutboxEntry{InboxEntry: top.entry})
-		row, ok, err := prevOutbox(it, top.entry.AuthorID, top.entry.MessageID, f.Pulled)
+		row, ok, err := nextOutbox(it, top.entry.AuthorID, top.entry.MessageID, up, f.Pulled)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			h[0] = row
+			h.rows[0] = row
 			heap.Fix(&h, 0)
 		} else {
 			heap.Pop(&h)

@@ -71,7 +71,7 @@ func pages(t *testing.T, st *mongostore.Store, owner store.ID, size int) []store
 	var all []store.ID
 	before := store.NilID
 	for {
-		items, _, err := st.ReadInbox(context.Background(), store.InboxFilter{Owner: owner, Layout: store.LayoutBuckets, Before: before, Limit: size})
+		items, _, err := st.ReadInbox(context.Background(), store.InboxFilter{Owner: owner, Layout: store.LayoutBuckets, Range: store.Forward(before, size)})
 		require.NoError(t, err)
 		for _, it := range items {
 			all = append(all, it.MessageID)
@@ -182,7 +182,7 @@ func TestFaults_InsertInboxInterrupted(t *testing.T) {
 	changes, err := st.InsertInbox(ctx, store.Insertion{Job: pending[0], Entries: es[:2], At: tickClock()})
 	require.NoError(t, err)
 	assert.Len(t, changes, 4, "the stored plan, not the entries of the repeat")
-	items, c, err := st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Limit: 20})
+	items, c, err := st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 20)})
 	require.NoError(t, err)
 	assert.Len(t, items, 8)
 	assert.Equal(t, store.InboxCounts{Total: 8, Unread: 5, ReadMark: delivered[1].ID}, c)
@@ -197,7 +197,7 @@ func TestFaults_InsertInboxInterrupted(t *testing.T) {
 	require.Len(t, refs, 1)
 	_, err = st.RemoveInboxEntries(ctx, store.Removal{Job: r, Refs: refs, Cursor: next, Done: next == nil})
 	require.NoError(t, err)
-	items, c, err = st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Limit: 20})
+	items, c, err = st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 20)})
 	require.NoError(t, err)
 	assert.Len(t, items, 7)
 	assert.Equal(t, store.InboxCounts{Total: 7, Unread: 4, ReadMark: delivered[1].ID}, c)
@@ -211,7 +211,7 @@ func TestFaults_InsertInboxInterrupted(t *testing.T) {
 	changes, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: unfollow})
 	require.NoError(t, err)
 	assert.Len(t, changes, 3)
-	items, c, err = st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Limit: 20})
+	items, c, err = st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 20)})
 	require.NoError(t, err)
 	assert.Len(t, items, 4)
 	assert.Equal(t, store.InboxCounts{Total: 4, Unread: 2, ReadMark: delivered[1].ID}, c)

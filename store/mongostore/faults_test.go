@@ -144,7 +144,7 @@ func retractJob(m *store.Message) *store.Job {
 }
 
 func inboxCounts(t *testing.T, st *mongostore.Store, owner store.ID) (store.InboxCounts, int) {
-	items, c, err := st.ReadInbox(context.Background(), store.InboxFilter{Owner: owner, Layout: store.LayoutBuckets, Limit: 100})
+	items, c, err := st.ReadInbox(context.Background(), store.InboxFilter{Owner: owner, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 100)})
 	require.NoError(t, err)
 	return c, len(items)
 }
@@ -229,7 +229,7 @@ func TestFaults_DeliverReorderPhantom(t *testing.T) {
 	require.NoError(t, err)
 	for _, j := range pending {
 		t.Logf("pending after restart: msg=%s (j1=%v)", j.MessageID, j.MessageID == j1.MessageID)
-		fs, err := st.ListFollowers(ctx, j.AuthorID, store.NilID, 1000)
+		fs, err := st.ListFollowers(ctx, j.AuthorID, store.Forward(store.NilID, 1000))
 		require.NoError(t, err)
 		_, err = st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: fs, At: tickClock(), Done: true})
 		require.NoError(t, err)
@@ -292,7 +292,7 @@ func TestFaults_UnfollowFollowRace(t *testing.T) {
 	require.NoError(t, err)
 	following, err := st.FindFollowing(ctx, x, []store.ID{a})
 	require.NoError(t, err)
-	followers, err := st.ListFollowers(ctx, a, store.NilID, 10)
+	followers, err := st.ListFollowers(ctx, a, store.Forward(store.NilID, 10))
 	require.NoError(t, err)
 	t.Logf("x.following=%d a.followers=%d followees edge=%v followers edge=%v", fx.FollowingCount, fa.FollowerCount, following[0], len(followers) == 1)
 	edge := 0

@@ -202,7 +202,7 @@ func (s *Store) FindFollowing(ctx context.Context, follower store.ID, targets []
 	if len(targets) == 0 {
 		return out, nil
 	}
-	ids, err := s.listEdges(ctx, s.followees, bson.D{{Key: "u", Value: oid(follower)}, {Key: "o", Value: bson.D{{Key: "$in", Value: oids(targets)}}}}, 0)
+	ids, err := s.findEdges(ctx, s.followees, bson.D{{Key: "u", Value: oid(follower)}, {Key: "o", Value: bson.D{{Key: "$in", Value: oids(targets)}}}}, nil, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -217,29 +217,30 @@ func (s *Store) FindFollowing(ctx context.Context, follower store.ID, targets []
 }
 
 // ListFollowers implements store.Backend.
-func (s *Store) ListFollowers(ctx context.Context, user, after store.ID, limit int) ([]store.ID, error) {
-	return s.listEdges(ctx, s.followers, pageFilter(user, after), limit)
+func (s *Store) ListFollowers(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error) {
+	return s.listEdges(ctx, s.followers, user, r)
 }
 
 // ListFollowing implements store.Backend.
-func (s *Store) ListFollowing(ctx context.Context, user, after store.ID, limit int) ([]store.ID, error) {
-	return s.listEdges(ctx, s.followees, pageFilter(user, after), limit)
+func (s *Store) ListFollowing(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error) {
+	return s.listEdges(ctx, s.followees, user, r)
 }
 
-func pageFilter(user, after store.ID) bson.D {
-	f := bson.D{{Key: "u", Value: oid(user)}}
-	if !after.IsZero() {
-		f = append(f, bson.E{Key: "o", Value: bson.D{{Key: "$gt", Value: oid(after)}}})
+// listEdges reads user's edges within r through the (u, o) index.
+func (s *Store) listEdges(ctx context.Context, coll lungo.ICollection, user store.ID, r store.Range) ([]store.ID, error) {
+	cond, sort := idRange("o", r, false)
+	return s.findEdges(ctx, coll, append(bson.D{{Key: "u", Value: oid(user)}}, cond...), sort, r.Limit)
+}
+
+// findEdges reads the other ends of the edges filter selects, in sort
+// order (nil: any), up to limit (0: all). The projection names only
+// indexed fields, so MongoDB answers from the (u, o) index alone (a
+// covered query) on the one shard that holds u.
+func (s *Store) findEdges(ctx context.Context, coll lungo.ICollection, filter, sort bson.D, limit int) ([]store.ID, error) {
+	opts := options.Find().SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "o", Value: 1}})
+	if sort != nil {
+		opts.SetSort(sort)
 	}
-	return f
-}
-
-// listEdges reads edges in o order through the (u, o) index, up to limit
-// (0: all). The projection names only indexed fields, so MongoDB answers
-// from the index alone (a covered query) on the one shard that holds u.
-func (s *Store) listEdges(ctx context.Context, coll lungo.ICollection, filter bson.D, limit int) ([]store.ID, error) {
-	opts := options.Find().SetSort(bson.D{{Key: "o", Value: 1}}).
-		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "o", Value: 1}})
 	if limit > 0 {
 		opts.SetLimit(int64(limit))
 	}

@@ -659,13 +659,11 @@ func (s *Store) ReadInbox(ctx context.Context, f store.InboxFilter) ([]store.Inb
 	}
 }
 
-// readEntries is one range read of the (o, m) index, newest first.
+// readEntries is one range read of the (o, m) index.
 func (s *Store) readEntries(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, error) {
-	filter := bson.D{{Key: "o", Value: oid(f.Owner)}}
-	if !f.Before.IsZero() {
-		filter = append(filter, bson.E{Key: "m", Value: bson.D{{Key: "$lt", Value: oid(f.Before)}}})
-	}
-	cur, err := s.entries.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "m", Value: -1}}).SetLimit(int64(f.Limit)))
+	cond, sort := idRange("m", f.Range, true)
+	filter := append(bson.D{{Key: "o", Value: oid(f.Owner)}}, cond...)
+	cur, err := s.entries.Find(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(f.Limit)))
 	if err != nil {
 		return nil, wrap("read inbox", err)
 	}
@@ -680,15 +678,18 @@ func (s *Store) readEntries(ctx context.Context, f store.InboxFilter) ([]store.I
 	return items, nil
 }
 
-// readBuckets reads entries newest first below f.Before: the buckets with
+// readBuckets reads entries newest first below f.From: the buckets with
 // keys below the cursor, newest first (the first covers the cursor, see
 // collBuckets), as many as the page needs if they are full (2 for 50
 // entries), more if retractions left gaps or a bucket is short.
 func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, error) {
+	if f.Reverse {
+		return s.readBucketsUp(ctx, f)
+	}
 	owner := oid(f.Owner)
 	filter := bson.D{{Key: "o", Value: owner}}
-	if !f.Before.IsZero() {
-		filter = append(filter, bson.E{Key: "k", Value: bson.D{{Key: "$lt", Value: oid(f.Before)}}})
+	if !f.From.IsZero() {
+		filter = append(filter, bson.E{Key: "k", Value: bson.D{{Key: "$lt", Value: oid(f.From)}}})
 	}
 	items := make([]store.InboxItem, 0, f.Limit)
 	// One bucket more than full buckets of the page less one entry would
@@ -709,7 +710,7 @@ func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.I
 			es := b.Entries
 			slices.SortFunc(es, func(x, y entryDoc) int { return cmpID(y.Message, x.Message) })
 			for _, e := range es {
-				if !f.Before.IsZero() && cmpID(e.Message, oid(f.Before)) >= 0 {
+				if !f.From.IsZero() && cmpID(e.Message, oid(f.From)) >= 0 {
 					continue
 				}
 				items = append(items, e.item())
@@ -722,6 +723,64 @@ func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.I
 			return items, nil
 		}
 		filter = bson.D{{Key: "o", Value: owner}, {Key: "k", Value: bson.D{{Key: "$lt", Value: bs[len(bs)-1].Key}}}}
+		batch *= 2
+	}
+}
+
+// readBucketsUp reads entries oldest first above f.From (a Reverse range):
+// the bucket covering the cursor, the one with the highest key not above
+// it, which may hold entries above it, then the buckets with keys above
+// the cursor, oldest first. From NilID, it reads from the oldest bucket.
+func (s *Store) readBucketsUp(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, error) {
+	owner := oid(f.Owner)
+	from := oid(f.From)
+	items := make([]store.InboxItem, 0, f.Limit)
+	take := func(bs []bucketDoc) bool {
+		for _, b := range bs {
+			es := b.Entries
+			slices.SortFunc(es, func(x, y entryDoc) int { return cmpID(x.Message, y.Message) })
+			for _, e := range es {
+				if !f.From.IsZero() && cmpID(e.Message, from) <= 0 {
+					continue
+				}
+				items = append(items, e.item())
+				if len(items) == f.Limit {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	filter := bson.D{{Key: "o", Value: owner}}
+	if !f.From.IsZero() {
+		var covering []bucketDoc
+		cur, err := s.buckets.Find(ctx, bson.D{{Key: "o", Value: owner}, {Key: "k", Value: bson.D{{Key: "$lte", Value: from}}}},
+			options.Find().SetSort(bson.D{{Key: "k", Value: -1}}).SetLimit(1))
+		if err == nil {
+			err = cur.All(ctx, &covering)
+		}
+		if err != nil {
+			return nil, wrap("read inbox", err)
+		}
+		if take(covering) {
+			return items, nil
+		}
+		filter = append(filter, bson.E{Key: "k", Value: bson.D{{Key: "$gt", Value: from}}})
+	}
+	batch := int64((f.Limit-1)/bucketSize + 2)
+	for {
+		cur, err := s.buckets.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "k", Value: 1}}).SetLimit(batch))
+		if err != nil {
+			return nil, wrap("read inbox", err)
+		}
+		var bs []bucketDoc
+		if err := cur.All(ctx, &bs); err != nil {
+			return nil, wrap("read inbox", err)
+		}
+		if take(bs) || len(bs) < int(batch) {
+			return items, nil
+		}
+		filter = bson.D{{Key: "o", Value: owner}, {Key: "k", Value: bson.D{{Key: "$gt", Value: bs[len(bs)-1].Key}}}}
 		batch *= 2
 	}
 }

@@ -137,7 +137,7 @@ func deliver(t *testing.T, b *mongostore.Store, j *store.Job, chunk int, at time
 		if len(j.Cursor) == len(after) {
 			copy(after[:], j.Cursor)
 		}
-		fs, err := b.ListFollowers(ctx, j.AuthorID, after, chunk)
+		fs, err := b.ListFollowers(ctx, j.AuthorID, store.Forward(after, chunk))
 		require.NoError(t, err)
 		d := store.Delivery{Job: j, Owners: fs, At: at, CacheCap: 50, Done: len(fs) < chunk}
 		if len(fs) > 0 {
@@ -225,7 +225,7 @@ func TestRoundTrips(t *testing.T) {
 			for _, size := range []int{5, 50, 100} {
 				n.Store(0)
 				docs.Store(0)
-				items, c, err := st.ReadInbox(ctx, store.InboxFilter{Owner: followers[0], Layout: lay.layout, Limit: size})
+				items, c, err := st.ReadInbox(ctx, store.InboxFilter{Owner: followers[0], Layout: lay.layout, Range: store.Forward(store.NilID, size)})
 				require.NoError(t, err)
 				read, touched := n.Load(), docs.Load()
 				_, err = st.FindMessagesByKeys(ctx, keysOf(items))
@@ -246,7 +246,7 @@ func TestRoundTrips(t *testing.T) {
 			// A deep page starts at its place.
 			n.Store(0)
 			docs.Store(0)
-			items, _, err := st.ReadInbox(ctx, store.InboxFilter{Owner: followers[0], Layout: lay.layout, Before: before, Limit: 5})
+			items, _, err := st.ReadInbox(ctx, store.InboxFilter{Owner: followers[0], Layout: lay.layout, Range: store.Forward(before, 5)})
 			require.NoError(t, err)
 			require.Len(t, items, 5)
 			t.Logf("%s: a page of 5 below the 50th entry: %d round trips; %d inbox documents read", lay.name, n.Load(), docs.Load())

@@ -220,11 +220,9 @@ func (s *Store) findMessages(ctx context.Context, filter bson.D, opts *options.F
 
 // FindMessages implements store.Backend: the outbox, through the (a, _id) index.
 func (s *Store) FindMessages(ctx context.Context, f store.MessageFilter) ([]*store.Message, error) {
-	filter := bson.D{{Key: "a", Value: oid(f.AuthorID)}, live}
-	if !f.Before.IsZero() {
-		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$lt", Value: oid(f.Before)}}})
-	}
-	return s.findMessages(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: -1}}).SetLimit(int64(f.Limit)))
+	cond, sort := idRange("_id", f.Range, true)
+	filter := append(bson.D{{Key: "a", Value: oid(f.AuthorID)}, live}, cond...)
+	return s.findMessages(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(f.Limit)))
 }
 
 // UpdateMessage implements store.Backend.
@@ -290,17 +288,16 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *store.J
 }
 
 // FindOutbox implements store.Backend: one query through the outbox
-// index, {a: {$in: authors}, _id < before} newest first, which goes only to
+// index, {a: {$in: authors}, _id < from} newest first (or _id > from, oldest
+// first, for a Reverse range), which goes only to
 // the authors' shards. Pending is read from the message's own job.
 func (s *Store) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxEntry, error) {
 	if len(f.Authors) == 0 || f.Limit <= 0 {
 		return nil, nil
 	}
-	filter := outboxFilter(f)
-	if !f.Before.IsZero() {
-		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$lt", Value: oid(f.Before)}}})
-	}
-	cur, err := s.messages.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: -1}}).SetLimit(int64(f.Limit)).
+	cond, sort := idRange("_id", f.Range, true)
+	filter := append(outboxFilter(f), cond...)
+	cur, err := s.messages.Find(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(f.Limit)).
 		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "j.k", Value: 1}}))
 	if err != nil {
 		return nil, wrap("find outbox", err)

@@ -213,16 +213,14 @@ func attrFilter(tok int32, value string) bson.D {
 }
 
 // FindUsersByAttribute implements store.Backend, through the attributes index.
-func (s *Store) FindUsersByAttribute(ctx context.Context, name, value string, after store.ID, limit int) ([]*store.User, error) {
+func (s *Store) FindUsersByAttribute(ctx context.Context, name, value string, r store.Range) ([]*store.User, error) {
 	tok, ok, err := s.token(ctx, name, false)
 	if err != nil || !ok {
 		return nil, err
 	}
-	filter := attrFilter(tok, value)
-	if !after.IsZero() {
-		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: oid(after)}}})
-	}
-	ds, err := s.findUserDocs(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)))
+	cond, sort := idRange("_id", r, false)
+	filter := append(attrFilter(tok, value), cond...)
+	ds, err := s.findUserDocs(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(r.Limit)))
 	if err != nil {
 		return nil, err
 	}

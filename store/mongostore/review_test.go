@@ -119,7 +119,7 @@ func TestReview_UnfollowCountedThenFollowAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, st.FinishJob(ctx, u)) // followed again since
 	require.Equal(t, 0, checkInbox(t, st, x))
-	out, err := st.FindOutbox(ctx, store.OutboxFilter{Authors: []store.ID{a}, Limit: 50})
+	out, err := st.FindOutbox(ctx, store.OutboxFilter{Authors: []store.ID{a}, Range: store.Forward(store.NilID, 50)})
 	require.NoError(t, err)
 	var es []store.InboxEntry
 	for _, e := range out {
@@ -235,7 +235,7 @@ func TestReview_DeliverCountedThenFollowersChange(t *testing.T) {
 	pending, err := st.PendingJobs(ctx)
 	require.NoError(t, err)
 	require.Equal(t, j.ID, pending[0].ID, "the delivery cut short first")
-	fs, err := st.ListFollowers(ctx, a, store.NilID, 1000)
+	fs, err := st.ListFollowers(ctx, a, store.Forward(store.NilID, 1000))
 	require.NoError(t, err)
 	require.Equal(t, []store.ID{fo, z}, fs)
 	deliverAll(t, st, j, fs...)
@@ -276,7 +276,7 @@ func TestReview_DeliverRecordedThenNewFollower(t *testing.T) {
 	require.ErrorIs(t, err, errInjected)
 	_, err = st.Follow(ctx, fo, a, tickClock())
 	require.NoError(t, err)
-	fs, err := st.ListFollowers(ctx, a, store.NilID, 1000)
+	fs, err := st.ListFollowers(ctx, a, store.Forward(store.NilID, 1000))
 	require.NoError(t, err)
 	deliverAll(t, st, j, fs...)
 	for _, o := range []store.ID{x, fo, z} {
@@ -312,7 +312,7 @@ func TestReview_PageDuringUnfollow(t *testing.T) {
 	_, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: u})
 	require.ErrorIs(t, err, errInjected)
 	require.Equal(t, 2, checkInbox(t, st, x))
-	items, _, err := st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Limit: 2})
+	items, _, err := st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 2)})
 	require.NoError(t, err)
 	require.Len(t, items, 2)
 	for _, it := range items {

@@ -112,6 +112,20 @@ func (s *Store) forgetOp(ctx context.Context, id store.ID, op string) error {
 
 func oid(id store.ID) primitive.ObjectID { return primitive.ObjectID(id) }
 
+// idRange returns what reads r over a list ordered by the ID field: the
+// filter that keeps r's side of r.From (none when From is NilID) and the
+// sort that reads nearest first, for a list newest first or not.
+func idRange(field string, r store.Range, newestFirst bool) (filter bson.D, sort bson.D) {
+	op, dir := "$lt", -1
+	if r.Ascending(newestFirst) {
+		op, dir = "$gt", 1
+	}
+	if !r.From.IsZero() {
+		filter = bson.D{{Key: field, Value: bson.D{{Key: op, Value: oid(r.From)}}}}
+	}
+	return filter, bson.D{{Key: field, Value: dir}}
+}
+
 func oids(ids []store.ID) bson.A {
 	a := make(bson.A, len(ids))
 	for i, id := range ids {

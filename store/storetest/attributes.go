@@ -35,7 +35,7 @@ func testAttributes(t *testing.T, open OpenFunc) {
 		_, err = b.SetAttributes(ctx, u3.ID, []store.AttributeChange{{Name: "plan", Value: ptr("other")}})
 		require.NoError(t, err)
 
-		users, err := b.FindUsersByAttribute(ctx, "plan", "v0", store.NilID, 10)
+		users, err := b.FindUsersByAttribute(ctx, "plan", "v0", store.Forward(store.NilID, 10))
 		require.NoError(t, err)
 		require.Len(t, users, 2)
 		assert.Equal(t, u1.ID, users[0].ID, "in id order")
@@ -46,14 +46,14 @@ func testAttributes(t *testing.T, open OpenFunc) {
 		n, err = b.CountUsersByAttribute(ctx, "never-set", "v0")
 		require.NoError(t, err)
 		assert.Equal(t, 0, n)
-		page2, err := b.FindUsersByAttribute(ctx, "plan", "v0", u1.ID, 10)
+		page2, err := b.FindUsersByAttribute(ctx, "plan", "v0", store.Forward(u1.ID, 10))
 		require.NoError(t, err)
 		require.Len(t, page2, 1)
 		assert.Equal(t, u2.ID, page2[0].ID)
-		users, err = b.FindUsersByAttribute(ctx, "a.b.c", "v2", store.NilID, 10)
+		users, err = b.FindUsersByAttribute(ctx, "a.b.c", "v2", store.Forward(store.NilID, 10))
 		require.NoError(t, err)
 		require.Len(t, users, 1)
-		users, err = b.FindUsersByAttribute(ctx, "never-set", "v0", store.NilID, 10)
+		users, err = b.FindUsersByAttribute(ctx, "never-set", "v0", store.Forward(store.NilID, 10))
 		require.NoError(t, err)
 		assert.Empty(t, users)
 
@@ -61,11 +61,11 @@ func testAttributes(t *testing.T, open OpenFunc) {
 		got, err = b.SetAttributes(ctx, u1.ID, []store.AttributeChange{{Name: "plan", Value: ptr("pro")}, {Name: "$where"}, {Name: "unknown"}})
 		require.NoError(t, err)
 		assert.Equal(t, []store.Attribute{attr("a.b.c", "v2"), attr("emoji 🎉", "v3"), attr("plan", "pro"), attr("über", "v4")}, got.Attributes)
-		users, err = b.FindUsersByAttribute(ctx, "plan", "v0", store.NilID, 10)
+		users, err = b.FindUsersByAttribute(ctx, "plan", "v0", store.Forward(store.NilID, 10))
 		require.NoError(t, err)
 		require.Len(t, users, 1)
 		assert.Equal(t, u2.ID, users[0].ID)
-		users, err = b.FindUsersByAttribute(ctx, "$where", "v1", store.NilID, 10)
+		users, err = b.FindUsersByAttribute(ctx, "$where", "v1", store.Forward(store.NilID, 10))
 		require.NoError(t, err)
 		assert.Empty(t, users)
 
@@ -130,7 +130,7 @@ func testAttributes(t *testing.T, open OpenFunc) {
 			}
 		}
 		for i := range shared {
-			found, err := b.FindUsersByAttribute(ctx, fmt.Sprintf("shared.%d", i), "3", store.NilID, 100)
+			found, err := b.FindUsersByAttribute(ctx, fmt.Sprintf("shared.%d", i), "3", store.Forward(store.NilID, 100))
 			require.NoError(t, err)
 			require.Len(t, found, 1)
 			assert.Equal(t, users[3].ID, found[0].ID)

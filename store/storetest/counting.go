@@ -108,9 +108,9 @@ func (c *Counting) SetAttributes(ctx context.Context, id store.ID, changes []sto
 	return c.b.SetAttributes(ctx, id, changes)
 }
 
-func (c *Counting) FindUsersByAttribute(ctx context.Context, name, value string, after store.ID, limit int) ([]*store.User, error) {
+func (c *Counting) FindUsersByAttribute(ctx context.Context, name, value string, r store.Range) ([]*store.User, error) {
 	c.count("FindUsersByAttribute")
-	return c.b.FindUsersByAttribute(ctx, name, value, after, limit)
+	return c.b.FindUsersByAttribute(ctx, name, value, r)
 }
 
 func (c *Counting) CountUsersByAttribute(ctx context.Context, name, value string) (int, error) {
@@ -133,14 +133,14 @@ func (c *Counting) FindFollowing(ctx context.Context, follower store.ID, targets
 	return c.b.FindFollowing(ctx, follower, targets)
 }
 
-func (c *Counting) ListFollowers(ctx context.Context, user, after store.ID, limit int) ([]store.ID, error) {
+func (c *Counting) ListFollowers(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error) {
 	c.count("ListFollowers")
-	return c.b.ListFollowers(ctx, user, after, limit)
+	return c.b.ListFollowers(ctx, user, r)
 }
 
-func (c *Counting) ListFollowing(ctx context.Context, user, after store.ID, limit int) ([]store.ID, error) {
+func (c *Counting) ListFollowing(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error) {
 	c.count("ListFollowing")
-	return c.b.ListFollowing(ctx, user, after, limit)
+	return c.b.ListFollowing(ctx, user, r)
 }
 
 func (c *Counting) CreateMessage(ctx context.Context, m *store.Message, job *store.Job) error {

@@ -118,7 +118,7 @@ func changeOwners(changes []store.InboxChange) []store.ID {
 // inboxOf returns owner's whole inbox (up to 1000 entries) and its counts.
 func inboxOf(t *testing.T, b store.Backend, owner store.ID, l store.Layout) ([]store.ID, store.InboxCounts) {
 	t.Helper()
-	items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner, Layout: l, Limit: 1000})
+	items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner, Layout: l, Range: store.Forward(store.NilID, 1000)})
 	require.NoError(t, err)
 	return itemIDs(items), counts
 }
@@ -136,7 +136,7 @@ func pageAll(t *testing.T, b store.Backend, owner store.ID, l store.Layout, size
 	var all []store.ID
 	before := store.NilID
 	for {
-		items, _, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner, Layout: l, Before: before, Limit: size})
+		items, _, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner, Layout: l, Range: store.Forward(before, size)})
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(items), size)
 		all = append(all, itemIDs(items)...)
@@ -181,7 +181,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 			for len(msgs) < n {
 				msgs = append(msgs, post(t, b, c, l, author.ID, owner.ID).ID)
 			}
-			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Limit: 50})
+			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, 50)})
 			require.NoError(t, err)
 			assert.Equal(t, store.InboxCounts{Total: n, Unread: n}, counts, "%d entries", n)
 			require.Len(t, items, min(n, 50))
@@ -213,7 +213,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 		require.NoError(t, err)
 
 		want := idsOf(m5, m4, m3, m2, m1)
-		items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Limit: 10})
+		items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, 10)})
 		require.NoError(t, err)
 		assert.Equal(t, want, itemIDs(items), "ordered by message, not by arrival")
 		assert.Equal(t, store.InboxCounts{Total: 5, Unread: 5}, counts)
@@ -221,7 +221,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 		for _, size := range []int{1, 2, 3} {
 			assert.Equal(t, want, pageAll(t, b, owner.ID, l, size), "pages of %d", size)
 		}
-		below, _, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Before: m4.ID, Limit: 2})
+		below, _, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(m4.ID, 2)})
 		require.NoError(t, err)
 		assert.Equal(t, idsOf(m3, m2), itemIDs(below))
 	})
@@ -319,7 +319,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 				finished = true
 			default:
 			}
-			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Limit: posts + 1})
+			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, posts+1)})
 			if err != nil || len(items) > counts.Total {
 				if bad++; firstBad == "" {
 					firstBad = fmt.Sprintf("read %d: %d items, total %d, err %v", reads, len(items), counts.Total, err)
@@ -335,7 +335,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 		b, c := openBackend(t, open), newClock()
 		u := mustCreateUser(t, b, c)
 		for _, l := range []store.Layout{store.LayoutNone, store.LayoutEntries, store.LayoutBuckets, store.LayoutCache} {
-			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: u.ID, Layout: l, Limit: 50})
+			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: u.ID, Layout: l, Range: store.Forward(store.NilID, 50)})
 			require.NoError(t, err)
 			assert.Empty(t, items, layoutName(l))
 			assert.Equal(t, store.InboxCounts{}, counts, layoutName(l))
@@ -355,7 +355,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 				counts, err = b.MarkInboxRead(ctx, owner.ID, l, m1.ID)
 				require.NoError(t, err)
 				assert.Equal(t, store.InboxCounts{ReadMark: m2.ID}, counts)
-				items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Limit: 50})
+				items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, 50)})
 				require.NoError(t, err)
 				assert.Empty(t, items)
 				assert.Equal(t, store.InboxCounts{ReadMark: m2.ID}, counts)

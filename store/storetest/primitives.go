@@ -113,13 +113,13 @@ func testFollows(t *testing.T, open OpenFunc) {
 		for i := len(fans) - 1; i >= 0; i-- {
 			mustFollow(t, b, c, fans[i], star.ID)
 		}
-		page1, err := b.ListFollowers(ctx, star.ID, store.NilID, 3)
+		page1, err := b.ListFollowers(ctx, star.ID, store.Forward(store.NilID, 3))
 		require.NoError(t, err)
-		page2, err := b.ListFollowers(ctx, star.ID, page1[2], 3)
+		page2, err := b.ListFollowers(ctx, star.ID, store.Forward(page1[2], 3))
 		require.NoError(t, err)
 		assert.Equal(t, fans, append(page1, page2...))
 
-		following, err := b.ListFollowing(ctx, fans[0], store.NilID, 10)
+		following, err := b.ListFollowing(ctx, fans[0], store.Forward(store.NilID, 10))
 		require.NoError(t, err)
 		require.Len(t, following, 1)
 		assert.Equal(t, star.ID, following[0])
@@ -138,9 +138,9 @@ func testMessages(t *testing.T, open OpenFunc) {
 			ids = append(ids, m.ID)
 		}
 		assert.Equal(t, 5, mustUser(t, b, a.ID).MessageCount)
-		page1, err := b.FindMessages(ctx, store.MessageFilter{AuthorID: a.ID, Limit: 3})
+		page1, err := b.FindMessages(ctx, store.MessageFilter{AuthorID: a.ID, Range: store.Forward(store.NilID, 3)})
 		require.NoError(t, err)
-		page2, err := b.FindMessages(ctx, store.MessageFilter{AuthorID: a.ID, Before: page1[2].ID, Limit: 3})
+		page2, err := b.FindMessages(ctx, store.MessageFilter{AuthorID: a.ID, Range: store.Forward(page1[2].ID, 3)})
 		require.NoError(t, err)
 		var got []store.ID
 		for _, m := range append(page1, page2...) {
@@ -181,7 +181,7 @@ func testMessages(t *testing.T, open OpenFunc) {
 		require.NoError(t, err)
 		assert.Nil(t, batch[0])
 		assert.Equal(t, reply.ID, batch[1].ID)
-		outbox, err := b.FindMessages(ctx, store.MessageFilter{AuthorID: a.ID, Limit: 10})
+		outbox, err := b.FindMessages(ctx, store.MessageFilter{AuthorID: a.ID, Range: store.Forward(store.NilID, 10)})
 		require.NoError(t, err)
 		require.Len(t, outbox, 1)
 		assert.Equal(t, reply.ID, outbox[0].ID)
@@ -268,7 +268,7 @@ func testOutbox(t *testing.T, open OpenFunc) {
 		require.NoError(t, err)
 		return got
 	}
-	all := find(store.OutboxFilter{Limit: 10})
+	all := find(store.OutboxFilter{Range: store.Forward(store.NilID, 10)})
 	assert.Equal(t, []store.ID{a3.ID, b2.ID, a2.ID, b1.ID, a1.ID}, outboxIDs(all), "merged newest first")
 	for _, e := range all {
 		assert.Equal(t, e.MessageID == a3.ID, e.Pending, "pending is the stored JobDeliver")
@@ -279,7 +279,7 @@ func testOutbox(t *testing.T, open OpenFunc) {
 	var paged []store.ID
 	before := store.NilID
 	for range 4 {
-		page := find(store.OutboxFilter{Before: before, Limit: 2})
+		page := find(store.OutboxFilter{Range: store.Forward(before, 2)})
 		paged = append(paged, outboxIDs(page)...)
 		if len(page) < 2 {
 			break
@@ -288,9 +288,9 @@ func testOutbox(t *testing.T, open OpenFunc) {
 	}
 	assert.Equal(t, outboxIDs(all), paged)
 
-	assert.Equal(t, []store.ID{b2.ID, a2.ID}, outboxIDs(find(store.OutboxFilter{Limit: 10, Pulled: store.PulledOnly})))
-	assert.Equal(t, []store.ID{a3.ID, b1.ID, a1.ID}, outboxIDs(find(store.OutboxFilter{Limit: 10, Pulled: store.PushedOnly})))
-	assert.Equal(t, []store.ID{b1.ID}, outboxIDs(find(store.OutboxFilter{Before: a2.ID, Limit: 1, Pulled: store.PushedOnly})))
+	assert.Equal(t, []store.ID{b2.ID, a2.ID}, outboxIDs(find(store.OutboxFilter{Range: store.Forward(store.NilID, 10), Pulled: store.PulledOnly})))
+	assert.Equal(t, []store.ID{a3.ID, b1.ID, a1.ID}, outboxIDs(find(store.OutboxFilter{Range: store.Forward(store.NilID, 10), Pulled: store.PushedOnly})))
+	assert.Equal(t, []store.ID{b1.ID}, outboxIDs(find(store.OutboxFilter{Range: store.Forward(a2.ID, 1), Pulled: store.PushedOnly})))
 
 	count := func(f store.OutboxFilter) int {
 		t.Helper()
@@ -307,12 +307,12 @@ func testOutbox(t *testing.T, open OpenFunc) {
 	// Once its job has delivered it, a3 is no longer pending.
 	_, err := b.DeliverInbox(ctx, store.Delivery{Job: newDeliverJob(a3, store.LayoutBuckets), Owners: []store.ID{fan.ID}, At: c.Now(), Done: true})
 	require.NoError(t, err)
-	assert.False(t, find(store.OutboxFilter{Limit: 1})[0].Pending)
+	assert.False(t, find(store.OutboxFilter{Range: store.Forward(store.NilID, 1)})[0].Pending)
 
 	require.NoError(t, b.DeleteMessage(ctx, b1.ID, nil))
-	assert.Equal(t, []store.ID{a3.ID, b2.ID, a2.ID, a1.ID}, outboxIDs(find(store.OutboxFilter{Limit: 10})), "a deleted message leaves the outbox")
+	assert.Equal(t, []store.ID{a3.ID, b2.ID, a2.ID, a1.ID}, outboxIDs(find(store.OutboxFilter{Range: store.Forward(store.NilID, 10)})), "a deleted message leaves the outbox")
 	assert.Equal(t, 4, count(store.OutboxFilter{}))
-	none, err := b.FindOutbox(ctx, store.OutboxFilter{Authors: []store.ID{fan.ID}, Limit: 10})
+	none, err := b.FindOutbox(ctx, store.OutboxFilter{Authors: []store.ID{fan.ID}, Range: store.Forward(store.NilID, 10)})
 	require.NoError(t, err)
 	assert.Empty(t, none)
 }

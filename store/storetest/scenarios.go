@@ -27,7 +27,7 @@ func inboxTexts(t *testing.T, svc *store.Service, owner store.ID, pageSize int) 
 	var texts []string
 	before := store.NilID
 	for {
-		page, err := svc.Inbox(ctx, owner, before, pageSize)
+		page, err := svc.Inbox(ctx, owner, store.Forward(before, pageSize))
 		require.NoError(t, err)
 		for _, it := range page.Items {
 			require.NotNil(t, it.Message)
@@ -37,6 +37,35 @@ func inboxTexts(t *testing.T, svc *store.Service, owner store.ID, pageSize int) 
 			return texts
 		}
 		before = page.Items[len(page.Items)-1].MessageID
+	}
+}
+
+// inboxTextsBackward pages through owner's whole inbox backward, from the
+// oldest item toward the newest, and returns the texts in the inbox's
+// order (newest first). Each page must come in that order too, and its
+// HasMore must say whether newer items remain.
+func inboxTextsBackward(t *testing.T, svc *store.Service, owner store.ID, pageSize int) []string {
+	t.Helper()
+	var texts []string
+	from := store.NilID
+	for {
+		page, err := svc.Inbox(ctx, owner, store.Backward(from, pageSize))
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page.Items), pageSize)
+		var pageTexts []string
+		for i, it := range page.Items {
+			require.NotNil(t, it.Message)
+			if i > 0 {
+				require.Negative(t, it.MessageID.Compare(page.Items[i-1].MessageID), "a backward page is newest first too")
+			}
+			pageTexts = append(pageTexts, it.Message.Text)
+		}
+		texts = append(pageTexts, texts...)
+		if !page.HasMore {
+			return texts
+		}
+		require.NotEmpty(t, page.Items)
+		from = page.Items[0].MessageID
 	}
 }
 
@@ -104,7 +133,7 @@ func testService(t *testing.T, open OpenFunc, st store.Strategy) {
 			assert.Equal(t, want, inboxTexts(t, svc, bob.ID, size), "page size %d", size)
 		}
 		for _, f := range fans {
-			page, err := svc.Inbox(ctx, f, store.NilID, 100)
+			page, err := svc.Inbox(ctx, f, store.Forward(store.NilID, 100))
 			require.NoError(t, err)
 			assert.Equal(t, 56, page.Counts.Total)
 			assert.Len(t, page.Items, 56)
@@ -114,16 +143,16 @@ func testService(t *testing.T, open OpenFunc, st store.Strategy) {
 		edited, err := svc.EditMessage(ctx, alice.ID, posted[54].ID, "post 54, edited")
 		require.NoError(t, err)
 		require.NotNil(t, edited.EditedAt)
-		page, err := svc.Inbox(ctx, bob.ID, store.NilID, 2)
+		page, err := svc.Inbox(ctx, bob.ID, store.Forward(store.NilID, 2))
 		require.NoError(t, err)
 		assert.Equal(t, "post 54, edited", page.Items[1].Message.Text, "an edit shows in every inbox at once")
 
 		require.NoError(t, svc.DeleteMessage(ctx, alice.ID, posted[53].ID))
-		page, err = svc.Inbox(ctx, bob.ID, store.NilID, 3)
+		page, err = svc.Inbox(ctx, bob.ID, store.Forward(store.NilID, 3))
 		require.NoError(t, err)
 		assert.Equal(t, []string{"a reply", "post 54, edited", "post 52"}, []string{page.Items[0].Message.Text, page.Items[1].Message.Text, page.Items[2].Message.Text}, "a deleted message disappears at once")
 		waitIdle(t, svc)
-		page, err = svc.Inbox(ctx, bob.ID, store.NilID, 100)
+		page, err = svc.Inbox(ctx, bob.ID, store.Forward(store.NilID, 100))
 		require.NoError(t, err)
 		assert.Equal(t, 55, page.Counts.Total)
 		assert.Equal(t, 55, page.Counts.Unread)
@@ -289,7 +318,7 @@ func testConcurrency(t *testing.T, open OpenFunc, st store.Strategy) {
 		}
 		got := inboxTexts(t, svc, users[i].ID, 7)
 		assert.ElementsMatch(t, want, got, "inbox of %d", i)
-		page, err := svc.Inbox(ctx, users[i].ID, store.NilID, 0)
+		page, err := svc.Inbox(ctx, users[i].ID, store.Forward(store.NilID, 0))
 		require.NoError(t, err)
 		assert.Equal(t, len(want), page.Counts.Total)
 		assert.Equal(t, len(want), page.Counts.Unread)

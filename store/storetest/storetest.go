@@ -28,6 +28,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Messages", func(t *testing.T) { testMessages(t, open) })
 	t.Run("Attributes", func(t *testing.T) { testAttributes(t, open) })
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, open) })
+	t.Run("Ranges", func(t *testing.T) { testRanges(t, open) })
 	t.Run("Jobs", func(t *testing.T) { testJobs(t, open) })
 	for _, st := range store.Strategies {
 		t.Run("Service/"+string(st), func(t *testing.T) { testService(t, open, st) })

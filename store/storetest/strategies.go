@@ -28,6 +28,10 @@ func readTimeline(t *testing.T, svc *store.Service, owner store.ID) timeline {
 	for _, size := range []int{49, 51, 100, 101} {
 		require.Equal(t, texts, inboxTexts(t, svc, owner, size), "page size %d", size)
 	}
+	// Backward, from the oldest item, pages of every size show the same.
+	for _, size := range []int{1, 49, 50, 51, 101} {
+		require.Equal(t, texts, inboxTextsBackward(t, svc, owner, size), "backward, page size %d", size)
+	}
 	c, err := svc.InboxCounts(ctx, owner)
 	require.NoError(t, err)
 	return timeline{Texts: texts, Total: c.Total, Unread: c.Unread}
@@ -154,7 +158,7 @@ func testInactive(t *testing.T, open OpenFunc) {
 				require.NoError(t, err)
 			}
 			waitIdle(t, svc)
-			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: reader.ID, Layout: st.Layout(), Limit: 10})
+			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: reader.ID, Layout: st.Layout(), Range: store.Forward(store.NilID, 10)})
 			require.NoError(t, err)
 			assert.Empty(t, items, "an idle user gets no entries")
 			assert.Zero(t, counts.Total)
@@ -167,7 +171,7 @@ func testInactive(t *testing.T, open OpenFunc) {
 			require.NoError(t, svc.Close(cctx))
 			svc2, _ := newServiceStopped(t, b, c, opts)
 			svc2.Seen(ctx, reader.ID)
-			page, err := svc2.Inbox(ctx, reader.ID, store.NilID, 10)
+			page, err := svc2.Inbox(ctx, reader.ID, store.Forward(store.NilID, 10))
 			require.NoError(t, err)
 			assert.True(t, page.Counts.Rebuilding, "rebuilding until the job is done")
 			_, err = svc2.PostMessage(ctx, author.ID, store.PostInput{Text: "during the rebuild"})
@@ -175,7 +179,7 @@ func testInactive(t *testing.T, open OpenFunc) {
 			require.NoError(t, svc2.Start(ctx))
 			waitIdle(t, svc2)
 
-			page, err = svc2.Inbox(ctx, reader.ID, store.NilID, 10)
+			page, err = svc2.Inbox(ctx, reader.ID, store.Forward(store.NilID, 10))
 			require.NoError(t, err)
 			assert.False(t, page.Counts.Rebuilding)
 			want := []string{"during the rebuild", "while away 2", "while away 1", "while away 0"}

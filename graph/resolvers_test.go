@@ -391,6 +391,22 @@ func testContract(t *testing.T) {
 		assert.Nil(t, r.Node, "a deleted message is null")
 		e.mustExec(t, "", q, map[string]any{"id": fakeGlobalID("User")}, &r)
 		assert.Nil(t, r.Node, "an unknown user is null")
+
+		// The types above are every Node type: a new one must be added
+		// here, and to node and nodes.
+		var schema struct {
+			Type struct {
+				PossibleTypes []struct {
+					Name string `json:"name"`
+				} `json:"possibleTypes"`
+			} `json:"__type"`
+		}
+		e.mustExec(t, "", `{ __type(name: "Node") { possibleTypes { name } } }`, nil, &schema)
+		var names []string
+		for _, pt := range schema.Type.PossibleTypes {
+			names = append(names, pt.Name)
+		}
+		assert.ElementsMatch(t, []string{"User", "Message"}, names)
 	})
 
 	t.Run("Nodes", func(t *testing.T) {

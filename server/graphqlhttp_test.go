@@ -107,7 +107,7 @@ func TestGraphQLHTTP_AuthErrorNegotiation(t *testing.T) {
 	} {
 		r := specDo(t, http.MethodPost, srv.URL+"/graphql", "application/json", tt.accept, "forged", `{"query":"{ viewer { id } }"}`)
 		assert.Equal(t, tt.wantStatus, r.Status, tt.accept)
-		assert.Equal(t, tt.wantType, r.ContentType, tt.accept)
+		assert.Equal(t, tt.wantType+"; charset=utf-8", r.ContentType, tt.accept)
 		assert.Contains(t, string(r.Body["errors"]), "UNAUTHENTICATED")
 		assert.NotContains(t, r.Body, "data")
 	}

@@ -126,7 +126,7 @@ func writeRequestError(w http.ResponseWriter, r *http.Request, status int, code,
 		// RFC 6750 §3: a 401 for a bearer token names the scheme.
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 	}
-	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Type", ct+"; charset=utf-8")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"errors": []any{map[string]any{

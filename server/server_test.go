@@ -301,7 +301,7 @@ func TestHTTP_Auth(t *testing.T) {
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-		assert.Equal(t, "application/graphql-response+json", resp.Header.Get("Content-Type"))
+		assert.Equal(t, "application/graphql-response+json; charset=utf-8", resp.Header.Get("Content-Type"))
 		assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer")
 		body, _ := io.ReadAll(resp.Body)
 		assert.Contains(t, string(body), `"code":"UNAUTHENTICATED"`)

@@ -24,13 +24,15 @@ const (
 	DefaultMaxDepth        = 12
 	DefaultQueryCacheSize  = 1000
 	DefaultAPQCacheSize    = 100
+	DefaultMaxBatch        = 10
 )
 
 // Config is what NewServer needs: the resolvers' dependencies and the query
 // limits. A zero limit means its default; a negative ComplexityLimit or
 // MaxDepth turns that limit off. Introspection is off in the zero value (the
 // safe choice for a server built by hand); DefaultConfig turns it on, since
-// Herald serves its own playground.
+// Herald serves its own playground. Batching is off in the zero value too,
+// and on in DefaultConfig.
 type Config struct {
 	// Service is the domain API the resolvers call. Required.
 	Service *store.Service
@@ -52,10 +54,14 @@ type Config struct {
 	QueryCacheSize int
 	// APQCacheSize is the number of automatic persisted queries kept.
 	APQCacheSize int
+	// MaxBatch is the most operations one batched POST may hold
+	// (HTTPTransport.MaxBatch); 0 or 1 turns batching off, as in the zero
+	// value.
+	MaxBatch int
 }
 
 // DefaultConfig returns a Config with every limit at its default and
-// introspection on; the caller sets the dependencies.
+// introspection and batching on; the caller sets the dependencies.
 func DefaultConfig() Config {
 	return Config{
 		ComplexityLimit: DefaultComplexityLimit,
@@ -63,6 +69,7 @@ func DefaultConfig() Config {
 		Introspection:   true,
 		QueryCacheSize:  DefaultQueryCacheSize,
 		APQCacheSize:    DefaultAPQCacheSize,
+		MaxBatch:        DefaultMaxBatch,
 	}
 }
 
@@ -91,7 +98,7 @@ func NewServer(cfg Config) *handler.Server {
 
 	// GET and POST (and every other method but OPTIONS) go to HTTPTransport,
 	// which follows GraphQL over HTTP where gqlgen's GET and POST do not.
-	srv.AddTransport(HTTPTransport{})
+	srv.AddTransport(HTTPTransport{MaxBatch: cfg.MaxBatch})
 	srv.AddTransport(transport.Options{AllowedMethods: strings.Split(allowedMethods, ", ")})
 
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](cfg.QueryCacheSize))

@@ -133,8 +133,10 @@ func otherType(mt string) string {
 //
 // A request refused before execution (parse, validation, variables, limits,
 // unknown persisted query) gets an "errors" entry and no "data": status 400
-// with application/graphql-response+json, 200 with application/json. Once
-// execution starts the status is 200 and "data" is always present.
+// with application/graphql-response+json, 200 with application/json. A
+// mutation refused by RateLimiter is such a request error, with status 429
+// instead of 400, and a Retry-After header with either type. Once execution
+// starts the status is 200 and "data" is always present.
 //
 // A POST whose body is a JSON array is a batch (as Apollo's BatchHttpLink
 // sends): see MaxBatch.
@@ -146,11 +148,12 @@ type HTTPTransport struct {
 	// not a well-formed request, as a body that is not a JSON object
 	// isn't. Otherwise the answer is 200 and an array holding, in order,
 	// each operation's response as the body of a request of its own would
-	// be (an operation refused before execution has errors and no data):
-	// one status cannot tell several outcomes. The operations run one after
-	// another, each as its own operation (its own loaders and limits), so a
-	// batch takes no more of the server at once than a single request; the
-	// body limit applies to the batch.
+	// be (an operation refused before execution has errors and no data).
+	// One status cannot tell several outcomes, so only Retry-After (the
+	// longest wait) says some operation was rate limited. The operations
+	// run one after another, each as its own operation (its own loaders,
+	// limits and rate limit tokens), so a batch takes no more of the server
+	// at once than a single request; the body limit applies to the batch.
 	MaxBatch int
 }
 
@@ -214,6 +217,12 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 		if ct == MediaTypeGraphQLResponse {
 			status = http.StatusBadRequest
 		}
+		if secs, ok := RetryAfter(resp.Errors); ok {
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			if ct == MediaTypeGraphQLResponse {
+				status = http.StatusTooManyRequests
+			}
+		}
 		writeResponse(w, ct, status, requestErrorBody{Errors: resp.Errors, Extensions: resp.Extensions})
 		return
 	}
@@ -263,6 +272,7 @@ func (t HTTPTransport) doBatch(w http.ResponseWriter, r *http.Request, exec grap
 	readTime := graphql.TraceTiming{Start: start, End: graphql.Now()}
 	ctx := r.Context()
 	out := make([]any, len(elems))
+	retryAfter := 0
 	for i, elem := range elems {
 		raw, err := paramsFromJSON(elem, fmt.Sprintf("batch element %d", i))
 		if err != nil {
@@ -278,10 +288,16 @@ func (t HTTPTransport) doBatch(w http.ResponseWriter, r *http.Request, exec grap
 		if gqlErrs != nil {
 			resp := exec.DispatchError(graphql.WithOperationContext(ctx, opCtx), gqlErrs)
 			out[i] = requestErrorBody{Errors: resp.Errors, Extensions: resp.Extensions}
+			if secs, ok := RetryAfter(resp.Errors); ok {
+				retryAfter = max(retryAfter, secs)
+			}
 			continue
 		}
 		responses, opCtxWithResponse := exec.DispatchOperation(ctx, opCtx)
 		out[i] = responses(opCtxWithResponse)
+	}
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	}
 	writeResponse(w, ct, http.StatusOK, out)
 }

@@ -32,7 +32,8 @@ const (
 // MaxDepth turns that limit off. Introspection is off in the zero value (the
 // safe choice for a server built by hand); DefaultConfig turns it on, since
 // Herald serves its own playground. Batching is off in the zero value too,
-// and on in DefaultConfig.
+// and on in DefaultConfig. Rate limits are a deployment's choice: off in
+// both, set by the server's flags.
 type Config struct {
 	// Service is the domain API the resolvers call. Required.
 	Service *store.Service
@@ -58,6 +59,9 @@ type Config struct {
 	// (HTTPTransport.MaxBatch); 0 or 1 turns batching off, as in the zero
 	// value.
 	MaxBatch int
+	// RateLimits limits mutations per user and per client address
+	// (RateLimiter); the zero value, also DefaultConfig's, limits nothing.
+	RateLimits RateLimits
 }
 
 // DefaultConfig returns a Config with every limit at its default and
@@ -115,6 +119,10 @@ func NewServer(cfg Config) *handler.Server {
 	}
 	if cfg.ComplexityLimit > 0 {
 		srv.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
+	}
+	// Last, so that a mutation refused by another check costs no token.
+	if !cfg.RateLimits.Off() {
+		srv.Use(NewRateLimiter(cfg.RateLimits))
 	}
 
 	srv.SetErrorPresenter(ErrorPresenter(cfg.Logger))

@@ -76,7 +76,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	fs.StringVar(&cfg.DataDir, "data", "./herald-data", "data directory of the embedded store and the token secret")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "json", "log format: json or text")
-	fs.StringVar(&origins, "allowed-origins", "", "comma-separated origins (scheme://host[:port]) besides the server's own that may open a websocket; * allows any")
+	fs.StringVar(&origins, "allowed-origins", "", "comma-separated origins (scheme://host[:port]) besides the server's own whose pages may call /graphql (CORS) and open its websocket; * allows any")
 	fs.DurationVar(&cfg.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of issued bearer tokens")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body or websocket message, in bytes")
 	fs.BoolVar(&cfg.Introspection, "introspection", true, "allow GraphQL introspection queries")

@@ -193,9 +193,9 @@ func newApp(cfg config, log *slog.Logger, svc *store.Service, signer *auth.Signe
 	}, nil
 }
 
-// routes returns the server's handler. The middleware runs outside in:
-// access log, origin check (websocket only), upgrade tracking, body limit,
-// authentication, then gqlgen.
+// routes returns the server's handler. The middleware of /graphql runs
+// outside in: access log, CORS, origin check (websocket only), upgrade
+// tracking, body limit, authentication, then gqlgen.
 func (a *app) routes() http.Handler {
 	gql := graph.NewServer(graph.Config{
 		Service:         a.svc,
@@ -226,6 +226,9 @@ func (a *app) routes() http.Handler {
 	h = bodyLimitMiddleware(a.cfg.MaxBodyBytes, h)
 	h = a.wsTrack.middleware(h)
 	h = a.origins.middleware(h)
+	// Outermost, so that every answer, a 401 or a 413 too, reaches the
+	// page that asked.
+	h = a.origins.cors().Handler(h)
 
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", h)

@@ -195,7 +195,7 @@ func newApp(cfg config, log *slog.Logger, svc *store.Service, signer *auth.Signe
 
 // routes returns the server's handler. The middleware of /graphql runs
 // outside in: access log, CORS, origin check (websocket only), upgrade
-// tracking, body limit, authentication, then gqlgen.
+// tracking, body limit, client address, authentication, then gqlgen.
 func (a *app) routes() http.Handler {
 	gql := graph.NewServer(graph.Config{
 		Service:         a.svc,
@@ -204,6 +204,8 @@ func (a *app) routes() http.Handler {
 		ComplexityLimit: a.cfg.ComplexityLimit,
 		MaxDepth:        a.cfg.MaxDepth,
 		Introspection:   a.cfg.Introspection,
+		MaxBatch:        a.cfg.MaxBatch,
+		RateLimits:      graph.RateLimits{User: a.cfg.RateLimitUser, Address: a.cfg.RateLimitAddress},
 	})
 	limit := a.cfg.MaxBodyBytes
 	gql.AddTransport(transport.Websocket{
@@ -223,6 +225,7 @@ func (a *app) routes() http.Handler {
 		h = deadlineMiddleware(a.requestTimeout, h)
 	}
 	h = authMiddleware(a.signer, h)
+	h = clientAddrMiddleware(a.cfg.TrustedProxies, h)
 	h = bodyLimitMiddleware(a.cfg.MaxBodyBytes, h)
 	h = a.wsTrack.middleware(h)
 	h = a.origins.middleware(h)

@@ -209,6 +209,9 @@ func (l *RateLimiter) MutateOperationContext(ctx context.Context, opCtx *graphql
 	if wait <= 0 {
 		return nil
 	}
+	// Cancelling gives the token back. When refusals of one key overlap,
+	// x/time/rate may give back less, which only lengthens the wait of a
+	// client already over its limit.
 	for _, r := range taken {
 		if r != nil {
 			r.CancelAt(now)
@@ -227,11 +230,8 @@ func RetryAfter(errs gqlerror.List) (int, bool) {
 		if e == nil || e.Extensions["code"] != CodeRateLimited {
 			continue
 		}
-		switch v := e.Extensions["retryAfter"].(type) {
-		case int:
+		if v, ok := e.Extensions["retryAfter"].(int); ok {
 			return v, true
-		case float64:
-			return int(math.Ceil(v)), true
 		}
 		return 1, true
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -132,9 +133,29 @@ func otherType(mt string) string {
 //
 // A request refused before execution (parse, validation, variables, limits,
 // unknown persisted query) gets an "errors" entry and no "data": status 400
-// with application/graphql-response+json, 200 with application/json. Once
-// execution starts the status is 200 and "data" is always present.
-type HTTPTransport struct{}
+// with application/graphql-response+json, 200 with application/json. A
+// mutation refused by RateLimiter is such a request error, with status 429
+// instead of 400, and a Retry-After header with either type. Once execution
+// starts the status is 200 and "data" is always present.
+//
+// A POST whose body is a JSON array is a batch (as Apollo's BatchHttpLink
+// sends): see MaxBatch.
+type HTTPTransport struct {
+	// MaxBatch is the most operations a batch may hold; 0 or 1 refuses
+	// batches with BATCHING_DISABLED. A batch over it is refused with
+	// BATCH_TOO_LARGE, an empty one with BAD_USER_INPUT, all with 400 and
+	// either response type: the spec has no batches, so such a body is
+	// not a well-formed request, as a body that is not a JSON object
+	// isn't. Otherwise the answer is 200 and an array holding, in order,
+	// each operation's response as the body of a request of its own would
+	// be (an operation refused before execution has errors and no data).
+	// One status cannot tell several outcomes, so only Retry-After (the
+	// longest wait) says some operation was rate limited. The operations
+	// run one after another, each as its own operation (its own loaders,
+	// limits and rate limit tokens), so a batch takes no more of the server
+	// at once than a single request; the body limit applies to the batch.
+	MaxBatch int
+}
 
 var _ graphql.Transport = HTTPTransport{}
 
@@ -144,7 +165,7 @@ func (HTTPTransport) Supports(r *http.Request) bool {
 }
 
 // Do implements graphql.Transport.
-func (HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		w.Header().Set("Allow", allowedMethods)
 		ct, _ := NegotiateResponseType(r.Header.Get("Accept"))
@@ -169,7 +190,16 @@ func (HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 			writeHTTPError(w, ct, status, msg)
 			return
 		}
-		raw, err = paramsFromBody(r.Body)
+		body, rerr := io.ReadAll(r.Body)
+		if rerr != nil {
+			writeHTTPError(w, ct, http.StatusBadRequest, "could not read request body")
+			return
+		}
+		if isBatch(body) {
+			t.doBatch(w, r, exec, ct, body, start)
+			return
+		}
+		raw, err = paramsFromJSON(body, "request body")
 	}
 	if err != nil {
 		// Not a well-formed GraphQL-over-HTTP request: 400 whatever the type.
@@ -187,6 +217,12 @@ func (HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 		if ct == MediaTypeGraphQLResponse {
 			status = http.StatusBadRequest
 		}
+		if secs, ok := RetryAfter(resp.Errors); ok {
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			if ct == MediaTypeGraphQLResponse {
+				status = http.StatusTooManyRequests
+			}
+		}
 		writeResponse(w, ct, status, requestErrorBody{Errors: resp.Errors, Extensions: resp.Extensions})
 		return
 	}
@@ -198,6 +234,72 @@ func (HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	}
 	responses, ctx := exec.DispatchOperation(ctx, opCtx)
 	writeResponse(w, ct, http.StatusOK, responses(ctx))
+}
+
+// Codes of a batch refused as a whole (HTTPTransport.MaxBatch).
+const (
+	CodeBatchingDisabled = "BATCHING_DISABLED"
+	CodeBatchTooLarge    = "BATCH_TOO_LARGE"
+)
+
+// isBatch reports whether a POST body is a JSON array: a batch.
+func isBatch(body []byte) bool {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	return len(b) > 0 && b[0] == '['
+}
+
+// doBatch answers a batch: see HTTPTransport.MaxBatch.
+func (t HTTPTransport) doBatch(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor, ct string, body []byte, start time.Time) {
+	if t.MaxBatch <= 1 {
+		writeHTTPErrorCode(w, ct, http.StatusBadRequest, CodeBatchingDisabled,
+			"batching is disabled: send one operation per request, as a JSON object")
+		return
+	}
+	var elems []json.RawMessage
+	if err := decodeJSON(body, &elems); err != nil {
+		writeHTTPError(w, ct, http.StatusBadRequest, fmt.Sprintf("a batch must be a JSON array of request objects: %v", err))
+		return
+	}
+	if len(elems) == 0 {
+		writeHTTPError(w, ct, http.StatusBadRequest, "a batch must hold at least one operation")
+		return
+	}
+	if len(elems) > t.MaxBatch {
+		writeHTTPErrorCode(w, ct, http.StatusBadRequest, CodeBatchTooLarge,
+			fmt.Sprintf("a batch may hold at most %d operations; this one holds %d", t.MaxBatch, len(elems)))
+		return
+	}
+	readTime := graphql.TraceTiming{Start: start, End: graphql.Now()}
+	ctx := r.Context()
+	out := make([]any, len(elems))
+	retryAfter := 0
+	for i, elem := range elems {
+		raw, err := paramsFromJSON(elem, fmt.Sprintf("batch element %d", i))
+		if err != nil {
+			out[i] = requestErrorBody{Errors: gqlerror.List{{
+				Message:    err.Error(),
+				Extensions: map[string]any{"code": store.EINVALID},
+			}}}
+			continue
+		}
+		raw.Headers = r.Header
+		raw.ReadTime = readTime
+		opCtx, gqlErrs := exec.CreateOperationContext(ctx, raw)
+		if gqlErrs != nil {
+			resp := exec.DispatchError(graphql.WithOperationContext(ctx, opCtx), gqlErrs)
+			out[i] = requestErrorBody{Errors: resp.Errors, Extensions: resp.Extensions}
+			if secs, ok := RetryAfter(resp.Errors); ok {
+				retryAfter = max(retryAfter, secs)
+			}
+			continue
+		}
+		responses, opCtxWithResponse := exec.DispatchOperation(ctx, opCtx)
+		out[i] = responses(opCtxWithResponse)
+	}
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	writeResponse(w, ct, http.StatusOK, out)
 }
 
 // requestErrorBody is the response to a request refused before execution:
@@ -252,19 +354,16 @@ func jsonObjectParam(name, s string) (map[string]any, error) {
 	return m, nil
 }
 
-// paramsFromBody reads a POST request's JSON body and checks each known
-// parameter's type; unknown keys are ignored.
-func paramsFromBody(body io.Reader) (*graphql.RawParams, error) {
-	b, err := io.ReadAll(body)
-	if err != nil {
-		return nil, errors.New("could not read request body")
-	}
+// paramsFromJSON reads a POST request's JSON body, or one element of a batch
+// (named by subject in errors), and checks each known parameter's type;
+// unknown keys are ignored.
+func paramsFromJSON(b []byte, subject string) (*graphql.RawParams, error) {
 	var fields map[string]json.RawMessage
 	if err := decodeJSON(b, &fields); err != nil || fields == nil {
 		if err == nil {
 			err = errors.New("null")
 		}
-		return nil, fmt.Errorf("request body must be a JSON object: %v", err)
+		return nil, fmt.Errorf("%s must be a JSON object: %v", subject, err)
 	}
 	raw := &graphql.RawParams{}
 	for _, p := range []struct {
@@ -318,9 +417,14 @@ func decodeJSON(b []byte, v any) error {
 // as given, an "errors" entry with the message and code BAD_USER_INPUT (as
 // the server's other request errors), and no "data".
 func writeHTTPError(w http.ResponseWriter, mediaType string, status int, message string) {
+	writeHTTPErrorCode(w, mediaType, status, store.EINVALID, message)
+}
+
+// writeHTTPErrorCode is writeHTTPError with another code.
+func writeHTTPErrorCode(w http.ResponseWriter, mediaType string, status int, code, message string) {
 	writeResponse(w, mediaType, status, requestErrorBody{Errors: gqlerror.List{{
 		Message:    message,
-		Extensions: map[string]any{"code": store.EINVALID},
+		Extensions: map[string]any{"code": code},
 	}}})
 }
 

@@ -25,13 +25,16 @@ const (
 	DefaultMaxDepth        = 12
 	DefaultQueryCacheSize  = 1000
 	DefaultAPQCacheSize    = 100
+	DefaultMaxBatch        = 10
 )
 
 // Config is what NewServer needs: the resolvers' dependencies and the query
 // limits. A zero limit means its default; a negative ComplexityLimit or
 // MaxDepth turns that limit off. Introspection is off in the zero value (the
 // safe choice for a server built by hand); DefaultConfig turns it on, since
-// Herald serves its own playground.
+// Herald serves its own playground. Batching is off in the zero value too,
+// and on in DefaultConfig. Rate limits are a deployment's choice: off in
+// both, set by the server's flags.
 type Config struct {
 	// Service is the domain API the resolvers call. Required.
 	Service *store.Service
@@ -53,10 +56,17 @@ type Config struct {
 	QueryCacheSize int
 	// APQCacheSize is the number of automatic persisted queries kept.
 	APQCacheSize int
+	// MaxBatch is the most operations one batched POST may hold
+	// (HTTPTransport.MaxBatch); 0 or 1 turns batching off, as in the zero
+	// value.
+	MaxBatch int
+	// RateLimits limits mutations per user and per client address
+	// (RateLimiter); the zero value, also DefaultConfig's, limits nothing.
+	RateLimits RateLimits
 }
 
 // DefaultConfig returns a Config with every limit at its default and
-// introspection on; the caller sets the dependencies.
+// introspection and batching on; the caller sets the dependencies.
 func DefaultConfig() Config {
 	return Config{
 		ComplexityLimit: DefaultComplexityLimit,
@@ -64,6 +74,7 @@ func DefaultConfig() Config {
 		Introspection:   true,
 		QueryCacheSize:  DefaultQueryCacheSize,
 		APQCacheSize:    DefaultAPQCacheSize,
+		MaxBatch:        DefaultMaxBatch,
 	}
 }
 
@@ -92,7 +103,7 @@ func NewServer(cfg Config) *handler.Server {
 
 	// GET and POST (and every other method but OPTIONS) go to HTTPTransport,
 	// which follows GraphQL over HTTP where gqlgen's GET and POST do not.
-	srv.AddTransport(HTTPTransport{})
+	srv.AddTransport(HTTPTransport{MaxBatch: cfg.MaxBatch})
 	srv.AddTransport(transport.Options{AllowedMethods: strings.Split(allowedMethods, ", ")})
 
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](cfg.QueryCacheSize))
@@ -109,6 +120,10 @@ func NewServer(cfg Config) *handler.Server {
 	}
 	if cfg.ComplexityLimit > 0 {
 		srv.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
+	}
+	// Last, so that a mutation refused by another check costs no token.
+	if !cfg.RateLimits.Off() {
+		srv.Use(NewRateLimiter(cfg.RateLimits))
 	}
 
 	srv.SetErrorPresenter(ErrorPresenter(cfg.Logger))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,18 @@ const envTokenSecret = "HERALD_TOKEN_SECRET"
 // RFC 7518 requires for HMAC-SHA256 signed tokens.
 const minSecretLen = 32
 
+// The default mutation rate limits. A person posting, following and
+// replying by hand stays far below 60 a minute; the burst of 20 lets an app
+// follow a handful of suggested users at once. An address may hold many
+// users (a household, an office, a mobile carrier's NAT), so it gets five
+// times as much; it is also what bounds signUp and logIn, where its 60 in a
+// burst and 5 a second cap password guessing and the bcrypt work an
+// attacker can cause from one address.
+var (
+	defaultUserRate    = graph.Rate{Count: 60, Per: time.Minute, Burst: 20}
+	defaultAddressRate = graph.Rate{Count: 300, Per: time.Minute, Burst: 60}
+)
+
 // config is everything the server reads from flags and the environment.
 type config struct {
 	Addr            string
@@ -39,6 +52,14 @@ type config struct {
 	ComplexityLimit int
 	MaxDepth        int
 	ShutdownTimeout time.Duration
+	// MaxBatch is the most operations in one batched POST; 0 or 1: no
+	// batching.
+	MaxBatch int
+	// Mutation rate limits (graph.RateLimiter); a zero Rate is no limit.
+	RateLimitUser    graph.Rate
+	RateLimitAddress graph.Rate
+	// TrustedProxies are the peers whose X-Forwarded-For names the client.
+	TrustedProxies []netip.Prefix
 	// TokenSecret comes from HERALD_TOKEN_SECRET; nil means "use or create
 	// the secret file in DataDir".
 	TokenSecret []byte
@@ -69,6 +90,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 		logLevel string
 		origins  string
 		fanout   string
+		userRate string
+		addrRate string
+		proxies  string
 	)
 	fs := flag.NewFlagSet("herald", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned, usage printed only on -h
@@ -76,12 +100,16 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	fs.StringVar(&cfg.DataDir, "data", "./herald-data", "data directory of the embedded store and the token secret")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "json", "log format: json or text")
-	fs.StringVar(&origins, "allowed-origins", "", "comma-separated origins (scheme://host[:port]) besides the server's own that may open a websocket; * allows any")
+	fs.StringVar(&origins, "allowed-origins", "", "comma-separated origins (scheme://host[:port]) besides the server's own whose pages may call /graphql (CORS) and open its websocket; * allows any")
 	fs.DurationVar(&cfg.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of issued bearer tokens")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body or websocket message, in bytes")
 	fs.BoolVar(&cfg.Introspection, "introspection", true, "allow GraphQL introspection queries")
 	fs.IntVar(&cfg.ComplexityLimit, "complexity-limit", graph.DefaultComplexityLimit, "largest accepted query complexity")
 	fs.IntVar(&cfg.MaxDepth, "max-depth", graph.DefaultMaxDepth, "deepest accepted query nesting")
+	fs.IntVar(&cfg.MaxBatch, "max-batch", graph.DefaultMaxBatch, "most operations in one batched POST (a JSON array of requests); 0 or 1 turns batching off")
+	fs.StringVar(&userRate, "rate-limit-user", defaultUserRate.String(), "mutations per signed-in user: COUNT/PERIOD[,burst=N], PERIOD s, m, h or a duration; 0 turns it off")
+	fs.StringVar(&addrRate, "rate-limit-address", defaultAddressRate.String(), "mutations per client address (an IPv6 /64), signUp and logIn included: COUNT/PERIOD[,burst=N]; 0 turns it off")
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client address (none: the peer is the client)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and queued fan-out")
 	fs.StringVar(&fanout, "fanout", string(store.StrategyBucket), "timeline strategy: read (fan-out on read), write (fan-out on write), bucket (fan-out on write into buckets of 50), cache (cached inbox) or hybrid (bucket, but celebrities' posts are merged in at read time)")
 	fs.IntVar(&cfg.CelebrityThreshold, "celebrity-threshold", 10_000, "hybrid: authors with more followers than this are not fanned out")
@@ -154,6 +182,15 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	if _, err := newOriginPolicy(cfg.AllowedOrigins); err != nil {
 		return config{}, err
 	}
+	if cfg.RateLimitUser, err = graph.ParseRate(userRate); err != nil {
+		return config{}, fmt.Errorf("-rate-limit-user: %w", err)
+	}
+	if cfg.RateLimitAddress, err = graph.ParseRate(addrRate); err != nil {
+		return config{}, fmt.Errorf("-rate-limit-address: %w", err)
+	}
+	if cfg.TrustedProxies, err = parseTrustedProxies(proxies); err != nil {
+		return config{}, fmt.Errorf("-trusted-proxies: %w", err)
+	}
 	switch {
 	case cfg.Addr == "":
 		return config{}, errors.New("-addr must not be empty")
@@ -169,6 +206,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 		return config{}, errors.New("-max-depth must be positive")
 	case cfg.ShutdownTimeout <= 0:
 		return config{}, errors.New("-shutdown-timeout must be positive")
+	case cfg.MaxBatch < 0:
+		return config{}, errors.New("-max-batch must not be negative")
 	}
 	if cfg.MongoURI != "" {
 		if err := validateMongo(cfg); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"herald/graph"
 	"herald/store"
 )
 
@@ -60,6 +62,21 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, 50, c.InboxCap)
 				assert.Equal(t, 24*time.Hour, c.CacheTTL)
 				assert.Equal(t, 50, c.FollowBackfill)
+				assert.Equal(t, 10, c.MaxBatch)
+				assert.Equal(t, graph.Rate{Count: 60, Per: time.Minute, Burst: 20}, c.RateLimitUser)
+				assert.Equal(t, graph.Rate{Count: 300, Per: time.Minute, Burst: 60}, c.RateLimitAddress)
+				assert.Empty(t, c.TrustedProxies)
+			},
+		},
+		{
+			name: "Hardening",
+			args: []string{"-max-batch", "0", "-rate-limit-user", "10/s", "-trusted-proxies", "10.0.0.0/8, 192.0.2.7"},
+			env:  env("HERALD_RATE_LIMIT_ADDRESS", "off", "HERALD_RATE_LIMIT_USER", "1/h", "HERALD_MAX_BATCH", "5"),
+			check: func(t *testing.T, c config) {
+				assert.Zero(t, c.MaxBatch)
+				assert.Equal(t, graph.Rate{Count: 10, Per: time.Second, Burst: 10}, c.RateLimitUser)
+				assert.True(t, c.RateLimitAddress.Off())
+				assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32")}, c.TrustedProxies)
 			},
 		},
 		{
@@ -164,6 +181,10 @@ func TestParseConfig(t *testing.T) {
 		{name: "ErrInboxCap", args: []string{"-inbox-cap", "0"}, env: env(), wantErr: "-inbox-cap 1 to 1000"},
 		{name: "ErrInactiveAfter", args: []string{"-inactive-after", "30m"}, env: env(), wantErr: "-inactive-after must be at least 1h0m0s"},
 		{name: "ErrCacheTTL", args: []string{"-cache-ttl", "0s"}, env: env(), wantErr: "-cache-ttl must be positive"},
+		{name: "ErrRateLimitUser", args: []string{"-rate-limit-user", "60/d"}, env: env(), wantErr: `-rate-limit-user: invalid rate "60/d"`},
+		{name: "ErrRateLimitAddressEnv", env: env("HERALD_RATE_LIMIT_ADDRESS", "lots"), wantErr: `-rate-limit-address: invalid rate "lots"`},
+		{name: "ErrTrustedProxies", args: []string{"-trusted-proxies", "10.0.0.0/33"}, env: env(), wantErr: `-trusted-proxies: invalid prefix "10.0.0.0/33"`},
+		{name: "ErrMaxBatch", args: []string{"-max-batch", "-1"}, env: env(), wantErr: "-max-batch must not be negative"},
 		{name: "ErrBadOrigin", args: []string{"-allowed-origins", "example.com"}, env: env(), wantErr: `invalid origin "example.com"`},
 	}
 	for _, tt := range tests {
@@ -185,6 +206,7 @@ func TestParseConfig_Help(t *testing.T) {
 	_, err := parseConfig([]string{"-h"}, env(), &out)
 	assert.True(t, errors.Is(err, flag.ErrHelp))
 	assert.Contains(t, out.String(), "-allowed-origins")
+	assert.Contains(t, out.String(), "(default \"60/m,burst=20\")", "-rate-limit-user's default")
 	assert.Contains(t, out.String(), "HERALD_TOKEN_SECRET")
 	assert.Contains(t, out.String(), "-mongodb-uri")
 	assert.Contains(t, out.String(), "herald mongo setup")

@@ -193,9 +193,9 @@ func newApp(cfg config, log *slog.Logger, svc *store.Service, signer *auth.Signe
 	}, nil
 }
 
-// routes returns the server's handler. The middleware runs outside in:
-// access log, origin check (websocket only), upgrade tracking, body limit,
-// authentication, then gqlgen.
+// routes returns the server's handler. The middleware of /graphql runs
+// outside in: access log, CORS, origin check (websocket only), upgrade
+// tracking, body limit, client address, authentication, then gqlgen.
 func (a *app) routes() http.Handler {
 	gql := graph.NewServer(graph.Config{
 		Service:         a.svc,
@@ -204,6 +204,8 @@ func (a *app) routes() http.Handler {
 		ComplexityLimit: a.cfg.ComplexityLimit,
 		MaxDepth:        a.cfg.MaxDepth,
 		Introspection:   a.cfg.Introspection,
+		MaxBatch:        a.cfg.MaxBatch,
+		RateLimits:      graph.RateLimits{User: a.cfg.RateLimitUser, Address: a.cfg.RateLimitAddress},
 	})
 	limit := a.cfg.MaxBodyBytes
 	gql.AddTransport(transport.Websocket{
@@ -223,9 +225,13 @@ func (a *app) routes() http.Handler {
 		h = deadlineMiddleware(a.requestTimeout, h)
 	}
 	h = authMiddleware(a.signer, h)
+	h = clientAddrMiddleware(a.cfg.TrustedProxies, h)
 	h = bodyLimitMiddleware(a.cfg.MaxBodyBytes, h)
 	h = a.wsTrack.middleware(h)
 	h = a.origins.middleware(h)
+	// Outermost, so that every answer, a 401 or a 413 too, reaches the
+	// page that asked.
+	h = a.origins.cors().Handler(h)
 
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", h)

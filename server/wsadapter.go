@@ -385,11 +385,12 @@ func isUpgrade(r *http.Request) bool {
 	return r.Header.Get("Upgrade") != ""
 }
 
-// originPolicy decides which browser origins may open a websocket. A
-// websocket is not subject to CORS, so without this check any page a user
-// visits could open one with the user's cookies (cross-site websocket
-// hijacking). Herald authenticates with bearer tokens, not cookies, but the
-// check is cheap and keeps that door shut for good.
+// originPolicy decides which browser origins may open a websocket, and
+// (through cors) which may call /graphql over HTTP. A websocket is not
+// subject to CORS, so without this check any page a user visits could open
+// one with the user's cookies (cross-site websocket hijacking). Herald
+// authenticates with bearer tokens, not cookies, but the check is cheap and
+// keeps that door shut for good.
 type originPolicy struct {
 	any  bool
 	list map[string]bool // normalized "scheme://host[:port]"

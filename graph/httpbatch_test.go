@@ -95,12 +95,13 @@ func TestGraphQLHTTP_BatchMixed(t *testing.T) {
 			{"query":"{ noSuchField }"},
 			{"query":1},
 			"{ __typename }",
-			{"query":"mutation { markInboxRead }"}
+			{"query":"mutation { markInboxRead }"},
+			{"query":"subscription { inboxEvents { type } }"}
 		]`
 		for _, accept := range []string{mtJSON, mtGQL} {
 			res, elems := postBatch(t, h, accept, body)
 			assert.Equal(t, http.StatusOK, res.Status)
-			require.Len(t, elems, 5)
+			require.Len(t, elems, 6)
 			assert.JSONEq(t, `{"__typename":"Query"}`, string(elems[0]["data"]))
 			assert.NotContains(t, elems[0], "errors")
 
@@ -114,6 +115,8 @@ func TestGraphQLHTTP_BatchMixed(t *testing.T) {
 
 			assert.JSONEq(t, `null`, string(elems[4]["data"]), "executed: data present, null")
 			assert.Equal(t, "UNAUTHENTICATED", elems[4].code(t))
+			assert.NotContains(t, elems[5], "data", "a subscription does not run over plain HTTP")
+			assert.Equal(t, graph.CodeSubscriptionOverHTTP, elems[5].code(t))
 			assert.Empty(t, res.Header.Get("Retry-After"))
 		}
 	})

@@ -304,6 +304,9 @@ var requestErrorCases = []struct {
 	{"VariableWrongType", `{"query":"query Q($h: String!) { user(handle: $h) { id } }","variables":{"h":{"not":"a string"}}}`, "GRAPHQL_VALIDATION_FAILED"},
 	{"DepthLimit", `{"query":"{ viewer { followers { edges { node { followers { edges { node { id } } } } } } } }"}`, graph.CodeQueryTooDeep},
 	{"ComplexityLimit", `{"query":"{ viewer { followers(first: 100) { edges { node { id handle } } } } }"}`, "COMPLEXITY_LIMIT_EXCEEDED"},
+	// Not the spec's: plain HTTP answers once, so a subscription is refused
+	// before it runs rather than held open until its first event.
+	{"SubscriptionOverHTTP", `{"query":"subscription { inboxEvents { type } }"}`, graph.CodeSubscriptionOverHTTP},
 	{"PersistedQueryNotFound", `{"extensions":{"persistedQuery":{"version":1,"sha256Hash":"` + strings.Repeat("ab", 32) + `"}}}`, "PERSISTED_QUERY_NOT_FOUND"},
 }
 
@@ -466,7 +469,6 @@ func TestGraphQLHTTP_GETMutation405(t *testing.T) {
 		}{
 			{"Mutation", url.Values{"query": {signUp}}},
 			{"OperationNameSelectsMutation", url.Values{"query": {both}, "operationName": {"M"}}},
-			{"Subscription", url.Values{"query": {"subscription { inboxEvents { type } }"}}},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				for _, accept := range []string{mtJSON, mtGQL} {
@@ -478,6 +480,13 @@ func TestGraphQLHTTP_GETMutation405(t *testing.T) {
 					assert.Equal(t, "BAD_USER_INPUT", r.code(t))
 				}
 			})
+		}
+		// A subscription by GET is refused as by POST: it needs a websocket.
+		for _, accept := range []string{mtJSON, mtGQL} {
+			r := get(t, h, accept, url.Values{"query": {"subscription { inboxEvents { type } }"}})
+			assert.Equal(t, map[string]int{mtJSON: http.StatusOK, mtGQL: http.StatusBadRequest}[accept], r.Status)
+			assert.False(t, r.hasData())
+			assert.Equal(t, graph.CodeSubscriptionOverHTTP, r.code(t))
 		}
 		// Execution halted: the user was not created.
 		r := post(t, h, mtJSON, `{"query":"{ user(handle: \"viaget\") { id } }"}`)

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
@@ -209,7 +211,7 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	raw.Headers = r.Header
 	raw.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
 
-	ctx := r.Context()
+	ctx := withPlainHTTP(r.Context())
 	opCtx, gqlErrs := exec.CreateOperationContext(ctx, raw)
 	if gqlErrs != nil {
 		resp := exec.DispatchError(graphql.WithOperationContext(ctx, opCtx), gqlErrs)
@@ -270,7 +272,7 @@ func (t HTTPTransport) doBatch(w http.ResponseWriter, r *http.Request, exec grap
 		return
 	}
 	readTime := graphql.TraceTiming{Start: start, End: graphql.Now()}
-	ctx := r.Context()
+	ctx := withPlainHTTP(r.Context())
 	out := make([]any, len(elems))
 	retryAfter := 0
 	for i, elem := range elems {
@@ -438,4 +440,44 @@ func writeResponse(w http.ResponseWriter, mediaType string, status int, body any
 	w.Header().Set("Content-Type", mediaType+"; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// CodeSubscriptionOverHTTP is the extensions.code of a subscription sent by
+// plain HTTP, which answers once: subscriptions need a websocket.
+const CodeSubscriptionOverHTTP = "SUBSCRIPTION_OVER_HTTP"
+
+func init() { errcode.RegisterErrorType(CodeSubscriptionOverHTTP, errcode.KindProtocol) }
+
+type plainHTTPKey struct{}
+
+// withPlainHTTP marks ctx as an operation that came by plain HTTP.
+func withPlainHTTP(ctx context.Context) context.Context {
+	return context.WithValue(ctx, plainHTTPKey{}, true)
+}
+
+// httpSubscriptions refuses a subscription that came by plain HTTP before
+// it runs. Run, it would hold the request open until the first event and
+// answer with that event alone; in a batch it would hold up the operations
+// after it.
+type httpSubscriptions struct{}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationContextMutator
+} = httpSubscriptions{}
+
+// ExtensionName implements graphql.HandlerExtension.
+func (httpSubscriptions) ExtensionName() string { return "HTTPSubscriptions" }
+
+// Validate implements graphql.HandlerExtension.
+func (httpSubscriptions) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationContext implements graphql.OperationContextMutator.
+func (httpSubscriptions) MutateOperationContext(ctx context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
+	if opCtx.Operation == nil || opCtx.Operation.Operation != ast.Subscription || ctx.Value(plainHTTPKey{}) == nil {
+		return nil
+	}
+	err := gqlerror.Errorf("subscriptions need a websocket: open one on /graphql with the graphql-transport-ws protocol")
+	errcode.Set(err, CodeSubscriptionOverHTTP)
+	return err
 }

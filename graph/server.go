@@ -112,6 +112,7 @@ func NewServer(cfg Config) *handler.Server {
 	} else {
 		srv.Use(noIntrospection{})
 	}
+	srv.Use(httpSubscriptions{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](cfg.APQCacheSize)})
 	// Depth first: it is the cheaper check, and a deep operation is usually
 	// also too complex, but "too deep" is the more useful error.

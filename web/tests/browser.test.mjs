@@ -79,6 +79,8 @@ describe('playground at /', () => {
       const editorText = async () => (await page.locator('.graphiql-query-editor').innerText()).replace(/\s+/g, ' ');
       await until(async () => (await editorText()).includes("# Herald's GraphQL playground"), TIMEOUT.ui, 'the example operations in the editor', editorText);
       assert.match(await page.getByTestId('token-status').innerText(), /No token/);
+      const [height, windowHeight] = await page.evaluate(() => [document.documentElement.scrollHeight, window.innerHeight]);
+      assert.ok(height <= windowHeight, `the page scrolls past the playground: ${height} > ${windowHeight}`);
 
       // SignUp with the example variables; its token lands in the headers.
       await run(page, 'SignUp');

@@ -92,6 +92,14 @@ describe('playground at /', () => {
       await run(page, 'Inbox');
       await waitForResponse(page, 'the Inbox result', (s) => /"totalCount": 0, "unreadCount": 0, "rebuilding": false/.test(s));
 
+      // Without a token the server refuses the subscription's connection
+      // (4403), and the result pane says so.
+      page.once('dialog', (d) => void d.accept(''));
+      await page.getByTestId('token-button').click();
+      await until(async () => /No token/.test(await page.getByTestId('token-status').innerText()), TIMEOUT.ui, 'the token to be cleared');
+      await run(page, 'InboxEvents');
+      await waitForResponse(page, 'the refusal in the result pane', (s) => s.includes('websocket closed: 4403'));
+
       // Another user's token, pasted with the key button, is used for the
       // subscription: it follows an author who then posts over HTTP.
       const author = await signUp(server.base, uniqueHandle('author'));
@@ -107,8 +115,9 @@ describe('playground at /', () => {
 
       await run(page, 'InboxEvents');
       await until(() => frames.some((f) => f.type === 'subscribe'), TIMEOUT.ui, 'the subscribe message on the websocket', () => JSON.stringify(frames));
-      const init = frames.find((f) => f.type === 'connection_init');
-      assert.deepEqual(init?.payload, { authorization: `Bearer ${reader.token}` }, 'connection_init payload');
+      // A new connection for the new token, which its connection_init carries.
+      const inits = frames.filter((f) => f.type === 'connection_init');
+      assert.deepEqual(inits.map((f) => f.payload), [{}, { authorization: `Bearer ${reader.token}` }], 'connection_init payloads');
       // The server registers a subscription just after reading its
       // subscribe message; the post waits that moment out.
       await new Promise((r) => setTimeout(r, 300));
@@ -185,8 +194,13 @@ describe('demo client at /app/', () => {
       await page.getByTestId('total-count').filter({ hasText: /^0 items$/ }).waitFor();
       assert.equal(await page.evaluate(() => window.heraldMarker), 'same page', 'the page was reloaded');
 
-      // A reply, edited and deleted in place under My messages.
+      // A reply, edited and deleted in place under My messages. Reading the
+      // inbox elsewhere (here over HTTP) clears the badge through a READ event.
       const { postMessage: second } = await gql(server.base, author.token, POST, { t: 'second post' });
+      await page.getByTestId('unread-badge').filter({ hasText: /^1$/ }).waitFor({ timeout: TIMEOUT.event });
+      const ownToken = await page.evaluate(() => localStorage.getItem('herald.token'));
+      await gql(server.base, ownToken, 'mutation { markInboxRead }');
+      await page.getByTestId('unread-badge').waitFor({ state: 'hidden', timeout: TIMEOUT.event });
       await items.filter({ hasText: 'second post' }).getByTestId('reply').click({ timeout: TIMEOUT.event });
       await page.getByTestId('replying').filter({ hasText: '@' + author.handle }).waitFor();
       await page.getByTestId('compose-text').fill('my reply');

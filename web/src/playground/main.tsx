@@ -80,12 +80,19 @@ function TokenStatus() {
   );
 }
 
+// saved returns what GraphiQL saved of an editor's text, or null.
+const saved = (editor: 'query' | 'variables'): string | null => localStorage.getItem(`graphiql:${editor}`);
+
 function Playground() {
   return (
     <GraphiQL
       fetcher={fetcher}
-      defaultQuery={exampleOperations}
-      initialVariables={exampleVariables}
+      // The examples, until the user has edited the editors: GraphiQL saves
+      // each editor's text on change under these keys and picks the saved
+      // tab whose text matches the initial one. Passing the examples always
+      // would open a new tab of them on each load once anything was edited.
+      initialQuery={saved('query') ?? exampleOperations}
+      initialVariables={saved('variables') ?? exampleVariables}
       defaultEditorToolsVisibility="variables"
     >
       <GraphiQL.Logo>Herald</GraphiQL.Logo>

@@ -129,6 +129,19 @@ describe('playground at /', () => {
       // The run button now stops the subscription.
       await page.locator('.graphiql-execute-button').click();
       await until(async () => (await page.locator('.graphiql-execute-button').getAttribute('aria-label'))?.startsWith('Execute'), TIMEOUT.ui, 'the subscription to stop');
+
+      // A reload keeps the one tab, the examples and the edited variables.
+      const variablesText = async () => (await page.locator('.graphiql-editor-tool').innerText()).replace(/\s+/g, ' ');
+      await page.getByText('"handle": "alice"').click();
+      await page.keyboard.press('End');
+      await page.keyboard.insertText(' "edited": true,');
+      await until(async () => (await variablesText()).includes('"edited": true'), TIMEOUT.ui, 'the edit in the Variables pane', variablesText);
+      await new Promise((r) => setTimeout(r, 700)); // GraphiQL saves tabs 500 ms after a change
+      await page.reload();
+      await page.locator('.graphiql-query-editor .monaco-editor').waitFor();
+      await until(async () => (await editorText()).includes("# Herald's GraphQL playground"), TIMEOUT.ui, 'the example operations after a reload', editorText);
+      await until(async () => (await variablesText()).includes('"edited": true'), TIMEOUT.ui, 'the edited variables after a reload', variablesText);
+      assert.equal(await page.locator('.graphiql-tab').count(), 1, 'tabs after a reload');
     });
   });
 });

@@ -107,8 +107,9 @@ function showError(err: unknown): void {
   const e = err instanceof ApiError ? err : new ApiError('ERROR', String((err as Error)?.message ?? err));
   el.error.textContent = `${e.code}: ${e.message}`;
   el.error.hidden = false;
-  // A token the server no longer accepts ends the session.
-  if (e.code === 'UNAUTHENTICATED' && token) signOut();
+  // A token the server no longer accepts (over HTTP, or in the websocket's
+  // connection_init: 4403) ends the session.
+  if ((e.code === 'UNAUTHENTICATED' || e.code === 'WS_4403') && token) signOut();
 }
 
 function clearError(): void {

@@ -258,6 +258,13 @@ describe('demo client at /app/', () => {
       await page.getByTestId('error').filter({ hasText: 'CONFLICT' }).waitFor();
       await page.getByTestId('login').click();
       await page.getByTestId('viewer').filter({ hasText: `@${handle}` }).waitFor();
+
+      // A token the server does not accept ends the session at the next load.
+      await page.evaluate(() => localStorage.setItem('herald.token', 'not-a-token'));
+      await page.reload();
+      await page.getByTestId('error').filter({ hasText: 'UNAUTHENTICATED' }).waitFor();
+      await page.getByTestId('auth-form').waitFor();
+      assert.equal(await page.evaluate(() => localStorage.getItem('herald.token')), null);
     });
   });
 });

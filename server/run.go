@@ -239,7 +239,7 @@ func (a *app) routes() http.Handler {
 	mux.HandleFunc("GET /readyz", a.health.readyz)
 	// "/" without a method: a method-qualified "GET /" would conflict with
 	// the method-less "/graphql" in ServeMux's precedence rules.
-	mux.Handle("/", getOnly(http.FileServerFS(web.Assets)))
+	mux.Handle("/", getOnly(staticHandler(web.Assets)))
 	return accessLogMiddleware(a.log, mux)
 }
 

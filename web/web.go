@@ -7,7 +7,12 @@ import (
 	"io/fs"
 )
 
-//go:embed static
+// static is Vite's build of the playground (index.html) and the demo client
+// (app/index.html); see package.json. "all:" embeds files whose names start
+// with "_" or ".", which a bundler may produce, instead of silently leaving
+// them out.
+//
+//go:embed all:static
 var static embed.FS
 
 // Assets is the content of the static directory, rooted so that "index.html"

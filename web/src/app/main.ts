@@ -1,0 +1,539 @@
+// Herald's demo client: sign in, follow people, post, and a home timeline
+// kept current by inbox events over graphql-transport-ws.
+import './style.css';
+
+import { ApiError, gql, subscribe, type LiveState } from './api';
+import { h, must } from './dom';
+
+const TOKEN_KEY = 'herald.token';
+const PAGE = 20;
+
+interface Author {
+  id: string;
+  handle: string;
+  displayName: string;
+}
+
+interface Message {
+  id: string;
+  text: string;
+  kind: 'POST' | 'REPLY';
+  createdAt: string;
+  editedAt: string | null;
+  author: Author;
+  replyTo: { id: string; text: string; author: { handle: string } } | null;
+}
+
+interface FoundUser extends Author {
+  followerCount: number;
+  followingCount: number;
+  messageCount: number;
+  viewerFollows: boolean;
+}
+
+interface InboxPage {
+  totalCount: number;
+  unreadCount: number;
+  rebuilding: boolean;
+  edges: { cursor: string; node: Message }[];
+  pageInfo: { hasNextPage: boolean; endCursor: string | null };
+}
+
+interface InboxEvent {
+  type: 'ADDED' | 'EDITED' | 'DELETED' | 'READ';
+  unreadCount: number;
+  totalCount: number;
+  message: Message | null;
+}
+
+const MESSAGE = `fragment Msg on Message {
+  id text kind createdAt editedAt
+  author { id handle displayName }
+  replyTo { id text author { handle } }
+}`;
+const USER = 'id handle displayName followerCount followingCount messageCount viewerFollows';
+const INBOX = `query Inbox($first: Int!, $after: String) {
+  inbox(first: $first, after: $after) {
+    totalCount unreadCount rebuilding
+    edges { cursor node { ...Msg } }
+    pageInfo { hasNextPage endCursor }
+  }
+}
+${MESSAGE}`;
+const INBOX_EVENTS = `subscription InboxEvents {
+  inboxEvents { type unreadCount totalCount message { ...Msg } }
+}
+${MESSAGE}`;
+
+const el = {
+  session: must('session'),
+  viewer: must('viewer'),
+  logout: must<HTMLButtonElement>('logout'),
+  error: must('error'),
+  signin: must('signin'),
+  authForm: must<HTMLFormElement>('auth-form'),
+  home: must('home'),
+  findForm: must<HTMLFormElement>('find-form'),
+  found: must('found'),
+  compose: must<HTMLFormElement>('compose'),
+  composeText: must<HTMLTextAreaElement>('compose-text'),
+  replying: must('replying'),
+  replyingText: must('replying-text'),
+  cancelReply: must<HTMLButtonElement>('cancel-reply'),
+  unread: must('unread'),
+  total: must('total'),
+  live: must('live'),
+  markRead: must<HTMLButtonElement>('mark-read'),
+  rebuilding: must('rebuilding'),
+  inbox: must<HTMLOListElement>('inbox'),
+  inboxEmpty: must('inbox-empty'),
+  loadMore: must<HTMLButtonElement>('load-more'),
+  mine: must<HTMLOListElement>('mine'),
+};
+
+let token: string | null = localStorage.getItem(TOKEN_KEY);
+let viewer: Author | null = null;
+let stopLive: (() => void) | null = null;
+let replyTo: Message | null = null;
+// The inbox as shown: its items in DOM order, and where the next page starts.
+const shown = new Map<string, Message>();
+let nextCursor: string | null = null;
+let hasMore = false;
+let rebuildChecks = 0;
+
+// ---- errors and busy buttons ----
+
+function showError(err: unknown): void {
+  const e = err instanceof ApiError ? err : new ApiError('ERROR', String((err as Error)?.message ?? err));
+  el.error.textContent = `${e.code}: ${e.message}`;
+  el.error.hidden = false;
+  // A token the server no longer accepts (over HTTP, or in the websocket's
+  // connection_init: 4403) ends the session.
+  if ((e.code === 'UNAUTHENTICATED' || e.code === 'WS_4403') && token) signOut();
+}
+
+function clearError(): void {
+  el.error.hidden = true;
+  el.error.textContent = '';
+}
+
+// act runs an action started by button: the button is disabled meanwhile,
+// and a failure is shown.
+async function act(button: HTMLButtonElement | null, f: () => Promise<void>): Promise<void> {
+  // A new action by the user replaces the last error; background work
+  // (null button) leaves it for the user to read.
+  if (button) {
+    clearError();
+    button.disabled = true;
+  }
+  try {
+    await f();
+  } catch (err) {
+    showError(err);
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+// ---- session ----
+
+async function start(): Promise<void> {
+  if (!token) return showSignIn();
+  try {
+    const d = await gql<{ viewer: Author | null }>('{ viewer { id handle displayName } }', {}, token);
+    if (!d.viewer) throw new ApiError('UNAUTHENTICATED', 'your session has expired; log in again');
+    showHome(d.viewer);
+  } catch (err) {
+    showSignIn();
+    showError(err);
+  }
+}
+
+function showSignIn(): void {
+  el.signin.hidden = false;
+  el.home.hidden = true;
+  el.session.hidden = true;
+}
+
+function showHome(v: Author): void {
+  viewer = v;
+  el.viewer.textContent = `${v.displayName} (@${v.handle})`;
+  el.signin.hidden = true;
+  el.session.hidden = false;
+  el.home.hidden = false;
+  startLive();
+  void act(null, async () => {
+    await Promise.all([loadInbox(), loadMine()]);
+  });
+}
+
+function signOut(): void {
+  stopLive?.();
+  stopLive = null;
+  token = null;
+  viewer = null;
+  localStorage.removeItem(TOKEN_KEY);
+  shown.clear();
+  nextCursor = null;
+  hasMore = false;
+  rebuildChecks = 0;
+  delete el.inbox.dataset.loaded;
+  el.inbox.replaceChildren();
+  el.mine.replaceChildren();
+  el.found.hidden = true;
+  setReplyTo(null);
+  showSignIn();
+}
+
+el.authForm.addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const submitter = (ev as SubmitEvent).submitter as HTMLButtonElement | null;
+  const op = submitter?.value === 'logIn' ? 'logIn' : 'signUp';
+  const f = new FormData(el.authForm);
+  const input: Record<string, string> = { handle: String(f.get('handle')), password: String(f.get('password')) };
+  const displayName = String(f.get('displayName') ?? '').trim();
+  if (op === 'signUp' && displayName) input.displayName = displayName;
+  const type = op === 'signUp' ? 'SignUpInput' : 'LogInInput';
+  void act(submitter, async () => {
+    const d = await gql<Record<string, { token: string; user: Author }>>(
+      `mutation($input: ${type}!) { ${op}(input: $input) { token user { id handle displayName } } }`,
+      { input },
+      null,
+    );
+    token = d[op].token;
+    localStorage.setItem(TOKEN_KEY, token);
+    el.authForm.reset();
+    showHome(d[op].user);
+  });
+});
+
+el.logout.addEventListener('click', () => {
+  clearError();
+  signOut();
+});
+
+// ---- live events ----
+
+function startLive(): void {
+  stopLive?.();
+  if (!token) return;
+  stopLive = subscribe<{ inboxEvents: InboxEvent }>(INBOX_EVENTS, token, {
+    event: (d) => onEvent(d.inboxEvents),
+    error: showError,
+    state: (s: LiveState) => {
+      el.live.textContent = s;
+      // Items that arrived while the socket was down are fetched on
+      // reconnecting; the first connection's page is loaded by showHome.
+      if (s === 'live' && el.inbox.dataset.loaded === 'yes') void act(null, refreshTop);
+    },
+  });
+}
+
+function onEvent(ev: InboxEvent): void {
+  setCounts(ev.unreadCount, ev.totalCount);
+  switch (ev.type) {
+    case 'ADDED':
+      if (ev.message) insertInOrder(ev.message);
+      break;
+    case 'EDITED':
+      if (ev.message) updateText(ev.message);
+      break;
+    case 'DELETED':
+      // The event does not say which message went: compare the shown
+      // items with the server's.
+      void act(null, reconcile);
+      break;
+    case 'READ':
+      break;
+  }
+}
+
+// ---- the inbox ----
+
+function setCounts(unread: number, total: number): void {
+  el.unread.textContent = String(unread);
+  el.unread.setAttribute('aria-label', `${unread} unread`);
+  el.unread.hidden = unread === 0;
+  el.total.textContent = plural(total, 'item');
+}
+
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}
+
+function setRebuilding(on: boolean): void {
+  el.rebuilding.hidden = !on;
+  // While a returning user's inbox is rebuilt, look again every few
+  // seconds, a bounded number of times.
+  if (on && rebuildChecks < 40) {
+    rebuildChecks++;
+    setTimeout(() => void act(null, refreshTop), 3000);
+  }
+}
+
+async function fetchInbox(first: number, after: string | null): Promise<InboxPage> {
+  const d = await gql<{ inbox: InboxPage }>(INBOX, { first, after }, token);
+  return d.inbox;
+}
+
+// loadInbox appends the next page (the first one after signing in). Items
+// that live events brought meanwhile stay where they are.
+async function loadInbox(): Promise<void> {
+  const page = await fetchInbox(PAGE, nextCursor);
+  for (const { node } of page.edges) {
+    if (!shown.has(node.id)) append(node);
+  }
+  nextCursor = page.pageInfo.endCursor ?? nextCursor;
+  hasMore = page.pageInfo.hasNextPage;
+  el.inbox.dataset.loaded = 'yes';
+  afterChange();
+  setCounts(page.unreadCount, page.totalCount);
+  setRebuilding(page.rebuilding);
+}
+
+// refreshTop brings in the newest page's items not shown yet, each in its
+// place, without dropping pages loaded further down.
+async function refreshTop(): Promise<void> {
+  const page = await fetchInbox(PAGE, null);
+  for (const { node } of page.edges) {
+    if (shown.has(node.id)) updateText(node);
+    else insertInOrder(node);
+  }
+  if (shown.size <= page.edges.length) {
+    nextCursor = page.pageInfo.endCursor;
+    hasMore = page.pageInfo.hasNextPage;
+  }
+  afterChange();
+  setCounts(page.unreadCount, page.totalCount);
+  setRebuilding(page.rebuilding);
+}
+
+// reconcile removes the shown items the server no longer has, reading as
+// many pages as are shown (at most 100 items a page).
+async function reconcile(): Promise<void> {
+  const present = new Set<string>();
+  let after: string | null = null;
+  let more = true;
+  for (let pages = 0; more && present.size < shown.size && pages < 20; pages++) {
+    const page = await fetchInbox(Math.min(100, Math.max(shown.size, 1)), after);
+    for (const e of page.edges) present.add(e.node.id);
+    after = page.pageInfo.endCursor;
+    more = page.pageInfo.hasNextPage;
+    setCounts(page.unreadCount, page.totalCount);
+  }
+  for (const id of [...shown.keys()]) {
+    if (!present.has(id)) remove(id);
+  }
+  afterChange();
+}
+
+function itemOf(id: string): HTMLElement | null {
+  return el.inbox.querySelector<HTMLElement>(`li[data-id="${CSS.escape(id)}"]`);
+}
+
+function append(m: Message): void {
+  shown.set(m.id, m);
+  el.inbox.append(messageItem(m, 'inbox-item'));
+}
+
+// insertInOrder puts m among the shown items, newest first. A message older
+// than every shown one waits for "load more" when more pages exist, so the
+// list never skips items.
+function insertInOrder(m: Message): void {
+  if (shown.has(m.id)) return updateText(m);
+  const t = Date.parse(m.createdAt);
+  for (const li of el.inbox.children) {
+    const other = shown.get((li as HTMLElement).dataset.id ?? '');
+    if (other && Date.parse(other.createdAt) < t) {
+      shown.set(m.id, m);
+      li.before(messageItem(m, 'inbox-item'));
+      afterChange();
+      return;
+    }
+  }
+  if (!hasMore) {
+    append(m);
+    afterChange();
+  }
+}
+
+function updateText(m: Message): void {
+  if (shown.has(m.id)) shown.set(m.id, m);
+  for (const list of [el.inbox, el.mine]) {
+    const li = list.querySelector<HTMLElement>(`li[data-id="${CSS.escape(m.id)}"]`);
+    li?.replaceWith(messageItem(m, list === el.inbox ? 'inbox-item' : 'my-message'));
+  }
+}
+
+function remove(id: string): void {
+  shown.delete(id);
+  itemOf(id)?.remove();
+}
+
+function afterChange(): void {
+  el.inboxEmpty.hidden = shown.size > 0;
+  el.loadMore.hidden = !hasMore;
+}
+
+el.loadMore.addEventListener('click', () => void act(el.loadMore, loadInbox));
+
+el.markRead.addEventListener('click', () =>
+  void act(el.markRead, async () => {
+    const d = await gql<{ markInboxRead: number }>('mutation { markInboxRead }', {}, token);
+    el.unread.textContent = String(d.markInboxRead);
+    el.unread.hidden = d.markInboxRead === 0;
+  }),
+);
+
+// ---- messages ----
+
+function formatTime(iso: string): string {
+  return new Date(iso).toLocaleString();
+}
+
+// messageItem renders m; the viewer's own messages can be edited and
+// deleted in place, others' replied to.
+function messageItem(m: Message, testid: string): HTMLLIElement {
+  const own = m.author.id === viewer?.id;
+  const text = h('p', { class: 'text', 'data-testid': 'message-text' }, m.text);
+  const actions = h('div', { class: 'actions' });
+  const li = h(
+    'li',
+    { class: 'message', 'data-testid': testid, 'data-id': m.id },
+    h(
+      'p',
+      { class: 'byline' },
+      h('strong', {}, m.author.displayName),
+      ` @${m.author.handle} · `,
+      h('time', { datetime: m.createdAt }, formatTime(m.createdAt)),
+      m.editedAt ? h('span', { class: 'edited', 'data-testid': 'edited' }, ' · edited') : null,
+    ),
+    m.replyTo ? h('p', { class: 'reply-to' }, `↪ replying to @${m.replyTo.author.handle}: ${m.replyTo.text}`) : null,
+    text,
+    actions,
+  );
+  if (own) {
+    const edit = h('button', { type: 'button', 'data-testid': 'edit', 'aria-label': 'Edit message' }, 'Edit');
+    const del = h('button', { type: 'button', 'data-testid': 'delete', 'aria-label': 'Delete message' }, 'Delete');
+    edit.addEventListener('click', () => startEdit(li, m));
+    del.addEventListener('click', () =>
+      void act(del, async () => {
+        await gql('mutation($id: ID!) { deleteMessage(id: $id) }', { id: m.id }, token);
+        li.remove();
+        if (shown.has(m.id)) remove(m.id);
+      }),
+    );
+    actions.append(edit, del);
+  } else {
+    const reply = h('button', { type: 'button', 'data-testid': 'reply' }, 'Reply');
+    reply.addEventListener('click', () => setReplyTo(m));
+    actions.append(reply);
+  }
+  return li;
+}
+
+function startEdit(li: HTMLLIElement, m: Message): void {
+  const area = h('textarea', { 'aria-label': 'New text', rows: '3', maxlength: '5000', required: true, 'data-testid': 'edit-text' });
+  area.value = m.text;
+  const save = h('button', { type: 'submit', 'data-testid': 'save' }, 'Save');
+  const cancel = h('button', { type: 'button', 'data-testid': 'cancel' }, 'Cancel');
+  const form = h('form', { class: 'edit' }, area, save, cancel);
+  cancel.addEventListener('click', () => form.replaceWith(messageItem(m, li.dataset.testid ?? 'my-message')));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    void act(save, async () => {
+      const d = await gql<{ editMessage: Message }>(
+        `mutation($id: ID!, $text: String!) { editMessage(id: $id, text: $text) { ...Msg } } ${MESSAGE}`,
+        { id: m.id, text: area.value },
+        token,
+      );
+      form.replaceWith(messageItem(d.editMessage, li.dataset.testid ?? 'my-message'));
+    });
+  });
+  li.replaceWith(form);
+  area.focus();
+}
+
+async function loadMine(): Promise<void> {
+  const d = await gql<{ viewer: { messages: { edges: { node: Message }[] } } | null }>(
+    `{ viewer { messages(first: ${PAGE}) { edges { node { ...Msg } } } } } ${MESSAGE}`,
+    {},
+    token,
+  );
+  el.mine.replaceChildren(...(d.viewer?.messages.edges ?? []).map((e) => messageItem(e.node, 'my-message')));
+}
+
+function setReplyTo(m: Message | null): void {
+  replyTo = m;
+  el.replying.hidden = !m;
+  el.replyingText.textContent = m ? `Replying to @${m.author.handle}: ${m.text}` : '';
+  if (m) el.composeText.focus();
+}
+
+el.cancelReply.addEventListener('click', () => setReplyTo(null));
+
+el.compose.addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const button = (ev as SubmitEvent).submitter as HTMLButtonElement | null;
+  void act(button, async () => {
+    const input: Record<string, string> = { text: el.composeText.value };
+    if (replyTo) input.replyTo = replyTo.id;
+    const d = await gql<{ postMessage: Message }>(
+      `mutation($input: PostMessageInput!) { postMessage(input: $input) { ...Msg } } ${MESSAGE}`,
+      { input },
+      token,
+    );
+    el.composeText.value = '';
+    setReplyTo(null);
+    el.mine.prepend(messageItem(d.postMessage, 'my-message'));
+  });
+});
+
+// ---- people ----
+
+function renderFound(u: FoundUser): void {
+  const isViewer = u.id === viewer?.id;
+  const button = h(
+    'button',
+    { type: 'button', 'data-testid': 'follow-toggle', hidden: isViewer },
+    u.viewerFollows ? 'Unfollow' : 'Follow',
+  );
+  button.addEventListener('click', () =>
+    void act(button, async () => {
+      const op = u.viewerFollows ? 'unfollow' : 'follow';
+      const d = await gql<Record<string, FoundUser>>(`mutation($id: ID!) { ${op}(userId: $id) { ${USER} } }`, { id: u.id }, token);
+      renderFound(d[op]);
+      // Unfollowing takes the author's items out of the timeline.
+      if (op === 'unfollow') {
+        for (const m of [...shown.values()]) if (m.author.id === u.id) remove(m.id);
+        afterChange();
+      }
+    }),
+  );
+  el.found.replaceChildren(
+    h('p', {}, h('strong', { 'data-testid': 'found-name' }, u.displayName), ` @${u.handle}`),
+    h(
+      'p',
+      { class: 'meta', 'data-testid': 'found-counts' },
+      `${plural(u.followerCount, 'follower')} · ${u.followingCount} following · ${plural(u.messageCount, 'message')}`,
+    ),
+    button,
+  );
+  el.found.hidden = false;
+}
+
+el.findForm.addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const button = (ev as SubmitEvent).submitter as HTMLButtonElement | null;
+  const handle = String(new FormData(el.findForm).get('handle')).trim();
+  void act(button, async () => {
+    const d = await gql<{ user: FoundUser | null }>(`query($h: String!) { user(handle: $h) { ${USER} } }`, { h: handle }, token);
+    if (!d.user) {
+      el.found.hidden = true;
+      throw new ApiError('NOT_FOUND', `nobody has the handle @${handle}`);
+    }
+    renderFound(d.user);
+  });
+});
+
+void start();

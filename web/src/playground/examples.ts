@@ -1,0 +1,128 @@
+// The playground opens on one document that walks through the API, one
+// named operation per step; the run button asks which one to run.
+
+export const exampleOperations = `# Herald's GraphQL playground: one named operation per
+# step. Press the run button and pick one, or put the
+# cursor in it and press Ctrl-Enter. Variables are in the
+# Variables pane below; the Headers pane holds your token.
+#
+# 1. SignUp creates an account (LogIn signs in). Its token
+#    goes into the Headers pane as an Authorization header,
+#    sent with every request and in the websocket's
+#    connection_init. The key button sets a token by hand.
+# 2. FindUser looks someone up by handle: copy their id
+#    into "userId" in the Variables pane.
+# 3. Follow follows them: their posts reach your inbox.
+# 4. Post writes a message to your followers' inboxes.
+# 5. Inbox reads your home timeline, newest first, with
+#    its counts; for the next page, pass its endCursor as
+#    "after". MarkRead clears the unread count.
+# 6. InboxEvents keeps a websocket open and shows each
+#    change to your inbox (ADDED, EDITED, DELETED, READ)
+#    as it happens, until you press stop.
+
+mutation SignUp($handle: String!, $password: String!, $displayName: String) {
+  signUp(input: {handle: $handle, password: $password, displayName: $displayName}) {
+    token
+    expiresAt
+    user {
+      id
+      handle
+      displayName
+    }
+  }
+}
+
+mutation LogIn($handle: String!, $password: String!) {
+  logIn(input: {handle: $handle, password: $password}) {
+    token
+    expiresAt
+    user {
+      id
+      handle
+    }
+  }
+}
+
+query FindUser($followHandle: String!) {
+  user(handle: $followHandle) {
+    id
+    handle
+    displayName
+    followerCount
+    viewerFollows
+  }
+}
+
+mutation Follow($userId: ID!) {
+  follow(userId: $userId) {
+    handle
+    followerCount
+    viewerFollows
+  }
+}
+
+mutation Post($text: String!) {
+  postMessage(input: {text: $text}) {
+    id
+    text
+    createdAt
+  }
+}
+
+query Inbox($after: String) {
+  inbox(first: 20, after: $after) {
+    totalCount
+    unreadCount
+    rebuilding
+    edges {
+      deliveredAt
+      node {
+        id
+        text
+        kind
+        createdAt
+        editedAt
+        author {
+          handle
+          displayName
+        }
+      }
+    }
+    pageInfo {
+      hasNextPage
+      endCursor
+    }
+  }
+}
+
+mutation MarkRead {
+  markInboxRead
+}
+
+subscription InboxEvents {
+  inboxEvents {
+    type
+    unreadCount
+    totalCount
+    message {
+      id
+      text
+      author {
+        handle
+      }
+    }
+  }
+}
+`;
+
+export const exampleVariables = `{
+  "handle": "alice",
+  "password": "correct horse",
+  "displayName": "Alice",
+  "followHandle": "bob",
+  "userId": "paste the id FindUser returned",
+  "text": "Hello from the playground!",
+  "after": null
+}
+`;

@@ -1,0 +1,270 @@
+// Browser tests of the playground (/) and the demo client (/app/) against a
+// real Herald server on 127.0.0.1, in Debian's Chromium. Every request the
+// pages make is recorded; one to any other host fails the test.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import {
+  TIMEOUT,
+  artifactsDir,
+  foreignRequests,
+  gql,
+  launchBrowser,
+  recordedContext,
+  screenshot,
+  signUp,
+  startServer,
+  uniqueHandle,
+  until,
+} from './harness.mjs';
+
+const FOLLOW = 'mutation($id: ID!) { follow(userId: $id) { id } }';
+const POST = 'mutation($t: String!) { postMessage(input: {text: $t}) { id } }';
+
+let dir;
+let server;
+let browser;
+
+before(async () => {
+  dir = await artifactsDir();
+  console.log(`artifacts: ${dir}`);
+  server = await startServer(dir);
+  browser = await launchBrowser();
+});
+
+after(async () => {
+  await browser?.close();
+  const exit = await server?.stop();
+  // A clean shutdown is part of the contract: SIGTERM ends with status 0.
+  if (exit) assert.equal(exit.code, 0, `server exit ${JSON.stringify(exit)}; log in ${dir}/server.log`);
+});
+
+// withContext runs f in a fresh recorded browser context, then fails if any
+// page requested another host or threw an uncaught error.
+async function withContext(f) {
+  const rec = await recordedContext(browser);
+  try {
+    await f(rec.context);
+  } finally {
+    await rec.context.close();
+  }
+  assert.deepEqual(foreignRequests(rec.urls, server.host), [], 'requests to hosts other than the server');
+  assert.ok(rec.urls.length > 0, 'no request was recorded at all');
+  assert.deepEqual(rec.pageErrors, [], 'uncaught errors in the page');
+}
+
+describe('playground at /', () => {
+  // responseText is the result pane's text, as Monaco renders it.
+  const responseText = async (page) => (await page.locator('.graphiql-response').innerText()).replace(/\s+/g, ' ');
+
+  // run picks one operation of the example document from the run button's menu.
+  async function run(page, name) {
+    await page.locator('.graphiql-execute-button').click();
+    await page.getByRole('menuitem', { name, exact: true }).click();
+  }
+
+  async function waitForResponse(page, what, ok) {
+    await until(async () => ok(await responseText(page)), TIMEOUT.event, what, () => responseText(page));
+  }
+
+  test('runs the example operations, then a subscription with a pasted token', async () => {
+    await withContext(async (context) => {
+      const page = await context.newPage();
+      const frames = [];
+      page.on('websocket', (ws) => {
+        ws.on('framesent', (f) => frames.push(JSON.parse(f.payload)));
+      });
+      await page.goto(`${server.base}/`);
+      await page.locator('.graphiql-query-editor .monaco-editor').waitFor();
+      const editorText = async () => (await page.locator('.graphiql-query-editor').innerText()).replace(/\s+/g, ' ');
+      await until(async () => (await editorText()).includes("# Herald's GraphQL playground"), TIMEOUT.ui, 'the example operations in the editor', editorText);
+      assert.match(await page.getByTestId('token-status').innerText(), /No token/);
+      const [height, windowHeight] = await page.evaluate(() => [document.documentElement.scrollHeight, window.innerHeight]);
+      assert.ok(height <= windowHeight, `the page scrolls past the playground: ${height} > ${windowHeight}`);
+
+      // SignUp with the example variables; its token lands in the headers.
+      await run(page, 'SignUp');
+      await waitForResponse(page, 'the SignUp result', (s) => s.includes('"handle": "alice"') && s.includes('"token": "'));
+      await until(async () => /Signed in/.test(await page.getByTestId('token-status').innerText()), TIMEOUT.ui, 'the token status to say signed in');
+      await screenshot(page, dir, 'playground-1-signup', false);
+
+      // The token is sent: Inbox, which needs sign-in, answers as alice.
+      await run(page, 'Inbox');
+      await waitForResponse(page, 'the Inbox result', (s) => /"totalCount": 0, "unreadCount": 0, "rebuilding": false/.test(s));
+
+      // Without a token the server refuses the subscription's connection
+      // (4403), and the result pane says so.
+      page.once('dialog', (d) => void d.accept(''));
+      await page.getByTestId('token-button').click();
+      await until(async () => /No token/.test(await page.getByTestId('token-status').innerText()), TIMEOUT.ui, 'the token to be cleared');
+      await run(page, 'InboxEvents');
+      await waitForResponse(page, 'the refusal in the result pane', (s) => s.includes('websocket closed: 4403'));
+
+      // Another user's token, pasted with the key button, is used for the
+      // subscription: it follows an author who then posts over HTTP.
+      const author = await signUp(server.base, uniqueHandle('author'));
+      const reader = await signUp(server.base, uniqueHandle('reader'));
+      await gql(server.base, reader.token, FOLLOW, { id: author.id });
+      page.once('dialog', (d) => void d.accept(reader.token));
+      await page.getByTestId('token-button').click();
+      await until(
+        async () => (await page.getByTestId('token-status').innerText()).includes(reader.token.slice(-8)),
+        TIMEOUT.ui,
+        "the reader's token in the headers",
+      );
+
+      await run(page, 'InboxEvents');
+      await until(() => frames.some((f) => f.type === 'subscribe'), TIMEOUT.ui, 'the subscribe message on the websocket', () => JSON.stringify(frames));
+      // A new connection for the new token, which its connection_init carries.
+      const inits = frames.filter((f) => f.type === 'connection_init');
+      assert.deepEqual(inits.map((f) => f.payload), [{}, { authorization: `Bearer ${reader.token}` }], 'connection_init payloads');
+      // The server registers a subscription just after reading its
+      // subscribe message; the post waits that moment out.
+      await new Promise((r) => setTimeout(r, 300));
+      const text = `live from ${author.handle}`;
+      await gql(server.base, author.token, POST, { t: text });
+      await waitForResponse(page, 'the ADDED event in the result pane', (s) => s.includes('"type": "ADDED"') && s.includes(text) && s.includes('"unreadCount": 1'));
+      await screenshot(page, dir, 'playground-2-subscription', false);
+
+      // The run button now stops the subscription.
+      await page.locator('.graphiql-execute-button').click();
+      await until(async () => (await page.locator('.graphiql-execute-button').getAttribute('aria-label'))?.startsWith('Execute'), TIMEOUT.ui, 'the subscription to stop');
+
+      // A reload keeps the one tab, the examples and the edited variables.
+      const variablesText = async () => (await page.locator('.graphiql-editor-tool').innerText()).replace(/\s+/g, ' ');
+      await page.getByText('"handle": "alice"').click();
+      await page.keyboard.press('End');
+      await page.keyboard.insertText(' "edited": true,');
+      await until(async () => (await variablesText()).includes('"edited": true'), TIMEOUT.ui, 'the edit in the Variables pane', variablesText);
+      await new Promise((r) => setTimeout(r, 700)); // GraphiQL saves tabs 500 ms after a change
+      await page.reload();
+      await page.locator('.graphiql-query-editor .monaco-editor').waitFor();
+      await until(async () => (await editorText()).includes("# Herald's GraphQL playground"), TIMEOUT.ui, 'the example operations after a reload', editorText);
+      await until(async () => (await variablesText()).includes('"edited": true'), TIMEOUT.ui, 'the edited variables after a reload', variablesText);
+      assert.equal(await page.locator('.graphiql-tab').count(), 1, 'tabs after a reload');
+    });
+  });
+});
+
+describe('demo client at /app/', () => {
+  test('signs up, follows, and follows the timeline live', async () => {
+    await withContext(async (context) => {
+      const page = await context.newPage();
+      const author = await signUp(server.base, uniqueHandle('bob'));
+      const handle = uniqueHandle('ann');
+
+      await page.goto(`${server.base}/app/`);
+      await page.getByTestId('auth-handle').fill(handle);
+      await page.getByLabel('Password').fill('correct horse');
+      await page.getByLabel(/Display name/).fill('Ann');
+      await page.getByTestId('signup').click();
+      await page.getByTestId('viewer').filter({ hasText: `Ann (@${handle})` }).waitFor();
+      await page.getByTestId('live-status').filter({ hasText: /^live$/ }).waitFor();
+      await page.evaluate(() => {
+        // Survives only as long as the page is not reloaded.
+        window.heraldMarker = 'same page';
+      });
+
+      // A GraphQL error is shown with its code.
+      await page.getByTestId('find-handle').fill('nobody_here');
+      await page.getByTestId('find').click();
+      await page.getByTestId('error').filter({ hasText: 'NOT_FOUND' }).waitFor();
+      await page.getByTestId('compose-text').fill(' ');
+      await page.getByTestId('post').click();
+      await page.getByTestId('error').filter({ hasText: 'BAD_USER_INPUT' }).waitFor();
+
+      // Find the author and follow them.
+      await page.getByTestId('find-handle').fill(author.handle);
+      await page.getByTestId('find').click();
+      await page.getByTestId('found-user').filter({ hasText: `@${author.handle}` }).waitFor();
+      assert.equal(await page.getByTestId('error').isVisible(), false, 'the error is cleared by the next action');
+      await page.getByTestId('follow-toggle').click();
+      await page.getByTestId('follow-toggle').filter({ hasText: /^Unfollow$/ }).waitFor();
+      await page.getByTestId('found-counts').filter({ hasText: /^1 follower ·/ }).waitFor();
+
+      // The author posts: the item arrives live, unread 1.
+      const items = page.getByTestId('inbox-item');
+      const { postMessage: posted } = await gql(server.base, author.token, POST, { t: 'first post' });
+      await items.filter({ hasText: 'first post' }).waitFor({ timeout: TIMEOUT.event });
+      await page.getByTestId('unread-badge').filter({ hasText: /^1$/ }).waitFor();
+      await page.getByTestId('total-count').filter({ hasText: /^1 item$/ }).waitFor();
+      await screenshot(page, dir, 'app-1-live-item');
+
+      // Mark read clears the badge.
+      await page.getByTestId('mark-read').click();
+      await page.getByTestId('unread-badge').waitFor({ state: 'hidden' });
+
+      // An edit shows in place.
+      await gql(server.base, author.token, 'mutation($id: ID!) { editMessage(id: $id, text: "first post, edited") { id } }', { id: posted.id });
+      await items.filter({ hasText: 'first post, edited' }).waitFor({ timeout: TIMEOUT.event });
+      assert.equal(await items.count(), 1);
+      assert.equal(await items.first().getByTestId('edited').count(), 1);
+      await screenshot(page, dir, 'app-2-edited');
+
+      // A deletion removes it.
+      await gql(server.base, author.token, 'mutation($id: ID!) { deleteMessage(id: $id) }', { id: posted.id });
+      await items.first().waitFor({ state: 'detached', timeout: TIMEOUT.event });
+      await page.getByTestId('total-count').filter({ hasText: /^0 items$/ }).waitFor();
+      assert.equal(await page.evaluate(() => window.heraldMarker), 'same page', 'the page was reloaded');
+
+      // A reply, edited and deleted in place under My messages. Reading the
+      // inbox elsewhere (here over HTTP) clears the badge through a READ event.
+      const { postMessage: second } = await gql(server.base, author.token, POST, { t: 'second post' });
+      await page.getByTestId('unread-badge').filter({ hasText: /^1$/ }).waitFor({ timeout: TIMEOUT.event });
+      const ownToken = await page.evaluate(() => localStorage.getItem('herald.token'));
+      await gql(server.base, ownToken, 'mutation { markInboxRead }');
+      await page.getByTestId('unread-badge').waitFor({ state: 'hidden', timeout: TIMEOUT.event });
+      await items.filter({ hasText: 'second post' }).getByTestId('reply').click({ timeout: TIMEOUT.event });
+      await page.getByTestId('replying').filter({ hasText: '@' + author.handle }).waitFor();
+      await page.getByTestId('compose-text').fill('my reply');
+      await page.getByTestId('post').click();
+      const mine = page.getByTestId('my-message');
+      await mine.filter({ hasText: 'my reply' }).filter({ hasText: 'replying to @' + author.handle }).waitFor();
+      await mine.first().getByTestId('edit').click();
+      await page.getByTestId('edit-text').fill('my reply, edited');
+      await page.getByTestId('save').click();
+      await mine.filter({ hasText: 'my reply, edited' }).waitFor();
+      const seen = await gql(server.base, author.token, 'query($h: String!) { user(handle: $h) { messages(first: 1) { edges { node { text replyTo { id } } } } } }', { h: handle });
+      assert.deepEqual(seen.user.messages.edges[0].node, { text: 'my reply, edited', replyTo: { id: second.id } });
+      await mine.first().getByTestId('delete').click();
+      await mine.first().waitFor({ state: 'detached' });
+
+      // Paging: 21 more posts make two pages after a reload, which also
+      // shows the session kept in localStorage.
+      for (let i = 1; i <= 21; i++) await gql(server.base, author.token, POST, { t: `bulk ${i}` });
+      await page.getByTestId('total-count').filter({ hasText: /^22 items$/ }).waitFor({ timeout: TIMEOUT.event });
+      await page.reload();
+      await page.getByTestId('viewer').filter({ hasText: `@${handle}` }).waitFor();
+      await until(async () => (await items.count()) === 20, TIMEOUT.ui, 'the first page of 20', () => items.count());
+      assert.equal(await items.first().getByTestId('message-text').innerText(), 'bulk 21');
+      await page.getByTestId('load-more').click();
+      await until(async () => (await items.count()) === 22, TIMEOUT.ui, 'the second page', () => items.count());
+      assert.equal(await items.last().getByTestId('message-text').innerText(), 'second post');
+      await page.getByTestId('load-more').waitFor({ state: 'hidden' });
+
+      // Unfollowing takes the author's items out of the timeline.
+      await page.getByTestId('find-handle').fill(author.handle);
+      await page.getByTestId('find').click();
+      await page.getByTestId('follow-toggle').filter({ hasText: /^Unfollow$/ }).click();
+      await page.getByTestId('follow-toggle').filter({ hasText: /^Follow$/ }).waitFor();
+      await until(async () => (await items.count()) === 0, TIMEOUT.ui, 'the timeline to empty', () => items.count());
+      await screenshot(page, dir, 'app-3-unfollowed');
+
+      // A taken handle is refused with the server's code.
+      await page.getByTestId('logout').click();
+      await page.getByTestId('auth-handle').fill(handle);
+      await page.getByLabel('Password').fill('correct horse');
+      await page.getByTestId('signup').click();
+      await page.getByTestId('error').filter({ hasText: 'CONFLICT' }).waitFor();
+      await page.getByTestId('login').click();
+      await page.getByTestId('viewer').filter({ hasText: `@${handle}` }).waitFor();
+
+      // A token the server does not accept ends the session at the next load.
+      await page.evaluate(() => localStorage.setItem('herald.token', 'not-a-token'));
+      await page.reload();
+      await page.getByTestId('error').filter({ hasText: 'UNAUTHENTICATED' }).waitFor();
+      await page.getByTestId('auth-form').waitFor();
+      assert.equal(await page.evaluate(() => localStorage.getItem('herald.token')), null);
+    });
+  });
+});

@@ -15,10 +15,19 @@ import (
 
 // Message is the resolver for the message field.
 func (r *inboxEventResolver) Message(ctx context.Context, obj *model.InboxEvent) (*store.Message, error) {
-	if obj.MessageID.IsZero() {
+	if obj.MessageID.IsZero() || obj.Deleted {
 		return nil, nil
 	}
 	return optionalMessage(ctx, store.MessageKey{ID: obj.MessageID, AuthorID: obj.AuthorID})
+}
+
+// MessageID is the resolver for the messageId field.
+func (r *inboxEventResolver) MessageID(ctx context.Context, obj *model.InboxEvent) (*string, error) {
+	if obj.MessageID.IsZero() {
+		return nil, nil
+	}
+	id := globalID(typeMessage, obj.MessageID)
+	return &id, nil
 }
 
 // ID is the resolver for the id field.

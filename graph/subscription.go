@@ -57,8 +57,8 @@ func (r *Resolver) inboxEvents(ctx context.Context, viewer store.ID) (<-chan *mo
 // which loses nothing: the change shows on the next read anyway.
 func (r *Resolver) inboxEvent(ctx context.Context, viewer store.ID, ev store.Event) (*model.InboxEvent, bool) {
 	ie := &model.InboxEvent{Type: ev.Type, UnreadCount: ev.Counts.Unread, TotalCount: ev.Counts.Total}
-	if ev.Type == store.EventAdded || ev.Type == store.EventEdited {
-		ie.MessageID, ie.AuthorID = ev.MessageID, ev.AuthorID
+	if ev.Type != store.EventRead {
+		ie.MessageID, ie.AuthorID, ie.Deleted = ev.MessageID, ev.AuthorID, ev.Type == store.EventDeleted
 	}
 	if ev.NoCounts {
 		c, err := r.Service.InboxCounts(ctx, viewer)

@@ -11,9 +11,10 @@ import (
 
 type inboxEvent struct {
 	InboxEvents struct {
-		Type        string `json:"type"`
-		UnreadCount int    `json:"unreadCount"`
-		TotalCount  int    `json:"totalCount"`
+		Type        string  `json:"type"`
+		MessageID   *string `json:"messageId"`
+		UnreadCount int     `json:"unreadCount"`
+		TotalCount  int     `json:"totalCount"`
 		Message     *struct {
 			ID     string `json:"id"`
 			Text   string `json:"text"`
@@ -24,7 +25,7 @@ type inboxEvent struct {
 	} `json:"inboxEvents"`
 }
 
-const inboxEventsQuery = `subscription { inboxEvents { type unreadCount totalCount message { id text author { handle } } } }`
+const inboxEventsQuery = `subscription { inboxEvents { type messageId unreadCount totalCount message { id text author { handle } } } }`
 
 // next waits for the subscription's next payload, failing after a timeout
 // rather than hanging the test.
@@ -75,6 +76,8 @@ func testSubscription_InboxEvents(t *testing.T) {
 	assert.Equal(t, 1, ev.TotalCount)
 	require.NotNil(t, ev.Message)
 	assert.Equal(t, msg, ev.Message.ID)
+	require.NotNil(t, ev.MessageID)
+	assert.Equal(t, msg, *ev.MessageID)
 	assert.Equal(t, "first", ev.Message.Text)
 	assert.Equal(t, "alice", ev.Message.Author.Handle)
 
@@ -92,6 +95,7 @@ func testSubscription_InboxEvents(t *testing.T) {
 	ev = next(t, sub).InboxEvents
 	assert.Equal(t, "READ", ev.Type)
 	assert.Nil(t, ev.Message)
+	assert.Nil(t, ev.MessageID)
 	assert.Equal(t, 0, ev.UnreadCount)
 	assert.Equal(t, 1, ev.TotalCount)
 
@@ -99,6 +103,8 @@ func testSubscription_InboxEvents(t *testing.T) {
 	ev = next(t, sub).InboxEvents
 	assert.Equal(t, "DELETED", ev.Type)
 	assert.Nil(t, ev.Message)
+	require.NotNil(t, ev.MessageID, "DELETED names the message to remove")
+	assert.Equal(t, msg, *ev.MessageID)
 	assert.Equal(t, 0, ev.TotalCount)
 
 	require.NoError(t, sub.Close())

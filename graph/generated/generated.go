@@ -70,6 +70,7 @@ type ComplexityRoot struct {
 
 	InboxEvent struct {
 		Message     func(childComplexity int) int
+		MessageID   func(childComplexity int) int
 		TotalCount  func(childComplexity int) int
 		Type        func(childComplexity int) int
 		UnreadCount func(childComplexity int) int
@@ -161,6 +162,7 @@ type ComplexityRoot struct {
 
 type InboxEventResolver interface {
 	Message(ctx context.Context, obj *model.InboxEvent) (*store.Message, error)
+	MessageID(ctx context.Context, obj *model.InboxEvent) (*string, error)
 }
 type MessageResolver interface {
 	ID(ctx context.Context, obj *store.Message) (string, error)
@@ -308,6 +310,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.InboxEvent.Message(childComplexity), true
+	case "InboxEvent.messageId":
+		if e.ComplexityRoot.InboxEvent.MessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxEvent.MessageID(childComplexity), true
 	case "InboxEvent.totalCount":
 		if e.ComplexityRoot.InboxEvent.TotalCount == nil {
 			break
@@ -1069,6 +1077,11 @@ type InboxEvent {
   the message was deleted before the event was sent.
   """
   message: Message
+  """
+  The global id of the message concerned, null for READ. For DELETED it is
+  how a client finds the item to remove, as the message is gone.
+  """
+  messageId: ID
   "The inbox's unread count after the change."
   unreadCount: Int!
   "The inbox's total count after the change."
@@ -1225,6 +1238,8 @@ func (ec *executionContext) childFields_InboxEvent(ctx context.Context, field gr
 		return ec.fieldContext_InboxEvent_type(ctx, field)
 	case "message":
 		return ec.fieldContext_InboxEvent_message(ctx, field)
+	case "messageId":
+		return ec.fieldContext_InboxEvent_messageId(ctx, field)
 	case "unreadCount":
 		return ec.fieldContext_InboxEvent_unreadCount(ctx, field)
 	case "totalCount":
@@ -2287,6 +2302,29 @@ func (ec *executionContext) fieldContext_InboxEvent_message(_ context.Context, f
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _InboxEvent_messageId(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxEvent_messageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.InboxEvent().MessageID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InboxEvent_messageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxEvent", field, true, true, errors.New("field of type ID does not have child fields"))
 }
 
 func (ec *executionContext) _InboxEvent_unreadCount(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
@@ -5446,6 +5484,44 @@ func (ec *executionContext) _InboxEvent(ctx context.Context, sel ast.SelectionSe
 					}
 				}()
 				res = ec._InboxEvent_message(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "messageId":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._InboxEvent_messageId(ctx, field, obj)
 				if res == graphql.RequiredNull {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}

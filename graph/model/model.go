@@ -19,6 +19,8 @@ type InboxEvent struct {
 	Type store.EventType
 	// MessageID is the message concerned; store.NilID for READ.
 	MessageID store.ID
+	// Deleted is true for DELETED: the message is gone, so it is not loaded.
+	Deleted bool
 	// AuthorID is the message's author, so the lookup names its shard key;
 	// store.NilID for READ.
 	AuthorID store.ID

@@ -43,6 +43,7 @@ interface InboxEvent {
   type: 'ADDED' | 'EDITED' | 'DELETED' | 'READ';
   unreadCount: number;
   totalCount: number;
+  messageId: string | null;
   message: Message | null;
 }
 
@@ -61,7 +62,7 @@ const INBOX = `query Inbox($first: Int!, $after: String) {
 }
 ${MESSAGE}`;
 const INBOX_EVENTS = `subscription InboxEvents {
-  inboxEvents { type unreadCount totalCount message { ...Msg } }
+  inboxEvents { type messageId unreadCount totalCount message { ...Msg } }
 }
 ${MESSAGE}`;
 
@@ -239,9 +240,10 @@ function onEvent(ev: InboxEvent): void {
       if (ev.message) updateText(ev.message);
       break;
     case 'DELETED':
-      // The event does not say which message went: compare the shown
-      // items with the server's.
-      void act(null, reconcile);
+      if (ev.messageId) {
+        remove(ev.messageId);
+        afterChange();
+      }
       break;
     case 'READ':
       break;
@@ -306,25 +308,6 @@ async function refreshTop(): Promise<void> {
   afterChange();
   setCounts(page.unreadCount, page.totalCount);
   setRebuilding(page.rebuilding);
-}
-
-// reconcile removes the shown items the server no longer has, reading as
-// many pages as are shown (at most 100 items a page).
-async function reconcile(): Promise<void> {
-  const present = new Set<string>();
-  let after: string | null = null;
-  let more = true;
-  for (let pages = 0; more && present.size < shown.size && pages < 20; pages++) {
-    const page = await fetchInbox(Math.min(100, Math.max(shown.size, 1)), after);
-    for (const e of page.edges) present.add(e.node.id);
-    after = page.pageInfo.endCursor;
-    more = page.pageInfo.hasNextPage;
-    setCounts(page.unreadCount, page.totalCount);
-  }
-  for (const id of [...shown.keys()]) {
-    if (!present.has(id)) remove(id);
-  }
-  afterChange();
 }
 
 function itemOf(id: string): HTMLElement | null {

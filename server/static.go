@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/klauspost/compress/gzhttp"
 )
 
 // Cache policies of the web build. Files under /assets/ carry a hash of
@@ -19,13 +21,33 @@ const (
 	hashedAssetsPath = "/assets/"
 )
 
+// gzipETagSuffix marks the ETag of a compressed response: RFC 9110 §8.8.3
+// wants it to differ from the uncompressed one's.
+const gzipETagSuffix = "-gzip"
+
 // staticHandler serves the embedded web build (the playground at "/", the
-// demo client at "/app/") with cache headers and ETags, and sends "/app"
-// to "/app/".
+// demo client at "/app/") with cache headers and ETags, gzip-compressed for
+// clients that accept it (the playground's editor is 2.8 MB of script, 0.7
+// MB compressed), and sends "/app" to "/app/".
 func staticHandler(assets fs.FS) http.Handler {
+	compress, err := gzhttp.NewWrapper(gzhttp.SuffixETag(gzipETagSuffix))
+	if err != nil {
+		// NewWrapper fails only for invalid options, a programming error.
+		panic(err)
+	}
+	return compress(staticFiles(assets))
+}
+
+// staticFiles is staticHandler without compression.
+func staticFiles(assets fs.FS) http.Handler {
 	etags := fileETags(assets)
 	files := http.FileServerFS(assets)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A browser revalidates a compressed file with the ETag it got,
+		// suffixed; the file server knows the file's own.
+		if inm := r.Header.Get("If-None-Match"); strings.Contains(inm, gzipETagSuffix+`"`) {
+			r.Header.Set("If-None-Match", strings.ReplaceAll(inm, gzipETagSuffix+`"`, `"`))
+		}
 		p := r.URL.Path
 		if p == "/app" {
 			target := "/app/"

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"io"
 	"net/http"
 	"regexp"
@@ -75,4 +77,51 @@ func TestStatic_PagesAssetsAndCaching(t *testing.T) {
 	// Static files are read-only.
 	resp, _ = do(http.MethodPost, "/app/", nil)
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+}
+
+// Clients that accept gzip get the web build compressed, with an ETag of
+// its own that still revalidates; others get it as it is.
+func TestStatic_Gzip(t *testing.T) {
+	srv := newTestServer(t, nil)
+	// A transport that leaves Content-Encoding to the test.
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	get := func(path string, header http.Header) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		require.NoError(t, err)
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, b
+	}
+
+	_, page := get("/", nil)
+	m := regexp.MustCompile(`src="(/assets/[^"]+\.js)"`).FindSubmatch(page)
+	require.NotNil(t, m)
+	asset := string(m[1])
+
+	plain, raw := get(asset, nil)
+	require.Equal(t, http.StatusOK, plain.StatusCode)
+	assert.Empty(t, plain.Header.Get("Content-Encoding"))
+
+	zipped, body := get(asset, http.Header{"Accept-Encoding": {"gzip"}})
+	require.Equal(t, http.StatusOK, zipped.StatusCode)
+	assert.Equal(t, "gzip", zipped.Header.Get("Content-Encoding"))
+	assert.Contains(t, zipped.Header.Values("Vary"), "Accept-Encoding")
+	assert.Less(t, len(body), len(raw)/2, "script compresses to well under half")
+	zr, err := gzip.NewReader(bytes.NewReader(body))
+	require.NoError(t, err)
+	unzipped, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	assert.Equal(t, raw, unzipped)
+
+	etag := zipped.Header.Get("ETag")
+	assert.NotEqual(t, plain.Header.Get("ETag"), etag, "a compressed file has its own ETag")
+	resp, _ := get(asset, http.Header{"Accept-Encoding": {"gzip"}, "If-None-Match": {etag}})
+	assert.Equal(t, http.StatusNotModified, resp.StatusCode, "and it revalidates")
 }

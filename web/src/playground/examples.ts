@@ -103,6 +103,7 @@ mutation MarkRead {
 subscription InboxEvents {
   inboxEvents {
     type
+    messageId
     unreadCount
     totalCount
     message {

@@ -111,14 +111,7 @@ func testLoaders_InboxBatching(t *testing.T) {
 	// Backward pages cost the same calls: last: 5 before "message 50", and
 	// last: 50 before "message 9" (under cache, the oldest cached item).
 	var all struct {
-		Inbox struct {
-			Edges []struct {
-				Cursor string `json:"cursor"`
-				Node   struct {
-					Text string `json:"text"`
-				} `json:"node"`
-			} `json:"edges"`
-		} `json:"inbox"`
+		Inbox inbox `json:"inbox"`
 	}
 	e.mustExec(t, reader, `{ inbox(first: 60) { edges { cursor node { text } } } }`, nil, &all)
 	cursorOf := map[string]string{}
@@ -135,14 +128,7 @@ func testLoaders_InboxBatching(t *testing.T) {
 		t.Run(fmt.Sprintf("Last%d", tc.last), func(t *testing.T) {
 			e.backend.Reset()
 			var r struct {
-				Inbox struct {
-					TotalCount int `json:"totalCount"`
-					Edges      []struct {
-						Node struct {
-							Text string `json:"text"`
-						} `json:"node"`
-					} `json:"edges"`
-				} `json:"inbox"`
+				Inbox inbox `json:"inbox"`
 			}
 			e.mustExec(t, reader, qb, map[string]any{"last": tc.last, "before": cursorOf[tc.before]}, &r)
 			require.Len(t, r.Inbox.Edges, tc.last)

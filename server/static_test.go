@@ -17,16 +17,7 @@ func TestStatic_PagesAssetsAndCaching(t *testing.T) {
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	do := func(method, path string, header http.Header) (*http.Response, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, srv.URL+path, nil)
-		require.NoError(t, err)
-		for k, v := range header {
-			req.Header[k] = v
-		}
-		resp, err := client.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
+		resp, b := fetch(t, client, method, srv.URL+path, header)
 		return resp, string(b)
 	}
 
@@ -87,17 +78,7 @@ func TestStatic_Gzip(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	get := func(path string, header http.Header) (*http.Response, []byte) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
-		require.NoError(t, err)
-		for k, v := range header {
-			req.Header[k] = v
-		}
-		resp, err := client.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp, b
+		return fetch(t, client, http.MethodGet, srv.URL+path, header)
 	}
 
 	_, page := get("/", nil)
@@ -124,4 +105,20 @@ func TestStatic_Gzip(t *testing.T) {
 	assert.NotEqual(t, plain.Header.Get("ETag"), etag, "a compressed file has its own ETag")
 	resp, _ := get(asset, http.Header{"Accept-Encoding": {"gzip"}, "If-None-Match": {etag}})
 	assert.Equal(t, http.StatusNotModified, resp.StatusCode, "and it revalidates")
+}
+
+// fetch sends a request with header and returns the response and its body.
+func fetch(t *testing.T, client *http.Client, method, url string, header http.Header) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, b
 }

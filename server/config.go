@@ -52,6 +52,9 @@ type config struct {
 	ComplexityLimit int
 	MaxDepth        int
 	ShutdownTimeout time.Duration
+	// PprofAddr is where the runtime profiles are served; "" (the
+	// default) serves none.
+	PprofAddr string
 	// MaxBatch is the most operations in one batched POST; 0 or 1: no
 	// batching.
 	MaxBatch int
@@ -110,6 +113,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	fs.StringVar(&userRate, "rate-limit-user", defaultUserRate.String(), "mutations per signed-in user: COUNT/PERIOD[,burst=N], PERIOD s, m, h or a duration; 0 turns it off")
 	fs.StringVar(&addrRate, "rate-limit-address", defaultAddressRate.String(), "mutations per client address (an IPv6 /64), signUp and logIn included: COUNT/PERIOD[,burst=N]; 0 turns it off")
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client address (none: the peer is the client)")
+	fs.StringVar(&cfg.PprofAddr, "pprof", "", "serve runtime profiles (net/http/pprof) at /debug/pprof/ on this address of their own, e.g. 127.0.0.1:6060; empty serves none")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and queued fan-out")
 	fs.StringVar(&fanout, "fanout", string(store.StrategyBucket), "timeline strategy: read (fan-out on read), write (fan-out on write), bucket (fan-out on write into buckets of 50), cache (cached inbox) or hybrid (bucket, but celebrities' posts are merged in at read time)")
 	fs.IntVar(&cfg.CelebrityThreshold, "celebrity-threshold", 10_000, "hybrid: authors with more followers than this are not fanned out")

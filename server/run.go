@@ -94,6 +94,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	if cfg.PprofAddr != "" {
+		ps, err := startPprof(cfg.PprofAddr, log)
+		if err != nil {
+			_ = ln.Close()
+			return errors.Join(fmt.Errorf("pprof listen: %w", err), stopAll(context.Background(), log, be))
+		}
+		// Closed at once on shutdown: a profile being taken is cut short.
+		defer ps.Close()
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	// A backend that comes up in the background (MongoDB) sets readiness

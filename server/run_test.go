@@ -146,3 +146,49 @@ func TestRun_Errors(t *testing.T) {
 		assert.Contains(t, out.String(), "Usage: herald")
 	})
 }
+
+// TestRun_Pprof: with -pprof the profiles are served on their own address,
+// and never on the API's; without it there are none.
+func TestRun_Pprof(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	getenv := env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32))
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-pprof", "127.0.0.1:0"}, getenv, io.Discard, logs)
+	}()
+	api := "http://" + listenAddr(t, logs, done)
+	var pprofAddr string
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		var rec struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "pprof listening" {
+			pprofAddr = rec.Addr
+		}
+	}
+	require.NotEmpty(t, pprofAddr, "pprof logs its address before the API listens")
+	require.NotEqual(t, strings.TrimPrefix(api, "http://"), pprofAddr)
+
+	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/goroutine?debug=1")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(body), "goroutine profile:")
+
+	resp, err = http.Get(api + "/debug/pprof/goroutine?debug=1")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.NotContains(t, string(body), "goroutine profile:", "the API's address serves no profiles")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30s of cancel")
+	}
+	_, err = http.Get("http://" + pprofAddr + "/debug/pprof/")
+	assert.Error(t, err, "the profiles stop with the server")
+}

@@ -57,7 +57,7 @@ func forStrategies(t *testing.T, body func(t *testing.T)) {
 
 // strategyOf returns the strategy the test runs under: the forStrategies
 // subtest it is in, or the default.
-func strategyOf(t *testing.T) store.Strategy {
+func strategyOf(t testing.TB) store.Strategy {
 	for _, part := range strings.Split(t.Name(), "/") {
 		if st, err := store.ParseStrategy(part); err == nil {
 			return st
@@ -68,7 +68,7 @@ func strategyOf(t *testing.T) store.Strategy {
 
 // backendOf returns the backend the test runs on: the forBackends subtest
 // it is in. A test that calls newEnv outside forBackends fails.
-func backendOf(t *testing.T) string {
+func backendOf(t testing.TB) string {
 	t.Helper()
 	for _, part := range strings.Split(t.Name(), "/") {
 		if part == backendEmbedded || part == backendMongo {
@@ -139,7 +139,7 @@ func (b *syncBuffer) String() string {
 
 // newEnv starts a server with cfg's limits (graph.DefaultConfig() when mod
 // is nil), stopped in t.Cleanup.
-func newEnv(t *testing.T, mod func(*graph.Config)) *env {
+func newEnv(t testing.TB, mod func(*graph.Config)) *env {
 	t.Helper()
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -229,7 +229,7 @@ func opts(token string, vars map[string]any) []client.Option {
 }
 
 // exec runs an operation and returns its data as JSON and its errors.
-func (e *env) exec(t *testing.T, token, query string, vars map[string]any) (json.RawMessage, []gqlError) {
+func (e *env) exec(t testing.TB, token, query string, vars map[string]any) (json.RawMessage, []gqlError) {
 	t.Helper()
 	resp, err := e.client.RawPost(query, opts(token, vars)...)
 	if err != nil {
@@ -254,7 +254,7 @@ func (e *env) exec(t *testing.T, token, query string, vars map[string]any) (json
 var httpErr = regexp.MustCompile(`(?s)^http 4\d\d: (.*)$`)
 
 // mustExec runs an operation that must succeed and decodes its data into out.
-func (e *env) mustExec(t *testing.T, token, query string, vars map[string]any, out any) {
+func (e *env) mustExec(t testing.TB, token, query string, vars map[string]any, out any) {
 	t.Helper()
 	data, errs := e.exec(t, token, query, vars)
 	require.Empty(t, errs, "errors from %s", query)
@@ -287,7 +287,7 @@ type user struct {
 const userFields = `id handle displayName followerCount followingCount messageCount viewerFollows`
 
 // mustSignUp creates a user and returns its token and global id.
-func mustSignUp(t *testing.T, e *env, handle string) (token, id string) {
+func mustSignUp(t testing.TB, e *env, handle string) (token, id string) {
 	t.Helper()
 	var resp struct {
 		SignUp struct {
@@ -302,7 +302,7 @@ func mustSignUp(t *testing.T, e *env, handle string) (token, id string) {
 }
 
 // mustFollow makes the token's user follow userID and returns the followee.
-func mustFollow(t *testing.T, e *env, token, userID string) user {
+func mustFollow(t testing.TB, e *env, token, userID string) user {
 	t.Helper()
 	var resp struct {
 		Follow user `json:"follow"`
@@ -312,7 +312,7 @@ func mustFollow(t *testing.T, e *env, token, userID string) user {
 }
 
 // mustPost posts text as the token's user and returns the message's id.
-func mustPost(t *testing.T, e *env, token, text string) string {
+func mustPost(t testing.TB, e *env, token, text string) string {
 	t.Helper()
 	var resp struct {
 		PostMessage struct {
@@ -339,7 +339,7 @@ func mustReply(t *testing.T, e *env, token, text, replyTo string) string {
 }
 
 // waitFanOut waits until every queued fan-out job is done.
-func waitFanOut(t *testing.T, e *env) {
+func waitFanOut(t testing.TB, e *env) {
 	t.Helper()
 	require.Eventually(t, e.svc.Idle, 10*time.Second, 5*time.Millisecond, "fan-out did not finish")
 }

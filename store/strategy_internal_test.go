@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestMergeNewest(t *testing.T) {
+func TestMergeItems(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ids := make([]ID, 8)
 	for i := range ids {
@@ -63,4 +63,22 @@ func TestParseStrategy(t *testing.T) {
 	assert.ErrorContains(t, err, "unknown fan-out strategy")
 	assert.Equal(t, LayoutBuckets, StrategyHybrid.Layout())
 	assert.Equal(t, LayoutNone, StrategyRead.Layout())
+}
+
+// BenchmarkMergeItems measures hybrid's read-time merge: a page of 51 from
+// the stored inbox with 51 of the celebrities' pulled messages.
+func BenchmarkMergeItems(b *testing.B) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	stored, pulled := make([]InboxItem, 51), make([]InboxItem, 51)
+	for i := range 51 {
+		// Newest first, interleaved.
+		stored[i] = InboxItem{InboxEntry: InboxEntry{MessageID: NewID(base.Add(time.Duration(200-2*i) * time.Second))}}
+		pulled[i] = InboxItem{InboxEntry: InboxEntry{MessageID: NewID(base.Add(time.Duration(199-2*i) * time.Second))}}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := mergeItems(51, false, stored, pulled); len(out) != 51 {
+			b.Fatalf("%d items", len(out))
+		}
+	}
 }

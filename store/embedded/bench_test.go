@@ -91,13 +91,28 @@ func BenchmarkInbox(b *testing.B) {
 	for !svc.Idle() {
 		time.Sleep(time.Millisecond)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		page, err := svc.Inbox(ctx, followers[i%len(followers)], store.Forward(store.NilID, 50))
-		if err != nil || len(page.Items) != 50 {
-			b.Fatalf("page: %d items, %v", len(page.Items), err)
-		}
+	// Forward from the newest, and backward (last/before) from the middle.
+	first, err := svc.Inbox(ctx, followers[0], store.Forward(store.NilID, 60))
+	require.NoError(b, err)
+	mid := first.Items[len(first.Items)-1].MessageID
+	for _, tc := range []struct {
+		name string
+		r    store.Range
+	}{
+		{"forward", store.Forward(store.NilID, 50)},
+		{"backward", store.Backward(mid, 50)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				page, err := svc.Inbox(ctx, followers[i%len(followers)], tc.r)
+				if err != nil || len(page.Items) != 50 {
+					b.Fatalf("page: %d items, %v", len(page.Items), err)
+				}
+				i++
+			}
+		})
 	}
 }
 
@@ -120,4 +135,49 @@ func BenchmarkDeliverChunk(b *testing.B) {
 		require.Len(b, changes, len(followers))
 	}
 	b.ReportMetric(float64(len(followers)*b.N)/b.Elapsed().Seconds(), "deliveries/s")
+}
+
+// BenchmarkFindOutbox measures fan-out on read's k-way merge (strategy
+// read, and hybrid's celebrities): a page of 51 (50 and one to tell
+// whether more follow) over 200 followees' outboxes of 25 messages each,
+// from the newest forward, and backward from the middle.
+func BenchmarkFindOutbox(b *testing.B) {
+	ctx := context.Background()
+	st, err := embedded.Open(b.TempDir(), embedded.Options{})
+	require.NoError(b, err)
+	defer st.Close()
+	authors := make([]store.ID, 200)
+	var ids []store.ID
+	for i := range authors {
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		u := &store.User{ID: store.NewID(now), Handle: fmt.Sprintf("a%d", i), DisplayName: "a", CreatedAt: now, LastSeenAt: now}
+		require.NoError(b, st.CreateUser(ctx, u))
+		authors[i] = u.ID
+	}
+	for j := range 25 {
+		for _, a := range authors {
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			m := &store.Message{ID: store.NewID(now), AuthorID: a, Text: fmt.Sprintf("message %d", j), Kind: store.KindPost, CreatedAt: now}
+			require.NoError(b, st.CreateMessage(ctx, m, nil))
+			ids = append(ids, m.ID)
+		}
+	}
+	mid := ids[len(ids)/2]
+	for _, tc := range []struct {
+		name string
+		r    store.Range
+	}{
+		{"forward", store.Forward(store.NilID, 51)},
+		{"backward", store.Backward(mid, 51)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				es, err := st.FindOutbox(ctx, store.OutboxFilter{Authors: authors, Range: tc.r})
+				if err != nil || len(es) != 51 {
+					b.Fatalf("page: %d entries, %v", len(es), err)
+				}
+			}
+		})
+	}
 }

@@ -56,4 +56,3 @@ func BenchmarkHubPublish(b *testing.B) {
 	hub.Close()
 	wg.Wait()
 }
-

@@ -30,7 +30,8 @@ type backend struct {
 
 // openEmbedded opens the embedded store in the data directory and starts
 // the fan-out, as the default, single-node server does.
-func openEmbedded(ctx context.Context, cfg config, log *slog.Logger) (*backend, error) {
+// wrap instruments the store (metrics.wrapBackend).
+func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, wrap func(store.Backend) store.Backend) (*backend, error) {
 	dbDir := filepath.Join(cfg.DataDir, embeddedDir)
 	st, err := embedded.Open(dbDir, embedded.Options{Logger: log})
 	if err != nil {
@@ -38,7 +39,7 @@ func openEmbedded(ctx context.Context, cfg config, log *slog.Logger) (*backend, 
 	}
 	log.Info("store open", "backend", "embedded", "dir", dbDir, "fanout", cfg.Fanout)
 	hub := store.NewHub()
-	svc := store.NewService(st, hub, cfg.serviceOptions(log))
+	svc := store.NewService(wrap(st), hub, cfg.serviceOptions(log))
 	if err := svc.Start(ctx); err != nil {
 		hub.Close()
 		_ = st.Close()
@@ -49,8 +50,9 @@ func openEmbedded(ctx context.Context, cfg config, log *slog.Logger) (*backend, 
 
 // openMongo prepares the MongoDB backend without waiting for MongoDB: the
 // driver connects lazily, and the server starts (not ready) while MongoDB
-// is unreachable. Only a malformed URI or option fails here.
-func openMongo(ctx context.Context, cfg config, log *slog.Logger) (*backend, error) {
+// is unreachable. Only a malformed URI or option fails here. wrap
+// instruments the store.
+func openMongo(ctx context.Context, cfg config, log *slog.Logger, wrap func(store.Backend) store.Backend) (*backend, error) {
 	client, err := mongostore.Connect(ctx, mongostore.ConnectOptions{
 		URI:            cfg.MongoURI,
 		Database:       cfg.MongoDatabase,
@@ -63,7 +65,7 @@ func openMongo(ctx context.Context, cfg config, log *slog.Logger) (*backend, err
 	}
 	st := mongostore.New(client, cfg.MongoDatabase, mongostore.Options{Logger: log})
 	events := mongostore.NewEvents(st.Database(), mongostore.EventsOptions{Logger: log})
-	svc := store.NewService(st, events, cfg.serviceOptions(log))
+	svc := store.NewService(wrap(st), events, cfg.serviceOptions(log))
 	log.Info("store open", "backend", "mongodb", "database", cfg.MongoDatabase, "fanout", cfg.Fanout)
 	if cfg.TokenSecret == nil {
 		log.Warn("the token secret comes from the data directory: every instance sharing this MongoDB must verify the same tokens, so give them all one HERALD_TOKEN_SECRET")

@@ -55,6 +55,8 @@ type config struct {
 	// PprofAddr is where the runtime profiles are served; "" (the
 	// default) serves none.
 	PprofAddr string
+	// Metrics serves Prometheus metrics at /metrics and collects them.
+	Metrics bool
 	// MaxBatch is the most operations in one batched POST; 0 or 1: no
 	// batching.
 	MaxBatch int
@@ -114,6 +116,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	fs.StringVar(&addrRate, "rate-limit-address", defaultAddressRate.String(), "mutations per client address (an IPv6 /64), signUp and logIn included: COUNT/PERIOD[,burst=N]; 0 turns it off")
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client address (none: the peer is the client)")
 	fs.StringVar(&cfg.PprofAddr, "pprof", "", "serve runtime profiles (net/http/pprof) at /debug/pprof/ on this address of their own, e.g. 127.0.0.1:6060; empty serves none")
+	fs.BoolVar(&cfg.Metrics, "metrics", true, "serve Prometheus metrics at GET /metrics, unauthenticated: keep the path off the public side of the proxy; false collects none")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and queued fan-out")
 	fs.StringVar(&fanout, "fanout", string(store.StrategyBucket), "timeline strategy: read (fan-out on read), write (fan-out on write), bucket (fan-out on write into buckets of 50), cache (cached inbox) or hybrid (bucket, but celebrities' posts are merged in at read time)")
 	fs.IntVar(&cfg.CelebrityThreshold, "celebrity-threshold", 10_000, "hybrid: authors with more followers than this are not fanned out")

@@ -45,10 +45,14 @@ func newTestServer(t *testing.T, edit func(*config)) *testServer {
 	st, err := embedded.Open(t.TempDir(), embedded.Options{Logger: log})
 	require.NoError(t, err)
 	hub := store.NewHub()
+	var m *metrics
+	if cfg.Metrics {
+		m = newMetrics()
+	}
 	// The lowest bcrypt cost keeps sign-ups fast; the server uses the default.
-	svc := store.NewService(st, hub, store.Options{Logger: log, PasswordCost: 4})
+	svc := store.NewService(m.wrapBackend(st), hub, store.Options{Logger: log, PasswordCost: 4})
 	require.NoError(t, svc.Start(context.Background()))
-	ts := serve(t, cfg, log, svc, nil, func() {
+	ts := serve(t, cfg, log, svc, m, nil, func() {
 		hub.Close()
 		_ = st.Close()
 	})
@@ -56,13 +60,14 @@ func newTestServer(t *testing.T, edit func(*config)) *testServer {
 	return ts
 }
 
-// serve serves the real handler over svc on 127.0.0.1, ready at once. In
+// serve serves the real handler over svc on 127.0.0.1, ready at once,
+// with metrics m (nil: none). In
 // t.Cleanup it stops HTTP, websockets and the fan-out in the program's
 // order, then calls stop to close what lies below the service.
-func serve(t *testing.T, cfg config, log *slog.Logger, svc *store.Service, edit func(*app), stop func()) *testServer {
+func serve(t *testing.T, cfg config, log *slog.Logger, svc *store.Service, m *metrics, edit func(*app), stop func()) *testServer {
 	t.Helper()
 	signer := auth.NewSigner([]byte(strings.Repeat("k", 32)), time.Hour)
-	a, err := newApp(cfg, log, svc, signer)
+	a, err := newApp(cfg, log, svc, signer, m)
 	require.NoError(t, err)
 	if edit != nil {
 		edit(a)

@@ -51,7 +51,7 @@ func newTestServerOnMongo(t *testing.T, client lungo.IClient, edit func(*config)
 	up := &mongoUp{log: log, timeout: cfg.MongoTimeout, ping: st.Ping, ensureIndexes: st.EnsureIndexes, events: events, svc: svc}
 	require.NoError(t, up.check(context.Background()))
 
-	ts := serve(t, cfg, log, svc, func(a *app) { a.requestTimeout = cfg.MongoTimeout }, func() {
+	ts := serve(t, cfg, log, svc, nil, func(a *app) { a.requestTimeout = cfg.MongoTimeout }, func() {
 		events.Close()
 		_ = st.Close()
 	})

@@ -69,17 +69,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	var m *metrics
+	if cfg.Metrics {
+		m = newMetrics()
+	}
 	var be *backend
 	if cfg.MongoURI != "" {
-		be, err = openMongo(ctx, cfg, log)
+		be, err = openMongo(ctx, cfg, log, m.wrapBackend)
 	} else {
-		be, err = openEmbedded(ctx, cfg, log)
+		be, err = openEmbedded(ctx, cfg, log, m.wrapBackend)
 	}
 	if err != nil {
 		return err
 	}
 
-	a, err := newApp(cfg, log, be.svc, auth.NewSigner(secret, cfg.TokenTTL))
+	a, err := newApp(cfg, log, be.svc, auth.NewSigner(secret, cfg.TokenTTL), m)
 	if err != nil {
 		return errors.Join(err, stopAll(context.Background(), log, be))
 	}
@@ -183,26 +187,36 @@ type app struct {
 	ws      *wsAdapter
 	wsTrack wsTracker
 	health  health
+	// metrics is nil when -metrics=false.
+	metrics *metrics
 	// requestTimeout bounds each GraphQL HTTP request (0: unbounded).
 	requestTimeout time.Duration
 }
 
-func newApp(cfg config, log *slog.Logger, svc *store.Service, signer *auth.Signer) (*app, error) {
+// newApp returns the app over svc. m, if not nil, is the registry that
+// /metrics serves, whose storage metrics svc's backend already feeds (see
+// metrics.wrapBackend); the app adds its own.
+func newApp(cfg config, log *slog.Logger, svc *store.Service, signer *auth.Signer, m *metrics) (*app, error) {
 	origins, err := newOriginPolicy(cfg.AllowedOrigins)
 	if err != nil {
 		return nil, err
 	}
-	return &app{
+	a := &app{
 		cfg:     cfg,
 		log:     log,
 		svc:     svc,
 		signer:  signer,
 		origins: origins,
 		ws:      newWSAdapter(origins, wsWriteTimeout),
-	}, nil
+		metrics: m,
+	}
+	if m != nil {
+		m.watch(svc, a.ws)
+	}
+	return a, nil
 }
 
-// routes returns the server's handler. The middleware of /graphql runs
+// routes returns the server's handler; call it once. The middleware of /graphql runs
 // outside in: access log, CORS, origin check (websocket only), upgrade
 // tracking, body limit, client address, authentication, then gqlgen.
 func (a *app) routes() http.Handler {
@@ -216,6 +230,9 @@ func (a *app) routes() http.Handler {
 		MaxBatch:        a.cfg.MaxBatch,
 		RateLimits:      graph.RateLimits{User: a.cfg.RateLimitUser, Address: a.cfg.RateLimitAddress},
 	})
+	if a.metrics != nil {
+		gql.Use(a.metrics.ops)
+	}
 	limit := a.cfg.MaxBodyBytes
 	gql.AddTransport(transport.Websocket{
 		Implementation:        a.ws,
@@ -246,6 +263,11 @@ func (a *app) routes() http.Handler {
 	mux.Handle("/graphql", h)
 	mux.HandleFunc("GET /healthz", a.health.live)
 	mux.HandleFunc("GET /readyz", a.health.readyz)
+	if a.metrics != nil {
+		// Unauthenticated, like the health checks: keep it off the public
+		// side of the proxy, or turn it off with -metrics=false.
+		mux.Handle("GET /metrics", a.metrics.handler())
+	}
 	// "/" without a method: a method-qualified "GET /" would conflict with
 	// the method-less "/graphql" in ServeMux's precedence rules.
 	mux.Handle("/", getOnly(staticHandler(web.Assets)))

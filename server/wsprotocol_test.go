@@ -34,7 +34,7 @@ func newProtoServer(t *testing.T) *testServer {
 	hub := store.NewHub()
 	svc := store.NewService(st, hub, store.Options{Logger: log, PasswordCost: 4})
 	require.NoError(t, svc.Start(context.Background()))
-	ts := serve(t, cfg, log, svc, func(a *app) { a.ws.initTimeout = protoInitTimeout }, func() {
+	ts := serve(t, cfg, log, svc, nil, func(a *app) { a.ws.initTimeout = protoInitTimeout }, func() {
 		hub.Close()
 		_ = st.Close()
 	})

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // EventType says what happened in an inbox. The values are the GraphQL enum values.
@@ -56,6 +57,19 @@ type Hub struct {
 	mu     sync.Mutex
 	subs   map[ID]map[*hubSub]struct{}
 	closed bool
+	// open and dropped are written under mu and read without it, so
+	// that monitoring never waits on a publish.
+	open    atomic.Int64
+	dropped atomic.Uint64
+}
+
+// HubStats are a hub's counters, for monitoring.
+type HubStats struct {
+	// Subscriptions is the number of open subscriptions.
+	Subscriptions int
+	// Dropped counts the subscribers dropped because their buffer was
+	// full, since the hub was made.
+	Dropped uint64
 }
 
 type hubSub struct {
@@ -80,6 +94,7 @@ func (h *Hub) Publish(_ context.Context, evs ...Event) {
 			case s.ch <- ev:
 			default:
 				h.removeLocked(ev.UserID, s)
+				h.dropped.Add(1)
 			}
 		}
 	}
@@ -99,6 +114,7 @@ func (h *Hub) Subscribe(ctx context.Context, userID ID) (<-chan Event, error) {
 		h.subs[userID] = m
 	}
 	m[s] = struct{}{}
+	h.open.Add(1)
 	h.mu.Unlock()
 
 	go func() {
@@ -123,6 +139,7 @@ func (h *Hub) removeLocked(userID ID, s *hubSub) {
 	if len(m) == 0 {
 		delete(h.subs, userID)
 	}
+	h.open.Add(-1)
 	close(s.ch)
 	close(s.done)
 }
@@ -135,14 +152,11 @@ func (h *Hub) Subscribers(userID ID) int {
 }
 
 // Len returns the number of open subscriptions of all users.
-func (h *Hub) Len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, m := range h.subs {
-		n += len(m)
-	}
-	return n
+func (h *Hub) Len() int { return int(h.open.Load()) }
+
+// Stats returns the hub's counters. It takes no lock.
+func (h *Hub) Stats() HubStats {
+	return HubStats{Subscriptions: h.Len(), Dropped: h.dropped.Load()}
 }
 
 // Close ends every subscription and refuses new ones.

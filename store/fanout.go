@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,8 +49,11 @@ type fanout struct {
 	other   []*Job // edit notices
 	known   map[jobKey]bool
 	running int
-	closing bool
-	leader  bool // holds the fan-out lease (always, without a Leaser)
+	// storedRunning counts the stored jobs running: 0 or 1, their lane
+	// running one at a time.
+	storedRunning int
+	closing       bool
+	leader        bool // holds the fan-out lease (always, without a Leaser)
 
 	// leaseUntil is when the lease, as last renewed, could pass to another
 	// process: past it this one stops running stored jobs, even before it
@@ -65,6 +69,11 @@ type fanout struct {
 	leadStop chan struct{}
 	leadDone chan struct{}
 	stopLead sync.Once // Close may be called twice
+
+	// Counters for Service.Stats, since the start.
+	done      [JobRebuild + 1]atomic.Uint64 // stored jobs finished, by kind
+	delivered atomic.Uint64                 // inbox entries added by JobDeliver
+	rebuilds  atomic.Uint64                 // JobRebuild stored by Seen
 }
 
 func newFanout(s *Service, opts Options) *fanout {
@@ -297,12 +306,19 @@ func (f *fanout) work(queue *[]*Job) {
 		(*queue)[0] = nil
 		*queue = (*queue)[1:]
 		f.running++
+		stored := queue == &f.ordered
+		if stored {
+			f.storedRunning++
+		}
 		f.mu.Unlock()
 
 		f.run(j)
 
 		f.mu.Lock()
 		f.running--
+		if stored {
+			f.storedRunning--
+		}
 		delete(f.known, jobKey{j.ID, j.Kind})
 		f.mu.Unlock()
 	}
@@ -347,6 +363,9 @@ func (f *fanout) step(j *Job) error {
 		}
 		done, err := f.runChunk(ctx, j)
 		if err != nil || done {
+			if err == nil && int(j.Kind) < len(f.done) {
+				f.done[j.Kind].Add(1)
+			}
 			return err
 		}
 	}
@@ -375,6 +394,7 @@ func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		f.delivered.Add(uint64(len(changes)))
 		f.publish(ctx, EventAdded, j, changes)
 		j.Cursor = d.Cursor
 		return d.Done, nil

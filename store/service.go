@@ -136,6 +136,45 @@ func (s *Service) Close(ctx context.Context) error {
 // Idle reports whether no fan-out work is queued or running.
 func (s *Service) Idle() bool { return s.fanout.idle() }
 
+// Stats are the counters of a Service's fan-out and of its Events, for
+// monitoring. Counters count from NewService; a restart starts them over.
+type Stats struct {
+	// JobsQueued is the number of stored jobs waiting to run, JobsRunning
+	// the number running (0 or 1: they run one at a time). A process that
+	// does not hold the fan-out lease queues none.
+	JobsQueued, JobsRunning int
+	// JobsDone counts the stored jobs run to their end, indexed by
+	// JobKind. A job cancelled by a deletion, or stopped by a shutdown or a
+	// lost lease, is not counted.
+	JobsDone [JobRebuild + 1]uint64
+	// Delivered counts the inbox entries delivery jobs added; on
+	// StrategyCache, the active followers a post was delivered to.
+	Delivered uint64
+	// RebuildsStarted counts the inbox rebuilds of returning users stored
+	// by this process.
+	RebuildsStarted uint64
+	// Events are the counters of the Events, if it keeps any (Hub does).
+	Events HubStats
+}
+
+// Stats returns the current counters. It is cheap and safe to call
+// concurrently with everything else: monitoring scrapes call it.
+func (s *Service) Stats() Stats {
+	f := s.fanout
+	f.mu.Lock()
+	st := Stats{JobsQueued: len(f.ordered), JobsRunning: f.storedRunning}
+	f.mu.Unlock()
+	for k := range f.done {
+		st.JobsDone[k] = f.done[k].Load()
+	}
+	st.Delivered = f.delivered.Load()
+	st.RebuildsStarted = f.rebuilds.Load()
+	if e, ok := s.events.(interface{ Stats() HubStats }); ok {
+		st.Events = e.Stats()
+	}
+	return st
+}
+
 // SeenEvery is how often, at most, a user's last-seen time is written:
 // often enough to tell active users from idle ones (which fan-out may skip),
 // rarely enough to cost nothing per request.
@@ -170,6 +209,7 @@ func (s *Service) Seen(ctx context.Context, user ID) {
 		return
 	}
 	if started {
+		s.fanout.rebuilds.Add(1)
 		s.log.InfoContext(ctx, "rebuilding the inbox of a returning user", "user", user.String())
 		s.fanout.enqueue(rebuild)
 	}

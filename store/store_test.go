@@ -161,3 +161,25 @@ func TestHub(t *testing.T) {
 		assert.Error(t, err)
 	})
 }
+
+// TestHub_Stats checks the hub's counters: open subscriptions, and a
+// subscriber dropped for a full buffer counted once.
+func TestHub_Stats(t *testing.T) {
+	h := store.NewHub()
+	defer h.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	user := store.NewID(time.Now())
+	_, err := h.Subscribe(ctx, user)
+	require.NoError(t, err)
+	_, err = h.Subscribe(context.Background(), store.NewID(time.Now()))
+	require.NoError(t, err)
+	assert.Equal(t, store.HubStats{Subscriptions: 2}, h.Stats())
+
+	for range store.HubBuffer + 1 {
+		h.Publish(context.Background(), store.Event{Type: store.EventRead, UserID: user})
+	}
+	assert.Equal(t, store.HubStats{Subscriptions: 1, Dropped: 1}, h.Stats())
+	cancel() // already dropped: ending it counts nothing more
+	h.Publish(context.Background(), store.Event{Type: store.EventRead, UserID: user})
+	assert.Equal(t, store.HubStats{Subscriptions: 1, Dropped: 1}, h.Stats())
+}

@@ -242,6 +242,9 @@ func (e *Events) Subscribe(ctx context.Context, userID store.ID) (<-chan store.E
 // Len returns the number of open subscriptions in this process.
 func (e *Events) Len() int { return e.hub.Len() }
 
+// Stats returns the counters of this process's hub.
+func (e *Events) Stats() store.HubStats { return e.hub.Stats() }
+
 // Run opens the change stream, starting from now (older events are not
 // replayed), and starts the goroutine that feeds the hub from it until
 // Close. ctx bounds only the opening. It returns the opening's error, after

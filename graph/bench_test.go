@@ -1,7 +1,6 @@
 package graph_test
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,17 +26,7 @@ func BenchmarkInboxQuery(b *testing.B) {
 
 func benchmarkInboxQuery(b *testing.B) {
 	e := newEnv(b, nil)
-	reader, _ := mustSignUp(b, e, "reader")
-	var authors []string
-	for i := range 5 {
-		tok, id := mustSignUp(b, e, fmt.Sprintf("author%d", i))
-		mustFollow(b, e, reader, id)
-		authors = append(authors, tok)
-	}
-	for i := range 120 {
-		mustPost(b, e, authors[i%len(authors)], fmt.Sprintf("message %d, of an ordinary length for a timeline", i))
-	}
-	waitFanOut(b, e)
+	reader := timelineOfFive(b, e, 120, "message %d, of an ordinary length for a timeline")
 	body := `{"query":"query Home { inbox(first: 50) { totalCount unreadCount edges { cursor node { id text createdAt author { handle displayName } } } pageInfo { hasNextPage endCursor } } }"}`
 	h := withViewer(e.tokens, e.srv)
 	read := func() *httptest.ResponseRecorder {

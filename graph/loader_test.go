@@ -58,8 +58,11 @@ func sum(calls map[string]int64) int64 {
 	return n
 }
 
-func testLoaders_InboxBatching(t *testing.T) {
-	e := newEnv(t, nil)
+// timelineOfFive signs up a reader who follows five authors, has the
+// authors post n messages in turn (texts from format and the message's
+// number), waits for fan-out and returns the reader's token.
+func timelineOfFive(t testing.TB, e *env, n int, format string) string {
+	t.Helper()
 	reader, _ := mustSignUp(t, e, "reader")
 	var authors []string
 	for i := range 5 {
@@ -67,10 +70,16 @@ func testLoaders_InboxBatching(t *testing.T) {
 		mustFollow(t, e, reader, id)
 		authors = append(authors, tok)
 	}
-	for i := range 60 {
-		mustPost(t, e, authors[i%len(authors)], fmt.Sprintf("message %d", i))
+	for i := range n {
+		mustPost(t, e, authors[i%len(authors)], fmt.Sprintf(format, i))
 	}
 	waitFanOut(t, e)
+	return reader
+}
+
+func testLoaders_InboxBatching(t *testing.T) {
+	e := newEnv(t, nil)
+	reader := timelineOfFive(t, e, 60, "message %d")
 	st := strategyOf(t)
 	// The cache strategy builds the cache at the first read; measure hits.
 	e.mustExec(t, reader, `{ inbox(first: 1) { totalCount } }`, nil, nil)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -148,8 +149,9 @@ func responseType(r *http.Request) string {
 
 // accessLogMiddleware logs each request at debug level, once it is done
 // (for a websocket: once the connection ends). It costs nothing when debug
-// logging is off.
-func accessLogMiddleware(log *slog.Logger, next http.Handler) http.Handler {
+// logging is off. "remote" is the peer; behind trusted proxies, "client"
+// is the client as the rate limiter sees it (clientAddr).
+func accessLogMiddleware(log *slog.Logger, trusted []netip.Prefix, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !log.Enabled(r.Context(), slog.LevelDebug) {
 			next.ServeHTTP(w, r)
@@ -165,14 +167,18 @@ func accessLogMiddleware(log *slog.Logger, next http.Handler) http.Handler {
 		if rec.hijacked {
 			status = http.StatusSwitchingProtocols
 		}
-		log.LogAttrs(r.Context(), slog.LevelDebug, "request",
+		attrs := []slog.Attr{
 			slog.String("method", r.Method),
 			slog.String("path", r.URL.Path),
 			slog.Int("status", status),
 			slog.Int64("bytes", rec.bytes),
 			slog.Float64("ms", float64(time.Since(start).Microseconds())/1000),
 			slog.String("remote", r.RemoteAddr),
-		)
+		}
+		if a, ok := clientAddr(r, trusted); ok && len(trusted) > 0 {
+			attrs = append(attrs, slog.String("client", a.String()))
+		}
+		log.LogAttrs(r.Context(), slog.LevelDebug, "request", attrs...)
 	})
 }
 

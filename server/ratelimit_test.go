@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -242,4 +244,22 @@ func TestBatch_Stack(t *testing.T) {
 	require.Less(t, len(pad), 200)
 	resp, _ = corsDo(t, srv.URL, http.MethodPost, h, "["+pad+","+pad+"]")
 	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+}
+
+// Behind a trusted proxy the access log names the client the rate limiter
+// keys on, beside the proxy that sent the request.
+func TestAccessLog_ClientBehindProxy(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	trusted, err := parseTrustedProxies("10.0.0.0/8")
+	require.NoError(t, err)
+	h := accessLogMiddleware(log, trusted, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	req := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+	req.RemoteAddr = "10.1.2.3:4567"
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	var rec struct{ Remote, Client string }
+	require.NoError(t, json.Unmarshal(logs.Bytes(), &rec), logs.String())
+	assert.Equal(t, "10.1.2.3:4567", rec.Remote)
+	assert.Equal(t, "203.0.113.9", rec.Client)
 }

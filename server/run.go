@@ -271,7 +271,7 @@ func (a *app) routes() http.Handler {
 	// "/" without a method: a method-qualified "GET /" would conflict with
 	// the method-less "/graphql" in ServeMux's precedence rules.
 	mux.Handle("/", getOnly(staticHandler(web.Assets)))
-	return accessLogMiddleware(a.log, mux)
+	return accessLogMiddleware(a.log, a.cfg.TrustedProxies, mux)
 }
 
 // getOnly answers 405 to any method but GET and HEAD, which is all static

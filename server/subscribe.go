@@ -13,7 +13,7 @@ import (
 )
 
 // inboxEventsQuery is what `herald subscribe` asks for.
-const inboxEventsQuery = `subscription { inboxEvents { type unreadCount totalCount message { id text createdAt editedAt author { handle displayName } } } }`
+const inboxEventsQuery = `subscription { inboxEvents { type messageId unreadCount totalCount message { id text createdAt editedAt author { handle displayName } } } }`
 
 // runSubscribe is `herald subscribe`: a graphql-transport-ws client that
 // prints the viewer's inbox events as JSON lines until ctx ends or the server

@@ -64,6 +64,19 @@ export default defineConfig({
         playground: join(root, 'index.html'),
         app: join(root, 'app/index.html'),
       },
+      output: {
+        // Libraries go in one vendor chunk of the playground's, and Vite's
+        // preload helper in a chunk of its own, so no library chunk imports
+        // Herald's code: an edit of Herald's pages then renames their own
+        // chunks only, not the megabytes of Monaco (which rebuilt whole, and
+        // grew git by as much, at each edit). graphql-ws stays out of it: the
+        // demo client shares it and must not load the playground's vendor.
+        manualChunks(id) {
+          if (id.includes('vite/preload-helper') || id.includes('commonjsHelpers')) return 'runtime';
+          if (!id.includes('/node_modules/') || id.includes('/node_modules/graphql-ws/')) return undefined;
+          return 'vendor';
+        },
+      },
     },
   },
   worker: { format: 'es' },

@@ -3,6 +3,7 @@ package embedded_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -179,5 +180,17 @@ func BenchmarkFindOutbox(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkRawAppend is the engine's own limit for fan-out's writes
+// (embedded.RawAppendRate): synced batches of 1,000 inbox entries. Compare
+// its entries/s with BenchmarkFanout's deliveries/s.
+func BenchmarkRawAppend(b *testing.B) {
+	const n = 200_000
+	for b.Loop() {
+		rate, err := embedded.RawAppendRate(filepath.Join(b.TempDir(), "raw"), n, 1000)
+		require.NoError(b, err)
+		b.ReportMetric(rate, "entries/s")
 	}
 }

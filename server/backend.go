@@ -198,5 +198,8 @@ func (cfg config) serviceOptions(log *slog.Logger) store.Options {
 		CacheTTL:           cfg.CacheTTL,
 		FollowBackfill:     backfill,
 		Logger:             log,
+		// A request changes its edge within -mongodb-timeout, which bounds
+		// its storage work; the grace outlasts it.
+		EdgeJobGrace: max(15*time.Second, cfg.MongoTimeout+5*time.Second),
 	}
 }

@@ -48,7 +48,11 @@ type fanout struct {
 	ordered []*Job // stored jobs, first in first out
 	other   []*Job // edit notices
 	known   map[jobKey]bool
-	running int
+	// polledAt is when polling first found each follow or unfollow job not
+	// yet queued (see Options.EdgeJobGrace).
+	polledAt  map[jobKey]time.Time
+	edgeGrace time.Duration
+	running   int
 	// storedRunning counts the stored jobs running: 0 or 1, their lane
 	// running one at a time.
 	storedRunning int
@@ -77,7 +81,8 @@ type fanout struct {
 }
 
 func newFanout(s *Service, opts Options) *fanout {
-	f := &fanout{s: s, chunk: opts.ChunkSize, leaseTTL: opts.LeaseTTL, poll: opts.JobPoll, known: make(map[jobKey]bool)}
+	f := &fanout{s: s, chunk: opts.ChunkSize, leaseTTL: opts.LeaseTTL, poll: opts.JobPoll, known: make(map[jobKey]bool),
+		polledAt: make(map[jobKey]time.Time), edgeGrace: opts.EdgeJobGrace}
 	f.cond = sync.NewCond(&f.mu)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	if l, ok := s.backend.(Leaser); ok {
@@ -164,9 +169,35 @@ func (f *fanout) enqueuePending() {
 	if err != nil && f.ctx.Err() == nil {
 		f.s.log.Warn("polling fan-out jobs", "err", err)
 	}
+	now := time.Now()
 	for _, j := range jobs {
+		if f.edgeChangeMayBePending(j, now) {
+			continue
+		}
 		f.enqueue(j)
 	}
+}
+
+// edgeChangeMayBePending reports whether j is a follow or unfollow job
+// first polled less than Options.EdgeJobGrace ago: the request that stored
+// it may not have changed the edge yet (see EdgeJobGrace), and queues it
+// itself once it has.
+func (f *fanout) edgeChangeMayBePending(j *Job, now time.Time) bool {
+	if j.Kind != JobFollow && j.Kind != JobUnfollow {
+		return false
+	}
+	k := jobKey{j.ID, j.Kind}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.known[k] {
+		return false // queued already
+	}
+	first, ok := f.polledAt[k]
+	if !ok {
+		f.polledAt[k] = now
+		return true
+	}
+	return now.Sub(first) < f.edgeGrace
 }
 
 // tryLease takes or renews the fan-out lease and records whether it is
@@ -219,6 +250,7 @@ func (f *fanout) resetOrderedLocked(jobs []*Job) {
 		delete(f.known, jobKey{j.ID, j.Kind})
 	}
 	f.ordered = nil
+	clear(f.polledAt) // jobs polled before are in jobs now, or done
 	for _, j := range jobs {
 		if k := (jobKey{j.ID, j.Kind}); !f.known[k] {
 			f.known[k] = true
@@ -253,6 +285,7 @@ func (f *fanout) enqueue(j *Job) {
 		return
 	}
 	f.known[k] = true
+	delete(f.polledAt, k)
 	// Broadcast: the waiters serve different queues.
 	f.cond.Broadcast()
 }

@@ -44,6 +44,15 @@ type Options struct {
 	// by other processes (default 200ms).
 	LeaseTTL time.Duration
 	JobPoll  time.Duration
+	// EdgeJobGrace is how long the lease holder leaves a follow or unfollow
+	// job it finds by polling before running it (default 15s). A request
+	// stores such a job before it changes the edge, and the job reads the
+	// edge to learn what to do; run in between, it would take the edge's
+	// old state for a change made since and do nothing. The request queues
+	// the job itself once the edge has changed, so the grace delays only
+	// jobs stored through another process, or left by one that died; it
+	// must exceed the time a request may take to change an edge.
+	EdgeJobGrace time.Duration
 }
 
 // Service is Herald's domain API: validation, authorization, the timeline
@@ -99,6 +108,9 @@ func NewService(backend Backend, events Events, opts Options) *Service {
 	}
 	if opts.JobPoll <= 0 {
 		opts.JobPoll = 200 * time.Millisecond
+	}
+	if opts.EdgeJobGrace <= 0 {
+		opts.EdgeJobGrace = 15 * time.Second
 	}
 	s := &Service{backend: backend, events: events, opts: opts, strategy: opts.Strategy, layout: opts.Strategy.Layout(), now: opts.Now, log: opts.Logger}
 	s.fanout = newFanout(s, opts)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -227,18 +226,10 @@ func deepQuery(name string) string {
 func TestMetrics_Flag(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprint(on), func(t *testing.T) {
-			ctx, cancel := context.WithCancel(context.Background())
-			logs := &syncBuffer{}
-			done := make(chan error, 1)
 			args := []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), fmt.Sprintf("-metrics=%v", on)}
-			go func() {
-				done <- run(ctx, args, env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)), io.Discard, logs)
-			}()
-			defer func() {
-				cancel()
-				require.NoError(t, <-done)
-			}()
-			base := "http://" + listenAddr(t, logs, done)
+			r := startRun(t, args, env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
+			defer r.stop(t)
+			base := "http://" + r.addr
 			if !on {
 				resp, err := http.Get(base + "/metrics")
 				require.NoError(t, err)

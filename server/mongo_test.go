@@ -259,16 +259,11 @@ func closedPort(t *testing.T) int {
 // answer: it serves, alive but not ready; requests fail quickly with a
 // coded error and no driver text; shutdown goes in order.
 func TestRun_MongoUnreachable(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	logs := &syncBuffer{}
-	done := make(chan error, 1)
 	uri := "mongodb://127.0.0.1:" + strconv.Itoa(closedPort(t)) + "/?connect=direct"
 	getenv := env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32), "HERALD_MONGODB_URI", uri)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-mongodb-timeout", "300ms"}, getenv, io.Discard, logs)
-	}()
-	base := "http://" + listenAddr(t, logs, done)
+	srv := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-mongodb-timeout", "300ms"}, getenv)
+	logs := srv.logs
+	base := "http://" + srv.addr
 
 	get := func(path string) int {
 		resp, err := http.Get(base + path)
@@ -291,21 +286,7 @@ func TestRun_MongoUnreachable(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, get("/readyz"))
 	assert.NotContains(t, logs.String(), uri, "the URI (it may hold a password) is not logged")
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err, "logs:\n%s", logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("run did not return within 30s of cancel:\n%s", logs.String())
-	}
-	out := logs.String()
-	last := -1
-	for _, s := range []string{`"msg":"shutting down"`, `"msg":"http server stopped"`, `"msg":"fan-out drained"`,
-		`"msg":"event hub closed"`, `"msg":"store closed"`} {
-		i := strings.Index(out, s)
-		if assert.GreaterOrEqual(t, i, 0, "log has %s", s) {
-			assert.Greater(t, i, last, "%s comes after the previous step", s)
-			last = i
-		}
-	}
+	srv.stop(t)
+	requireLogOrder(t, logs.String(), `"msg":"shutting down"`, `"msg":"http server stopped"`, `"msg":"fan-out drained"`,
+		`"msg":"event hub closed"`, `"msg":"store closed"`)
 }

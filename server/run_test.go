@@ -36,23 +36,77 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// listenAddr waits for run's "listening" log line and returns its address.
-func listenAddr(t *testing.T, logs *syncBuffer, done <-chan error) string {
+// running is run going on in the background, as a test started it.
+type running struct {
+	addr   string // where it listens
+	logs   *syncBuffer
+	done   <-chan error
+	cancel context.CancelFunc
+}
+
+// startRun runs run with args and getenv in the background, logging to its
+// logs, and returns once it listens. The test's end stops it if the test
+// did not.
+func startRun(t *testing.T, args []string, getenv func(string) string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, getenv, io.Discard, logs) }()
+	return &running{addr: loggedAddr(t, logs, done, "listening"), logs: logs, done: done, cancel: cancel}
+}
+
+// stop cancels run and requires it to return nil within 30s.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	r.wait(t)
+}
+
+// wait requires run, cancelled, to return nil within 30s.
+func (r *running) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		require.NoError(t, err, "logs:\n%s", r.logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run did not return within 30s of cancel:\n%s", r.logs.String())
+	}
+}
+
+// loggedAddr waits for run's log line with message msg ("listening") and
+// returns its address.
+func loggedAddr(t *testing.T, logs *syncBuffer, done <-chan error, msg string) string {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
 		for line := range strings.SplitSeq(logs.String(), "\n") {
 			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msg {
 				return rec.Addr
 			}
 		}
 		select {
 		case err := <-done:
-			t.Fatalf("run returned before listening: %v\n%s", err, logs.String())
+			t.Fatalf("run returned before logging %q: %v\n%s", msg, err, logs.String())
 		case <-deadline:
-			t.Fatalf("run did not listen within 30s:\n%s", logs.String())
+			t.Fatalf("run did not log %q within 30s:\n%s", msg, logs.String())
 		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// requireLogOrder requires each of steps (log text) in logs, each after the
+// one before.
+func requireLogOrder(t *testing.T, logs string, steps ...string) {
+	t.Helper()
+	last := -1
+	for _, s := range steps {
+		i := strings.Index(logs, s)
+		if assert.GreaterOrEqual(t, i, 0, "log has %s", s) {
+			assert.Greater(t, i, last, "%s comes after the previous step", s)
+			last = i
 		}
 	}
 }
@@ -61,15 +115,8 @@ func listenAddr(t *testing.T, logs *syncBuffer, done <-chan error) string {
 // the subscriber gets 1001 Going Away, readiness was up before, and run
 // returns nil after closing everything in order.
 func TestRun_Shutdown(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	logs := &syncBuffer{}
-	done := make(chan error, 1)
-	getenv := env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32))
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir()}, getenv, io.Discard, logs)
-	}()
-	base := "http://" + listenAddr(t, logs, done)
+	r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir()}, env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
+	base := "http://" + r.addr
 
 	resp, err := http.Get(base + "/readyz")
 	require.NoError(t, err)
@@ -84,7 +131,7 @@ func TestRun_Shutdown(t *testing.T) {
 	c.send("subscribe", "1", map[string]any{"query": inboxSubscription})
 	time.Sleep(50 * time.Millisecond) // let the subscription start; its end is what is checked
 
-	cancel()
+	r.cancel()
 	// The subscription may complete first (its hub closed); then the close.
 	var ce *websocket.CloseError
 	for i := 0; i < 10; i++ {
@@ -96,23 +143,9 @@ func TestRun_Shutdown(t *testing.T) {
 	require.True(t, errors.As(err, &ce), "want a close frame, got %v", err)
 	assert.Equal(t, websocket.CloseGoingAway, ce.Code)
 
-	select {
-	case err := <-done:
-		require.NoError(t, err, "logs:\n%s", logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("run did not return within 30s of cancel:\n%s", logs.String())
-	}
-	out := logs.String()
-	steps := []string{`"msg":"shutting down"`, `"msg":"http server stopped"`, `"msg":"websockets closed"`,
-		`"msg":"fan-out drained"`, `"msg":"event hub closed"`, `"msg":"store closed"`}
-	last := -1
-	for _, s := range steps {
-		i := strings.Index(out, s)
-		if assert.GreaterOrEqual(t, i, 0, "log has %s", s) {
-			assert.Greater(t, i, last, "%s comes after the previous step", s)
-			last = i
-		}
-	}
+	r.wait(t)
+	requireLogOrder(t, r.logs.String(), `"msg":"shutting down"`, `"msg":"http server stopped"`, `"msg":"websockets closed"`,
+		`"msg":"fan-out drained"`, `"msg":"event hub closed"`, `"msg":"store closed"`)
 }
 
 // TestRun_Errors covers configuration and startup failures: run reports
@@ -127,18 +160,10 @@ func TestRun_Errors(t *testing.T) {
 		assert.ErrorContains(t, err, "HERALD_TOKEN_SECRET is 5 bytes")
 	})
 	t.Run("ErrAddrInUse", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		logs := &syncBuffer{}
-		done := make(chan error, 1)
-		go func() {
-			done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir()}, env(), io.Discard, logs)
-		}()
-		addr := listenAddr(t, logs, done)
-		err := run(context.Background(), []string{"-addr", addr, "-data", t.TempDir()}, env(), io.Discard, io.Discard)
+		r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir()}, env())
+		err := run(context.Background(), []string{"-addr", r.addr, "-data", t.TempDir()}, env(), io.Discard, io.Discard)
 		assert.ErrorContains(t, err, "listen")
-		cancel()
-		require.NoError(t, <-done)
+		r.stop(t)
 	})
 	t.Run("OKHelp", func(t *testing.T) {
 		var out bytes.Buffer
@@ -150,24 +175,11 @@ func TestRun_Errors(t *testing.T) {
 // TestRun_Pprof: with -pprof the profiles are served on their own address,
 // and never on the API's; without it there are none.
 func TestRun_Pprof(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	logs := &syncBuffer{}
-	done := make(chan error, 1)
-	getenv := env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32))
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-pprof", "127.0.0.1:0"}, getenv, io.Discard, logs)
-	}()
-	api := "http://" + listenAddr(t, logs, done)
-	var pprofAddr string
-	for line := range strings.SplitSeq(logs.String(), "\n") {
-		var rec struct{ Msg, Addr string }
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "pprof listening" {
-			pprofAddr = rec.Addr
-		}
-	}
-	require.NotEmpty(t, pprofAddr, "pprof logs its address before the API listens")
-	require.NotEqual(t, strings.TrimPrefix(api, "http://"), pprofAddr)
+	r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-pprof", "127.0.0.1:0"}, env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
+	api := "http://" + r.addr
+	require.Contains(t, r.logs.String(), `"msg":"pprof listening"`, "pprof logs its address before the API listens")
+	pprofAddr := loggedAddr(t, r.logs, r.done, "pprof listening")
+	require.NotEqual(t, r.addr, pprofAddr)
 
 	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/goroutine?debug=1")
 	require.NoError(t, err)
@@ -182,13 +194,7 @@ func TestRun_Pprof(t *testing.T) {
 	resp.Body.Close()
 	assert.NotContains(t, string(body), "goroutine profile:", "the API's address serves no profiles")
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return within 30s of cancel")
-	}
+	r.stop(t)
 	_, err = http.Get("http://" + pprofAddr + "/debug/pprof/")
 	assert.Error(t, err, "the profiles stop with the server")
 }

@@ -15,25 +15,29 @@ import (
 	"herald/store/embedded"
 )
 
+// benchUser creates a user with the given handle directly through the
+// backend and returns its ID.
+func benchUser(b testing.TB, st *embedded.Store, handle string) store.ID {
+	b.Helper()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	u := &store.User{ID: store.NewID(now), Handle: handle, DisplayName: handle, CreatedAt: now, LastSeenAt: now}
+	require.NoError(b, st.CreateUser(context.Background(), u))
+	return u.ID
+}
+
 // graph makes an author with n followers directly through the backend,
 // concurrently so that synced commits share fsyncs.
 func graph(b testing.TB, st *embedded.Store, n int) (author store.ID, followers []store.ID) {
 	b.Helper()
 	ctx := context.Background()
-	mk := func(handle string) store.ID {
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		u := &store.User{ID: store.NewID(now), Handle: handle, DisplayName: handle, CreatedAt: now, LastSeenAt: now}
-		require.NoError(b, st.CreateUser(ctx, u))
-		return u.ID
-	}
-	author = mk("author")
+	author = benchUser(b, st, "author")
 	followers = make([]store.ID, n)
 	var wg sync.WaitGroup
 	const par = 32
 	for w := range par {
 		wg.Go(func() {
 			for i := w; i < n; i += par {
-				followers[i] = mk(fmt.Sprintf("f%d", i))
+				followers[i] = benchUser(b, st, fmt.Sprintf("f%d", i))
 				_, err := st.Follow(ctx, followers[i], author, time.Now())
 				require.NoError(b, err)
 			}
@@ -150,10 +154,7 @@ func BenchmarkFindOutbox(b *testing.B) {
 	authors := make([]store.ID, 200)
 	var ids []store.ID
 	for i := range authors {
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		u := &store.User{ID: store.NewID(now), Handle: fmt.Sprintf("a%d", i), DisplayName: "a", CreatedAt: now, LastSeenAt: now}
-		require.NoError(b, st.CreateUser(ctx, u))
-		authors[i] = u.ID
+		authors[i] = benchUser(b, st, fmt.Sprintf("a%d", i))
 	}
 	for j := range 25 {
 		for _, a := range authors {

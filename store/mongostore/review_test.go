@@ -164,6 +164,14 @@ func TestReview_FollowCountedThenUnfollow(t *testing.T) {
 	require.Equal(t, 0, checkInbox(t, st, x))
 }
 
+// deleteAndRetract deletes m with its retraction job, then runs the pending
+// retractions to their end.
+func deleteAndRetract(t *testing.T, st *mongostore.Store, m *store.Message) {
+	t.Helper()
+	require.NoError(t, st.DeleteMessage(context.Background(), m.ID, retractJob(m)))
+	runRetractions(t, st)
+}
+
 // runRetractions runs the pending jobs (retractions) to their end, as a
 // restarted fan-out would.
 func runRetractions(t *testing.T, st *mongostore.Store) {
@@ -195,9 +203,7 @@ func TestReview_DeliverCountedThenDeleted(t *testing.T) {
 	f.bucketsBulk.Store(1)
 	_, err := st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: []store.ID{x, y}, At: tickClock(), Done: true})
 	require.ErrorIs(t, err, errInjected)
-	r := retractJob(m)
-	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
-	runRetractions(t, st)
+	deleteAndRetract(t, st, m)
 	for _, o := range []store.ID{x, y} {
 		require.Equal(t, 0, checkInbox(t, st, o))
 	}
@@ -249,9 +255,7 @@ func TestReview_DeliverCountedThenFollowersChange(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, checkInbox(t, st, x))
 
-	r := retractJob(m)
-	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
-	runRetractions(t, st)
+	deleteAndRetract(t, st, m)
 	for _, o := range []store.ID{x, fo, z} {
 		require.Equal(t, 0, checkInbox(t, st, o))
 	}
@@ -282,9 +286,7 @@ func TestReview_DeliverRecordedThenNewFollower(t *testing.T) {
 	for _, o := range []store.ID{x, fo, z} {
 		require.Equal(t, 1, checkInbox(t, st, o))
 	}
-	r := retractJob(m)
-	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
-	runRetractions(t, st)
+	deleteAndRetract(t, st, m)
 	for _, o := range []store.ID{x, fo, z} {
 		require.Equal(t, 0, checkInbox(t, st, o))
 	}
@@ -335,9 +337,7 @@ func TestReview_MessageWritesNameTheShardKey(t *testing.T) {
 	text := "edited"
 	_, err = st.UpdateMessage(ctx, m1.ID, store.MessageUpdate{Text: &text})
 	require.NoError(t, err)
-	r := retractJob(m1)
-	require.NoError(t, st.DeleteMessage(ctx, m1.ID, r))
-	runRetractions(t, st)
+	deleteAndRetract(t, st, m1)
 	m2, j2 := mkPost(t, st, a)
 	require.NoError(t, st.FinishJob(ctx, j2))
 	require.NoError(t, st.DeleteMessage(ctx, m2.ID, nil))

@@ -678,69 +678,28 @@ func (s *Store) readEntries(ctx context.Context, f store.InboxFilter) ([]store.I
 	return items, nil
 }
 
-// readBuckets reads entries newest first below f.From: the buckets with
-// keys below the cursor, newest first (the first covers the cursor, see
-// collBuckets), as many as the page needs if they are full (2 for 50
-// entries), more if retractions left gaps or a bucket is short.
+// readBuckets reads the entries within f.Range, nearest to f.From first:
+// the buckets on the range's side of the cursor, nearest first, as many as
+// the page needs if they are full (2 for 50 entries), more if retractions
+// left gaps or a bucket is short. Read newest first, the first bucket below
+// the cursor covers it (see collBuckets); read oldest first (a Reverse
+// range), the covering bucket has a key not above the cursor and may hold
+// entries above it, so it is read first, on its own.
 func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, error) {
+	owner, from := oid(f.Owner), oid(f.From)
+	dir := -1 // the order of reading: -1 newest first, 1 oldest first
 	if f.Reverse {
-		return s.readBucketsUp(ctx, f)
-	}
-	owner := oid(f.Owner)
-	filter := bson.D{{Key: "o", Value: owner}}
-	if !f.From.IsZero() {
-		filter = append(filter, bson.E{Key: "k", Value: bson.D{{Key: "$lt", Value: oid(f.From)}}})
+		dir = 1
 	}
 	items := make([]store.InboxItem, 0, f.Limit)
-	// One bucket more than full buckets of the page less one entry would
-	// take (the first is partly above the cursor, or the newest, not
-	// full): a page of 50 and the one more the Service asks for read 2,
-	// and a third only in the loop below, if those two are short.
-	batch := int64((f.Limit-1)/bucketSize + 2)
-	for {
-		cur, err := s.buckets.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "k", Value: -1}}).SetLimit(batch))
-		if err != nil {
-			return nil, wrap("read inbox", err)
-		}
-		var bs []bucketDoc
-		if err := cur.All(ctx, &bs); err != nil {
-			return nil, wrap("read inbox", err)
-		}
-		for _, b := range bs {
-			es := b.Entries
-			slices.SortFunc(es, func(x, y entryDoc) int { return cmpID(y.Message, x.Message) })
-			for _, e := range es {
-				if !f.From.IsZero() && cmpID(e.Message, oid(f.From)) >= 0 {
-					continue
-				}
-				items = append(items, e.item())
-				if len(items) == f.Limit {
-					return items, nil
-				}
-			}
-		}
-		if len(bs) < int(batch) {
-			return items, nil
-		}
-		filter = bson.D{{Key: "o", Value: owner}, {Key: "k", Value: bson.D{{Key: "$lt", Value: bs[len(bs)-1].Key}}}}
-		batch *= 2
-	}
-}
-
-// readBucketsUp reads entries oldest first above f.From (a Reverse range):
-// the bucket covering the cursor, the one with the highest key not above
-// it, which may hold entries above it, then the buckets with keys above
-// the cursor, oldest first. From NilID, it reads from the oldest bucket.
-func (s *Store) readBucketsUp(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, error) {
-	owner := oid(f.Owner)
-	from := oid(f.From)
-	items := make([]store.InboxItem, 0, f.Limit)
+	// take appends the entries of bs on the range's side of the cursor, in
+	// reading order, and reports whether the page is full.
 	take := func(bs []bucketDoc) bool {
 		for _, b := range bs {
 			es := b.Entries
-			slices.SortFunc(es, func(x, y entryDoc) int { return cmpID(x.Message, y.Message) })
+			slices.SortFunc(es, func(x, y entryDoc) int { return dir * cmpID(x.Message, y.Message) })
 			for _, e := range es {
-				if !f.From.IsZero() && cmpID(e.Message, from) <= 0 {
+				if !f.From.IsZero() && dir*cmpID(e.Message, from) <= 0 {
 					continue
 				}
 				items = append(items, e.item())
@@ -751,36 +710,39 @@ func (s *Store) readBucketsUp(ctx context.Context, f store.InboxFilter) ([]store
 		}
 		return false
 	}
-	filter := bson.D{{Key: "o", Value: owner}}
-	if !f.From.IsZero() {
-		var covering []bucketDoc
-		cur, err := s.buckets.Find(ctx, bson.D{{Key: "o", Value: owner}, {Key: "k", Value: bson.D{{Key: "$lte", Value: from}}}},
-			options.Find().SetSort(bson.D{{Key: "k", Value: -1}}).SetLimit(1))
+	read := func(filter, sort bson.D, limit int64) ([]bucketDoc, error) {
+		cur, err := s.buckets.Find(ctx, filter, options.Find().SetSort(sort).SetLimit(limit))
+		var bs []bucketDoc
 		if err == nil {
-			err = cur.All(ctx, &covering)
+			err = cur.All(ctx, &bs)
 		}
+		return bs, wrap("read inbox", err)
+	}
+	if f.Reverse && !f.From.IsZero() {
+		covering, err := read(bson.D{{Key: "o", Value: owner}, {Key: "k", Value: bson.D{{Key: "$lte", Value: from}}}}, bson.D{{Key: "k", Value: -1}}, 1)
 		if err != nil {
-			return nil, wrap("read inbox", err)
+			return nil, err
 		}
 		if take(covering) {
 			return items, nil
 		}
-		filter = append(filter, bson.E{Key: "k", Value: bson.D{{Key: "$gt", Value: from}}})
 	}
+	// One bucket more than full buckets of the page less one entry would
+	// take (the first is partly beyond the cursor, or the newest, not
+	// full): a page of 50 and the one more the Service asks for read 2,
+	// and a third only in the loop below, if those two are short.
 	batch := int64((f.Limit-1)/bucketSize + 2)
+	next := f.Range
 	for {
-		cur, err := s.buckets.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "k", Value: 1}}).SetLimit(batch))
+		cond, sort := idRange("k", next, true)
+		bs, err := read(append(bson.D{{Key: "o", Value: owner}}, cond...), sort, batch)
 		if err != nil {
-			return nil, wrap("read inbox", err)
-		}
-		var bs []bucketDoc
-		if err := cur.All(ctx, &bs); err != nil {
-			return nil, wrap("read inbox", err)
+			return nil, err
 		}
 		if take(bs) || len(bs) < int(batch) {
 			return items, nil
 		}
-		filter = bson.D{{Key: "o", Value: owner}, {Key: "k", Value: bson.D{{Key: "$gt", Value: bs[len(bs)-1].Key}}}}
+		next.From = store.ID(bs[len(bs)-1].Key)
 		batch *= 2
 	}
 }

@@ -208,24 +208,20 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 		writeHTTPError(w, ct, http.StatusBadRequest, err.Error())
 		return
 	}
-	raw.Headers = r.Header
-	raw.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
-
 	ctx := withPlainHTTP(r.Context())
-	opCtx, gqlErrs := exec.CreateOperationContext(ctx, raw)
-	if gqlErrs != nil {
-		resp := exec.DispatchError(graphql.WithOperationContext(ctx, opCtx), gqlErrs)
+	opCtx, refused, wait := prepare(ctx, exec, r, raw, graphql.TraceTiming{Start: start, End: graphql.Now()})
+	if refused != nil {
 		status := http.StatusOK
 		if ct == MediaTypeGraphQLResponse {
 			status = http.StatusBadRequest
 		}
-		if secs, ok := RetryAfter(resp.Errors); ok {
-			w.Header().Set("Retry-After", strconv.Itoa(secs))
+		if wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(wait))
 			if ct == MediaTypeGraphQLResponse {
 				status = http.StatusTooManyRequests
 			}
 		}
-		writeResponse(w, ct, status, requestErrorBody{Errors: resp.Errors, Extensions: resp.Extensions})
+		writeResponse(w, ct, status, refused)
 		return
 	}
 	if r.Method == http.MethodGet && opCtx.Operation.Operation != ast.Query {
@@ -284,15 +280,10 @@ func (t HTTPTransport) doBatch(w http.ResponseWriter, r *http.Request, exec grap
 			}}}
 			continue
 		}
-		raw.Headers = r.Header
-		raw.ReadTime = readTime
-		opCtx, gqlErrs := exec.CreateOperationContext(ctx, raw)
-		if gqlErrs != nil {
-			resp := exec.DispatchError(graphql.WithOperationContext(ctx, opCtx), gqlErrs)
-			out[i] = requestErrorBody{Errors: resp.Errors, Extensions: resp.Extensions}
-			if secs, ok := RetryAfter(resp.Errors); ok {
-				retryAfter = max(retryAfter, secs)
-			}
+		opCtx, refused, wait := prepare(ctx, exec, r, raw, readTime)
+		if refused != nil {
+			out[i] = refused
+			retryAfter = max(retryAfter, wait)
 			continue
 		}
 		responses, opCtxWithResponse := exec.DispatchOperation(ctx, opCtx)
@@ -302,6 +293,21 @@ func (t HTTPTransport) doBatch(w http.ResponseWriter, r *http.Request, exec grap
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	}
 	writeResponse(w, ct, http.StatusOK, out)
+}
+
+// prepare parses, validates and checks the operation raw names (of the
+// request r, read by readTime), ready to run. An operation refused before it
+// runs gets instead its response body and, for RATE_LIMITED, the seconds
+// to wait (0 otherwise).
+func prepare(ctx context.Context, exec graphql.GraphExecutor, r *http.Request, raw *graphql.RawParams, readTime graphql.TraceTiming) (*graphql.OperationContext, *requestErrorBody, int) {
+	raw.Headers = r.Header
+	raw.ReadTime = readTime
+	opCtx, gqlErrs := exec.CreateOperationContext(ctx, raw)
+	if gqlErrs == nil {
+		return opCtx, nil, 0
+	}
+	resp := exec.DispatchError(graphql.WithOperationContext(ctx, opCtx), gqlErrs)
+	return nil, &requestErrorBody{Errors: resp.Errors, Extensions: resp.Extensions}, RetryAfter(resp.Errors)
 }
 
 // requestErrorBody is the response to a request refused before execution:

@@ -224,18 +224,18 @@ func (l *RateLimiter) MutateOperationContext(ctx context.Context, opCtx *graphql
 }
 
 // RetryAfter returns the seconds to wait named by the first RATE_LIMITED
-// error of errs, and whether there is one.
-func RetryAfter(errs gqlerror.List) (int, bool) {
+// error of errs (at least 1), or 0 when there is none.
+func RetryAfter(errs gqlerror.List) int {
 	for _, e := range errs {
 		if e == nil || e.Extensions["code"] != CodeRateLimited {
 			continue
 		}
-		if v, ok := e.Extensions["retryAfter"].(int); ok {
-			return v, true
+		if v, ok := e.Extensions["retryAfter"].(int); ok && v > 0 {
+			return v
 		}
-		return 1, true
+		return 1
 	}
-	return 0, false
+	return 0
 }
 
 // buckets is one bounded table of token buckets.

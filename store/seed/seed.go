@@ -243,6 +243,16 @@ func (n *Network) InboxSize(i int) int {
 	return size
 }
 
+// TimelineSize returns how many items user i's timeline shows: the
+// messages of the users it follows, pulled ones included.
+func (n *Network) TimelineSize(i int) int {
+	size := 0
+	for _, v := range n.following[i] {
+		size += len(n.byAuthor[v])
+	}
+	return size
+}
+
 // Edges returns the number of follow edges.
 func (n *Network) Edges() int {
 	e := 0

@@ -74,7 +74,7 @@ func testBulk(t *testing.T, open OpenFunc) {
 			assert.Equal(t, len(n.Following(big)), u.FollowingCount)
 			first := n.FollowersOf(big)[0]
 			loaded := inboxTexts(t, svc, owners[first], 50)
-			require.Len(t, loaded, n.InboxSize(int(first)))
+			require.Len(t, loaded, n.TimelineSize(int(first)))
 			sameAsRead(t, "loaded")
 
 			// A post by the most followed author reaches every follower.

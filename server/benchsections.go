@@ -438,8 +438,11 @@ func (b *bench) measureReads(ctx context.Context, section string, levels []int, 
 // passes or (if limit > 0) limit requests are made, and checks that each
 // response is a page of 50 items.
 func (b *bench) readLoad(ctx context.Context, body []byte, tokens []string, c int, d time.Duration, limit int) (readResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
+	// Requests run to their end after d, so that the server's figures
+	// and the client's count the same requests.
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	deadline := time.Now().Add(d)
 	var (
 		next    atomic.Int64
 		mu      sync.Mutex
@@ -461,7 +464,7 @@ func (b *bench) readLoad(ctx context.Context, body []byte, tokens []string, c in
 				lats = append(lats, own...)
 				mu.Unlock()
 			}()
-			for ctx.Err() == nil {
+			for ctx.Err() == nil && time.Now().Before(deadline) {
 				i := next.Add(1) - 1
 				if i >= int64(limit) {
 					return
@@ -470,7 +473,7 @@ func (b *bench) readLoad(ctx context.Context, body []byte, tokens []string, c in
 				err := b.readOnce(ctx, body, tokens[i%int64(len(tokens))])
 				if err != nil {
 					if ctx.Err() != nil {
-						return // the time is up mid-request
+						return // another client failed, or bench stops
 					}
 					mu.Lock()
 					if firstEr == nil {

@@ -90,6 +90,23 @@ type config struct {
 // to its HERALD_* environment variable, then to its default. It returns
 // flag.ErrHelp when -h or -help is given, after writing the usage to usage.
 func parseConfig(args []string, getenv func(string) string, usage io.Writer) (config, error) {
+	return parseCommandConfig(command{name: "herald", usage: serverUsage}, args, getenv, usage)
+}
+
+// serverUsage heads the server's -h.
+const serverUsage = "Usage: herald [flags]\n       herald subscribe [-url ws://127.0.0.1:8080/graphql] [-token TOKEN]   print the token owner's inbox events\n       herald seed [flags]   load a generated social network into the store (herald seed -h)\n       herald bench [flags]   measure a server end to end against Herald's targets (herald bench -h)\n       herald mongo setup -mongodb-uri URI [-dry-run] [-sharded auto|yes|no] [-time-zones ...]   create MongoDB indexes, shard keys and zones (herald mongo setup -h)\n\nEvery flag may also be set by its environment variable, e.g. -max-body-bytes by HERALD_MAX_BODY_BYTES; a flag on the command line wins.\nThe token secret is read from HERALD_TOKEN_SECRET, or else from <data>/token-secret (created on first start);\ninstances sharing one MongoDB must share it, so give them HERALD_TOKEN_SECRET.\n\nFlags:"
+
+// command is a subcommand that takes the server's flags (the store and
+// the timeline strategy it works on) and flags of its own, which flags
+// registers; they fall back to the environment alike.
+type command struct {
+	name  string
+	usage string
+	flags func(fs *flag.FlagSet)
+}
+
+// parseCommandConfig is parseConfig for cmd.
+func parseCommandConfig(cmd command, args []string, getenv func(string) string, usage io.Writer) (config, error) {
 	var (
 		cfg      config
 		logLevel string
@@ -99,8 +116,11 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 		addrRate string
 		proxies  string
 	)
-	fs := flag.NewFlagSet("herald", flag.ContinueOnError)
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned, usage printed only on -h
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (host:port; port 0 picks a free one)")
 	fs.StringVar(&cfg.DataDir, "data", "./herald-data", "data directory of the embedded store and the token secret")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -133,7 +153,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (co
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(usage)
-			fmt.Fprintln(usage, "Usage: herald [flags]\n       herald subscribe [-url ws://127.0.0.1:8080/graphql] [-token TOKEN]   print the token owner's inbox events\n       herald mongo setup -mongodb-uri URI [-dry-run] [-sharded auto|yes|no] [-time-zones ...]   create MongoDB indexes, shard keys and zones (herald mongo setup -h)\n\nEvery flag may also be set by its environment variable, e.g. -max-body-bytes by HERALD_MAX_BODY_BYTES; a flag on the command line wins.\nThe token secret is read from HERALD_TOKEN_SECRET, or else from <data>/token-secret (created on first start);\ninstances sharing one MongoDB must share it, so give them HERALD_TOKEN_SECRET.\n\nFlags:")
+			fmt.Fprintln(usage, cmd.usage)
 			fs.PrintDefaults()
 		}
 		return config{}, err

@@ -47,6 +47,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && args[0] == "subscribe" {
 		return runSubscribe(ctx, args[1:], getenv, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "bench" {
+		return runBench(ctx, args[1:], getenv, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "seed" {
+		return runSeed(ctx, args[1:], getenv, stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "mongo" {
 		return runMongo(ctx, args[1:], getenv, stdout, stderr)
 	}

@@ -55,6 +55,9 @@ type Options struct {
 	EdgeJobGrace time.Duration
 }
 
+// DefaultChunkSize is Options.ChunkSize's default.
+const DefaultChunkSize = 1000
+
 // Service is Herald's domain API: validation, authorization, the timeline
 // strategy and the fan-out workers, over a Backend and an Events.
 type Service struct {
@@ -98,7 +101,7 @@ func NewService(backend Backend, events Events, opts Options) *Service {
 		opts.Logger = slog.Default()
 	}
 	if opts.ChunkSize <= 0 {
-		opts.ChunkSize = 1000
+		opts.ChunkSize = DefaultChunkSize
 	}
 	if opts.PasswordCost == 0 {
 		opts.PasswordCost = bcrypt.DefaultCost
@@ -256,7 +259,7 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (*User, error) {
 	if err != nil {
 		return nil, err
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(in.Password), s.opts.PasswordCost)
+	hash, err := HashPassword(in.Password, s.opts.PasswordCost)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package store
 import (
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Input limits.
@@ -34,6 +36,18 @@ func NormalizeHandle(handle string) (string, error) {
 		}
 	}
 	return h, nil
+}
+
+// HashPassword returns the hash SignUp stores for password p, at bcrypt
+// cost (0: bcrypt.DefaultCost). An invalid password is BAD_USER_INPUT.
+func HashPassword(p string, cost int) ([]byte, error) {
+	if err := validatePassword(p); err != nil {
+		return nil, err
+	}
+	if cost == 0 {
+		cost = bcrypt.DefaultCost
+	}
+	return bcrypt.GenerateFromPassword([]byte(p), cost)
 }
 
 func validatePassword(p string) error {

@@ -3,6 +3,7 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -24,7 +25,10 @@ func RawAppendRate(dir string, n, batch int) (float64, error) {
 	}
 	cache := pebble.NewCache(256 << 20)
 	defer cache.Unref()
-	db, err := pebble.Open(dir, &pebble.Options{Cache: cache, MemTableSize: memTableSize})
+	// Pebble's informational messages would interleave with the output of
+	// whoever measures; errors are returned.
+	quiet := slog.New(slog.DiscardHandler)
+	db, err := pebble.Open(dir, &pebble.Options{Cache: cache, MemTableSize: memTableSize, Logger: pebbleLogger{quiet}})
 	if err != nil {
 		return 0, fmt.Errorf("raw append rate: open %s: %w", dir, err)
 	}

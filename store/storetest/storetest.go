@@ -40,6 +40,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Hybrid", func(t *testing.T) { testHybrid(t, open) })
 	t.Run("FollowWhilePosting", func(t *testing.T) { testFollowWhilePosting(t, open) })
 	t.Run("EdgeCases", func(t *testing.T) { testEdgeCases(t, open) })
+	t.Run("Bulk", func(t *testing.T) { testBulk(t, open) })
 }
 
 var ctx = context.Background()

@@ -1,0 +1,351 @@
+// Package seed generates a realistic social network and loads it into a
+// backend in bulk (herald seed, herald bench).
+//
+// The network is a function of its Config alone: the same seed and sizes
+// give the same users, IDs, edges and messages on every machine, which is
+// what lets an interrupted load resume and a benchmark find its authors
+// without asking the server. Popularity follows Zipf's law with exponent
+// 1, as follower counts do in real networks: a few authors are followed by
+// most users, most by tens. How many users each user follows is
+// exponentially distributed around the average. Messages are spread evenly
+// over the users and over 30 days, a tenth of them replies; the inboxes
+// hold what fan-out on write would have delivered, every follower of the
+// author having been active throughout.
+package seed
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"herald/store"
+)
+
+// Epoch is when the generated history starts: users are created at Epoch,
+// follow each other an hour later, and post over the 30 days after that.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const (
+	historyLength = 30 * 24 * time.Hour
+	replyShare    = 0.1
+	// maxUsers keeps user IDs distinct: a user's ID carries its index in
+	// the 3-byte counter.
+	maxUsers = 1 << 24
+)
+
+// Config describes a network.
+type Config struct {
+	Seed       uint64
+	Users      int
+	AvgFollows int // the average number of users each user follows
+	Messages   int // in all
+	// Pinned gives the most popular authors exact follower counts, in
+	// order (a benchmark's authors of 100k, 10k and 1k followers); the
+	// other authors get theirs from the Zipf draws, in which pinned
+	// authors take no part.
+	Pinned []int
+	// Strategy decides what is stored: the inboxes of its layout, and
+	// under StrategyHybrid which messages are pulled (those whose author
+	// has more than CelebrityThreshold followers).
+	Strategy           store.Strategy
+	CelebrityThreshold int
+}
+
+// Handle returns the handle of user i.
+func Handle(i int) string { return fmt.Sprintf("user%d", i+1) }
+
+// Network is a generated network in compact form: users by index.
+type Network struct {
+	cfg       Config
+	node      [3]byte
+	following [][]uint32 // by follower, ascending
+	followers [][]uint32 // by followee, ascending
+	msgAuthor []uint32   // by message index, which is time order
+	replyTo   []int32    // -1: a post
+	byAuthor  [][]uint32 // message indices by author, ascending
+	pulled    []bool     // by user: their messages are pulled
+	pinned    []uint32   // the pinned authors, as Config.Pinned orders them
+}
+
+// Generate builds the network cfg describes.
+func Generate(cfg Config) (*Network, error) {
+	switch {
+	case cfg.Users < 2 || cfg.Users > maxUsers:
+		return nil, fmt.Errorf("seed: users must be within 2..%d", maxUsers)
+	case cfg.AvgFollows < 0 || cfg.AvgFollows >= cfg.Users:
+		return nil, fmt.Errorf("seed: the average follows must be within 0..%d", cfg.Users-1)
+	case cfg.Messages < 0:
+		return nil, errors.New("seed: messages must not be negative")
+	case len(cfg.Pinned) >= cfg.Users:
+		return nil, errors.New("seed: more pinned authors than users")
+	}
+	for _, n := range cfg.Pinned {
+		if n < 0 || n > cfg.Users-1 {
+			return nil, fmt.Errorf("seed: a pinned author cannot have %d followers among %d users", n, cfg.Users)
+		}
+	}
+	if cfg.Strategy == "" {
+		cfg.Strategy = store.StrategyBucket
+	}
+	n := &Network{cfg: cfg}
+	h := fnv.New32a()
+	_ = binary.Write(h, binary.BigEndian, cfg.Seed)
+	sum := h.Sum32()
+	n.node = [3]byte{byte(sum >> 16), byte(sum >> 8), byte(sum)}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6865726c64)) // "herld"
+	n.follow(rng)
+	n.post(rng)
+	return n, nil
+}
+
+// follow draws the follow graph.
+func (n *Network) follow(rng *rand.Rand) {
+	users := n.cfg.Users
+	// Popularity rank r is user byRank[r], so the popular are not simply
+	// the first users created.
+	byRank := make([]uint32, users)
+	for i := range byRank {
+		byRank[i] = uint32(i)
+	}
+	rng.Shuffle(users, func(i, j int) { byRank[i], byRank[j] = byRank[j], byRank[i] })
+	pinned := len(n.cfg.Pinned)
+	n.pinned = byRank[:pinned:pinned]
+	// The cumulative Zipf weights of the unpinned ranks.
+	cum := make([]float64, users-pinned)
+	total := 0.0
+	for r := range cum {
+		total += 1 / float64(r+pinned+1)
+		cum[r] = total
+	}
+	n.following = make([][]uint32, users)
+	seen := make(map[uint32]struct{})
+	for u := range users {
+		want := 0
+		if n.cfg.AvgFollows > 0 {
+			// Exponential around the average, at least one, and at most
+			// half the unpinned users so that distinct draws end soon.
+			want = max(1, int(math.Round(rng.ExpFloat64()*float64(n.cfg.AvgFollows))))
+			want = min(want, (users-pinned)/2)
+		}
+		clear(seen)
+		list := make([]uint32, 0, want)
+		for len(list) < want {
+			r := sort.SearchFloat64s(cum, rng.Float64()*total)
+			v := byRank[min(r, len(cum)-1)+pinned]
+			if v == uint32(u) {
+				continue
+			}
+			if _, dup := seen[v]; dup {
+				continue
+			}
+			seen[v] = struct{}{}
+			list = append(list, v)
+		}
+		n.following[u] = list
+	}
+	// Pinned authors are followed by the first of a shuffled order.
+	order := make([]uint32, users)
+	copy(order, byRank)
+	for r, count := range n.cfg.Pinned {
+		author := byRank[r]
+		rng.Shuffle(users, func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, u := range order {
+			if count == 0 {
+				break
+			}
+			if u != author {
+				n.following[u] = append(n.following[u], author)
+				count--
+			}
+		}
+	}
+	counts := make([]int, users)
+	for u, list := range n.following {
+		slices.Sort(list)
+		n.following[u] = list
+		for _, v := range list {
+			counts[v]++
+		}
+	}
+	n.followers = make([][]uint32, users)
+	for v, c := range counts {
+		n.followers[v] = make([]uint32, 0, c)
+	}
+	for u, list := range n.following {
+		for _, v := range list {
+			n.followers[v] = append(n.followers[v], uint32(u))
+		}
+	}
+	n.pulled = make([]bool, users)
+	if n.cfg.Strategy == store.StrategyHybrid {
+		for v, c := range counts {
+			n.pulled[v] = c > n.cfg.CelebrityThreshold
+		}
+	}
+}
+
+// post draws the messages: each by a uniformly chosen author, a tenth
+// replying to an earlier message.
+func (n *Network) post(rng *rand.Rand) {
+	m := n.cfg.Messages
+	n.msgAuthor = make([]uint32, m)
+	n.replyTo = make([]int32, m)
+	n.byAuthor = make([][]uint32, n.cfg.Users)
+	for k := range m {
+		a := uint32(rng.IntN(n.cfg.Users))
+		n.msgAuthor[k] = a
+		n.replyTo[k] = -1
+		if k > 0 && rng.Float64() < replyShare {
+			n.replyTo[k] = int32(rng.IntN(k))
+		}
+		n.byAuthor[a] = append(n.byAuthor[a], uint32(k))
+	}
+}
+
+// Config returns the network's configuration.
+func (n *Network) Config() Config { return n.cfg }
+
+// Users returns the number of users.
+func (n *Network) Users() int { return n.cfg.Users }
+
+// UserID returns the ID of user i.
+func (n *Network) UserID(i int) store.ID { return n.id(n.userTime(i), uint32(i)) }
+
+// Followers returns the number of followers of user i.
+func (n *Network) Followers(i int) int { return len(n.followers[i]) }
+
+// Following returns the users user i follows, ascending.
+func (n *Network) Following(i int) []uint32 { return n.following[i] }
+
+// FollowersOf returns the followers of user i, ascending.
+func (n *Network) FollowersOf(i int) []uint32 { return n.followers[i] }
+
+// Pinned returns the user index of pinned author j.
+func (n *Network) Pinned(j int) int { return int(n.pinned[j]) }
+
+// InboxSize returns how many items user i's inbox holds: the messages of
+// the users it follows, but pulled ones.
+func (n *Network) InboxSize(i int) int {
+	size := 0
+	for _, v := range n.following[i] {
+		if !n.pulled[v] {
+			size += len(n.byAuthor[v])
+		}
+	}
+	return size
+}
+
+// TimelineSize returns how many items user i's timeline shows: the
+// messages of the users it follows, pulled ones included.
+func (n *Network) TimelineSize(i int) int {
+	size := 0
+	for _, v := range n.following[i] {
+		size += len(n.byAuthor[v])
+	}
+	return size
+}
+
+// Edges returns the number of follow edges.
+func (n *Network) Edges() int {
+	e := 0
+	for _, list := range n.following {
+		e += len(list)
+	}
+	return e
+}
+
+func (n *Network) id(t time.Time, counter uint32) store.ID {
+	var id store.ID
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(t.UnixMilli()))
+	copy(id[0:6], b[2:8])
+	copy(id[6:9], n.node[:])
+	id[9], id[10], id[11] = byte(counter>>16), byte(counter>>8), byte(counter)
+	return id
+}
+
+func (n *Network) userTime(i int) time.Time { return Epoch.Add(time.Duration(i) * time.Millisecond) }
+
+// followTime is when every edge was made: after every user was created,
+// before any message.
+func (n *Network) followTime() time.Time { return n.userTime(n.cfg.Users).Add(time.Hour) }
+
+func (n *Network) messageTime(k int) time.Time {
+	step := max(time.Millisecond, historyLength/time.Duration(max(1, n.cfg.Messages)))
+	return n.followTime().Add(time.Hour + time.Duration(k)*step.Truncate(time.Millisecond))
+}
+
+func (n *Network) messageID(k int) store.ID { return n.id(n.messageTime(k), uint32(k)) }
+
+var words = strings.Fields(`the a timeline inbox message follow reply today we
+	ship herald graph fan out read write bucket cache hybrid fast quiet morning
+	coffee release notes deploy on call green tests weekend map trail river
+	city music book new old small big good late early`)
+
+// text is message k's text: 3 to 24 words, the same on every run.
+func (n *Network) text(k int) string {
+	r := rand.New(rand.NewPCG(n.cfg.Seed, uint64(k)))
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%d", k+1)
+	for range 3 + r.IntN(22) {
+		b.WriteByte(' ')
+		b.WriteString(words[r.IntN(len(words))])
+	}
+	return b.String()
+}
+
+func (n *Network) message(k int) *store.Message {
+	t := n.messageTime(k)
+	a := int(n.msgAuthor[k])
+	m := &store.Message{
+		ID: n.messageID(k), AuthorID: n.UserID(a), Text: n.text(k), Kind: store.KindPost,
+		CreatedAt: t, Pulled: n.pulled[a],
+	}
+	if r := n.replyTo[k]; r >= 0 {
+		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, n.messageID(int(r)), n.UserID(int(n.msgAuthor[r]))
+	}
+	return m
+}
+
+// user is user i as stored, counters final.
+func (n *Network) user(i int, passwordHash []byte, seen time.Time) *store.User {
+	t := n.userTime(i)
+	pulled := 0
+	if n.pulled[i] {
+		pulled = len(n.byAuthor[i])
+	}
+	return &store.User{
+		ID: n.UserID(i), Handle: Handle(i), DisplayName: fmt.Sprintf("User %d", i+1),
+		PasswordHash: passwordHash, CreatedAt: t, LastSeenAt: seen,
+		FollowerCount: len(n.followers[i]), FollowingCount: len(n.following[i]),
+		MessageCount: len(n.byAuthor[i]), PulledCount: pulled,
+	}
+}
+
+// inbox is user i's inbox, newest first.
+func (n *Network) inbox(i int) store.BulkInbox {
+	ks := make([]uint32, 0, n.InboxSize(i))
+	for _, v := range n.following[i] {
+		if !n.pulled[v] {
+			ks = append(ks, n.byAuthor[v]...)
+		}
+	}
+	slices.SortFunc(ks, func(a, b uint32) int { return cmp.Compare(b, a) })
+	items := make([]store.InboxItem, len(ks))
+	for j, k := range ks {
+		t := n.messageTime(int(k))
+		items[j] = store.InboxItem{
+			InboxEntry:  store.InboxEntry{MessageID: n.messageID(int(k)), AuthorID: n.UserID(int(n.msgAuthor[k])), CreatedAt: t},
+			DeliveredAt: t,
+		}
+	}
+	return store.BulkInbox{Owner: n.UserID(i), Items: items}
+}

@@ -1,0 +1,224 @@
+package seed
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/store"
+)
+
+func TestGenerate_Deterministic(t *testing.T) {
+	cfg := Config{Seed: 7, Users: 2000, AvgFollows: 20, Messages: 3000}
+	a, err := Generate(cfg)
+	require.NoError(t, err)
+	b, err := Generate(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, a.following, b.following)
+	assert.Equal(t, a.msgAuthor, b.msgAuthor)
+	assert.Equal(t, a.message(42), b.message(42))
+
+	cfg.Seed = 8
+	c, err := Generate(cfg)
+	require.NoError(t, err)
+	assert.NotEqual(t, a.following, c.following, "another seed, another graph")
+	assert.NotEqual(t, a.UserID(0), c.UserID(0), "another seed, other ids")
+}
+
+func TestGenerate_PowerLaw(t *testing.T) {
+	n, err := Generate(Config{Seed: 1, Users: 20_000, AvgFollows: 50, Messages: 100})
+	require.NoError(t, err)
+	counts := make([]int, n.Users())
+	for i := range counts {
+		counts[i] = n.Followers(i)
+	}
+	slices.Sort(counts)
+	avg := float64(n.Edges()) / float64(n.Users())
+	assert.InDelta(t, 50, avg, 5, "average follows")
+	median, top := counts[len(counts)/2], counts[len(counts)-1]
+	assert.Less(t, median, 50, "most authors have a few tens of followers at most")
+	assert.Greater(t, top, n.Users()*3/4, "the most popular author is followed by most users")
+	assert.Greater(t, counts[len(counts)-10], 10*median, "a heavy head")
+
+	for i := range n.Users() {
+		f := n.Following(i)
+		assert.True(t, slices.IsSorted(f))
+		assert.NotContains(t, f, uint32(i), "nobody follows themselves")
+		assert.Len(t, slices.Compact(slices.Clone(f)), len(f), "no edge twice")
+	}
+}
+
+func TestGenerate_Pinned(t *testing.T) {
+	n, err := Generate(Config{Seed: 3, Users: 3000, AvgFollows: 5, Messages: 10, Pinned: []int{2999, 1000, 10}})
+	require.NoError(t, err)
+	for j, want := range []int{2999, 1000, 10} {
+		assert.Equal(t, want, n.Followers(n.Pinned(j)), "pinned author %d", j)
+	}
+	_, err = Generate(Config{Seed: 3, Users: 3000, AvgFollows: 5, Pinned: []int{3000}})
+	assert.Error(t, err, "more followers than other users")
+}
+
+func TestGenerate_Hybrid(t *testing.T) {
+	n, err := Generate(Config{Seed: 1, Users: 500, AvgFollows: 10, Messages: 2000, Strategy: store.StrategyHybrid, CelebrityThreshold: 100})
+	require.NoError(t, err)
+	pulled := 0
+	for k := range 2000 {
+		m := n.message(k)
+		a := int(n.msgAuthor[k])
+		assert.Equal(t, n.Followers(a) > 100, m.Pulled)
+		if m.Pulled {
+			pulled++
+		}
+	}
+	require.NotZero(t, pulled, "some authors are above the threshold")
+	for i := range n.Users() {
+		for _, it := range n.inbox(i).Items {
+			m := n.messageByID(t, it.MessageID)
+			assert.False(t, m.Pulled, "a pulled message is in no inbox")
+		}
+	}
+}
+
+func (n *Network) messageByID(t *testing.T, id store.ID) *store.Message {
+	for k := range n.cfg.Messages {
+		if n.messageID(k) == id {
+			return n.message(k)
+		}
+	}
+	t.Fatalf("no message %s", id)
+	return nil
+}
+
+func TestNetwork_Records(t *testing.T) {
+	n, err := Generate(Config{Seed: 1, Users: 300, AvgFollows: 10, Messages: 900})
+	require.NoError(t, err)
+	for i := range n.Users() {
+		in := n.inbox(i)
+		assert.Len(t, in.Items, n.InboxSize(i))
+		assert.True(t, slices.IsSortedFunc(in.Items, func(a, b store.InboxItem) int { return b.MessageID.Compare(a.MessageID) }), "newest first")
+	}
+	ids := make(map[store.ID]bool)
+	for i := range n.Users() {
+		ids[n.UserID(i)] = true
+		u := n.user(i, nil, time.Time{})
+		assert.Equal(t, Handle(i), u.Handle)
+	}
+	for k := range n.cfg.Messages {
+		m := n.message(k)
+		ids[m.ID] = true
+		assert.True(t, m.CreatedAt.Before(time.Now()))
+		if k > 0 {
+			assert.Positive(t, m.ID.Compare(n.messageID(k-1)), "message ids increase with time")
+		}
+		if m.Kind == store.KindReply {
+			assert.Negative(t, m.ReplyToID.Compare(m.ID), "a reply answers an older message")
+		}
+	}
+	assert.Len(t, ids, n.Users()+n.cfg.Messages, "every id distinct")
+}
+
+// memLoader keeps what is loaded, keyed so that a repeat overwrites, and
+// fails once at batch failAt.
+type memLoader struct {
+	users    map[store.ID]store.User
+	edges    map[[2]store.ID]bool
+	messages map[store.ID]store.Message
+	inboxes  map[store.ID]int
+	progress map[string][]byte
+	batches  int
+	failAt   int
+}
+
+func newMemLoader() *memLoader {
+	return &memLoader{
+		users: map[store.ID]store.User{}, edges: map[[2]store.ID]bool{}, messages: map[store.ID]store.Message{},
+		inboxes: map[store.ID]int{}, progress: map[string][]byte{}, failAt: -1,
+	}
+}
+
+func (m *memLoader) LoadBulk(_ context.Context, b *store.Bulk) error {
+	if m.batches == m.failAt {
+		m.failAt = -1
+		return errors.New("disk full")
+	}
+	m.batches++
+	for _, u := range b.Users {
+		m.users[u.ID] = *u
+	}
+	for _, e := range b.Edges {
+		m.edges[[2]store.ID{e.Follower, e.Followee}] = true
+	}
+	for _, msg := range b.Messages {
+		m.messages[msg.ID] = *msg
+	}
+	for _, in := range b.Inboxes {
+		m.inboxes[in.Owner] = len(in.Items)
+	}
+	if b.Progress != nil {
+		m.progress[b.Progress.Name] = b.Progress.Value
+	}
+	return nil
+}
+
+func (m *memLoader) BulkProgress(_ context.Context, name string) ([]byte, error) {
+	return m.progress[name], nil
+}
+
+func TestLoad_Resumes(t *testing.T) {
+	n, err := Generate(Config{Seed: 5, Users: 400, AvgFollows: 8, Messages: 600})
+	require.NoError(t, err)
+	opts := LoadOptions{BatchRecords: 500, LastSeen: Epoch}
+
+	whole := newMemLoader()
+	total := 0
+	opts.Progress = func(r int) { total += r }
+	all, err := Load(context.Background(), whole, n, opts)
+	require.NoError(t, err)
+	assert.Equal(t, n.Records(), total, "the progress adds up to every record")
+	assert.Greater(t, all, 5)
+
+	cut := newMemLoader()
+	cut.failAt = all / 2
+	total = 0
+	first, err := Load(context.Background(), cut, n, opts)
+	require.ErrorContains(t, err, "disk full")
+	assert.Equal(t, all/2, first)
+	second, err := Load(context.Background(), cut, n, opts)
+	require.NoError(t, err)
+	assert.Equal(t, all-first, second, "the second load skips what the first loaded")
+	assert.Equal(t, whole.users, cut.users)
+	assert.Equal(t, whole.edges, cut.edges)
+	assert.Equal(t, whole.messages, cut.messages)
+	assert.Equal(t, whole.inboxes, cut.inboxes)
+
+	again, err := Load(context.Background(), cut, n, opts)
+	require.NoError(t, err)
+	assert.Zero(t, again, "a finished load has nothing left to do")
+
+	other, err := Generate(Config{Seed: 6, Users: 400, AvgFollows: 8, Messages: 600})
+	require.NoError(t, err)
+	_, err = Load(context.Background(), cut, other, opts)
+	assert.ErrorContains(t, err, "another seeded network")
+}
+
+// BenchmarkGenerate measures generating herald seed's default network and
+// building all its batches, without a store.
+//
+//	go test -run '^$' -bench Generate -benchtime 1x ./store/seed/
+func BenchmarkGenerate(b *testing.B) {
+	for b.Loop() {
+		n, err := Generate(Config{Seed: 1, Users: 100_000, AvgFollows: 100, Messages: 100_000})
+		require.NoError(b, err)
+		records := 0
+		for _, bt := range n.plan(LoadOptions{}, DefaultBatchRecords) {
+			bt.build()
+			records += bt.records
+		}
+		b.ReportMetric(float64(records), "records")
+	}
+}

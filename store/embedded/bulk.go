@@ -24,9 +24,10 @@ var _ store.BulkLoader = (*Store)(nil)
 //   - an edge: e and r, as Follow;
 //   - a message: m and o, as CreateMessage (no job: it is delivered);
 //   - an inbox entry: i, and the delivery record InsertInbox writes,
-//     d <message> <owner> x, so that a retraction finds it and an
-//     unfollow's removal and a second record of the same owner (a later
-//     delivery) are handled as for an inserted entry;
+//     d <message> <owner> x, so that a retraction finds a loaded entry as
+//     it finds an inserted one. A record per entry, not one per message:
+//     a batch holds whole inboxes, so a message's owners in one batch are
+//     few, and a record per entry cannot be overwritten by another batch's;
 //   - an inbox: its head n, with total = unread = the number of items, no
 //     read mark, not rebuilding, the last-seen time kept. An inbox that held
 //     entries is cleared first (one range deletion), so it is replaced, not
@@ -47,7 +48,8 @@ var _ store.BulkLoader = (*Store)(nil)
 //
 // It holds inboxMu and, for a batch with users, every user stripe, so it
 // is atomic to every other writer; the heads in memory change after the
-// batch commits, before any writer can see the batch.
+// batch commits, still under inboxMu, so no writer sees the batch without
+// its heads (ReadInbox reads stored heads from its snapshot).
 func (s *Store) LoadBulk(ctx context.Context, bk *store.Bulk) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -205,6 +205,17 @@ func (l *Loaders) Users(ctx context.Context, ids []store.ID) ([]*store.User, []e
 	return loadAll(ctx, l.UserByID, ids)
 }
 
+// User loads the user with the given id through UserByID. A user already
+// cached (primed, preloaded or loaded) is returned from the cache at once:
+// a dataloader Load allocates a channel and a thunk even for a cache hit,
+// and a timeline page looks up its authors once per edge.
+func (l *Loaders) User(ctx context.Context, id store.ID) (*store.User, error) {
+	if th, ok := l.userCache.Get(ctx, id); ok {
+		return th()
+	}
+	return l.UserByID.Load(ctx, id)()
+}
+
 // Messages loads the messages with the given keys in one batch, like Users.
 func (l *Loaders) Messages(ctx context.Context, keys []store.MessageKey) ([]*store.Message, []error) {
 	return loadAll(ctx, l.MessageByKey, keys)

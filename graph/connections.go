@@ -285,7 +285,7 @@ func replyToKey(m *store.Message) store.MessageKey {
 
 // optionalUser loads a user through UserByID, or nil if it does not exist.
 func optionalUser(ctx context.Context, id store.ID) (*store.User, error) {
-	u, err := loader.For(ctx).UserByID.Load(ctx, id)()
+	u, err := loader.For(ctx).User(ctx, id)
 	if store.ErrorCode(err) == store.ENOTFOUND {
 		return nil, nil
 	}

@@ -40,9 +40,17 @@ func decodeCursor(kind cursorKind, size int, s string) ([]byte, error) {
 
 func errInvalidCursor() error { return store.Errorf(store.EINVALID, "invalid cursor") }
 
-// encodeIDCursor returns a cursor of the given kind positioned at id.
+// encodeIDCursor returns a cursor of the given kind positioned at id, as
+// encodeCursor does, with the string as its only allocation: a page makes
+// one per edge.
 func encodeIDCursor(kind cursorKind, id store.ID) string {
-	return encodeCursor(kind, id[:])
+	var raw [1 + len(store.ID{})]byte
+	raw[0] = byte(kind)
+	copy(raw[1:], id[:])
+	var out [32]byte
+	n := base64.RawURLEncoding.EncodedLen(len(raw))
+	base64.RawURLEncoding.Encode(out[:n], raw[:])
+	return string(out[:n])
 }
 
 // decodeIDCursor returns the store id in an `after` argument of a connection

@@ -86,3 +86,16 @@ func TestGlobalID(t *testing.T) {
 		})
 	}
 }
+
+// TestEncodings checks that the allocation-free encoders write the formats
+// that parseGlobalID and decodeCursor read, as documented.
+func TestEncodings(t *testing.T) {
+	for _, id := range []store.ID{store.NilID, store.NewID(time.Now()), {0xff, 0xfe, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}} {
+		for _, typ := range []string{typeUser, typeMessage} {
+			assert.Equal(t, base64.RawURLEncoding.EncodeToString([]byte(typ+":"+id.String())), globalID(typ, id))
+		}
+		for _, kind := range []cursorKind{cursorInbox, cursorMessages, cursorFollowers, cursorFollowing, cursorAttribute} {
+			assert.Equal(t, encodeCursor(kind, id[:]), encodeIDCursor(kind, id))
+		}
+	}
+}

@@ -101,6 +101,7 @@ type env struct {
 	backend *storetest.Counting
 	tokens  *auth.Signer
 	srv     *handler.Server
+	cfg     graph.Config // srv's configuration
 	client  *client.Client
 	logs    *syncBuffer
 }
@@ -189,7 +190,7 @@ func newEnv(t testing.TB, mod func(*graph.Config)) *env {
 	srv.AddTransport(transport.Websocket{KeepAlivePingInterval: 10 * time.Second})
 
 	return &env{
-		svc: svc, hub: hub, backend: cb, tokens: tokens, srv: srv, logs: logs,
+		svc: svc, hub: hub, backend: cb, tokens: tokens, srv: srv, cfg: cfg, logs: logs,
 		client: client.New(withViewer(tokens, srv)),
 	}
 }

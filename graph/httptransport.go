@@ -438,7 +438,13 @@ func writeHTTPErrorCode(w http.ResponseWriter, mediaType string, status int, cod
 
 // writeResponse writes body as JSON with the media type and UTF-8 charset.
 func writeResponse(w http.ResponseWriter, mediaType string, status int, body any) {
-	b, err := json.Marshal(body)
+	var b []byte
+	var err error
+	if resp, ok := body.(*graphql.Response); ok && isDataOnly(resp) && len(resp.Data) > 0 {
+		b = appendDataResponse(make([]byte, 0, len(resp.Data)+16), resp.Data)
+	} else {
+		b, err = json.Marshal(body)
+	}
 	if err != nil {
 		b, _ = json.Marshal(requestErrorBody{Errors: gqlerror.List{{Message: "could not encode the response"}}})
 		status = http.StatusInternalServerError
@@ -446,6 +452,56 @@ func writeResponse(w http.ResponseWriter, mediaType string, status int, body any
 	w.Header().Set("Content-Type", mediaType+"; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// isDataOnly reports whether json.Marshal would write resp as
+// {"data":...} alone: no errors, no extensions, no incremental delivery.
+func isDataOnly(resp *graphql.Response) bool {
+	return len(resp.Errors) == 0 && resp.Label == "" && resp.Path == nil && resp.HasNext == nil && len(resp.Extensions) == 0
+}
+
+// appendDataResponse appends {"data":data} to dst as json.Marshal writes a
+// graphql.Response holding data alone, without its cost: json.Marshal
+// checks and compacts a json.RawMessage with a byte-by-byte state machine,
+// the largest cost of encoding a page. gqlgen writes data itself, as
+// compact JSON, so this only does what compacting would change: it drops
+// whitespace outside strings and escapes <, >, & and U+2028/U+2029 as
+// json.Marshal does (its HTML escaping).
+func appendDataResponse(dst, data []byte) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, `{"data":`...)
+	inString, escaped := false, false
+	start := 0
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			dst = append(dst, data[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			start = i + 1
+		case c == 0xE2 && i+2 < len(data) && data[i+1] == 0x80 && data[i+2]&^1 == 0xA8:
+			dst = append(dst, data[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[data[i+2]&0xF])
+			i += 2
+			start = i + 1
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			dst = append(dst, data[start:i]...)
+			start = i + 1
+		}
+	}
+	dst = append(dst, data[start:]...)
+	return append(dst, '}')
 }
 
 // CodeSubscriptionOverHTTP is the extensions.code of a subscription sent by

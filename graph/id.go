@@ -2,6 +2,7 @@ package graph
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"strings"
 
 	"herald/store"
@@ -16,8 +17,16 @@ const (
 )
 
 // globalID returns the opaque GraphQL id of the object of type typ with id.
+// It builds the id in stack buffers, so that the string is its only
+// allocation: a timeline page makes one per edge.
 func globalID(typ string, id store.ID) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(typ + ":" + id.String()))
+	var raw [32]byte // "Message:" and 24 hex digits
+	b := append(append(raw[:0], typ...), ':')
+	b = hex.AppendEncode(b, id[:])
+	var out [44]byte
+	n := base64.RawURLEncoding.EncodedLen(len(b))
+	base64.RawURLEncoding.Encode(out[:n], b)
+	return string(out[:n])
 }
 
 // parseGlobalID splits a global id into its type name and store id. Anything

@@ -37,7 +37,7 @@ func (r *messageResolver) ID(ctx context.Context, obj *store.Message) (string, e
 
 // Author is the resolver for the author field.
 func (r *messageResolver) Author(ctx context.Context, obj *store.Message) (*store.User, error) {
-	return loader.For(ctx).UserByID.Load(ctx, obj.AuthorID)()
+	return loader.For(ctx).User(ctx, obj.AuthorID)
 }
 
 // ReplyTo is the resolver for the replyTo field.

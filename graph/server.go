@@ -86,6 +86,12 @@ func DefaultConfig() Config {
 // AddTransport and puts the viewer into the request context with
 // NewContextWithViewer before the handler runs.
 func NewServer(cfg Config) *handler.Server {
+	return newServer(cfg, true)
+}
+
+// newServer is NewServer, with the inbox fast path (inboxFastPath) only if
+// fast is true: tests compare the two.
+func newServer(cfg Config, fast bool) *handler.Server {
 	if cfg.Service == nil || cfg.Tokens == nil {
 		panic("graph: NewServer needs a Service and a token Signer")
 	}
@@ -97,9 +103,13 @@ func NewServer(cfg Config) *handler.Server {
 	cfg.QueryCacheSize = orDefault(cfg.QueryCacheSize, DefaultQueryCacheSize)
 	cfg.APQCacheSize = orDefault(cfg.APQCacheSize, DefaultAPQCacheSize)
 
-	gcfg := generated.Config{Resolvers: &Resolver{Service: cfg.Service, Tokens: cfg.Tokens, Logger: cfg.Logger}}
+	resolver := &Resolver{Service: cfg.Service, Tokens: cfg.Tokens, Logger: cfg.Logger}
+	gcfg := generated.Config{Resolvers: resolver}
 	setComplexity(&gcfg.Complexity)
 	srv := handler.New(generated.NewExecutableSchema(gcfg))
+	if fast {
+		srv.AroundRootFields(inboxFastPath(resolver))
+	}
 
 	// GET and POST (and every other method but OPTIONS) go to HTTPTransport,
 	// which follows GraphQL over HTTP where gqlgen's GET and POST do not.

@@ -34,7 +34,7 @@ type testServer struct {
 
 // newTestServer starts a server; edit may change the default configuration.
 // Everything is closed in t.Cleanup.
-func newTestServer(t *testing.T, edit func(*config)) *testServer {
+func newTestServer(t testing.TB, edit func(*config)) *testServer {
 	t.Helper()
 	cfg, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
 	require.NoError(t, err)
@@ -64,7 +64,7 @@ func newTestServer(t *testing.T, edit func(*config)) *testServer {
 // with metrics m (nil: none). In
 // t.Cleanup it stops HTTP, websockets and the fan-out in the program's
 // order, then calls stop to close what lies below the service.
-func serve(t *testing.T, cfg config, log *slog.Logger, svc *store.Service, m *metrics, edit func(*app), stop func()) *testServer {
+func serve(t testing.TB, cfg config, log *slog.Logger, svc *store.Service, m *metrics, edit func(*app), stop func()) *testServer {
 	t.Helper()
 	signer := auth.NewSigner([]byte(strings.Repeat("k", 32)), time.Hour)
 	a, err := newApp(cfg, log, svc, signer, m)
@@ -107,7 +107,7 @@ func (r gqlResponse) code() string {
 
 // gql posts a GraphQL operation to base+"/graphql" and decodes the answer.
 // token may be "". It fails the test on transport errors, not GraphQL ones.
-func gql(t *testing.T, base, token, query string, vars map[string]any) gqlResponse {
+func gql(t testing.TB, base, token, query string, vars map[string]any) gqlResponse {
 	t.Helper()
 	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
 	require.NoError(t, err)
@@ -128,7 +128,7 @@ func gql(t *testing.T, base, token, query string, vars map[string]any) gqlRespon
 }
 
 // mustGQL is gql that also requires the response to carry no errors.
-func mustGQL(t *testing.T, base, token, query string, vars map[string]any) map[string]any {
+func mustGQL(t testing.TB, base, token, query string, vars map[string]any) map[string]any {
 	t.Helper()
 	r := gql(t, base, token, query, vars)
 	require.Empty(t, r.Errors, "query %q", query)
@@ -141,7 +141,7 @@ type user struct {
 }
 
 // mustSignUp signs a user up over HTTP and returns its id and token.
-func mustSignUp(t *testing.T, base, handle string) user {
+func mustSignUp(t testing.TB, base, handle string) user {
 	t.Helper()
 	d := mustGQL(t, base, "", `mutation($h: String!) { signUp(input: {handle: $h, password: "correct horse"}) { token user { id handle } } }`,
 		map[string]any{"h": handle})
@@ -151,13 +151,13 @@ func mustSignUp(t *testing.T, base, handle string) user {
 }
 
 // mustFollow makes follower follow followee over HTTP.
-func mustFollow(t *testing.T, base string, follower, followee user) {
+func mustFollow(t testing.TB, base string, follower, followee user) {
 	t.Helper()
 	mustGQL(t, base, follower.Token, `mutation($id: ID!) { follow(userId: $id) { id } }`, map[string]any{"id": followee.ID})
 }
 
 // mustPost posts text as author over HTTP and returns the message id.
-func mustPost(t *testing.T, base string, author user, text string) string {
+func mustPost(t testing.TB, base string, author user, text string) string {
 	t.Helper()
 	d := mustGQL(t, base, author.Token, `mutation($t: String!) { postMessage(input: {text: $t}) { id } }`, map[string]any{"t": text})
 	return d["postMessage"].(map[string]any)["id"].(string)

@@ -83,12 +83,29 @@ func New(svc *store.Service, viewer store.ID, hasViewer bool) *Loaders {
 // machine; a preload costs exactly one call per loader, whatever the
 // scheduling.
 func (l *Loaders) Preload(ctx context.Context, users []store.ID, messages []store.MessageKey, follows []store.ID) {
+	var calls []func()
+	if len(users) > 0 {
+		calls = append(calls, func() { fill(ctx, l.userCache, l.userBatch, users) })
+	}
+	if len(messages) > 0 {
+		calls = append(calls, func() {
+			fill(ctx, dataloader.Cache[store.MessageKey, *store.Message](l.messageCache), l.messageBatch, messages)
+		})
+	}
+	if len(follows) > 0 {
+		calls = append(calls, func() { fill(ctx, l.followsCache, l.followsBatch, follows) })
+	}
+	if len(calls) == 0 {
+		return
+	}
+	// The last call runs here: a page that needs one call (the common
+	// case) starts no goroutine, which under load would wait behind every
+	// other runnable one before it could start.
 	var wg sync.WaitGroup
-	wg.Go(func() { fill(ctx, l.userCache, l.userBatch, users) })
-	wg.Go(func() {
-		fill(ctx, dataloader.Cache[store.MessageKey, *store.Message](l.messageCache), l.messageBatch, messages)
-	})
-	wg.Go(func() { fill(ctx, l.followsCache, l.followsBatch, follows) })
+	for _, call := range calls[:len(calls)-1] {
+		wg.Go(call)
+	}
+	calls[len(calls)-1]()
 	wg.Wait()
 }
 
@@ -186,6 +203,17 @@ func For(ctx context.Context) *Loaders {
 // waiting for any, so the keys cannot straddle two batches.
 func (l *Loaders) Users(ctx context.Context, ids []store.ID) ([]*store.User, []error) {
 	return loadAll(ctx, l.UserByID, ids)
+}
+
+// User loads the user with the given id through UserByID. A user already
+// cached (primed, preloaded or loaded) is returned from the cache at once:
+// a dataloader Load allocates a channel and a thunk even for a cache hit,
+// and a timeline page looks up its authors once per edge.
+func (l *Loaders) User(ctx context.Context, id store.ID) (*store.User, error) {
+	if th, ok := l.userCache.Get(ctx, id); ok {
+		return th()
+	}
+	return l.UserByID.Load(ctx, id)()
 }
 
 // Messages loads the messages with the given keys in one batch, like Users.

@@ -52,7 +52,7 @@ func setMessage(b *pebble.Batch, m *store.Message) error {
 
 func decodeMessage(v []byte) (*store.Message, error) {
 	var d docs.Message
-	if err := docs.Unmarshal(v, &d); err != nil {
+	if err := docs.UnmarshalMessage(v, &d); err != nil {
 		return nil, fmt.Errorf("decode message: %w", err)
 	}
 	return d.Store(), nil

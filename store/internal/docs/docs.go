@@ -18,10 +18,13 @@
 package docs
 
 import (
+	"encoding/binary"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/bson/bsontype"
 	"go.mongodb.org/mongo-driver/bson/primitive"
+	"go.mongodb.org/mongo-driver/x/bsonx/bsoncore"
 
 	"herald/store"
 )
@@ -163,3 +166,86 @@ func Marshal(v any) ([]byte, error) { return bson.Marshal(v) }
 
 // Unmarshal decodes a BSON document.
 func Unmarshal(b []byte, v any) error { return bson.Unmarshal(b, v) }
+
+// UnmarshalMessage decodes a stored message as Unmarshal does, but without
+// reflection for a document of the shape Marshal writes (each field of the
+// expected BSON type): timeline reads decode dozens of messages each, and
+// bson.Unmarshal was most of their cost. Any other document, malformed
+// ones included, goes to Unmarshal, so the result (or error) is the same.
+func UnmarshalMessage(b []byte, d *Message) error {
+	if decodeMessage(b, d) {
+		return nil
+	}
+	*d = Message{}
+	return Unmarshal(b, d)
+}
+
+func decodeMessage(b []byte, d *Message) bool {
+	n, rest, ok := bsoncore.ReadLength(b)
+	if !ok || int(n) != len(b) || len(rest) == 0 || rest[len(rest)-1] != 0 {
+		return false
+	}
+	rest = rest[:len(rest)-1]
+	*d = Message{}
+	for len(rest) > 0 {
+		var e bsoncore.Element
+		if e, rest, ok = bsoncore.ReadElement(rest); !ok {
+			return false
+		}
+		v := e.Value()
+		switch string(e.KeyBytes()) {
+		case "_id":
+			d.ID, ok = v.ObjectIDOK()
+		case "a":
+			d.Author, ok = v.ObjectIDOK()
+		case "t":
+			d.Text, ok = decodeString(v)
+		case "k":
+			d.Kind, ok = v.Int32OK()
+		case "r":
+			var id primitive.ObjectID
+			id, ok = v.ObjectIDOK()
+			d.ReplyTo = &id
+		case "ra":
+			var id primitive.ObjectID
+			id, ok = v.ObjectIDOK()
+			d.ReplyBy = &id
+		case "c":
+			d.Created, ok = decodeTime(v)
+		case "e":
+			var t time.Time
+			t, ok = decodeTime(v)
+			d.Edited = &t
+		case "pl":
+			// bson.Unmarshal refuses a boolean byte other than 0 or 1.
+			ok = v.Type == bsontype.Boolean && len(v.Data) == 1 && v.Data[0] <= 1
+			d.Pulled = ok && v.Data[0] == 1
+		default:
+			return false
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeString decodes a BSON string whose length and terminating NUL are
+// as bson.Unmarshal requires.
+func decodeString(v bsoncore.Value) (string, bool) {
+	n := len(v.Data)
+	if v.Type != bsontype.String || n < 5 || int(binary.LittleEndian.Uint32(v.Data)) != n-4 || v.Data[n-1] != 0 {
+		return "", false
+	}
+	return string(v.Data[4 : n-1]), true
+}
+
+// decodeTime decodes a BSON datetime as bson.Unmarshal decodes it into a
+// time.Time.
+func decodeTime(v bsoncore.Value) (time.Time, bool) {
+	ms, ok := v.DateTimeOK()
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.Unix(ms/1000, ms%1000*1_000_000).UTC(), true
+}

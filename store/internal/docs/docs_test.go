@@ -73,3 +73,64 @@ func TestJob_RoundTrip(t *testing.T) {
 		assert.Equal(t, j, d.Store())
 	}
 }
+
+func TestUnmarshalMessage(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	old := time.Date(1960, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
+	for _, m := range []*store.Message{
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "hi", Kind: store.KindPost, CreatedAt: now},
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "re", Kind: store.KindReply, ReplyToID: store.NewID(now), ReplyToAuthorID: store.NewID(now), CreatedAt: now, EditedAt: &now},
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "star ✓", Kind: store.KindPost, CreatedAt: old, Pulled: true},
+	} {
+		b, err := bson.Marshal(FromMessage(m))
+		require.NoError(t, err)
+		var fast, slow Message
+		require.True(t, decodeMessage(b, &fast), "the fast decoder takes what Marshal writes")
+		require.NoError(t, bson.Unmarshal(b, &slow))
+		assert.Equal(t, slow, fast)
+		assert.Equal(t, m, fast.Store())
+	}
+	// Another shape goes to bson.Unmarshal: a field of another type, an
+	// unknown field.
+	for _, doc := range []bson.D{
+		{{Key: "_id", Value: primitive.NewObjectID()}, {Key: "k", Value: int64(1)}},
+		{{Key: "_id", Value: primitive.NewObjectID()}, {Key: "x", Value: "y"}},
+	} {
+		b, err := bson.Marshal(doc)
+		require.NoError(t, err)
+		var fast, slow Message
+		assert.False(t, decodeMessage(b, &fast))
+		require.NoError(t, UnmarshalMessage(b, &fast))
+		require.NoError(t, bson.Unmarshal(b, &slow))
+		assert.Equal(t, slow, fast)
+	}
+}
+
+func FuzzUnmarshalMessage(f *testing.F) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, m := range []*store.Message{
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "hi", CreatedAt: now},
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "re", Kind: store.KindReply, ReplyToID: store.NewID(now), ReplyToAuthorID: store.NewID(now), CreatedAt: now, EditedAt: &now, Pulled: true},
+	} {
+		b, err := bson.Marshal(FromMessage(m))
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast, slow Message
+		errSlow, panicked := func() (err error, panicked bool) {
+			// The driver panics on some malformed documents; the fast
+			// decoder leaves those to it.
+			defer func() { panicked = recover() != nil }()
+			return bson.Unmarshal(b, &slow), false
+		}()
+		if panicked {
+			t.Skip("bson.Unmarshal panics")
+		}
+		errFast := UnmarshalMessage(b, &fast)
+		require.Equal(t, errSlow == nil, errFast == nil, "errors: %v, %v", errSlow, errFast)
+		if errSlow == nil {
+			assert.Equal(t, slow, fast)
+		}
+	})
+}

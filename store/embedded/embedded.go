@@ -18,6 +18,7 @@
 //	d <message> <last owner> delivery record of one DeliverInbox chunk: its owners
 //	d <message> <owner> x    delivery record of one InsertInbox entry: the owner
 //	j <job>                  pending fan-out job document
+//	b <name>                 bulk-load progress record (bulk.go)
 //	N, K, a                  name store and attribute index (attributes.go)
 //
 // LayoutEntries and LayoutBuckets share one physical layout here: one key
@@ -61,6 +62,7 @@ const (
 	pJob      = 'j'
 	pCache    = 'c'
 	pPullers  = 'p'
+	pProgress = 'b'
 )
 
 // Options configure the embedded backend.

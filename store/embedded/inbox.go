@@ -22,10 +22,14 @@ const (
 const insertMark = "x"
 
 func encodeEntry(author store.ID, created, delivered time.Time) []byte {
-	v := make([]byte, 0, entrySize)
-	v = append(v, author[:]...)
-	v = binary.BigEndian.AppendUint64(v, uint64(created.UnixMilli()))
-	return binary.BigEndian.AppendUint64(v, uint64(delivered.UnixMilli()))
+	return appendEntry(make([]byte, 0, entrySize), author, created, delivered)
+}
+
+// appendEntry appends the inbox entry value to dst.
+func appendEntry(dst []byte, author store.ID, created, delivered time.Time) []byte {
+	dst = append(dst, author[:]...)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(created.UnixMilli()))
+	return binary.BigEndian.AppendUint64(dst, uint64(delivered.UnixMilli()))
 }
 
 func decodeEntry(owner, id store.ID, v []byte) (store.InboxItem, error) {

@@ -100,8 +100,8 @@ type Store struct {
 	dirty map[store.ID]struct{}
 	// journalSeq is the last journal record's seq, and journalHas whether
 	// records await a checkpoint; guarded by inboxMu.
-	journalSeq uint64
-	journalHas bool
+	journalSeq      uint64
+	journalHas      bool
 	stopCheckpoints chan struct{}
 	checkpointsDone chan struct{}
 	log             *slog.Logger

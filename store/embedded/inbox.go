@@ -2,9 +2,11 @@ package embedded
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -68,14 +70,29 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 	changes := make([]store.InboxChange, 0, len(d.Owners))
 	heads := make([]ownerHead, 0, len(d.Owners))
 	rec := make([]byte, 0, ownerSize*len(d.Owners))
-	seen := make(map[store.ID]struct{}, len(d.Owners))
+	// Owners come from ListFollowers, ascending; a list that is not (a
+	// caller's own) is deduplicated by a map.
+	var seen map[store.ID]struct{}
+	if !slices.IsSortedFunc(d.Owners, func(a, b store.ID) int { return cmp.Or(a.Compare(b), -1) }) {
+		seen = make(map[store.ID]struct{}, len(d.Owners))
+	}
+	hs := make([]head, len(d.Owners))
+	s.headsMu.RLock()
+	for i, owner := range d.Owners {
+		hs[i] = s.heads[owner]
+	}
+	s.headsMu.RUnlock()
 	value := encodeEntry(entry.AuthorID, entry.CreatedAt, d.At)
-	for _, owner := range d.Owners {
-		if _, dup := seen[owner]; dup {
-			continue
+	// One scratch key: Set copies it into the batch.
+	ek := append(make([]byte, 0, 1+2*ownerSize), pInbox)
+	for i, owner := range d.Owners {
+		if seen != nil {
+			if _, dup := seen[owner]; dup {
+				continue
+			}
+			seen[owner] = struct{}{}
 		}
-		seen[owner] = struct{}{}
-		h, _ := s.headOf(owner)
+		h := hs[i]
 		if !h.active(d.ActiveSince) {
 			continue
 		}
@@ -83,7 +100,8 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 		switch {
 		case job.Layout.Stores():
 			h.add(entry.MessageID)
-			_ = b.Set(key(pInbox, owner, entry.MessageID), value, nil)
+			ek = append(append(ek[:1], owner[:]...), entry.MessageID[:]...)
+			_ = b.Set(ek, value, nil)
 			heads = append(heads, ownerHead{owner, h})
 			rec = append(rec, owner[:]...)
 			change.Counts = h.counts(job.Layout)

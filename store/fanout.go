@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -387,6 +388,7 @@ func (f *fanout) run(j *Job) {
 // chunk is retried from where the stored job stands.
 func (f *fanout) step(j *Job) error {
 	ctx := f.ctx
+	var next *followerPage
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -394,7 +396,7 @@ func (f *fanout) step(j *Job) error {
 		if j.Kind != jobNotify && !f.isLeader() {
 			return nil // the lease moved: its new holder resumes the job
 		}
-		done, err := f.runChunk(ctx, j)
+		done, err := f.runChunk(ctx, j, &next)
 		if err != nil || done {
 			if err == nil && int(j.Kind) < len(f.done) {
 				f.done[j.Kind].Add(1)
@@ -404,12 +406,43 @@ func (f *fanout) step(j *Job) error {
 	}
 }
 
-// runChunk runs one chunk of j and reports whether j is done.
-func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
+// followerPage is a page of followers read ahead, while the chunk before
+// it is stored: the two overlap on two cores.
+type followerPage struct {
+	after []byte // the job's cursor the page follows
+	ids   []ID
+	err   error
+	done  chan struct{}
+}
+
+// readAhead starts reading the followers after cursor.
+func (f *fanout) readAhead(ctx context.Context, j *Job, cursor []byte) *followerPage {
+	p := &followerPage{after: cursor, done: make(chan struct{})}
+	author := j.AuthorID
+	go func() {
+		defer close(p.done)
+		var after ID
+		copy(after[:], cursor)
+		p.ids, p.err = f.s.backend.ListFollowers(ctx, author, Forward(after, f.chunk))
+	}()
+	return p
+}
+
+// runChunk runs one chunk of j and reports whether j is done. next holds
+// the page of followers read ahead for the job's next chunk, if any.
+func (f *fanout) runChunk(ctx context.Context, j *Job, next **followerPage) (bool, error) {
 	s, b := f.s, f.s.backend
 	switch j.Kind {
 	case JobDeliver:
-		fs, err := f.nextFollowers(ctx, j)
+		var fs []ID
+		var err error
+		if p := *next; p != nil && bytes.Equal(p.after, j.Cursor) {
+			<-p.done
+			fs, err = p.ids, p.err
+		} else {
+			fs, err = f.nextFollowers(ctx, j)
+		}
+		*next = nil
 		if err != nil {
 			return false, err
 		}
@@ -422,6 +455,9 @@ func (f *fanout) runChunk(ctx context.Context, j *Job) (bool, error) {
 		if len(fs) > 0 {
 			last := fs[len(fs)-1]
 			d.Cursor = last[:]
+		}
+		if !d.Done {
+			*next = f.readAhead(ctx, j, d.Cursor)
 		}
 		changes, err := b.DeliverInbox(ctx, d)
 		if err != nil {

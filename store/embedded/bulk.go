@@ -72,7 +72,7 @@ func (s *Store) LoadBulk(ctx context.Context, bk *store.Bulk) error {
 
 	b := s.db.NewBatchWithSize(bulkSize(bk))
 	defer b.Close()
-	w := bulkWriter{b: b, heads: make(map[store.ID]head, len(bk.Users)+len(bk.Inboxes))}
+	w := bulkWriter{b: b, heads: make(map[store.ID]head, len(bk.Users)+len(bk.Inboxes)), seq: s.journalSeq}
 	for i, u := range bk.Users {
 		if err := s.writeUser(&w, u, old[i]); err != nil {
 			return err
@@ -263,6 +263,7 @@ type bulkWriter struct {
 	b     *pebble.Batch
 	k, v  []byte
 	heads map[store.ID]head // the heads the batch writes, by owner
+	seq   uint64            // the journal seq a written head reflects (journal.go)
 }
 
 // key2 returns the scratch key prefix a c, followed by suffix.
@@ -272,6 +273,7 @@ func (w *bulkWriter) key2(prefix byte, a, c store.ID, suffix string) []byte {
 }
 
 func (w *bulkWriter) setHead(owner store.ID, h head) {
+	h.seq = w.seq
 	w.heads[owner] = h
 	_ = w.b.Set(key(pHead, owner), h.encode(), nil)
 }

@@ -95,6 +95,16 @@ type Store struct {
 	// adds before the user exists for anyone to deliver to.
 	headsMu sync.RWMutex
 	heads   map[store.ID]head
+	// dirty are the owners whose heads count journal records their stored
+	// heads do not (journal.go); guarded by headsMu.
+	dirty map[store.ID]struct{}
+	// journalSeq is the last journal record's seq, and journalHas whether
+	// records await a checkpoint; guarded by inboxMu.
+	journalSeq      uint64
+	journalHas      bool
+	stopCheckpoints chan struct{}
+	checkpointsDone chan struct{}
+	log             *slog.Logger
 
 	names names
 }
@@ -125,7 +135,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store in %s: %w", dir, err)
 	}
-	s := &Store{db: db, seed: maphash.MakeSeed(), heads: make(map[store.ID]head)}
+	s := &Store{db: db, seed: maphash.MakeSeed(), heads: make(map[store.ID]head), dirty: make(map[store.ID]struct{}), log: opts.Logger}
 	if err := s.loadNames(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -134,12 +144,21 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	if err := s.replayJournal(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s.stopCheckpoints, s.checkpointsDone = make(chan struct{}), make(chan struct{})
+	go s.checkpoints(s.stopCheckpoints, s.checkpointsDone)
 	return s, nil
 }
 
 // Close flushes and closes the database.
 func (s *Store) Close() error {
-	return s.db.Close()
+	close(s.stopCheckpoints)
+	<-s.checkpointsDone
+	// A failed last checkpoint loses nothing: opening replays the journal.
+	return errors.Join(s.checkpoint(), s.db.Close())
 }
 
 type pebbleLogger struct{ log *slog.Logger }

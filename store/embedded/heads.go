@@ -18,9 +18,16 @@ type head struct {
 	mark          store.ID
 	rebuilding    bool
 	seen          int64 // Unix milliseconds
+	// seq is the last journal entry the stored head reflects (journal.go).
+	seq uint64
 }
 
-const headSize = 8 + 8 + 12 + 1 + 8
+const (
+	headSize = 8 + 8 + 12 + 1 + 8 + 8
+	// headSizeV1 is a head stored before the journal: it reflects no
+	// journal entry.
+	headSizeV1 = headSize - 8
+)
 
 func (h head) encode() []byte {
 	v := make([]byte, 0, headSize)
@@ -32,12 +39,13 @@ func (h head) encode() []byte {
 		flag = 1
 	}
 	v = append(v, flag)
-	return binary.BigEndian.AppendUint64(v, uint64(h.seen))
+	v = binary.BigEndian.AppendUint64(v, uint64(h.seen))
+	return binary.BigEndian.AppendUint64(v, h.seq)
 }
 
 func decodeHead(owner store.ID, v []byte) (head, error) {
 	var h head
-	if len(v) != headSize {
+	if len(v) != headSize && len(v) != headSizeV1 {
 		return h, fmt.Errorf("decode inbox head of %s: %d bytes, want %d (a data directory of an older format?)", owner, len(v), headSize)
 	}
 	h.total = int(binary.BigEndian.Uint64(v[0:8]))
@@ -45,6 +53,9 @@ func decodeHead(owner store.ID, v []byte) (head, error) {
 	copy(h.mark[:], v[16:28])
 	h.rebuilding = v[28] == 1
 	h.seen = int64(binary.BigEndian.Uint64(v[29:37]))
+	if len(v) == headSize {
+		h.seq = binary.BigEndian.Uint64(v[37:45])
+	}
 	return h, nil
 }
 

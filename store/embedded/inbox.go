@@ -2,10 +2,11 @@ package embedded
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -69,14 +70,29 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 	changes := make([]store.InboxChange, 0, len(d.Owners))
 	heads := make([]ownerHead, 0, len(d.Owners))
 	rec := make([]byte, 0, ownerSize*len(d.Owners))
-	seen := make(map[store.ID]struct{}, len(d.Owners))
+	// Owners come from ListFollowers, ascending; a list that is not (a
+	// caller's own) is deduplicated by a map.
+	var seen map[store.ID]struct{}
+	if !slices.IsSortedFunc(d.Owners, func(a, b store.ID) int { return cmp.Or(a.Compare(b), -1) }) {
+		seen = make(map[store.ID]struct{}, len(d.Owners))
+	}
+	hs := make([]head, len(d.Owners))
+	s.headsMu.RLock()
+	for i, owner := range d.Owners {
+		hs[i] = s.heads[owner]
+	}
+	s.headsMu.RUnlock()
 	value := encodeEntry(entry.AuthorID, entry.CreatedAt, d.At)
-	for _, owner := range d.Owners {
-		if _, dup := seen[owner]; dup {
-			continue
+	// One scratch key: Set copies it into the batch.
+	ek := append(make([]byte, 0, 1+2*ownerSize), pInbox)
+	for i, owner := range d.Owners {
+		if seen != nil {
+			if _, dup := seen[owner]; dup {
+				continue
+			}
+			seen[owner] = struct{}{}
 		}
-		seen[owner] = struct{}{}
-		h, _ := s.headOf(owner)
+		h := hs[i]
 		if !h.active(d.ActiveSince) {
 			continue
 		}
@@ -84,8 +100,8 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 		switch {
 		case job.Layout.Stores():
 			h.add(entry.MessageID)
-			_ = b.Set(key(pInbox, owner, entry.MessageID), value, nil)
-			_ = b.Set(key(pHead, owner), h.encode(), nil)
+			ek = append(append(ek[:1], owner[:]...), entry.MessageID[:]...)
+			_ = b.Set(ek, value, nil)
 			heads = append(heads, ownerHead{owner, h})
 			rec = append(rec, owner[:]...)
 			change.Counts = h.counts(job.Layout)
@@ -108,8 +124,21 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 	if len(rec) > 0 {
 		_ = b.Set(key(pDelivery, job.MessageID, d.Owners[len(d.Owners)-1]), rec, nil)
 	}
-	if err := s.commitChunk(b, job, d.Cursor, d.Done, heads); err != nil {
+	// The heads are counted by a journal record, not written (journal.go).
+	var seq uint64
+	if len(heads) > 0 {
+		seq = s.journal(b, entry.MessageID, rec)
+	}
+	if err := advanceJob(b, job, d.Cursor, d.Done); err != nil {
 		return nil, err
+	}
+	undo := s.raiseHeads(heads, true)
+	if err := s.commit(b); err != nil {
+		undo()
+		return nil, err
+	}
+	if seq != 0 {
+		s.journalSeq, s.journalHas = seq, true
 	}
 	return changes, nil
 }
@@ -159,8 +188,14 @@ func (s *Store) InsertInbox(_ context.Context, ins store.Insertion) ([]store.Inb
 		_ = b.Set(key(pDelivery, e.MessageID, owner, insertMark), owner[:], nil)
 		changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: owner}, MessageID: e.MessageID, Counts: h.counts(job.Layout)})
 	}
-	_ = b.Set(key(pHead, owner), h.encode(), nil)
-	if err := s.commitChunk(b, job, nil, true, []ownerHead{{owner, h}}); err != nil {
+	_ = b.Set(key(pHead, owner), s.stamp(h), nil)
+	if err := advanceJob(b, job, nil, true); err != nil {
+		return nil, err
+	}
+	// Counts go up before the entries show (raiseHeads).
+	undo := s.raiseHeads([]ownerHead{{owner, h}}, false)
+	if err := s.commit(b); err != nil {
+		undo()
 		return nil, err
 	}
 	return changes, nil
@@ -219,7 +254,7 @@ func (s *Store) RemoveAuthorEntries(_ context.Context, r store.AuthorRemoval) ([
 			return nil, err
 		}
 	}
-	_ = b.Set(key(pHead, owner), h.encode(), nil)
+	_ = b.Set(key(pHead, owner), s.stamp(h), nil)
 	if err := s.commitChunk(b, job, nil, true, []ownerHead{{owner, h}}); err != nil {
 		return nil, err
 	}
@@ -248,24 +283,14 @@ func (s *Store) ReadInbox(_ context.Context, f store.InboxFilter) ([]store.Inbox
 		h, _ := s.headOf(f.Owner)
 		return nil, h.counts(f.Layout), nil
 	}
-	// The head and the entries come from one snapshot: the in-memory head
-	// is updated just after a chunk commits, so beside entries read from
-	// the database it could lag them.
+	// The counts come from the head in memory, read after the snapshot
+	// the entries come from: writers raise counts before their entries
+	// show and lower them after their entries are gone, so a page never
+	// holds more items than its counts say.
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	var counts store.InboxCounts
-	v, closer, err := snap.Get(key(pHead, f.Owner))
-	switch {
-	case err == nil:
-		h, derr := decodeHead(f.Owner, v)
-		closer.Close()
-		if derr != nil {
-			return nil, counts, derr
-		}
-		counts = h.counts(f.Layout)
-	case !errors.Is(err, pebble.ErrNotFound):
-		return nil, counts, fmt.Errorf("embedded get: %w", err)
-	}
+	h, _ := s.headOf(f.Owner)
+	counts := h.counts(f.Layout)
 	if f.Limit <= 0 {
 		return nil, counts, nil
 	}
@@ -311,7 +336,7 @@ func (s *Store) MarkInboxRead(_ context.Context, owner store.ID, layout store.La
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	_ = b.Set(key(pHead, owner), h.encode(), nil)
+	_ = b.Set(key(pHead, owner), s.stamp(h), nil)
 	if err := s.commit(b); err != nil {
 		return store.InboxCounts{}, err
 	}
@@ -409,7 +434,7 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.
 			h, _ := s.headOf(ref.Owner)
 			h.remove(job.MessageID)
 			_ = b.Delete(ek, nil)
-			_ = b.Set(key(pHead, ref.Owner), h.encode(), nil)
+			_ = b.Set(key(pHead, ref.Owner), s.stamp(h), nil)
 			heads = append(heads, ownerHead{ref.Owner, h})
 			change.Counts = h.counts(job.Layout)
 		case job.Layout == store.LayoutCache:

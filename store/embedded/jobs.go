@@ -129,7 +129,7 @@ func (s *Store) FinishJob(_ context.Context, j *store.Job) error {
 	if stored.Kind == store.JobRebuild {
 		h, _ := s.headOf(stored.OwnerID)
 		h.rebuilding = false
-		_ = b.Set(key(pHead, stored.OwnerID), h.encode(), nil)
+		_ = b.Set(key(pHead, stored.OwnerID), s.stamp(h), nil)
 		heads = append(heads, ownerHead{stored.OwnerID, h})
 	}
 	if err := s.commit(b); err != nil {

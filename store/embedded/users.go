@@ -146,7 +146,7 @@ func (s *Store) MarkSeen(_ context.Context, user store.ID, at, inactiveBefore ti
 			return false, err
 		}
 	}
-	_ = b.Set(key(pHead, user), h.encode(), nil)
+	_ = b.Set(key(pHead, user), s.stamp(h), nil)
 	if err := s.commit(b); err != nil {
 		return false, err
 	}

@@ -106,7 +106,8 @@ const (
 	collJobs = "jobs"
 	// deliveries: {m: message, k: record key, r: [{o owner, b bucket}]} —
 	// where a message went, one document per delivered chunk (k its last
-	// owner) or per insertion (k the follow job's or the rebuild's ID), for
+	// owner), per insertion (k the follow job's or the rebuild's ID) or per
+	// bulk-loaded batch of inboxes holding it (k its last owner), for
 	// retraction and edit notices. A chunk's record is an upsert adding to
 	// the set r, so a repeated chunk completes it. Sharded on (m, k).
 	collDeliveries = "deliveries"

@@ -122,6 +122,9 @@ const (
 	// locks: {_id: key, k: token, x: expires} — short locks that make the
 	// steps of one follow or unfollow of a pair run one operation at a time.
 	collLocks = "locks"
+	// progress: {_id: name, v: value} — the progress records of bulk loads
+	// (store.BulkLoader), written after each batch. Few: not sharded.
+	collProgress = "progress"
 )
 
 // bucketSize is the number of entries a bucket is filled to before a newer

@@ -33,6 +33,10 @@ type wsAdapter struct {
 	// initTimeout is how long a graphql-transport-ws client has to send
 	// connection_init before it is closed with 4408.
 	initTimeout time.Duration
+	// pingInterval is how often a graphql-transport-ws connection is
+	// pinged once acknowledged; one that answers no ping within two
+	// intervals is dropped. Zero turns the pings off.
+	pingInterval time.Duration
 
 	mu      sync.Mutex
 	conns   map[*wsConn]struct{}
@@ -64,6 +68,7 @@ func newWSAdapter(origins *originPolicy, writeTimeout time.Duration) *wsAdapter 
 		},
 		writeTimeout: writeTimeout,
 		initTimeout:  wsInitTimeout,
+		pingInterval: wsPingInterval,
 		conns:        make(map[*wsConn]struct{}),
 	}
 }
@@ -87,7 +92,7 @@ func (a *wsAdapter) Accept(w http.ResponseWriter, r *http.Request, opts transpor
 	}
 	c := &wsConn{conn: raw, writeTimeout: a.writeTimeout, adapter: a}
 	if raw.Subprotocol() == subprotocolTransportWS {
-		c.proto = newTransportWS(c)
+		c.proto = newTransportWS(c, a.pingInterval)
 	}
 
 	a.mu.Lock()

@@ -8,46 +8,34 @@ import (
 )
 
 // inboxEvents subscribes to viewer's inbox and forwards its events until ctx
-// ends (the client unsubscribed or disconnected) or the hub closes the
+// ends (the client unsubscribed or disconnected) or the hub ends the
 // subscription (this subscriber fell HubBuffer events behind, or the hub shut
-// down); then it closes the returned channel, which ends the subscription.
-// The forwarding goroutine owns the returned channel and is the only one to
-// close it; it blocks only on the receive and the send, both abandoned when
-// ctx ends, so it cannot outlive the subscription.
+// down); then the hub calls end, which closes the returned channel and so
+// ends the subscription. The forwarding runs in the hub's goroutine for this
+// subscriber, which exists only while events wait, so an idle subscriber
+// keeps no goroutine here; deliver blocks only on the send, abandoned when
+// ctx ends.
 //
 // An event carries only the message id: the message resolves when gqlgen
 // marshals the event, through loaders NewServer makes fresh for each event,
 // so it shows the message as it is then.
 func (r *Resolver) inboxEvents(ctx context.Context, viewer store.ID) (<-chan *model.InboxEvent, error) {
-	in, err := r.Service.Subscribe(ctx, viewer)
-	if err != nil {
+	out := make(chan *model.InboxEvent)
+	deliver := func(ev store.Event) bool {
+		ie, ok := r.inboxEvent(ctx, viewer, ev)
+		if !ok {
+			return true
+		}
+		select {
+		case out <- ie:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if err := r.Service.SubscribeFunc(ctx, viewer, deliver, func() { close(out) }); err != nil {
 		return nil, err
 	}
-	out := make(chan *model.InboxEvent)
-	go func() {
-		defer close(out)
-		for {
-			var ev store.Event
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-in:
-				if !ok {
-					return
-				}
-				ev = e
-			}
-			ie, ok := r.inboxEvent(ctx, viewer, ev)
-			if !ok {
-				continue
-			}
-			select {
-			case out <- ie:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
 	return out, nil
 }
 

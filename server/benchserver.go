@@ -71,7 +71,9 @@ func startBenchServer(ctx context.Context, dataDir string, flags []string, stder
 	addrs := make(chan [2]string, 1)
 	go func() {
 		// The addresses come in the first log lines; after them only
-		// warnings and errors are passed on.
+		// warnings and errors are passed on. The goroutine clears its
+		// own copy of addrs, which the caller goes on reading.
+		addrs := addrs
 		var api, pprof string
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -245,8 +245,10 @@ func (a *app) routes() http.Handler {
 		InitFunc:              a.wsInit,
 		InitTimeout:           wsInitTimeout,
 		KeepAlivePingInterval: wsKeepAlive,
-		PingPongInterval:      wsPingInterval,
-		PayloadReadLimit:      &limit,
+		// graphql-transport-ws pings are the adapter's (wsAdapter.
+		// pingInterval): gqlgen's would run a goroutine per connection.
+		PingPongInterval: 0,
+		PayloadReadLimit: &limit,
 		ErrorFunc: func(ctx context.Context, err error) {
 			a.log.DebugContext(ctx, "websocket error", "err", err)
 		},

@@ -1,17 +1,22 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -33,6 +38,10 @@ type wsAdapter struct {
 	// initTimeout is how long a graphql-transport-ws client has to send
 	// connection_init before it is closed with 4408.
 	initTimeout time.Duration
+	// pingInterval is how often a graphql-transport-ws connection is
+	// pinged once acknowledged; one that answers no ping within two
+	// intervals is dropped. Zero turns the pings off.
+	pingInterval time.Duration
 
 	mu      sync.Mutex
 	conns   map[*wsConn]struct{}
@@ -64,6 +73,7 @@ func newWSAdapter(origins *originPolicy, writeTimeout time.Duration) *wsAdapter 
 		},
 		writeTimeout: writeTimeout,
 		initTimeout:  wsInitTimeout,
+		pingInterval: wsPingInterval,
 		conns:        make(map[*wsConn]struct{}),
 	}
 }
@@ -87,7 +97,7 @@ func (a *wsAdapter) Accept(w http.ResponseWriter, r *http.Request, opts transpor
 	}
 	c := &wsConn{conn: raw, writeTimeout: a.writeTimeout, adapter: a}
 	if raw.Subprotocol() == subprotocolTransportWS {
-		c.proto = newTransportWS(c)
+		c.proto = newTransportWS(c, a.pingInterval)
 	}
 
 	a.mu.Lock()
@@ -352,12 +362,108 @@ func (t *wsTracker) middleware(next http.Handler) http.Handler {
 		// Add under the lock that wait takes first, so Add never races Wait.
 		t.wg.Add(1)
 		t.mu.Unlock()
-		defer t.wg.Done()
 
+		// The connection outlives this handler (see detachWriter), so its
+		// context must not end with the request's.
 		h := &connHolder{}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), connHolderKey{}, h)))
-		h.close()
+		ctx := context.WithValue(context.WithoutCancel(r.Context()), connHolderKey{}, h)
+		dw := &detachWriter{rw: w, done: make(chan struct{})}
+		go func() {
+			defer t.wg.Done()
+			defer dw.finish()
+			defer h.close()
+			// net/http recovers a handler's panic in its own goroutine,
+			// which this one is not.
+			defer func() {
+				if p := recover(); p != nil && p != http.ErrAbortHandler {
+					dw.panicked.Store(true)
+					log.Printf("http: panic serving %v: %v\n%s", r.RemoteAddr, p, debug.Stack())
+				}
+			}()
+			next.ServeHTTP(dw, r.WithContext(ctx))
+		}()
+		<-dw.done
+		if dw.panicked.Load() && !dw.hijacked.Load() {
+			panic(http.ErrAbortHandler) // net/http closes the connection
+		}
 	})
+}
+
+// detachWriter lets an upgrade handler return to net/http as soon as the
+// connection is hijacked, while the websocket carries on in a goroutine of
+// its own. net/http's per-connection state (a 4 KiB read buffer, a 4 KiB
+// write buffer, the request and response) then becomes garbage instead of
+// living as long as the websocket, and the goroutine's stack lacks the
+// frames of the server and the outer middleware: with thousands of idle
+// subscribers that is a good part of their memory.
+//
+// done is closed once the handler may return: after a successful Hijack
+// (net/http no longer touches the response), or when the handler is done
+// with the response without hijacking. After Hijack the writer forgets
+// net/http's response, since gqlgen's handler keeps this writer alive.
+type detachWriter struct {
+	mu       sync.Mutex
+	rw       http.ResponseWriter // nil once hijacked
+	once     sync.Once
+	done     chan struct{}
+	hijacked atomic.Bool
+	panicked atomic.Bool
+}
+
+func (d *detachWriter) finish() { d.once.Do(func() { close(d.done) }) }
+
+func (d *detachWriter) writer() http.ResponseWriter {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rw
+}
+
+// Header implements http.ResponseWriter; after Hijack it returns a
+// header that goes nowhere.
+func (d *detachWriter) Header() http.Header {
+	if w := d.writer(); w != nil {
+		return w.Header()
+	}
+	return http.Header{}
+}
+
+// Write implements http.ResponseWriter; after Hijack it fails with
+// http.ErrHijacked, as net/http's response does.
+func (d *detachWriter) Write(p []byte) (int, error) {
+	if w := d.writer(); w != nil {
+		return w.Write(p)
+	}
+	return 0, http.ErrHijacked
+}
+
+// WriteHeader implements http.ResponseWriter; after Hijack it does
+// nothing.
+func (d *detachWriter) WriteHeader(code int) {
+	if w := d.writer(); w != nil {
+		w.WriteHeader(code)
+	}
+}
+
+// Hijack implements http.Hijacker, and lets the handler's caller return.
+func (d *detachWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w := d.writer()
+	if w == nil {
+		return nil, nil, http.ErrHijacked
+	}
+	h, ok := w.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("response writer does not support hijacking")
+	}
+	c, brw, err := h.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	d.mu.Lock()
+	d.rw = nil
+	d.mu.Unlock()
+	d.hijacked.Store(true)
+	d.finish()
+	return c, brw, nil
 }
 
 // wait refuses new upgrades and waits until every upgrade handler has

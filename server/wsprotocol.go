@@ -44,10 +44,20 @@ type transportWS struct {
 	acked     bool            // gqlgen wrote connection_ack
 	active    map[string]bool // operation ids subscribed and not yet ended
 	initTimer *time.Timer
+
+	// Keep-alive, from connection_ack on: a ping every pingInterval, and a
+	// read deadline of two intervals that each pong lifts until the next
+	// ping, as gqlgen's PingPongInterval does. gqlgen's runs a goroutine
+	// (a ticker loop) per connection; a timer costs no goroutine between
+	// pings, which matters with thousands of idle subscribers.
+	pingInterval time.Duration
+	pingTimer    *time.Timer
+	receivedPong bool
+	stopped      bool // the connection closed: no more pings
 }
 
-func newTransportWS(c *wsConn) *transportWS {
-	return &transportWS{conn: c, active: make(map[string]bool)}
+func newTransportWS(c *wsConn, pingInterval time.Duration) *transportWS {
+	return &transportWS{conn: c, active: make(map[string]bool), pingInterval: pingInterval}
 }
 
 // startInitTimer closes the connection with 4408 unless a connection_init
@@ -68,11 +78,44 @@ func (p *transportWS) startInitTimer(d time.Duration) {
 	})
 }
 
+// startPingsLocked starts the keep-alive once the connection is
+// acknowledged; a client that answers no ping within two intervals is then
+// dropped by the read deadline. Call with p.mu held.
+func (p *transportWS) startPingsLocked() {
+	if p.pingInterval <= 0 || p.stopped || p.pingTimer != nil {
+		return
+	}
+	_ = p.conn.SetReadDeadline(time.Now().Add(2 * p.pingInterval))
+	p.pingTimer = time.AfterFunc(p.pingInterval, p.ping)
+}
+
+// ping sends a keep-alive ping, pushes the read deadline two intervals out
+// if the previous ping was answered, and schedules the next.
+func (p *transportWS) ping() {
+	if err := p.conn.writeText([]byte(`{"type":"ping"}`)); err != nil {
+		return // writeText closed the connection
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	if p.receivedPong {
+		_ = p.conn.SetReadDeadline(time.Now().Add(2 * p.pingInterval))
+	}
+	p.receivedPong = false
+	p.pingTimer.Reset(p.pingInterval)
+}
+
 func (p *transportWS) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stopped = true
 	if p.initTimer != nil {
 		p.initTimer.Stop()
+	}
+	if p.pingTimer != nil {
+		p.pingTimer.Stop()
 	}
 }
 
@@ -131,12 +174,17 @@ func (p *transportWS) receive(data []byte) (pass bool, err error) {
 		if !nullOrObject(m.Payload) {
 			return false, p.violation(closeBadRequest, `Invalid message received: "pong" payload must be an object`)
 		}
+		// After the acknowledgement it answers the keep-alive ping (see
+		// startPingsLocked) and lifts the read deadline until the next
+		// ping; before, it is an unsolicited heartbeat. gqlgen, whose own
+		// pings are off, need not see it.
 		p.mu.Lock()
-		acked := p.acked
+		if p.acked {
+			p.receivedPong = true
+			_ = p.conn.SetReadDeadline(time.Time{})
+		}
 		p.mu.Unlock()
-		// After the acknowledgement gqlgen counts it as the answer to its
-		// keep-alive ping; before, it is an unsolicited heartbeat.
-		return acked, nil
+		return false, nil
 
 	case "subscribe":
 		if m.ID == nil || *m.ID == "" {
@@ -194,6 +242,7 @@ func (p *transportWS) send(b []byte) bool {
 	switch m.Type {
 	case "connection_ack":
 		p.acked = true
+		p.startPingsLocked()
 	case "next":
 		return p.active[m.ID]
 	case "error", "complete":

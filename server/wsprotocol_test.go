@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,6 +262,50 @@ func TestTransportWS_ServerPingPongAccepted(t *testing.T) {
 	require.Greater(t, time.Since(start), 2*wsPingInterval-time.Second)
 	// Past the 2-interval deadline the connection still works.
 	requireQuiet(t, c)
+}
+
+// TestTransportWS_SilentClientDropped checks the adapter's keep-alive with a
+// short interval: a client that answers no ping is dropped after two
+// intervals, one that answers stays.
+func TestTransportWS_SilentClientDropped(t *testing.T) {
+	const interval = 200 * time.Millisecond
+	srv := newProtoServer(t)
+	srv.app.ws.pingInterval = interval // read at the next Accept
+	alice := mustSignUp(t, srv.URL, "alice")
+
+	answering := protoAcked(t, srv, alice)
+	var pings atomic.Int32
+	go func() {
+		for {
+			var m wsMsg
+			if answering.conn.ReadJSON(&m) != nil {
+				return // closed at cleanup
+			}
+			if m.Type == "ping" {
+				pings.Add(1)
+				_ = answering.conn.WriteJSON(map[string]string{"type": "pong"})
+			}
+		}
+	}()
+
+	silent := protoAcked(t, srv, alice)
+	start := time.Now()
+	require.NoError(t, silent.conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	var err error
+	for err == nil {
+		var m wsMsg
+		if err = silent.conn.ReadJSON(&m); err == nil {
+			require.Equal(t, "ping", m.Type)
+		}
+	}
+	var ne net.Error
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the server drops a client that answers no ping")
+	assert.Less(t, time.Since(start), 2*interval+time.Second)
+
+	require.Eventually(t, func() bool { return srv.app.ws.Len() == 1 }, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(3 * interval)
+	assert.Equal(t, 1, srv.app.ws.Len(), "the answering client outlives two intervals")
+	assert.GreaterOrEqual(t, pings.Load(), int32(3))
 }
 
 func TestTransportWS_ClientCompleteStops(t *testing.T) {

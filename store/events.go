@@ -46,17 +46,42 @@ type Events interface {
 	Subscribe(ctx context.Context, userID ID) (<-chan Event, error)
 }
 
+// EventFuncs is implemented by an Events that can hand a subscriber's
+// events to a function instead of a channel. A subscriber then costs no
+// goroutine while it waits: the implementation runs one only while the
+// subscriber has events to take. store.Service falls back on Subscribe and
+// a goroutine of its own for an Events without it.
+type EventFuncs interface {
+	// SubscribeFunc calls deliver with each event of one user's inbox, in
+	// order and one at a time, from a goroutine of the implementation's.
+	// deliver may block (it should give up when ctx ends) and returns
+	// false to end the subscription. The subscription ends, as Subscribe's
+	// channel closes, when ctx ends, when the subscriber falls too far
+	// behind (the events already waiting are delivered first), or when
+	// deliver returns false; then end is called, once, after the last
+	// deliver has returned. end must not block.
+	SubscribeFunc(ctx context.Context, userID ID, deliver func(Event) bool, end func()) error
+}
+
 // HubBuffer is how many undelivered events a subscriber may have before the
 // hub drops it.
 const HubBuffer = 64
 
-// Hub is the in-process Events implementation: each subscriber has a buffered
-// channel, and a subscriber whose buffer is full is dropped (its channel
-// closed), so a publisher never waits for a slow client.
+// Hub is the in-process Events implementation: each subscriber has a queue
+// of undelivered events, and a subscriber whose queue is full is dropped, so
+// a publisher never waits for a slow client.
+//
+// An idle subscriber costs a few hundred bytes and no goroutine: the queue
+// is allocated when an event arrives and freed when it is delivered, a
+// goroutine (the pump) runs only while the queue is not empty, and the end
+// of the subscriber's ctx is watched with context.AfterFunc. With ten
+// thousand websocket subscribers on one server, a 64-event channel and a
+// watching goroutine each came to some 11 KiB a subscriber.
 type Hub struct {
 	mu     sync.Mutex
 	subs   map[ID]map[*hubSub]struct{}
 	closed bool
+	done   chan struct{} // closed by Close, to stop Subscribe's sends
 	// open and dropped are written under mu and read without it, so
 	// that monitoring never waits on a publish.
 	open    atomic.Int64
@@ -72,41 +97,87 @@ type HubStats struct {
 	Dropped uint64
 }
 
+// hubSub is one subscription. Its pump goroutine is the only caller of
+// deliver and end. Lock order: Hub.mu, then hubSub.mu.
 type hubSub struct {
-	ch   chan Event
-	done chan struct{} // closed with ch, so the watcher of ctx can return
+	hub     *Hub
+	userID  ID
+	deliver func(Event) bool
+	end     func()
+
+	mu      sync.Mutex
+	stop    func() bool // stops the AfterFunc watching ctx
+	queue   []Event     // waiting for the pump; nil when empty
+	pending int         // events queued or being delivered
+	pumping bool        // a pump runs; once removed, stays true (end is the pump's)
+	removed bool        // out of the hub: nothing more is queued
+	flush   bool        // removed for falling behind: deliver the queue first
 }
 
-var _ Events = (*Hub)(nil)
+var (
+	_ Events     = (*Hub)(nil)
+	_ EventFuncs = (*Hub)(nil)
+)
 
 // NewHub returns an empty hub.
 func NewHub() *Hub {
-	return &Hub{subs: make(map[ID]map[*hubSub]struct{})}
+	return &Hub{subs: make(map[ID]map[*hubSub]struct{}), done: make(chan struct{})}
 }
 
-// Publish implements Events.
+// Publish implements Events. It holds the hub's lock while it queues, and
+// starts a pump for each subscriber that had nothing queued.
 func (h *Hub) Publish(_ context.Context, evs ...Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, ev := range evs {
 		for s := range h.subs[ev.UserID] {
-			select {
-			case s.ch <- ev:
-			default:
-				h.removeLocked(ev.UserID, s)
+			s.mu.Lock()
+			if s.pending >= HubBuffer {
+				s.mu.Unlock()
+				h.removeLocked(s, true)
 				h.dropped.Add(1)
+				continue
+			}
+			s.queue = append(s.queue, ev)
+			s.pending++
+			start := !s.pumping
+			s.pumping = true
+			s.mu.Unlock()
+			if start {
+				go s.pump()
 			}
 		}
 	}
 }
 
-// Subscribe implements Events. After Close it returns INTERNAL.
+// Subscribe implements Events over SubscribeFunc: the channel is
+// unbuffered, the events waiting for the receiver being queued in the hub.
+// After Close it returns INTERNAL.
 func (h *Hub) Subscribe(ctx context.Context, userID ID) (<-chan Event, error) {
-	s := &hubSub{ch: make(chan Event, HubBuffer), done: make(chan struct{})}
+	ch := make(chan Event)
+	deliver := func(ev Event) bool {
+		select {
+		case ch <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-h.done:
+			return false
+		}
+	}
+	if err := h.SubscribeFunc(ctx, userID, deliver, func() { close(ch) }); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// SubscribeFunc implements EventFuncs. After Close it returns INTERNAL.
+func (h *Hub) SubscribeFunc(ctx context.Context, userID ID, deliver func(Event) bool, end func()) error {
+	s := &hubSub{hub: h, userID: userID, deliver: deliver, end: end}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return nil, Errorf(EINTERNAL, "event hub is closed")
+		return Errorf(EINTERNAL, "event hub is closed")
 	}
 	m := h.subs[userID]
 	if m == nil {
@@ -117,31 +188,89 @@ func (h *Hub) Subscribe(ctx context.Context, userID ID) (<-chan Event, error) {
 	h.open.Add(1)
 	h.mu.Unlock()
 
-	go func() {
-		select {
-		case <-ctx.Done():
-			h.mu.Lock()
-			h.removeLocked(userID, s)
-			h.mu.Unlock()
-		case <-s.done: // dropped, or the hub closed
-		}
-	}()
-	return s.ch, nil
+	// Registered after the subscriber, so that a ctx already ended removes
+	// it; a subscriber dropped in between stops the watch here.
+	stop := context.AfterFunc(ctx, func() { h.remove(s) })
+	s.mu.Lock()
+	removed := s.removed
+	if !removed {
+		s.stop = stop
+	}
+	s.mu.Unlock()
+	if removed {
+		stop()
+	}
+	return nil
 }
 
-// removeLocked unregisters s and closes its channel, once.
-func (h *Hub) removeLocked(userID ID, s *hubSub) {
-	m := h.subs[userID]
+// remove unregisters s, dropping what it has queued.
+func (h *Hub) remove(s *hubSub) {
+	h.mu.Lock()
+	h.removeLocked(s, false)
+	h.mu.Unlock()
+}
+
+// removeLocked unregisters s and has its pump end it, once: at once, or
+// after delivering what is queued when flush is set (a subscriber that
+// fell behind gets what it was sent).
+func (h *Hub) removeLocked(s *hubSub, flush bool) {
+	m := h.subs[s.userID]
 	if _, ok := m[s]; !ok {
+		// Already removed: a later reason to end overrides a flush.
+		s.mu.Lock()
+		s.flush = s.flush && flush
+		s.mu.Unlock()
 		return
 	}
 	delete(m, s)
 	if len(m) == 0 {
-		delete(h.subs, userID)
+		delete(h.subs, s.userID)
 	}
 	h.open.Add(-1)
-	close(s.ch)
-	close(s.done)
+
+	s.mu.Lock()
+	s.removed, s.flush = true, flush
+	stop := s.stop
+	start := !s.pumping
+	s.pumping = true
+	s.mu.Unlock()
+	if stop != nil {
+		stop() // does not wait for a running h.remove(s)
+	}
+	if start {
+		go s.pump()
+	}
+}
+
+// pump delivers s's queued events, and returns when the queue is empty;
+// once s is removed, it calls end and returns.
+func (s *hubSub) pump() {
+	delivered := false
+	for {
+		s.mu.Lock()
+		if delivered {
+			s.pending--
+		}
+		if len(s.queue) == 0 || (s.removed && !s.flush) {
+			s.queue, s.pending = nil, 0
+			removed := s.removed
+			if !removed {
+				s.pumping = false
+			}
+			s.mu.Unlock()
+			if removed {
+				s.end()
+			}
+			return
+		}
+		ev := s.queue[0]
+		s.queue = s.queue[1:]
+		s.mu.Unlock()
+		delivered = true
+		if !s.deliver(ev) {
+			s.hub.remove(s)
+		}
+	}
 }
 
 // Subscribers returns the number of open subscriptions of one user.
@@ -159,14 +288,19 @@ func (h *Hub) Stats() HubStats {
 	return HubStats{Subscriptions: h.Len(), Dropped: h.dropped.Load()}
 }
 
-// Close ends every subscription and refuses new ones.
+// Close ends every subscription and refuses new ones. It does not wait for
+// the subscriptions' end functions.
 func (h *Hub) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
 	h.closed = true
-	for id, m := range h.subs {
+	close(h.done)
+	for _, m := range h.subs {
 		for s := range m {
-			h.removeLocked(id, s)
+			h.removeLocked(s, false)
 		}
 	}
 }

@@ -148,7 +148,7 @@ func responseType(r *http.Request) string {
 }
 
 // accessLogMiddleware logs each request at debug level, once it is done
-// (for a websocket: once the connection ends). It costs nothing when debug
+// (for a websocket: at the upgrade, with the handshake's time). It costs nothing when debug
 // logging is off. "remote" is the peer; behind trusted proxies, "client"
 // is the client as the rate limiter sees it (clientAddr).
 func accessLogMiddleware(log *slog.Logger, trusted []netip.Prefix, next http.Handler) http.Handler {

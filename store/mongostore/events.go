@@ -156,7 +156,10 @@ type Events struct {
 	testHookReopen func()
 }
 
-var _ store.Events = (*Events)(nil)
+var (
+	_ store.Events     = (*Events)(nil)
+	_ store.EventFuncs = (*Events)(nil)
+)
 
 // NewEvents returns Events over db's events collection. Nothing is read
 // until Run.
@@ -237,6 +240,12 @@ func (e *Events) Publish(ctx context.Context, evs ...store.Event) {
 // After Close it returns INTERNAL.
 func (e *Events) Subscribe(ctx context.Context, userID store.ID) (<-chan store.Event, error) {
 	return e.hub.Subscribe(ctx, userID)
+}
+
+// SubscribeFunc implements store.EventFuncs through the local hub, so an
+// idle subscriber costs no goroutine here either.
+func (e *Events) SubscribeFunc(ctx context.Context, userID store.ID, deliver func(store.Event) bool, end func()) error {
+	return e.hub.SubscribeFunc(ctx, userID, deliver, end)
 }
 
 // Len returns the number of open subscriptions in this process.

@@ -106,7 +106,8 @@ const (
 	collJobs = "jobs"
 	// deliveries: {m: message, k: record key, r: [{o owner, b bucket}]} —
 	// where a message went, one document per delivered chunk (k its last
-	// owner) or per insertion (k the follow job's or the rebuild's ID), for
+	// owner), per insertion (k the follow job's or the rebuild's ID) or per
+	// bulk-loaded batch of inboxes holding it (k its last owner), for
 	// retraction and edit notices. A chunk's record is an upsert adding to
 	// the set r, so a repeated chunk completes it. Sharded on (m, k).
 	collDeliveries = "deliveries"
@@ -122,6 +123,9 @@ const (
 	// locks: {_id: key, k: token, x: expires} — short locks that make the
 	// steps of one follow or unfollow of a pair run one operation at a time.
 	collLocks = "locks"
+	// progress: {_id: name, v: value} — the progress records of bulk loads
+	// (store.BulkLoader), written after each batch. Few: not sharded.
+	collProgress = "progress"
 )
 
 // bucketSize is the number of entries a bucket is filled to before a newer

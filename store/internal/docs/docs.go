@@ -102,7 +102,15 @@ func FromMessage(m *store.Message) *Message {
 
 // Store returns the domain form of d.
 func (d *Message) Store() *store.Message {
-	m := &store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC(), Pulled: d.Pulled}
+	m := new(store.Message)
+	d.StoreTo(m)
+	return m
+}
+
+// StoreTo sets m to the domain form of d, so that a batch read can decode
+// its messages into one slice instead of allocating each.
+func (d *Message) StoreTo(m *store.Message) {
+	*m = store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC(), Pulled: d.Pulled}
 	if d.Kind == kindReply && d.ReplyTo != nil {
 		m.Kind, m.ReplyToID = store.KindReply, store.ID(*d.ReplyTo)
 		if d.ReplyBy != nil {
@@ -113,7 +121,6 @@ func (d *Message) Store() *store.Message {
 		t := d.Edited.UTC()
 		m.EditedAt = &t
 	}
-	return m
 }
 
 // Job is a stored fan-out job, keyed by its ID.
@@ -176,8 +183,12 @@ func UnmarshalMessage(b []byte, d *Message) error {
 	if decodeMessage(b, d) {
 		return nil
 	}
-	*d = Message{}
-	return Unmarshal(b, d)
+	// Unmarshal takes an interface, which would move d to the heap on
+	// every call; only this slow path pays for a heap copy.
+	var slow Message
+	err := Unmarshal(b, &slow)
+	*d = slow
+	return err
 }
 
 func decodeMessage(b []byte, d *Message) bool {

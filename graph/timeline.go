@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
@@ -134,11 +135,15 @@ func (r *Resolver) fastInbox(ctx context.Context) (m graphql.Marshaler, ok bool)
 	if err != nil || conn == nil {
 		return nil, false
 	}
-	w := fastWriter{ctx: ctx, r: r, buf: make([]byte, 0, 256+300*len(conn.Edges))}
+	pb := getBuf()
+	w := fastWriter{ctx: ctx, r: r, buf: slices.Grow((*pb)[:0], 256+300*len(conn.Edges))}
 	if !w.connection(sel, conn) {
+		*pb = w.buf
+		putBuf(pb)
 		return nil, false
 	}
-	return rawJSON(w.buf), true
+	*pb = w.buf
+	return &pooledJSON{buf: pb}, true
 }
 
 // inboxArgs reads inbox's arguments as the generated code does: first and
@@ -173,11 +178,22 @@ func inboxArgs(raw map[string]any) (map[string]any, bool) {
 func intArg(v any) *int       { p, _ := v.(*int); return p }
 func stringArg(v any) *string { p, _ := v.(*string); return p }
 
-// rawJSON is a Marshaler of JSON already written.
-type rawJSON []byte
+// pooledJSON is a Marshaler of JSON already written into a buffer of
+// bufPool, which it puts back once written: gqlgen marshals a root field's
+// value once, into the response's data, which copies it. A value gqlgen
+// drops unwritten leaves its buffer to the GC.
+type pooledJSON struct{ buf *[]byte }
 
-// MarshalGQL implements graphql.Marshaler.
-func (b rawJSON) MarshalGQL(w io.Writer) { _, _ = w.Write(b) }
+// MarshalGQL implements graphql.Marshaler. A second call panics (gqlgen
+// reports INTERNAL) rather than write a page that is no longer there.
+func (p *pooledJSON) MarshalGQL(w io.Writer) {
+	if p.buf == nil {
+		panic("graph: inbox page marshaled twice")
+	}
+	_, _ = w.Write(*p.buf)
+	putBuf(p.buf)
+	p.buf = nil
+}
 
 // fastWriter appends the JSON of a page to buf. Each method returns false
 // where gqlgen would report an error or a null in a non-null field.

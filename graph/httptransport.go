@@ -500,6 +500,21 @@ func appendDataResponse(dst, data []byte) []byte {
 	inString, escaped := false, false
 	start := 0
 	for i := 0; i < len(data); i++ {
+		// Skip, a table lookup a byte, the run of bytes the switch below
+		// would pass over in this state (most of a page), instead of
+		// running the switch on each.
+		if !escaped {
+			skip := &dataOutside
+			if inString {
+				skip = &dataInString
+			}
+			for i < len(data) && skip[data[i]] {
+				i++
+			}
+			if i == len(data) {
+				break
+			}
+		}
 		c := data[i]
 		switch {
 		case c == '<' || c == '>' || c == '&':
@@ -529,6 +544,21 @@ func appendDataResponse(dst, data []byte) []byte {
 	}
 	dst = append(dst, data[start:]...)
 	return append(dst, '}')
+}
+
+// dataOutside and dataInString are the bytes appendDataResponse copies as
+// they are and that leave its state alone, outside a string and inside one
+// (not after a backslash): all but the ones its switch acts on.
+var dataOutside, dataInString = dataBytes(`<>&"` + " \t\n\r\xE2"), dataBytes(`<>&"\` + "\xE2")
+
+func dataBytes(special string) (t [256]bool) {
+	for i := range t {
+		t[i] = true
+	}
+	for i := 0; i < len(special); i++ {
+		t[special[i]] = false
+	}
+	return t
 }
 
 // CodeSubscriptionOverHTTP is the extensions.code of a subscription sent by

@@ -48,7 +48,7 @@ func (s *Store) CreateUser(_ context.Context, u *store.User) error {
 
 func decodeUserDoc(v []byte) (*docs.User, error) {
 	var d docs.User
-	if err := docs.Unmarshal(v, &d); err != nil {
+	if err := docs.UnmarshalUser(v, &d); err != nil {
 		return nil, fmt.Errorf("decode user: %w", err)
 	}
 	return &d, nil

@@ -18,6 +18,7 @@
 package docs
 
 import (
+	"bytes"
 	"encoding/binary"
 	"time"
 
@@ -239,6 +240,77 @@ func decodeMessage(b []byte, d *Message) bool {
 		}
 	}
 	return true
+}
+
+// UnmarshalUser decodes a stored user as Unmarshal does, but without
+// reflection for a document of the shape Marshal writes for a user with a
+// password and no attributes (each field of the expected BSON type): a
+// timeline page decodes its authors. Any other document goes to Unmarshal,
+// so the result (or error) is the same.
+func UnmarshalUser(b []byte, d *User) error {
+	if decodeUser(b, d) {
+		return nil
+	}
+	// As in UnmarshalMessage, only this path pays for a heap copy.
+	var slow User
+	err := Unmarshal(b, &slow)
+	*d = slow
+	return err
+}
+
+func decodeUser(b []byte, d *User) bool {
+	n, rest, ok := bsoncore.ReadLength(b)
+	if !ok || int(n) != len(b) || len(rest) == 0 || rest[len(rest)-1] != 0 {
+		return false
+	}
+	rest = rest[:len(rest)-1]
+	*d = User{}
+	for len(rest) > 0 {
+		var e bsoncore.Element
+		if e, rest, ok = bsoncore.ReadElement(rest); !ok {
+			return false
+		}
+		v := e.Value()
+		switch string(e.KeyBytes()) {
+		case "_id":
+			d.ID, ok = v.ObjectIDOK()
+		case "h":
+			d.Handle, ok = decodeString(v)
+		case "n":
+			d.Name, ok = decodeString(v)
+		case "p":
+			d.Pass, ok = decodeBinary(v)
+		case "c":
+			d.Created, ok = decodeTime(v)
+		case "s":
+			d.Seen, ok = decodeTime(v)
+		case "fr":
+			d.Followers, ok = v.Int64OK()
+		case "fg":
+			d.Following, ok = v.Int64OK()
+		case "mc":
+			d.Messages, ok = v.Int64OK()
+		case "pc":
+			d.Pulled, ok = v.Int64OK()
+		default: // attributes, and anything unknown
+			return false
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeBinary decodes a non-empty BSON binary of the generic subtype into
+// a copy, as bson.Unmarshal decodes it into a []byte; other binaries (and
+// the empty one) are left to bson.Unmarshal.
+func decodeBinary(v bsoncore.Value) ([]byte, bool) {
+	sub, data, ok := v.BinaryOK()
+	if !ok || sub != 0 || len(data) == 0 || len(v.Data) != 5+len(data) {
+		return nil, false
+	}
+	return bytes.Clone(data), true
 }
 
 // decodeString decodes a BSON string whose length and terminating NUL are

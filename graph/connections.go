@@ -73,14 +73,16 @@ func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after
 		UnreadCount: page.Counts.Unread,
 		Rebuilding:  page.Counts.Rebuilding,
 	}
-	cursors := make([]string, len(page.Items))
+	cursors := encodeIDCursors(cursorInbox, len(page.Items), func(i int) store.ID { return page.Items[i].MessageID })
 	msgs := make([]*store.Message, len(page.Items))
+	// One allocation for the page's edges rather than one per edge.
+	edges := make([]model.InboxEdge, len(page.Items))
 	for i, it := range page.Items {
-		ld.MessageByKey.Prime(ctx, it.Key(), it.Message)
-		cursors[i] = encodeIDCursor(cursorInbox, it.MessageID)
 		msgs[i] = it.Message
-		conn.Edges[i] = &model.InboxEdge{Cursor: cursors[i], Node: it.Message, DeliveredAt: it.DeliveredAt}
+		edges[i] = model.InboxEdge{Cursor: cursors[i], Node: it.Message, DeliveredAt: it.DeliveredAt}
+		conn.Edges[i] = &edges[i]
 	}
+	ld.PrimeMessages(ctx, msgs)
 	preloadInbox(ctx, ld, msgs)
 	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
 	return conn, nil
@@ -91,7 +93,8 @@ func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after
 // from ReplyToAuthorID, so they join the page's authors in one UserByID batch
 // without waiting for the replied-to messages to load.
 func preloadInbox(ctx context.Context, ld *loader.Loaders, msgs []*store.Message) {
-	var authors, replyAuthors []store.ID
+	authors := make([]store.ID, 0, len(msgs))
+	var replyAuthors []store.ID
 	var replyTo []store.MessageKey
 	for _, m := range msgs {
 		authors = append(authors, m.AuthorID)

@@ -41,16 +41,37 @@ func decodeCursor(kind cursorKind, size int, s string) ([]byte, error) {
 func errInvalidCursor() error { return store.Errorf(store.EINVALID, "invalid cursor") }
 
 // encodeIDCursor returns a cursor of the given kind positioned at id, as
-// encodeCursor does, with the string as its only allocation: a page makes
-// one per edge.
+// encodeCursor does, with the string as its only allocation.
 func encodeIDCursor(kind cursorKind, id store.ID) string {
+	var out [32]byte
+	return string(appendIDCursor(out[:0], kind, id))
+}
+
+// idCursorLen is the length of every cursor encodeIDCursor returns.
+var idCursorLen = base64.RawURLEncoding.EncodedLen(1 + len(store.ID{}))
+
+// appendIDCursor appends the cursor encodeIDCursor returns to dst.
+func appendIDCursor(dst []byte, kind cursorKind, id store.ID) []byte {
 	var raw [1 + len(store.ID{})]byte
 	raw[0] = byte(kind)
 	copy(raw[1:], id[:])
-	var out [32]byte
-	n := base64.RawURLEncoding.EncodedLen(len(raw))
-	base64.RawURLEncoding.Encode(out[:n], raw[:])
-	return string(out[:n])
+	return base64.RawURLEncoding.AppendEncode(dst, raw[:])
+}
+
+// encodeIDCursors returns encodeIDCursor(kind, id(i)) for i in [0, n), as
+// substrings of one string: a page makes one per edge, and one allocation
+// instead of n is a good part of what the page's cursors cost.
+func encodeIDCursors(kind cursorKind, n int, id func(i int) store.ID) []string {
+	buf := make([]byte, 0, n*idCursorLen)
+	for i := range n {
+		buf = appendIDCursor(buf, kind, id(i))
+	}
+	all := string(buf)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = all[i*idCursorLen : (i+1)*idCursorLen]
+	}
+	return out
 }
 
 // decodeIDCursor returns the store id in an `after` argument of a connection

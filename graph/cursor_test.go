@@ -94,8 +94,19 @@ func TestEncodings(t *testing.T) {
 		for _, typ := range []string{typeUser, typeMessage} {
 			assert.Equal(t, base64.RawURLEncoding.EncodeToString([]byte(typ+":"+id.String())), globalID(typ, id))
 		}
+		for _, typ := range []string{typeUser, typeMessage} {
+			assert.Equal(t, `x"`+globalID(typ, id)+`"`, string(append(appendGlobalID([]byte(`x"`), typ, id), '"')))
+		}
 		for _, kind := range []cursorKind{cursorInbox, cursorMessages, cursorFollowers, cursorFollowing, cursorAttribute} {
 			assert.Equal(t, encodeCursor(kind, id[:]), encodeIDCursor(kind, id))
+		}
+	}
+	ids := []store.ID{store.NewID(time.Now()), store.NilID, {0xff, 0xfe, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}
+	for n := range len(ids) + 1 {
+		got := encodeIDCursors(cursorInbox, n, func(i int) store.ID { return ids[i] })
+		require.Len(t, got, n)
+		for i := range n {
+			assert.Equal(t, encodeCursor(cursorInbox, ids[i][:]), got[i])
 		}
 	}
 }

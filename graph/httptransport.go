@@ -10,8 +10,10 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -441,7 +443,10 @@ func writeResponse(w http.ResponseWriter, mediaType string, status int, body any
 	var b []byte
 	var err error
 	if resp, ok := body.(*graphql.Response); ok && isDataOnly(resp) && len(resp.Data) > 0 {
-		b = appendDataResponse(make([]byte, 0, len(resp.Data)+16), resp.Data)
+		pb := getBuf()
+		defer putBuf(pb)
+		b = appendDataResponse(slices.Grow((*pb)[:0], len(resp.Data)+16), resp.Data)
+		*pb = b
 	} else {
 		b, err = json.Marshal(body)
 	}
@@ -451,7 +456,29 @@ func writeResponse(w http.ResponseWriter, mediaType string, status int, body any
 	}
 	w.Header().Set("Content-Type", mediaType+"; charset=utf-8")
 	w.WriteHeader(status)
+	// Write copies b into the connection's buffer or the socket before it
+	// returns, so b can go back to the pool after.
 	_, _ = w.Write(b)
+}
+
+// bufPool holds the buffers responses (a timeline page is ~15 KB) are
+// written into, twice on the fast path (fastInbox, writeResponse): without
+// it they are a fair part of the bytes a request allocates, and so of how
+// often the GC runs.
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf is the largest buffer put back: one outsized response does
+// not pin its buffer for the life of the pool.
+const maxPooledBuf = 256 << 10
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) > maxPooledBuf {
+		return
+	}
+	*b = (*b)[:0]
+	bufPool.Put(b)
 }
 
 // isDataOnly reports whether json.Marshal would write resp as
@@ -473,6 +500,21 @@ func appendDataResponse(dst, data []byte) []byte {
 	inString, escaped := false, false
 	start := 0
 	for i := 0; i < len(data); i++ {
+		// Skip, a table lookup a byte, the run of bytes the switch below
+		// would pass over in this state (most of a page), instead of
+		// running the switch on each.
+		if !escaped {
+			skip := &dataOutside
+			if inString {
+				skip = &dataInString
+			}
+			for i < len(data) && skip[data[i]] {
+				i++
+			}
+			if i == len(data) {
+				break
+			}
+		}
 		c := data[i]
 		switch {
 		case c == '<' || c == '>' || c == '&':
@@ -502,6 +544,21 @@ func appendDataResponse(dst, data []byte) []byte {
 	}
 	dst = append(dst, data[start:]...)
 	return append(dst, '}')
+}
+
+// dataOutside and dataInString are the bytes appendDataResponse copies as
+// they are and that leave its state alone, outside a string and inside one
+// (not after a backslash): all but the ones its switch acts on.
+var dataOutside, dataInString = dataBytes(`<>&"` + " \t\n\r\xE2"), dataBytes(`<>&"\` + "\xE2")
+
+func dataBytes(special string) (t [256]bool) {
+	for i := range t {
+		t[i] = true
+	}
+	for i := 0; i < len(special); i++ {
+		t[special[i]] = false
+	}
+	return t
 }
 
 // CodeSubscriptionOverHTTP is the extensions.code of a subscription sent by

@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
@@ -28,8 +29,9 @@ import (
 // forbids one. gqlgen then resolves the field again (from the loaders'
 // cache) and reports the errors and nulls as it always does, so the fast
 // path never has to produce an error response. Values come from the same
-// resolvers (Query.inbox, Message.id, Message.author, User.id) and struct
-// fields that gqlgen would use, and are written with gqlgen's encodings.
+// resolvers (Query.inbox, Message.author) and struct fields that gqlgen
+// would use, the ids from globalID as the Message.id and User.id resolvers
+// make them, and are written with gqlgen's encodings.
 
 // fastType is what inboxFastPath knows of an object type: the names it
 // matches fragments against (gqlgen's implementors) and its fields, each
@@ -133,11 +135,15 @@ func (r *Resolver) fastInbox(ctx context.Context) (m graphql.Marshaler, ok bool)
 	if err != nil || conn == nil {
 		return nil, false
 	}
-	w := fastWriter{ctx: ctx, r: r, buf: make([]byte, 0, 256+300*len(conn.Edges))}
+	pb := getBuf()
+	w := fastWriter{ctx: ctx, r: r, buf: slices.Grow((*pb)[:0], 256+300*len(conn.Edges))}
 	if !w.connection(sel, conn) {
+		*pb = w.buf
+		putBuf(pb)
 		return nil, false
 	}
-	return rawJSON(w.buf), true
+	*pb = w.buf
+	return &pooledJSON{buf: pb}, true
 }
 
 // inboxArgs reads inbox's arguments as the generated code does: first and
@@ -172,11 +178,22 @@ func inboxArgs(raw map[string]any) (map[string]any, bool) {
 func intArg(v any) *int       { p, _ := v.(*int); return p }
 func stringArg(v any) *string { p, _ := v.(*string); return p }
 
-// rawJSON is a Marshaler of JSON already written.
-type rawJSON []byte
+// pooledJSON is a Marshaler of JSON already written into a buffer of
+// bufPool, which it puts back once written: gqlgen marshals a root field's
+// value once, into the response's data, which copies it. A value gqlgen
+// drops unwritten leaves its buffer to the GC.
+type pooledJSON struct{ buf *[]byte }
 
-// MarshalGQL implements graphql.Marshaler.
-func (b rawJSON) MarshalGQL(w io.Writer) { _, _ = w.Write(b) }
+// MarshalGQL implements graphql.Marshaler. A second call panics (gqlgen
+// reports INTERNAL) rather than write a page that is no longer there.
+func (p *pooledJSON) MarshalGQL(w io.Writer) {
+	if p.buf == nil {
+		panic("graph: inbox page marshaled twice")
+	}
+	_, _ = w.Write(*p.buf)
+	putBuf(p.buf)
+	p.buf = nil
+}
 
 // fastWriter appends the JSON of a page to buf. Each method returns false
 // where gqlgen would report an error or a null in a non-null field.
@@ -255,11 +272,7 @@ func (w *fastWriter) message(sel []fastField, m *store.Message) bool {
 		case "__typename":
 			w.str("Message")
 		case "id":
-			id, err := w.r.Message().ID(w.ctx, m)
-			if err != nil {
-				return false
-			}
-			w.str(id)
+			w.globalID(typeMessage, m.ID)
 		case "text":
 			w.str(m.Text)
 		case "kind":
@@ -294,11 +307,7 @@ func (w *fastWriter) user(sel []fastField, u *store.User) bool {
 		case "__typename":
 			w.str("User")
 		case "id":
-			id, err := w.r.User().ID(w.ctx, u)
-			if err != nil {
-				return false
-			}
-			w.str(id)
+			w.globalID(typeUser, u.ID)
 		case "handle":
 			w.str(u.Handle)
 		case "displayName":
@@ -335,6 +344,12 @@ func (w *fastWriter) pageInfo(sel []fastField, p *model.PageInfo) bool {
 }
 
 func (w *fastWriter) str(s string) { w.buf = appendQuoted(w.buf, s) }
+
+// globalID writes the id the Message.id and User.id resolvers return
+// (globalID), without making it a string first; it needs no escaping.
+func (w *fastWriter) globalID(typ string, id store.ID) {
+	w.buf = append(appendGlobalID(append(w.buf, '"'), typ, id), '"')
+}
 
 func (w *fastWriter) optStr(s *string) {
 	if s == nil {

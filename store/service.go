@@ -666,6 +666,12 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 		if err != nil {
 			return err
 		}
+		last := items[len(items)-1].MessageID
+		// The first read's items (fresh, the read's own) hold the page:
+		// kept items move down in place instead of growing a new slice.
+		if page.Items == nil {
+			page.Items = items[:0]
+		}
 		for i := range items {
 			if msgs[i] != nil {
 				items[i].Message = msgs[i]
@@ -675,7 +681,10 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 		if len(items) < want || len(page.Items) > limit {
 			break
 		}
-		r.From = items[len(items)-1].MessageID
+		r.From = last
+	}
+	if len(page.Items) == 0 {
+		page.Items = nil // as when nothing was appended
 	}
 	page.Items, page.HasMore = trimPage(page.Items, Range{Limit: limit, Reverse: r.Reverse})
 	return nil

@@ -216,6 +216,23 @@ func (l *Loaders) User(ctx context.Context, id store.ID) (*store.User, error) {
 	return l.UserByID.Load(ctx, id)()
 }
 
+// PrimeMessages primes MessageByKey with msgs (none nil), as a Prime of
+// each m.Key() would: a message already cached keeps its entry. It takes
+// the cache's lock once, for a page of messages at a time.
+func (l *Loaders) PrimeMessages(_ context.Context, msgs []*store.Message) {
+	c := l.messageCache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.items) == 0 {
+		c.items = make(map[store.ID]dataloader.Thunk[*store.Message], len(msgs))
+	}
+	for _, m := range msgs {
+		if _, ok := c.items[m.ID]; !ok {
+			c.items[m.ID] = func() (*store.Message, error) { return m, nil }
+		}
+	}
+}
+
 // Messages loads the messages with the given keys in one batch, like Users.
 func (l *Loaders) Messages(ctx context.Context, keys []store.MessageKey) ([]*store.Message, []error) {
 	return loadAll(ctx, l.MessageByKey, keys)

@@ -212,3 +212,22 @@ func TestLoaders_Preload(t *testing.T) {
 	assert.EqualValues(t, 1, b.messages.Load())
 	assert.EqualValues(t, 1, b.following.Load())
 }
+
+func TestLoaders_PrimeMessages(t *testing.T) {
+	ctx := context.Background()
+	svc, b := newService(t)
+	u := mustCreateUser(t, svc, "alice")
+	l := loader.New(svc, u.ID, true)
+	now := time.Now().UTC()
+	m1 := &store.Message{ID: store.NewID(now), AuthorID: u.ID, Text: "one"}
+	m2 := &store.Message{ID: store.NewID(now.Add(time.Millisecond)), AuthorID: u.ID, Text: "two"}
+	// A message already cached keeps its entry, as with Prime.
+	l.MessageByKey.Prime(ctx, m1.Key(), m1)
+	l.PrimeMessages(ctx, []*store.Message{{ID: m1.ID, AuthorID: u.ID, Text: "other"}, m2})
+	for _, want := range []*store.Message{m1, m2} {
+		got, err := l.MessageByKey.Load(ctx, store.MessageKey{ID: want.ID})()
+		require.NoError(t, err)
+		assert.Same(t, want, got)
+	}
+	assert.Zero(t, b.messages.Load(), "primed messages need no read")
+}

@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -232,19 +233,55 @@ func findDoc[T any](s *Store, k []byte, decode func([]byte) (*T, error), notFoun
 }
 
 // findDocs reads the documents of ids under prefix, aligned with ids and
-// nil where one is missing.
-func findDocs[T any](s *Store, prefix byte, ids []store.ID, decode func([]byte) (*T, error)) ([]*T, error) {
+// nil where one is missing. It reads them with one iterator, seeking to each
+// key in ascending order, instead of one Get per key: each Get builds (and
+// tears down) an iterator stack of its own, and the keys of a batch (a
+// timeline page's messages, their few authors) are usually close together,
+// so an ascending seek mostly steps within the block the last one loaded.
+// The iterator is also one consistent view of the batch. decode must not
+// keep v: it is valid only until the iterator moves.
+func findDocs[T any](s *Store, prefix byte, ids []store.ID, decode func(v []byte) (*T, error)) ([]*T, error) {
 	out := make([]*T, len(ids))
-	for i, id := range ids {
-		v, ok, err := s.get(key(prefix, id))
-		if err != nil {
-			return nil, err
-		} else if !ok {
+	if len(ids) == 0 {
+		return out, nil
+	}
+	// Positions of ids in ascending key order; a timeline page is newest
+	// first, so a reversed copy is usually sorted already.
+	order := make([]int32, len(ids))
+	for i := range order {
+		order[i] = int32(len(ids) - 1 - i)
+	}
+	if !slices.IsSortedFunc(order, func(a, b int32) int { return ids[a].Compare(ids[b]) }) {
+		slices.SortFunc(order, func(a, b int32) int { return ids[a].Compare(ids[b]) })
+	}
+	var lower, upper [1 + len(store.ID{})]byte
+	lower[0], upper[0] = prefix, prefix
+	first, last := ids[order[0]], ids[order[len(order)-1]]
+	copy(lower[1:], first[:])
+	copy(upper[1:], last[:])
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower[:], UpperBound: prefixEnd(upper[:])})
+	if err != nil {
+		return nil, fmt.Errorf("embedded iter: %w", err)
+	}
+	k := lower // one scratch key for every seek
+	found := false
+	for n, i := range order {
+		id := ids[i]
+		// A repeated id is read where the iterator already is.
+		if n == 0 || id != ids[order[n-1]] {
+			copy(k[1:], id[:])
+			found = it.SeekGE(k[:]) && bytes.Equal(it.Key(), k[:])
+		}
+		if !found {
 			continue
 		}
-		if out[i], err = decode(v); err != nil {
+		if out[i], err = decode(it.Value()); err != nil {
+			it.Close()
 			return nil, err
 		}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, fmt.Errorf("embedded batch read: %w", err)
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -47,7 +48,7 @@ func (s *Store) CreateUser(_ context.Context, u *store.User) error {
 
 func decodeUserDoc(v []byte) (*docs.User, error) {
 	var d docs.User
-	if err := docs.Unmarshal(v, &d); err != nil {
+	if err := docs.UnmarshalUser(v, &d); err != nil {
 		return nil, fmt.Errorf("decode user: %w", err)
 	}
 	return &d, nil
@@ -78,7 +79,9 @@ func (s *Store) FindUserByID(_ context.Context, id store.ID) (*store.User, error
 
 // FindUsersByIDs implements store.Backend.
 func (s *Store) FindUsersByIDs(_ context.Context, ids []store.ID) ([]*store.User, error) {
-	return findDocs(s, pUser, ids, s.decodeUser)
+	// A user document decodes by reflection, which may keep slices of
+	// the bytes it reads (the password hash), so it decodes a copy.
+	return findDocs(s, pUser, ids, func(v []byte) (*store.User, error) { return s.decodeUser(bytes.Clone(v)) })
 }
 
 // FindUserByHandle implements store.Backend.

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -186,6 +187,39 @@ func testMessages(t *testing.T, open OpenFunc) {
 		require.Len(t, outbox, 1)
 		assert.Equal(t, reply.ID, outbox[0].ID)
 		assert.Equal(t, 1, mustUser(t, b, a.ID).MessageCount)
+	})
+	t.Run("BatchAligned", func(t *testing.T) {
+		// Keys in no order, repeated, missing below, between and above the
+		// stored ones, and deleted: a batch read may sort or seek, but its
+		// results stay aligned with the keys.
+		b, c := openBackend(t, open), newClock()
+		a := mustCreateUser(t, b, c)
+		before := store.NewID(c.Now())
+		var ms []*store.Message
+		for i := range 5 {
+			m := newMessage(c, a.ID, fmt.Sprintf("m%d", i))
+			require.NoError(t, b.CreateMessage(ctx, m, nil))
+			ms = append(ms, m)
+		}
+		after := store.NewID(c.Now())
+		require.NoError(t, b.DeleteMessage(ctx, ms[2].ID, nil))
+		keys := []store.MessageKey{ms[4].Key(), {ID: after, AuthorID: a.ID}, ms[0].Key(), ms[2].Key(), {ID: ms[3].ID}, {ID: before, AuthorID: a.ID}, ms[0].Key(), ms[1].Key(), ms[4].Key()}
+		got, err := b.FindMessagesByKeys(ctx, keys)
+		require.NoError(t, err)
+		require.Len(t, got, len(keys))
+		for i, k := range keys {
+			if k.ID == before || k.ID == after || k.ID == ms[2].ID {
+				assert.Nil(t, got[i], "key %d", i)
+				continue
+			}
+			if assert.NotNil(t, got[i], "key %d", i) {
+				assert.Equal(t, k.ID, got[i].ID, "key %d", i)
+			}
+		}
+		assert.Equal(t, ms[1], got[7])
+		empty, err := b.FindMessagesByKeys(ctx, nil)
+		require.NoError(t, err)
+		assert.Empty(t, empty)
 	})
 	t.Run("PulledCount", func(t *testing.T) { testPulledCount(t, open) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open) })

@@ -18,6 +18,7 @@
 package docs
 
 import (
+	"bytes"
 	"encoding/binary"
 	"time"
 
@@ -102,7 +103,15 @@ func FromMessage(m *store.Message) *Message {
 
 // Store returns the domain form of d.
 func (d *Message) Store() *store.Message {
-	m := &store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC(), Pulled: d.Pulled}
+	m := new(store.Message)
+	d.StoreTo(m)
+	return m
+}
+
+// StoreTo sets m to the domain form of d, so that a batch read can decode
+// its messages into one slice instead of allocating each.
+func (d *Message) StoreTo(m *store.Message) {
+	*m = store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC(), Pulled: d.Pulled}
 	if d.Kind == kindReply && d.ReplyTo != nil {
 		m.Kind, m.ReplyToID = store.KindReply, store.ID(*d.ReplyTo)
 		if d.ReplyBy != nil {
@@ -113,7 +122,6 @@ func (d *Message) Store() *store.Message {
 		t := d.Edited.UTC()
 		m.EditedAt = &t
 	}
-	return m
 }
 
 // Job is a stored fan-out job, keyed by its ID.
@@ -176,8 +184,12 @@ func UnmarshalMessage(b []byte, d *Message) error {
 	if decodeMessage(b, d) {
 		return nil
 	}
-	*d = Message{}
-	return Unmarshal(b, d)
+	// Unmarshal takes an interface, which would move d to the heap on
+	// every call; only this slow path pays for a heap copy.
+	var slow Message
+	err := Unmarshal(b, &slow)
+	*d = slow
+	return err
 }
 
 func decodeMessage(b []byte, d *Message) bool {
@@ -228,6 +240,77 @@ func decodeMessage(b []byte, d *Message) bool {
 		}
 	}
 	return true
+}
+
+// UnmarshalUser decodes a stored user as Unmarshal does, but without
+// reflection for a document of the shape Marshal writes for a user with a
+// password and no attributes (each field of the expected BSON type): a
+// timeline page decodes its authors. Any other document goes to Unmarshal,
+// so the result (or error) is the same.
+func UnmarshalUser(b []byte, d *User) error {
+	if decodeUser(b, d) {
+		return nil
+	}
+	// As in UnmarshalMessage, only this path pays for a heap copy.
+	var slow User
+	err := Unmarshal(b, &slow)
+	*d = slow
+	return err
+}
+
+func decodeUser(b []byte, d *User) bool {
+	n, rest, ok := bsoncore.ReadLength(b)
+	if !ok || int(n) != len(b) || len(rest) == 0 || rest[len(rest)-1] != 0 {
+		return false
+	}
+	rest = rest[:len(rest)-1]
+	*d = User{}
+	for len(rest) > 0 {
+		var e bsoncore.Element
+		if e, rest, ok = bsoncore.ReadElement(rest); !ok {
+			return false
+		}
+		v := e.Value()
+		switch string(e.KeyBytes()) {
+		case "_id":
+			d.ID, ok = v.ObjectIDOK()
+		case "h":
+			d.Handle, ok = decodeString(v)
+		case "n":
+			d.Name, ok = decodeString(v)
+		case "p":
+			d.Pass, ok = decodeBinary(v)
+		case "c":
+			d.Created, ok = decodeTime(v)
+		case "s":
+			d.Seen, ok = decodeTime(v)
+		case "fr":
+			d.Followers, ok = v.Int64OK()
+		case "fg":
+			d.Following, ok = v.Int64OK()
+		case "mc":
+			d.Messages, ok = v.Int64OK()
+		case "pc":
+			d.Pulled, ok = v.Int64OK()
+		default: // attributes, and anything unknown
+			return false
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeBinary decodes a non-empty BSON binary of the generic subtype into
+// a copy, as bson.Unmarshal decodes it into a []byte; other binaries (and
+// the empty one) are left to bson.Unmarshal.
+func decodeBinary(v bsoncore.Value) ([]byte, bool) {
+	sub, data, ok := v.BinaryOK()
+	if !ok || sub != 0 || len(data) == 0 || len(v.Data) != 5+len(data) {
+		return nil, false
+	}
+	return bytes.Clone(data), true
 }
 
 // decodeString decodes a BSON string whose length and terminating NUL are

@@ -134,3 +134,62 @@ func FuzzUnmarshalMessage(f *testing.F) {
 		}
 	})
 }
+
+func TestUnmarshalUser(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	old := time.Date(1960, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
+	for _, u := range []*store.User{
+		{ID: store.NewID(now), Handle: "alice", DisplayName: "Alice ✓", PasswordHash: []byte("hash"), CreatedAt: now, LastSeenAt: now},
+		{ID: store.NewID(now), Handle: "bob", PasswordHash: []byte{0}, CreatedAt: old, LastSeenAt: now, FollowerCount: 3, FollowingCount: 1 << 40, MessageCount: 7, PulledCount: 2},
+	} {
+		b, err := bson.Marshal(FromUser(u))
+		require.NoError(t, err)
+		var fast, slow User
+		require.True(t, decodeUser(b, &fast), "the fast decoder takes what Marshal writes")
+		require.NoError(t, bson.Unmarshal(b, &slow))
+		assert.Equal(t, slow, fast)
+	}
+	// Another shape goes to bson.Unmarshal: attributes, no password, a
+	// field of another type, an unknown field.
+	for _, d := range []any{
+		&User{ID: primitive.NewObjectID(), Pass: []byte("x"), Attrs: []Attr{{Token: 1, Value: "v"}}},
+		&User{ID: primitive.NewObjectID()},
+		bson.D{{Key: "_id", Value: primitive.NewObjectID()}, {Key: "fr", Value: int32(1)}},
+		bson.D{{Key: "_id", Value: primitive.NewObjectID()}, {Key: "x", Value: "y"}},
+	} {
+		b, err := bson.Marshal(d)
+		require.NoError(t, err)
+		var fast, slow User
+		assert.False(t, decodeUser(b, &fast))
+		require.NoError(t, UnmarshalUser(b, &fast))
+		require.NoError(t, bson.Unmarshal(b, &slow))
+		assert.Equal(t, slow, fast)
+	}
+}
+
+func FuzzUnmarshalUser(f *testing.F) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, u := range []*store.User{
+		{ID: store.NewID(now), Handle: "alice", DisplayName: "Alice", PasswordHash: []byte("hash"), CreatedAt: now, LastSeenAt: now},
+		{ID: store.NewID(now), Handle: "bob", CreatedAt: now, FollowerCount: 3, PulledCount: 1},
+	} {
+		b, err := bson.Marshal(FromUser(u))
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast, slow User
+		errSlow, panicked := func() (err error, panicked bool) {
+			defer func() { panicked = recover() != nil }()
+			return bson.Unmarshal(b, &slow), false
+		}()
+		if panicked {
+			t.Skip("bson.Unmarshal panics")
+		}
+		errFast := UnmarshalUser(b, &fast)
+		require.Equal(t, errSlow == nil, errFast == nil, "errors: %v, %v", errSlow, errFast)
+		if errSlow == nil {
+			assert.Equal(t, slow, fast)
+		}
+	})
+}

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -38,6 +38,15 @@ func percentile(ds []time.Duration, q float64) float64 {
 	slices.Sort(s)
 	i := int(math.Ceil(q*float64(len(s)))) - 1
 	return float64(s[max(0, min(i, len(s)-1))]) / float64(time.Millisecond)
+}
+
+// processCPU returns the CPU seconds this process has used.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return math.NaN()
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // waitIdle waits until the server's fan-out has no job queued or running.
@@ -398,14 +407,19 @@ func (b *bench) measureReads(ctx context.Context, section string, levels []int, 
 		if err != nil {
 			return err
 		}
+		cpu0 := processCPU()
 		res, err := b.readLoad(ctx, body, tokens, c, d, 0)
 		if err != nil {
 			return err
 		}
+		clientCPU := (processCPU() - cpu0) / float64(res.requests) * 1e6
 		after, err := b.srv.scrape(ctx)
 		if err != nil {
 			return err
 		}
+		// CPU per request does not depend on what else the machine runs
+		// the way requests per second do.
+		serverCPU := (after.sum("process_cpu_seconds_total", nil) - before.sum("process_cpu_seconds_total", nil)) / float64(res.requests) * 1e6
 		op := map[string]string{"operation": "BenchHome"}
 		h := after.histogram("herald_graphql_operation_duration_seconds", op).since(before.histogram("herald_graphql_operation_duration_seconds", op))
 		res.serverP50, res.p99 = h.quantile(.5)*1000, h.quantile(.99)*1000
@@ -417,7 +431,7 @@ func (b *bench) measureReads(ctx context.Context, section string, levels []int, 
 		}
 		name := fmt.Sprintf("inbox page of 50 with authors, concurrency %d: ", c)
 		fig := figure{Section: section, Name: name + "requests/s", Value: res.perSec, Unit: "/s", Samples: res.requests,
-			Note: fmt.Sprintf("client p50 %.2f ms, p99 %.2f ms", res.clientP50, res.client9)}
+			Note: fmt.Sprintf("client p50 %.2f ms, p99 %.2f ms; CPU per request: server %.0f µs, bench's client %.0f µs", res.clientP50, res.client9, serverCPU, clientCPU)}
 		if c == 8 {
 			fig.Target, fig.Pass = atLeast(res.perSec, 4000, "%.0f/s")
 		}
@@ -455,9 +469,14 @@ func (b *bench) readLoad(ctx context.Context, body []byte, tokens []string, c in
 	if limit <= 0 {
 		limit = maxRequests
 	}
+	auths := make([][]string, len(tokens))
+	for i, t := range tokens {
+		auths[i] = []string{"Bearer " + t}
+	}
 	start := time.Now()
 	for range c {
 		wg.Go(func() {
+			var buf bytes.Buffer // a response body, reused: the client's cost is not the server's
 			own := make([]time.Duration, 0, 4096)
 			defer func() {
 				mu.Lock()
@@ -470,7 +489,7 @@ func (b *bench) readLoad(ctx context.Context, body []byte, tokens []string, c in
 					return
 				}
 				t0 := time.Now()
-				err := b.readOnce(ctx, body, tokens[i%int64(len(tokens))])
+				err := b.readOnce(ctx, body, auths[i%int64(len(auths))], &buf)
 				if err != nil {
 					if ctx.Err() != nil {
 						return // another client failed, or bench stops
@@ -498,24 +517,27 @@ func (b *bench) readLoad(ctx context.Context, body []byte, tokens []string, c in
 	}, nil
 }
 
-var cursorField = []byte(`"cursor"`)
+var (
+	cursorField     = []byte(`"cursor"`)
+	jsonContentType = []string{"application/json"}
+)
 
-func (b *bench) readOnce(ctx context.Context, body []byte, token string) error {
+func (b *bench) readOnce(ctx context.Context, body []byte, auth []string, buf *bytes.Buffer) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.base+"/graphql", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header = http.Header{"Content-Type": jsonContentType, "Authorization": auth}
 	resp, err := b.srv.client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
+	buf.Reset()
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
 		return err
 	}
+	data := buf.Bytes()
 	if resp.StatusCode != http.StatusOK || bytes.Contains(data, []byte(`"errors"`)) || bytes.Count(data, cursorField) != benchPageSize {
 		return fmt.Errorf("a timeline read answered HTTP %d: %.300s", resp.StatusCode, data)
 	}

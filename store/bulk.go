@@ -67,3 +67,77 @@ type BulkProgress struct {
 	Name  string
 	Value []byte
 }
+
+// Validate checks what a batch says of itself, reading nothing: a zero ID,
+// a user, edge, message or inbox owner twice, too many attributes or one
+// twice, inbox items in a layout that stores none, or an inbox not newest
+// first without repeats is BAD_USER_INPUT; a handle twice in the batch is
+// CONFLICT. Backends call it before writing anything.
+func (b *Bulk) Validate() error {
+	invalid := func(format string, args ...any) error { return Errorf(EINVALID, "bulk: "+format, args...) }
+	ids := make(map[ID]bool, len(b.Users))
+	handles := make(map[string]bool, len(b.Users))
+	for _, u := range b.Users {
+		switch {
+		case u == nil || u.ID.IsZero() || u.Handle == "":
+			return invalid("a user without an ID or a handle")
+		case ids[u.ID]:
+			return invalid("user %s twice in a batch", u.ID)
+		case handles[u.Handle]:
+			return Errorf(ECONFLICT, "handle %q is taken", u.Handle)
+		case len(u.Attributes) > MaxAttributes:
+			return invalid("user %s has more than %d attributes", u.ID, MaxAttributes)
+		}
+		ids[u.ID], handles[u.Handle] = true, true
+		names := make(map[string]bool, len(u.Attributes))
+		for _, a := range u.Attributes {
+			if names[a.Name] {
+				return invalid("attribute %q twice on user %s", a.Name, u.ID)
+			}
+			names[a.Name] = true
+		}
+	}
+	pairs := make(map[[2]ID]bool, len(b.Edges))
+	for _, e := range b.Edges {
+		k := [2]ID{e.Follower, e.Followee}
+		switch {
+		case e.Follower.IsZero() || e.Followee.IsZero():
+			return invalid("an edge without a user")
+		case pairs[k]:
+			return invalid("edge %s → %s twice in a batch", e.Follower, e.Followee)
+		}
+		pairs[k] = true
+	}
+	msgs := make(map[ID]bool, len(b.Messages))
+	for _, m := range b.Messages {
+		switch {
+		case m == nil || m.ID.IsZero() || m.AuthorID.IsZero():
+			return invalid("a message without an ID or an author")
+		case msgs[m.ID]:
+			return invalid("message %s twice in a batch", m.ID)
+		}
+		msgs[m.ID] = true
+	}
+	owners := make(map[ID]bool, len(b.Inboxes))
+	for _, in := range b.Inboxes {
+		switch {
+		case in.Owner.IsZero():
+			return invalid("an inbox without an owner")
+		case owners[in.Owner]:
+			return invalid("the inbox of %s twice in a batch", in.Owner)
+		case len(in.Items) > 0 && !b.Layout.Stores():
+			return invalid("inbox items for layout %d, which stores none", b.Layout)
+		}
+		owners[in.Owner] = true
+		// Strictly newest first: a repeated message would count twice.
+		for i, it := range in.Items {
+			if it.MessageID.IsZero() {
+				return invalid("an inbox item without a message")
+			}
+			if i > 0 && it.MessageID.Compare(in.Items[i-1].MessageID) >= 0 {
+				return invalid("the inbox of %s is not newest first without repeats", in.Owner)
+			}
+		}
+	}
+	return nil
+}

@@ -54,7 +54,7 @@ func (s *Store) LoadBulk(ctx context.Context, bk *store.Bulk) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := checkBulk(bk); err != nil {
+	if err := bk.Validate(); err != nil {
 		return err
 	}
 	s.inboxMu.Lock()
@@ -116,53 +116,6 @@ func (s *Store) BulkProgress(_ context.Context, name string) ([]byte, error) {
 		v = []byte{}
 	}
 	return v, nil
-}
-
-// checkBulk checks what a batch says of itself, reading nothing.
-func checkBulk(bk *store.Bulk) error {
-	ids := make(map[store.ID]struct{}, len(bk.Users))
-	for _, u := range bk.Users {
-		if u == nil || u.ID.IsZero() || u.Handle == "" {
-			return store.Errorf(store.EINVALID, "bulk: a user without an ID or a handle")
-		}
-		if _, dup := ids[u.ID]; dup {
-			return store.Errorf(store.EINVALID, "bulk: user %s twice in one batch", u.ID)
-		}
-		ids[u.ID] = struct{}{}
-		if len(u.Attributes) > store.MaxAttributes {
-			return store.Errorf(store.EINVALID, "bulk: user %s has more than %d attributes", u.ID, store.MaxAttributes)
-		}
-		for i, a := range u.Attributes {
-			if slices.ContainsFunc(u.Attributes[:i], func(b store.Attribute) bool { return b.Name == a.Name }) {
-				return store.Errorf(store.EINVALID, "bulk: user %s has attribute %q twice", u.ID, a.Name)
-			}
-		}
-	}
-	for _, m := range bk.Messages {
-		if m == nil || m.ID.IsZero() || m.AuthorID.IsZero() {
-			return store.Errorf(store.EINVALID, "bulk: a message without an ID or an author")
-		}
-	}
-	owners := make(map[store.ID]struct{}, len(bk.Inboxes))
-	for _, in := range bk.Inboxes {
-		if !bk.Layout.Stores() {
-			if len(in.Items) > 0 {
-				return store.Errorf(store.EINVALID, "bulk: inbox items for layout %d, which stores none", bk.Layout)
-			}
-			continue
-		}
-		if _, dup := owners[in.Owner]; dup {
-			return store.Errorf(store.EINVALID, "bulk: inbox of %s twice in one batch", in.Owner)
-		}
-		owners[in.Owner] = struct{}{}
-		// Strictly newest first: a repeated message would count twice.
-		for i := 1; i < len(in.Items); i++ {
-			if in.Items[i].MessageID.Compare(in.Items[i-1].MessageID) >= 0 {
-				return store.Errorf(store.EINVALID, "bulk: inbox of %s is not newest first without repeats", in.Owner)
-			}
-		}
-	}
-	return nil
 }
 
 // checkUsers returns the stored documents of users (nil for a new one),

@@ -56,7 +56,7 @@ var _ store.BulkLoader = (*Store)(nil)
 // stored). Inboxes in a layout that stores none must be empty; they are
 // ignored.
 func (s *Store) LoadBulk(ctx context.Context, b *store.Bulk) error {
-	if err := checkBulk(b); err != nil {
+	if err := b.Validate(); err != nil {
 		return err
 	}
 	if len(b.Users) > 0 {
@@ -93,75 +93,6 @@ func (s *Store) BulkProgress(ctx context.Context, name string) ([]byte, error) {
 		return nil, wrap("bulk: read progress", err)
 	}
 	return d.Value, nil
-}
-
-// checkBulk rejects a malformed batch before anything is written.
-func checkBulk(b *store.Bulk) error {
-	invalid := func(format string, args ...any) error { return store.Errorf(store.EINVALID, "bulk: "+format, args...) }
-	ids := make(map[store.ID]bool, len(b.Users))
-	handles := make(map[string]bool, len(b.Users))
-	for _, u := range b.Users {
-		switch {
-		case u == nil || u.ID.IsZero():
-			return invalid("a user without an ID")
-		case ids[u.ID]:
-			return invalid("user %s twice in a batch", u.ID)
-		case handles[u.Handle]:
-			return store.Errorf(store.ECONFLICT, "handle %q is taken", u.Handle)
-		case len(u.Attributes) > store.MaxAttributes:
-			return invalid("a user has at most %d attributes", store.MaxAttributes)
-		}
-		ids[u.ID], handles[u.Handle] = true, true
-		names := make(map[string]bool, len(u.Attributes))
-		for _, a := range u.Attributes {
-			if names[a.Name] {
-				return invalid("attribute %q twice on user %s", a.Name, u.ID)
-			}
-			names[a.Name] = true
-		}
-	}
-	pairs := make(map[[2]store.ID]bool, len(b.Edges))
-	for _, e := range b.Edges {
-		k := [2]store.ID{e.Follower, e.Followee}
-		switch {
-		case e.Follower.IsZero() || e.Followee.IsZero():
-			return invalid("an edge without a user")
-		case pairs[k]:
-			return invalid("edge %s → %s twice in a batch", e.Follower, e.Followee)
-		}
-		pairs[k] = true
-	}
-	msgs := make(map[store.ID]bool, len(b.Messages))
-	for _, m := range b.Messages {
-		switch {
-		case m == nil || m.ID.IsZero() || m.AuthorID.IsZero():
-			return invalid("a message without an ID or author")
-		case msgs[m.ID]:
-			return invalid("message %s twice in a batch", m.ID)
-		}
-		msgs[m.ID] = true
-	}
-	owners := make(map[store.ID]bool, len(b.Inboxes))
-	for _, in := range b.Inboxes {
-		switch {
-		case in.Owner.IsZero():
-			return invalid("an inbox without an owner")
-		case owners[in.Owner]:
-			return invalid("the inbox of %s twice in a batch", in.Owner)
-		case len(in.Items) > 0 && !b.Layout.Stores():
-			return invalid("layout %d stores no inbox entries", b.Layout)
-		}
-		owners[in.Owner] = true
-		for i, it := range in.Items {
-			if it.MessageID.IsZero() {
-				return invalid("an inbox item without a message")
-			}
-			if i > 0 && it.MessageID.Compare(in.Items[i-1].MessageID) >= 0 {
-				return invalid("the inbox of %s is not newest first without repeats", in.Owner)
-			}
-		}
-	}
-	return nil
 }
 
 // concurrently runs fns at once and returns the first error, in fns'

@@ -81,15 +81,14 @@ Flags:`
 
 // figure is one measured number and, where there is one, its target.
 type figure struct {
-	Section string   `json:"section"`
-	Name    string   `json:"name"`
-	Value   float64  `json:"value"`
-	Unit    string   `json:"unit"`
-	Target  string   `json:"target,omitempty"`
-	Pass    *bool    `json:"pass,omitempty"`
-	Note    string   `json:"note,omitempty"`
-	Samples int      `json:"samples,omitempty"`
-	Extra   []string `json:"-"`
+	Section string  `json:"section"`
+	Name    string  `json:"name"`
+	Value   float64 `json:"value"`
+	Unit    string  `json:"unit"`
+	Target  string  `json:"target,omitempty"`
+	Pass    *bool   `json:"pass,omitempty"`
+	Note    string  `json:"note,omitempty"`
+	Samples int     `json:"samples,omitempty"`
 }
 
 // strategyRow is one line of the strategies table.
@@ -350,11 +349,11 @@ func (b *bench) token(i int) (string, error) {
 // readTokenSecret reads the secret a server keeps in its data directory,
 // without creating one.
 func readTokenSecret(dataDir string) ([]byte, error) {
-	v, err := os.ReadFile(filepath.Join(dataDir, secretFile))
+	secret, err := readSecretFile(filepath.Join(dataDir, secretFile))
 	if err != nil {
 		return nil, fmt.Errorf("bench: the server's token secret: set %s, or -data to the server's data directory: %w", envTokenSecret, err)
 	}
-	return []byte(strings.TrimSpace(string(v))), nil
+	return secret, nil
 }
 
 // raiseFileLimit raises the open-file limit to its hard limit: every

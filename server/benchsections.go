@@ -51,17 +51,32 @@ func processCPU() float64 {
 
 // waitIdle waits until the server's fan-out has no job queued or running.
 func (b *bench) waitIdle(ctx context.Context) error {
+	return b.waitMetrics(ctx, "no fan-out job queued or running", func(ms metricsSnapshot) bool {
+		return ms.sum("herald_fanout_jobs_queued", nil)+ms.sum("herald_fanout_jobs_running", nil) == 0
+	})
+}
+
+// waitSubscribed waits until the server counts at least n subscriptions.
+func (b *bench) waitSubscribed(ctx context.Context, n int) error {
+	return b.waitMetrics(ctx, fmt.Sprintf("%d subscriptions", n), func(ms metricsSnapshot) bool {
+		return ms.sum("herald_subscriptions", nil) >= float64(n)
+	})
+}
+
+// waitMetrics scrapes the server's metrics every 10 ms until done holds,
+// for 2 minutes at most.
+func (b *bench) waitMetrics(ctx context.Context, what string, done func(metricsSnapshot) bool) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		ms, err := b.srv.scrape(ctx)
 		if err != nil {
 			return err
 		}
-		if ms.sum("herald_fanout_jobs_queued", nil)+ms.sum("herald_fanout_jobs_running", nil) == 0 {
+		if done(ms) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return errors.New("the fan-out was still busy after 2 minutes")
+			return fmt.Errorf("waited 2 minutes for %s", what)
 		}
 		select {
 		case <-ctx.Done():
@@ -248,28 +263,6 @@ func (b *bench) postAndTrack(ctx context.Context, author, n int) (posts, deliver
 	return posts, delivered, b.waitIdle(ctx)
 }
 
-// waitSubscribed waits until the server counts at least n subscriptions.
-func (b *bench) waitSubscribed(ctx context.Context, n int) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		ms, err := b.srv.scrape(ctx)
-		if err != nil {
-			return err
-		}
-		if ms.sum("herald_subscriptions", nil) >= float64(n) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the server counts %v subscriptions after 2 minutes, want %d", ms.sum("herald_subscriptions", nil), n)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // fanoutAuthors returns the authors the fan-out section posts as: the
 // pinned ones, or at -url those whose follower counts are nearest 1k, 10k
 // and 100k, fewest followers first.
@@ -351,19 +344,13 @@ type readResult struct {
 func callsByMethod(before, after metricsSnapshot, requests int) string {
 	var parts []string
 	for _, m := range after["herald_store_calls_total"].GetMetric() {
-		var method string
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "method" {
-				method = l.GetValue()
-			}
-		}
-		labels := map[string]string{}
+		labels := make(map[string]string, len(m.GetLabel()))
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
 		per := (m.GetCounter().GetValue() - before.sum("herald_store_calls_total", labels)) / float64(requests)
 		if per >= 0.0005 {
-			parts = append(parts, fmt.Sprintf("%s %.3f", method, per))
+			parts = append(parts, fmt.Sprintf("%s %.3f", labels["method"], per))
 		}
 	}
 	slices.Sort(parts)

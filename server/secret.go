@@ -29,13 +29,9 @@ func loadTokenSecret(dataDir string, fromEnv []byte, log *slog.Logger) ([]byte, 
 		return fromEnv, nil
 	}
 	path := filepath.Join(dataDir, secretFile)
-	b, err := os.ReadFile(path)
+	secret, err := readSecretFile(path)
 	switch {
 	case err == nil:
-		secret := bytes.TrimSpace(b)
-		if len(secret) < minSecretLen {
-			return nil, fmt.Errorf("token secret %s is %d bytes; it must be at least %d (delete it to make a new one, which logs everyone out)", path, len(secret), minSecretLen)
-		}
 		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
 			log.Warn("token secret file is readable by other users; chmod 600 it", "path", path, "mode", fi.Mode().Perm().String())
 		}
@@ -49,8 +45,22 @@ func loadTokenSecret(dataDir string, fromEnv []byte, log *slog.Logger) ([]byte, 
 		log.Info("token secret created", "path", path)
 		return secret, nil
 	default:
+		return nil, err
+	}
+}
+
+// readSecretFile reads the secret kept at path. A missing file is
+// fs.ErrNotExist; a secret shorter than minSecretLen is an error.
+func readSecretFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
 		return nil, fmt.Errorf("read token secret: %w", err)
 	}
+	secret := bytes.TrimSpace(b)
+	if len(secret) < minSecretLen {
+		return nil, fmt.Errorf("token secret %s is %d bytes; it must be at least %d (delete it to make a new one, which logs everyone out)", path, len(secret), minSecretLen)
+	}
+	return secret, nil
 }
 
 // createSecretFile writes a new random secret to path atomically: a temp

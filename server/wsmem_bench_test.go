@@ -2,16 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -23,9 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"herald/graph/auth"
 	"herald/store"
-	"herald/store/embedded"
 )
 
 var (
@@ -48,7 +43,8 @@ func BenchmarkIdleSubscribers(b *testing.B) {
 	if *idleProfiles != "" {
 		runtime.MemProfileRate = 1
 	}
-	srv, hub, signer := newIdleServer(b)
+	ts := newTestServer(b, func(c *config) { c.Metrics = false })
+	srv, hub, signer := ts.Server, ts.hub, ts.signer
 	tokens := make([]string, n)
 	for i := range tokens {
 		tok, _, err := signer.Issue(store.NewID(time.Now()))
@@ -129,37 +125,6 @@ func idleMem() idleMemStats {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return idleMemStats{heap: ms.HeapAlloc, stack: ms.StackInuse, goroutines: runtime.NumGoroutine()}
-}
-
-// newIdleServer serves the real handler over an embedded store, as
-// newTestServer does, for a benchmark.
-func newIdleServer(tb testing.TB) (*httptest.Server, *store.Hub, *auth.Signer) {
-	tb.Helper()
-	cfg, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
-	require.NoError(tb, err)
-	log := slog.New(slog.DiscardHandler)
-	st, err := embedded.Open(tb.TempDir(), embedded.Options{Logger: log})
-	require.NoError(tb, err)
-	hub := store.NewHub()
-	svc := store.NewService(st, hub, store.Options{Logger: log, PasswordCost: 4})
-	require.NoError(tb, svc.Start(context.Background()))
-	signer := auth.NewSigner([]byte(strings.Repeat("k", 32)), time.Hour)
-	cfg.Metrics = false
-	a, err := newApp(cfg, log, svc, signer, nil)
-	require.NoError(tb, err)
-	a.health.ready.Store(true)
-	srv := httptest.NewServer(a.routes())
-	tb.Cleanup(func() {
-		srv.Close()
-		a.ws.closeAll()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = a.wsTrack.wait(ctx)
-		_ = svc.Close(ctx)
-		hub.Close()
-		_ = st.Close()
-	})
-	return srv, hub, signer
 }
 
 // dialIdleSubscriber opens a graphql-transport-ws connection, sends

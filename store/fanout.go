@@ -421,9 +421,7 @@ func (f *fanout) readAhead(ctx context.Context, j *Job, cursor []byte) *follower
 	author := j.AuthorID
 	go func() {
 		defer close(p.done)
-		var after ID
-		copy(after[:], cursor)
-		p.ids, p.err = f.s.backend.ListFollowers(ctx, author, Forward(after, f.chunk))
+		p.ids, p.err = f.followersAfter(ctx, author, cursor)
 	}()
 	return p
 }
@@ -564,11 +562,17 @@ func (f *fanout) edgeExists(ctx context.Context, j *Job) (bool, error) {
 // nextFollowers returns the chunk of the author's followers after the
 // job's cursor, the last follower of the chunk before.
 func (f *fanout) nextFollowers(ctx context.Context, j *Job) ([]ID, error) {
+	return f.followersAfter(ctx, j.AuthorID, j.Cursor)
+}
+
+// followersAfter returns the chunk of author's followers after cursor (a
+// follower's id; empty: from the first).
+func (f *fanout) followersAfter(ctx context.Context, author ID, cursor []byte) ([]ID, error) {
 	after := NilID
-	if len(j.Cursor) == len(after) {
-		copy(after[:], j.Cursor)
+	if len(cursor) == len(after) {
+		copy(after[:], cursor)
 	}
-	return f.s.backend.ListFollowers(ctx, j.AuthorID, Forward(after, f.chunk))
+	return f.s.backend.ListFollowers(ctx, author, Forward(after, f.chunk))
 }
 
 // backfill returns the entries a JobFollow or JobRebuild brings into its

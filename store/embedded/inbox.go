@@ -129,12 +129,7 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 	if len(heads) > 0 {
 		seq = s.journal(b, entry.MessageID, rec)
 	}
-	if err := advanceJob(b, job, d.Cursor, d.Done); err != nil {
-		return nil, err
-	}
-	undo := s.raiseHeads(heads, true)
-	if err := s.commit(b); err != nil {
-		undo()
+	if err := s.commitRaising(b, job, d.Cursor, d.Done, heads, true); err != nil {
 		return nil, err
 	}
 	if seq != 0 {
@@ -189,13 +184,7 @@ func (s *Store) InsertInbox(_ context.Context, ins store.Insertion) ([]store.Inb
 		changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: owner}, MessageID: e.MessageID, Counts: h.counts(job.Layout)})
 	}
 	_ = b.Set(key(pHead, owner), s.stamp(h), nil)
-	if err := advanceJob(b, job, nil, true); err != nil {
-		return nil, err
-	}
-	// Counts go up before the entries show (raiseHeads).
-	undo := s.raiseHeads([]ownerHead{{owner, h}}, false)
-	if err := s.commit(b); err != nil {
-		undo()
+	if err := s.commitRaising(b, job, nil, true, []ownerHead{{owner, h}}, false); err != nil {
 		return nil, err
 	}
 	return changes, nil
@@ -458,6 +447,22 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.
 		return nil, err
 	}
 	return changes, nil
+}
+
+// commitRaising is commitChunk for a batch that only adds entries: its
+// heads are published before the commit (raiseHeads: counts go up before
+// the entries show) and taken back if it fails. journaled says the heads
+// are counted by the batch's journal record, not written.
+func (s *Store) commitRaising(b *pebble.Batch, job *store.Job, cursor []byte, done bool, heads []ownerHead, journaled bool) error {
+	if err := advanceJob(b, job, cursor, done); err != nil {
+		return err
+	}
+	undo := s.raiseHeads(heads, journaled)
+	if err := s.commit(b); err != nil {
+		undo()
+		return err
+	}
+	return nil
 }
 
 // commitChunk advances job (see advanceJob) in b, commits b, and then, the

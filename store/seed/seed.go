@@ -168,9 +168,8 @@ func (n *Network) follow(rng *rand.Rand) {
 		}
 	}
 	counts := make([]int, users)
-	for u, list := range n.following {
+	for _, list := range n.following {
 		slices.Sort(list)
-		n.following[u] = list
 		for _, v := range list {
 			counts[v]++
 		}
@@ -233,22 +232,20 @@ func (n *Network) Pinned(j int) int { return int(n.pinned[j]) }
 
 // InboxSize returns how many items user i's inbox holds: the messages of
 // the users it follows, but pulled ones.
-func (n *Network) InboxSize(i int) int {
-	size := 0
-	for _, v := range n.following[i] {
-		if !n.pulled[v] {
-			size += len(n.byAuthor[v])
-		}
-	}
-	return size
-}
+func (n *Network) InboxSize(i int) int { return n.followedMessages(i, false) }
 
 // TimelineSize returns how many items user i's timeline shows: the
 // messages of the users it follows, pulled ones included.
-func (n *Network) TimelineSize(i int) int {
+func (n *Network) TimelineSize(i int) int { return n.followedMessages(i, true) }
+
+// followedMessages counts the messages of the users user i follows, those
+// of pulled authors only if withPulled.
+func (n *Network) followedMessages(i int, withPulled bool) int {
 	size := 0
 	for _, v := range n.following[i] {
-		size += len(n.byAuthor[v])
+		if withPulled || !n.pulled[v] {
+			size += len(n.byAuthor[v])
+		}
 	}
 	return size
 }

@@ -22,10 +22,6 @@ const (
 // Cursors are base64url(kind byte + payload). They are opaque to clients and
 // carry only what the store needs to continue after the edge.
 
-func encodeCursor(kind cursorKind, payload []byte) string {
-	return base64.RawURLEncoding.EncodeToString(append([]byte{byte(kind)}, payload...))
-}
-
 // decodeCursor returns the payload of a cursor of the given kind and size.
 // Anything else is BAD_USER_INPUT "invalid cursor", including another spelling
 // of a cursor (the decoder ignores newlines and the unused bits of the last
@@ -40,8 +36,8 @@ func decodeCursor(kind cursorKind, size int, s string) ([]byte, error) {
 
 func errInvalidCursor() error { return store.Errorf(store.EINVALID, "invalid cursor") }
 
-// encodeIDCursor returns a cursor of the given kind positioned at id, as
-// encodeCursor does, with the string as its only allocation.
+// encodeIDCursor returns a cursor of the given kind positioned at id, with
+// the string as its only allocation.
 func encodeIDCursor(kind cursorKind, id store.ID) string {
 	var out [32]byte
 	return string(appendIDCursor(out[:0], kind, id))

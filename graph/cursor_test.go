@@ -11,6 +11,12 @@ import (
 	"herald/store"
 )
 
+// encodeCursor is the cursor format written plainly: the reference the
+// tests hold the encoders and the decoder to.
+func encodeCursor(kind cursorKind, payload []byte) string {
+	return base64.RawURLEncoding.EncodeToString(append([]byte{byte(kind)}, payload...))
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func TestCursor_ID(t *testing.T) {

@@ -44,18 +44,12 @@ type Events interface {
 	// behind and is dropped; the Events implementation closes it, never the
 	// subscriber.
 	Subscribe(ctx context.Context, userID ID) (<-chan Event, error)
-}
-
-// EventFuncs is implemented by an Events that can hand a subscriber's
-// events to a function instead of a channel. A subscriber then costs no
-// goroutine while it waits: the implementation runs one only while the
-// subscriber has events to take. store.Service falls back on Subscribe and
-// a goroutine of its own for an Events without it.
-type EventFuncs interface {
-	// SubscribeFunc calls deliver with each event of one user's inbox, in
-	// order and one at a time, from a goroutine of the implementation's.
-	// deliver may block (it should give up when ctx ends) and returns
-	// false to end the subscription. The subscription ends, as Subscribe's
+	// SubscribeFunc is Subscribe handing the events to a function instead
+	// of a channel, so that a waiting subscriber costs no goroutine: the
+	// implementation runs one only while the subscriber has events to
+	// take. It calls deliver with each event, in order and one at a time;
+	// deliver may block (it should give up when ctx ends) and returns false
+	// to end the subscription. The subscription ends, as Subscribe's
 	// channel closes, when ctx ends, when the subscriber falls too far
 	// behind (the events already waiting are delivered first), or when
 	// deliver returns false; then end is called, once, after the last
@@ -114,10 +108,7 @@ type hubSub struct {
 	flush   bool        // removed for falling behind: deliver the queue first
 }
 
-var (
-	_ Events     = (*Hub)(nil)
-	_ EventFuncs = (*Hub)(nil)
-)
+var _ Events = (*Hub)(nil)
 
 // NewHub returns an empty hub.
 func NewHub() *Hub {
@@ -171,7 +162,7 @@ func (h *Hub) Subscribe(ctx context.Context, userID ID) (<-chan Event, error) {
 	return ch, nil
 }
 
-// SubscribeFunc implements EventFuncs. After Close it returns INTERNAL.
+// SubscribeFunc implements Events. After Close it returns INTERNAL.
 func (h *Hub) SubscribeFunc(ctx context.Context, userID ID, deliver func(Event) bool, end func()) error {
 	s := &hubSub{hub: h, userID: userID, deliver: deliver, end: end}
 	h.mu.Lock()

@@ -724,23 +724,7 @@ func (s *Service) Subscribe(ctx context.Context, owner ID) (<-chan Event, error)
 }
 
 // SubscribeFunc hands the live events of owner's inbox to deliver until ctx
-// ends, as EventFuncs.SubscribeFunc describes. Over an Events that is not
-// an EventFuncs, a goroutine of its own reads Subscribe's channel.
+// ends, as Events.SubscribeFunc describes.
 func (s *Service) SubscribeFunc(ctx context.Context, owner ID, deliver func(Event) bool, end func()) error {
-	if f, ok := s.events.(EventFuncs); ok {
-		return f.SubscribeFunc(ctx, owner, deliver, end)
-	}
-	ch, err := s.events.Subscribe(ctx, owner)
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer end()
-		for ev := range ch {
-			if !deliver(ev) {
-				return
-			}
-		}
-	}()
-	return nil
+	return s.events.SubscribeFunc(ctx, owner, deliver, end)
 }

@@ -156,10 +156,7 @@ type Events struct {
 	testHookReopen func()
 }
 
-var (
-	_ store.Events     = (*Events)(nil)
-	_ store.EventFuncs = (*Events)(nil)
-)
+var _ store.Events = (*Events)(nil)
 
 // NewEvents returns Events over db's events collection. Nothing is read
 // until Run.
@@ -242,7 +239,7 @@ func (e *Events) Subscribe(ctx context.Context, userID store.ID) (<-chan store.E
 	return e.hub.Subscribe(ctx, userID)
 }
 
-// SubscribeFunc implements store.EventFuncs through the local hub, so an
+// SubscribeFunc implements store.Events through the local hub, so an
 // idle subscriber costs no goroutine here either.
 func (e *Events) SubscribeFunc(ctx context.Context, userID store.ID, deliver func(store.Event) bool, end func()) error {
 	return e.hub.SubscribeFunc(ctx, userID, deliver, end)

@@ -200,8 +200,8 @@ func newEnv(t testing.TB, mod func(*graph.Config)) *env {
 func withViewer(tokens *auth.Signer, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tok, ok := auth.FromHeader(r.Header.Get("Authorization")); ok {
-			if id, err := tokens.Verify(tok); err == nil {
-				r = r.WithContext(graph.NewContextWithViewer(r.Context(), id))
+			if sess, err := tokens.Verify(tok); err == nil {
+				r = r.WithContext(graph.NewContextWithSession(r.Context(), sess))
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -10,11 +10,11 @@ import (
 
 // authPayload signs user in: a fresh token and the user.
 func (r *Resolver) authPayload(u *store.User) (*model.AuthPayload, error) {
-	token, expires, err := r.Tokens.Issue(u.ID)
+	token, sess, err := r.Tokens.Issue(u)
 	if err != nil {
 		return nil, err
 	}
-	return &model.AuthPayload{Token: token, ExpiresAt: expires, User: u}, nil
+	return &model.AuthPayload{Token: token, ExpiresAt: sess.ExpiresAt, User: u}, nil
 }
 
 // setFollow makes the viewer follow (on) or unfollow the user with the given

@@ -66,6 +66,24 @@ func (r *mutationResolver) LogIn(ctx context.Context, input model.LogInInput) (*
 	return r.authPayload(u)
 }
 
+// LogOut is the resolver for the logOut field.
+func (r *mutationResolver) LogOut(ctx context.Context) (bool, error) {
+	sess, err := requireSession(ctx)
+	if err != nil {
+		return false, err
+	}
+	return true, r.Service.LogOut(ctx, sess)
+}
+
+// LogOutEverywhere is the resolver for the logOutEverywhere field.
+func (r *mutationResolver) LogOutEverywhere(ctx context.Context) (bool, error) {
+	sess, err := requireSession(ctx)
+	if err != nil {
+		return false, err
+	}
+	return true, r.Service.LogOutEverywhere(ctx, sess.UserID)
+}
+
 // Follow is the resolver for the follow field.
 func (r *mutationResolver) Follow(ctx context.Context, userID string) (*store.User, error) {
 	return r.setFollow(ctx, userID, true)

@@ -20,7 +20,7 @@ import (
 // postRaw sends a GraphQL request to h as the holder of token and returns the
 // response body.
 func postRaw(t testing.TB, h http.Handler, tokens interface {
-	Verify(string) (store.ID, error)
+	Verify(string) (store.Session, error)
 }, token, query string, vars map[string]any) string {
 	t.Helper()
 	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})

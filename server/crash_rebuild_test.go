@@ -99,7 +99,7 @@ func TestCrash_KillDuringRebuild(t *testing.T) {
 	signer := auth.NewSigner([]byte(crashSecret), time.Hour)
 	tokens := make(map[store.ID]string, len(g.readers)+len(g.authors))
 	for _, id := range slices.Concat(g.readers, g.authors) {
-		tok, _, err := signer.Issue(id)
+		tok, _, err := signer.IssueFor(id, 0)
 		require.NoError(t, err)
 		tokens[id] = tok
 	}

@@ -20,42 +20,64 @@ import (
 	"herald/store"
 )
 
-// verifier checks a bearer token and returns the user it was issued to. It
+// verifier checks a bearer token and returns the session it carries. It
 // is *auth.Signer in the program; the interface keeps the middleware
 // testable on its own.
 type verifier interface {
-	Verify(token string) (store.ID, error)
+	Verify(token string) (store.Session, error)
 }
 
-// authMiddleware puts the viewer named by an "Authorization: Bearer <token>"
-// header into the request context. Without the header the request goes on
-// anonymously. A header that is malformed, or a token that is invalid or
-// expired, is answered at once with an UNAUTHENTICATED GraphQL error: going
-// on anonymously would hide the client's mistake behind confusing
-// permission errors further down.
-func authMiddleware(v verifier, next http.Handler) http.Handler {
+// authenticator checks that a verified session was not ended since
+// (logged out, account gone): *store.Service in the program.
+type authenticator interface {
+	Authenticate(ctx context.Context, sess store.Session) error
+}
+
+// authMiddleware puts the session named by an "Authorization: Bearer
+// <token>" header into the request context. Without the header the request
+// goes on anonymously. A header that is malformed, or a token that is
+// invalid, expired or ended, is answered at once with an UNAUTHENTICATED
+// GraphQL error: going on anonymously would hide the client's mistake
+// behind confusing permission errors further down.
+func authMiddleware(v verifier, authn authenticator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := r.Header.Get("Authorization")
 		if h == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		token, ok := auth.FromHeader(h)
-		if !ok {
-			writeRequestError(w, r, http.StatusUnauthorized, store.EUNAUTHENTICATED, `malformed Authorization header: want "Bearer <token>"`)
-			return
-		}
-		id, err := v.Verify(token)
+		sess, err := authenticate(r.Context(), v, authn, h)
 		if err != nil {
-			msg := "invalid or expired token"
-			if store.ErrorCode(err) == store.EUNAUTHENTICATED {
-				msg = store.ErrorMessage(err)
+			code, msg := store.EUNAUTHENTICATED, store.ErrorMessage(err)
+			if c := store.ErrorCode(err); c != store.EUNAUTHENTICATED {
+				// Storage failed while checking the token: not the
+				// client's fault, and not a reason to drop its token.
+				writeRequestError(w, r, http.StatusServiceUnavailable, c, msg)
+				return
 			}
-			writeRequestError(w, r, http.StatusUnauthorized, store.EUNAUTHENTICATED, msg)
+			writeRequestError(w, r, http.StatusUnauthorized, code, msg)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(graph.NewContextWithViewer(r.Context(), id)))
+		next.ServeHTTP(w, r.WithContext(graph.NewContextWithSession(r.Context(), sess)))
 	})
+}
+
+// authenticate verifies the Authorization header value h and checks that
+// its session may still be used. A failure of the token is
+// UNAUTHENTICATED; of storage, its own code.
+func authenticate(ctx context.Context, v verifier, authn authenticator, h string) (store.Session, error) {
+	token, ok := auth.FromHeader(h)
+	if !ok {
+		return store.Session{}, store.Errorf(store.EUNAUTHENTICATED, `malformed Authorization header: want "Bearer <token>"`)
+	}
+	sess, err := v.Verify(token)
+	if err != nil {
+		return store.Session{}, err
+	}
+	if err := authn.Authenticate(ctx, sess); err != nil {
+		return store.Session{}, err
+	}
+	return sess, nil
 }
 
 // bodyReadTimeout is how long a client may take to send a request body.

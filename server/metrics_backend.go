@@ -58,6 +58,7 @@ const (
 	callFindUsersByIDs
 	callFindUserByHandle
 	callUpdateUser
+	callRevokeTokens
 	callSetAttributes
 	callFindUsersByAttribute
 	callCountUsersByAttribute
@@ -101,6 +102,7 @@ var callNames = [numCalls]string{
 	callFindUsersByIDs:        "FindUsersByIDs",
 	callFindUserByHandle:      "FindUserByHandle",
 	callUpdateUser:            "UpdateUser",
+	callRevokeTokens:          "RevokeTokens",
 	callSetAttributes:         "SetAttributes",
 	callFindUsersByAttribute:  "FindUsersByAttribute",
 	callCountUsersByAttribute: "CountUsersByAttribute",
@@ -229,6 +231,13 @@ func (mb *meteredBackend) UpdateUser(ctx context.Context, id store.ID, upd store
 	start := time.Now()
 	res, err := mb.b.UpdateUser(ctx, id, upd)
 	mb.calls[callUpdateUser].done(start, err)
+	return res, err
+}
+
+func (mb *meteredBackend) RevokeTokens(ctx context.Context, id store.ID, r store.TokenRevocation) (*store.User, error) {
+	start := time.Now()
+	res, err := mb.b.RevokeTokens(ctx, id, r)
+	mb.calls[callRevokeTokens].done(start, err)
 	return res, err
 }
 

@@ -258,7 +258,7 @@ func (a *app) routes() http.Handler {
 	if a.requestTimeout > 0 {
 		h = deadlineMiddleware(a.requestTimeout, h)
 	}
-	h = authMiddleware(a.signer, h)
+	h = authMiddleware(a.signer, a.svc, h)
 	h = clientAddrMiddleware(a.cfg.TrustedProxies, h)
 	h = bodyLimitMiddleware(a.cfg.MaxBodyBytes, h)
 	h = a.wsTrack.middleware(h)
@@ -312,11 +312,14 @@ func (a *app) wsInit(ctx context.Context, p transport.InitPayload) (context.Cont
 	if !ok {
 		return refuseInit(ctx, `Forbidden: malformed authorization: want "Bearer <token>"`)
 	}
-	id, err := a.signer.Verify(token)
-	if err != nil {
-		return refuseInit(ctx, "Forbidden: invalid or expired token")
+	sess, err := a.signer.Verify(token)
+	if err == nil {
+		err = a.svc.Authenticate(ctx, sess)
 	}
-	return graph.NewContextWithViewer(ctx, id), nil, nil
+	if err != nil {
+		return refuseInit(ctx, "Forbidden: "+store.ErrorMessage(err))
+	}
+	return graph.NewContextWithSession(ctx, sess), nil, nil
 }
 
 // refuseInit makes gqlgen close the connection with 4403 and reason. gqlgen

@@ -286,7 +286,7 @@ func TestHTTP_Auth(t *testing.T) {
 		assert.Nil(t, r.Data)
 	})
 	t.Run("ErrOtherSecret", func(t *testing.T) {
-		tok, _, err := auth.NewSigner([]byte(strings.Repeat("z", 32)), time.Hour).Issue(store.NewID(time.Now()))
+		tok, _, err := auth.NewSigner([]byte(strings.Repeat("z", 32)), time.Hour).IssueFor(store.NewID(time.Now()), 0)
 		require.NoError(t, err)
 		r := gql(t, srv.URL, tok, `{ viewer { handle } }`, nil)
 		assert.Equal(t, "UNAUTHENTICATED", r.code())

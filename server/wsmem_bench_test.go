@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -45,9 +46,13 @@ func BenchmarkIdleSubscribers(b *testing.B) {
 	}
 	ts := newTestServer(b, func(c *config) { c.Metrics = false })
 	srv, hub, signer := ts.Server, ts.hub, ts.signer
+	// Tokens are minted for real users: the server refuses a token whose
+	// user does not exist.
 	tokens := make([]string, n)
 	for i := range tokens {
-		tok, _, err := signer.Issue(store.NewID(time.Now()))
+		u, err := ts.svc.SignUp(context.Background(), store.SignUpInput{Handle: fmt.Sprintf("idle%d", i), Password: "idle-subscriber"})
+		require.NoError(b, err)
+		tok, _, err := signer.Issue(u)
 		require.NoError(b, err)
 		tokens[i] = tok
 	}

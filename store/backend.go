@@ -21,6 +21,10 @@ type Backend interface {
 	FindUsersByIDs(ctx context.Context, ids []ID) ([]*User, error)
 	FindUserByHandle(ctx context.Context, handle string) (*User, error)
 	UpdateUser(ctx context.Context, id ID, upd UserUpdate) (*User, error)
+	// RevokeTokens changes a user's token version and revoked tokens as
+	// r.Apply does, atomically (concurrent revocations all apply), and
+	// returns the user.
+	RevokeTokens(ctx context.Context, id ID, r TokenRevocation) (*User, error)
 	// SetAttributes applies changes to a user's custom attributes, names
 	// stored under name-store tokens, and returns the user. More than
 	// MaxAttributes attributes is BAD_USER_INPUT, and nothing changes.

@@ -15,6 +15,11 @@ const (
 	EventEdited  EventType = "EDITED"
 	EventDeleted EventType = "DELETED"
 	EventRead    EventType = "READ"
+	// EventSessionsRevoked is not an inbox event: it is published on
+	// SessionsTopic when tokens of the user Subject were ended, so that
+	// every process forgets what it knew of them and closes the sockets
+	// they opened.
+	EventSessionsRevoked EventType = "SESSIONS_REVOKED"
 )
 
 // Event is a change in one user's inbox, published after the change is
@@ -30,6 +35,8 @@ type Event struct {
 	// NoCounts is true when the publisher did not know the counts (a
 	// strategy that computes them at read time): subscribers read them.
 	NoCounts bool
+	// Subject is the user an event on SessionsTopic concerns.
+	Subject ID
 }
 
 // Events carries inbox events from the store to live subscribers.
@@ -176,7 +183,9 @@ func (h *Hub) SubscribeFunc(ctx context.Context, userID ID, deliver func(Event) 
 		h.subs[userID] = m
 	}
 	m[s] = struct{}{}
-	h.open.Add(1)
+	if userID != SessionsTopic {
+		h.open.Add(1)
+	}
 	h.mu.Unlock()
 
 	// Registered after the subscriber, so that a ctx already ended removes
@@ -217,7 +226,9 @@ func (h *Hub) removeLocked(s *hubSub, flush bool) {
 	if len(m) == 0 {
 		delete(h.subs, s.userID)
 	}
-	h.open.Add(-1)
+	if s.userID != SessionsTopic {
+		h.open.Add(-1)
+	}
 
 	s.mu.Lock()
 	s.removed, s.flush = true, flush
@@ -271,7 +282,8 @@ func (h *Hub) Subscribers(userID ID) int {
 	return len(h.subs[userID])
 }
 
-// Len returns the number of open subscriptions of all users.
+// Len returns the number of open subscriptions of all users: inbox
+// subscribers, not a process's own listener on SessionsTopic.
 func (h *Hub) Len() int { return int(h.open.Load()) }
 
 // Stats returns the hub's counters. It takes no lock.

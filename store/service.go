@@ -71,6 +71,9 @@ type Service struct {
 	fanout   *fanout
 	seen     sync.Map // ID → time.Time: the last-seen time last written
 	pulls    pullSet
+	sessions *sessions
+	// stopWatch ends watchSessions, at Close.
+	stopWatch context.CancelFunc
 }
 
 // NewService returns a Service over backend and events. Call Start to run
@@ -115,7 +118,7 @@ func NewService(backend Backend, events Events, opts Options) *Service {
 	if opts.EdgeJobGrace <= 0 {
 		opts.EdgeJobGrace = 15 * time.Second
 	}
-	s := &Service{backend: backend, events: events, opts: opts, strategy: opts.Strategy, layout: opts.Strategy.Layout(), now: opts.Now, log: opts.Logger}
+	s := &Service{backend: backend, events: events, opts: opts, strategy: opts.Strategy, layout: opts.Strategy.Layout(), now: opts.Now, log: opts.Logger, sessions: newSessions(), stopWatch: func() {}}
 	s.fanout = newFanout(s, opts)
 	return s
 }
@@ -135,6 +138,12 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	if err := s.watchSessions(watchCtx); err != nil {
+		stop()
+		return err
+	}
+	s.stopWatch = stop
 	s.fanout.start(jobs)
 	if len(jobs) > 0 {
 		s.log.Info("resuming fan-out", "jobs", len(jobs))
@@ -145,6 +154,7 @@ func (s *Service) Start(ctx context.Context) error {
 // Close stops taking fan-out work and waits until the queued work is done
 // or ctx ends. Work not done stays stored and resumes at the next Start.
 func (s *Service) Close(ctx context.Context) error {
+	s.stopWatch()
 	return s.fanout.close(ctx)
 }
 

@@ -22,6 +22,12 @@ type User struct {
 	PulledCount int
 	// Attributes are the app's custom attributes, sorted by name.
 	Attributes []Attribute
+	// TokenVersion goes up when every token of the user is ended
+	// (logOutEverywhere): a token issued under an older one is refused.
+	TokenVersion int
+	// RevokedTokens are the user's tokens ended one by one (logOut) and
+	// not yet expired.
+	RevokedTokens []RevokedToken
 }
 
 // Attribute is a custom user attribute: any name the app chooses, a string value.

@@ -28,27 +28,36 @@ func TestSigner_Issue(t *testing.T) {
 	s := auth.NewSigner(secret, time.Hour)
 	id := store.NewID(time.Now())
 	before := time.Now()
-	tok, exp, err := s.Issue(id)
+	tok, sess, err := s.Issue(&store.User{ID: id, TokenVersion: 3})
 	require.NoError(t, err)
-	assert.WithinDuration(t, before.Add(time.Hour), exp, 2*time.Second)
+	assert.WithinDuration(t, before.Add(time.Hour), sess.ExpiresAt, 2*time.Second)
+	assert.Equal(t, id, sess.UserID)
+	assert.Equal(t, 3, sess.Version)
+	assert.Len(t, sess.TokenID, 22)
 
 	got, err := s.Verify(tok)
 	require.NoError(t, err)
-	assert.Equal(t, id, got)
+	assert.Equal(t, sess, got)
+
+	// Every token has its own id, so that logOut ends one alone.
+	_, other, err := s.Issue(&store.User{ID: id, TokenVersion: 3})
+	require.NoError(t, err)
+	assert.NotEqual(t, sess.TokenID, other.TokenID)
 }
 
 func TestSigner_Verify(t *testing.T) {
 	s := auth.NewSigner(secret, time.Hour)
 	id := store.NewID(time.Now())
-	good, _, err := s.Issue(id)
+	good, _, err := s.IssueFor(id, 0)
 	require.NoError(t, err)
-	otherSigner, _, err := auth.NewSigner([]byte("another-secret"), time.Hour).Issue(id)
+	otherSigner, _, err := auth.NewSigner([]byte("another-secret"), time.Hour).IssueFor(id, 0)
 	require.NoError(t, err)
 
 	now := time.Now()
 	claims := func(mod func(*jwt.RegisteredClaims)) jwt.RegisteredClaims {
 		c := jwt.RegisteredClaims{
 			Issuer:    auth.Issuer,
+			ID:        "token-1",
 			Subject:   id.String(),
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour)),
@@ -73,6 +82,22 @@ func TestSigner_Verify(t *testing.T) {
 		{"NoExpiry", sign(t, jwt.SigningMethodHS256, secret, claims(func(c *jwt.RegisteredClaims) {
 			c.ExpiresAt = nil
 		})), false},
+		// A token from the future was not issued by a Herald with a sane
+		// clock; a little skew between instances is allowed.
+		{"IssuedInTheFuture", sign(t, jwt.SigningMethodHS256, secret, claims(func(c *jwt.RegisteredClaims) {
+			c.IssuedAt = jwt.NewNumericDate(now.Add(time.Hour))
+			c.ExpiresAt = jwt.NewNumericDate(now.Add(2 * time.Hour))
+		})), false},
+		{"IssuedWithinSkew", sign(t, jwt.SigningMethodHS256, secret, claims(func(c *jwt.RegisteredClaims) {
+			c.IssuedAt = jwt.NewNumericDate(now.Add(auth.MaxClockSkew / 2))
+		})), true},
+		{"NoIssuedAt", sign(t, jwt.SigningMethodHS256, secret, claims(func(c *jwt.RegisteredClaims) {
+			c.IssuedAt = nil
+		})), false},
+		// Without an id a token could not be logged out alone.
+		{"NoTokenID", sign(t, jwt.SigningMethodHS256, secret, claims(func(c *jwt.RegisteredClaims) {
+			c.ID = ""
+		})), false},
 		{"WrongSecret", otherSigner, false},
 		{"AlgNone", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, claims(nil)), false},
 		{"AlgHS512", sign(t, jwt.SigningMethodHS512, secret, claims(nil)), false},
@@ -94,13 +119,13 @@ func TestSigner_Verify(t *testing.T) {
 			got, err := s.Verify(tt.token)
 			if tt.ok {
 				require.NoError(t, err)
-				assert.Equal(t, id, got)
+				assert.Equal(t, id, got.UserID)
 				return
 			}
 			require.Error(t, err)
 			assert.Equal(t, store.EUNAUTHENTICATED, store.ErrorCode(err))
 			assert.Equal(t, "invalid or expired token", store.ErrorMessage(err))
-			assert.Equal(t, store.NilID, got)
+			assert.Equal(t, store.Session{}, got)
 		})
 	}
 }

@@ -98,15 +98,17 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		DeleteMessage func(childComplexity int, id string) int
-		EditMessage   func(childComplexity int, id string, text string) int
-		Follow        func(childComplexity int, userID string) int
-		LogIn         func(childComplexity int, input model.LogInInput) int
-		MarkInboxRead func(childComplexity int) int
-		PostMessage   func(childComplexity int, input model.PostMessageInput) int
-		SetAttributes func(childComplexity int, input []*store.AttributeChange) int
-		SignUp        func(childComplexity int, input store.SignUpInput) int
-		Unfollow      func(childComplexity int, userID string) int
+		DeleteMessage    func(childComplexity int, id string) int
+		EditMessage      func(childComplexity int, id string, text string) int
+		Follow           func(childComplexity int, userID string) int
+		LogIn            func(childComplexity int, input model.LogInInput) int
+		LogOut           func(childComplexity int) int
+		LogOutEverywhere func(childComplexity int) int
+		MarkInboxRead    func(childComplexity int) int
+		PostMessage      func(childComplexity int, input model.PostMessageInput) int
+		SetAttributes    func(childComplexity int, input []*store.AttributeChange) int
+		SignUp           func(childComplexity int, input store.SignUpInput) int
+		Unfollow         func(childComplexity int, userID string) int
 	}
 
 	PageInfo struct {
@@ -173,6 +175,8 @@ type MessageResolver interface {
 type MutationResolver interface {
 	SignUp(ctx context.Context, input store.SignUpInput) (*model.AuthPayload, error)
 	LogIn(ctx context.Context, input model.LogInInput) (*model.AuthPayload, error)
+	LogOut(ctx context.Context) (bool, error)
+	LogOutEverywhere(ctx context.Context) (bool, error)
 	Follow(ctx context.Context, userID string) (*store.User, error)
 	Unfollow(ctx context.Context, userID string) (*store.User, error)
 	PostMessage(ctx context.Context, input model.PostMessageInput) (*store.Message, error)
@@ -454,6 +458,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.LogIn(childComplexity, args["input"].(model.LogInInput)), true
+	case "Mutation.logOut":
+		if e.ComplexityRoot.Mutation.LogOut == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.LogOut(childComplexity), true
+	case "Mutation.logOutEverywhere":
+		if e.ComplexityRoot.Mutation.LogOutEverywhere == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.LogOutEverywhere(childComplexity), true
 	case "Mutation.markInboxRead":
 		if e.ComplexityRoot.Mutation.MarkInboxRead == nil {
 			break
@@ -1127,8 +1143,24 @@ type Mutation {
   password or display name; CONFLICT for a taken handle.
   """
   signUp(input: SignUpInput!): AuthPayload!
-  "Signs in. UNAUTHENTICATED for an unknown handle or a wrong password."
+  """
+  Signs in. UNAUTHENTICATED for an unknown handle or a wrong password;
+  RATE_LIMITED after too many failed attempts for one handle, whatever the
+  address they come from (see the README's limits).
+  """
   logIn(input: LogInInput!): AuthPayload!
+  """
+  Ends the token this request was sent with, at once and on every Herald
+  instance: requests with it are UNAUTHENTICATED from now on, and websockets
+  opened with it are closed (4403). Returns true. Needs that token
+  (UNAUTHENTICATED otherwise).
+  """
+  logOut: Boolean!
+  """
+  Ends every token of the viewer, this one included, as logOut ends one:
+  every device and websocket of the account is signed out. Returns true.
+  """
+  logOutEverywhere: Boolean!
   """
   Makes the viewer follow a user and returns that user with its new counts.
   Following twice counts once. Following yourself is BAD_USER_INPUT.
@@ -1154,7 +1186,11 @@ type Mutation {
   every inbox at once. FORBIDDEN for someone else's message.
   """
   deleteMessage(id: ID!): ID!
-  "Marks the viewer's whole inbox read and returns the unread count afterwards (0)."
+  """
+  Marks the viewer's inbox read up to its newest item and returns the
+  unread count afterwards: 0, unless items arrived while it ran (those
+  stay unread).
+  """
   markInboxRead: Int!
   """
   Sets or removes custom attributes of the viewer, all at once, and returns
@@ -2780,6 +2816,52 @@ func (ec *executionContext) fieldContext_Mutation_logIn(ctx context.Context, fie
 		return fc, err
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_logOut(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_logOut(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Mutation().LogOut(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_logOut(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Mutation", field, true, true, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Mutation_logOutEverywhere(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_logOutEverywhere(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Mutation().LogOutEverywhere(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_logOutEverywhere(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Mutation", field, true, true, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _Mutation_follow(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -5869,6 +5951,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "logIn":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_logIn(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "logOut":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_logOut(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "logOutEverywhere":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_logOutEverywhere(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++

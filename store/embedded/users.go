@@ -165,3 +165,27 @@ func setUserDoc(b *pebble.Batch, d *docs.User) error {
 	}
 	return b.Set(key(pUser, store.ID(d.ID)), v, nil)
 }
+
+// RevokeTokens implements store.Backend: a read-modify-write of the user
+// document under its stripe lock.
+func (s *Store) RevokeTokens(_ context.Context, id store.ID, r store.TokenRevocation) (*store.User, error) {
+	unlock := s.lock(id[:])
+	defer unlock()
+	d, err := s.findUserDoc(id)
+	if err != nil {
+		return nil, err
+	}
+	version, revoked := r.Apply(int(d.TokenVer), d.RevokedTokens())
+	d.TokenVer, d.Revoked = int64(version), docs.FromRevoked(revoked)
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := setUserDoc(b, d); err != nil {
+		return nil, err
+	}
+	if err := s.commit(b); err != nil {
+		return nil, err
+	}
+	u := d.Store()
+	u.Attributes = s.userAttributes(d)
+	return u, nil
+}

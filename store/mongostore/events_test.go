@@ -356,6 +356,7 @@ func TestEventDoc_RoundTrip(t *testing.T) {
 		{Type: store.EventEdited, UserID: id, MessageID: id, AuthorID: id},
 		{Type: store.EventDeleted, UserID: id, MessageID: id, AuthorID: id},
 		{Type: store.EventRead, UserID: id, Counts: store.InboxCounts{ReadMark: id, Total: 9}},
+		{Type: store.EventSessionsRevoked, UserID: store.SessionsTopic, Subject: id},
 	} {
 		t.Run(string(ev.Type), func(t *testing.T) {
 			d, ok := encodeEvent(ev)

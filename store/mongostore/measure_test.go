@@ -253,6 +253,16 @@ func TestRoundTrips(t *testing.T) {
 			assert.Equal(t, int64(2), n.Load())
 		})
 	}
+	t.Run("revoke", func(t *testing.T) {
+		exp := clk.t.Add(time.Hour).Truncate(time.Second)
+		for _, r := range []store.TokenRevocation{{TokenID: "a", Expires: exp, Now: clk.t}, {All: true, Now: clk.t}} {
+			n.Store(0)
+			_, err := st.RevokeTokens(ctx, author.ID, r)
+			require.NoError(t, err)
+			t.Logf("revoke tokens (all: %v): %d round trips", r.All, n.Load())
+			assert.Equal(t, int64(2), n.Load(), "read the user, then write it if unchanged")
+		}
+	})
 }
 
 func keysOf(items []store.InboxItem) []store.MessageKey {
@@ -293,6 +303,9 @@ func TestBytes(t *testing.T) {
 	}
 	_, err = st.MarkInboxRead(ctx, bob.ID, store.LayoutBuckets, last)
 	require.NoError(t, err)
+	// A user who logged out once: the revoked token stays until it expires.
+	_, err = st.RevokeTokens(ctx, alice.ID, store.TokenRevocation{TokenID: strings.Repeat("t", 22), Expires: clk.t.Add(24 * time.Hour), Now: clk.t})
+	require.NoError(t, err)
 
 	raw := func(coll string, filter bson.D) bson.Raw {
 		var r bson.Raw
@@ -309,6 +322,7 @@ func TestBytes(t *testing.T) {
 		extra int
 	}{
 		{"user (with inbox counters)", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(bob.ID)}}), 0},
+		{"user, one token revoked", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(alice.ID)}}), 0},
 		{"handle claim", raw("handles", bson.D{{Key: "_id", Value: "bob_2"}}), 0},
 		{"follow edge, followees", raw("followees", bson.D{}), 0},
 		{"follow edge, followers", raw("followers", bson.D{}), 0},

@@ -202,7 +202,7 @@ var FieldNames = map[string]string{
 	// users
 	"h": "handle", "n": "displayName", "p": "passwordHash", "c": "createdAt", "s": "lastSeenAt",
 	"fr": "followerCount", "fg": "followingCount", "mc": "messageCount", "pc": "pulledCount", "at": "attributes",
-	"k": "key", "v": "value", "av": "attributesVersion",
+	"k": "key", "v": "value", "av": "attributesVersion", "tv": "tokenVersion", "rt": "revokedTokens",
 	"et": "entriesTotal", "eu": "entriesUnread", "bt": "bucketsTotal", "bu": "bucketsUnread",
 	"bk": "newestBucket", "bn": "newestBucketCount", "bm": "newestMessage",
 	"ir": "readMark", "iv": "inboxVersion", "rb": "rebuild", "i": "instance",

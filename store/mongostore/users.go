@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
@@ -311,4 +312,54 @@ func (s *Store) findInboxHead(ctx context.Context, owner store.ID) (*userDoc, bo
 		return &userDoc{}, false, nil
 	}
 	return &d, err == nil, wrap("read inbox head", err)
+}
+
+// RevokeTokens implements store.Backend. It reads the user, applies r,
+// and writes the result only if the token fields are still as read, so
+// that concurrent revocations each apply on top of the other (a retry
+// re-reads): 2 round trips when uncontended.
+func (s *Store) RevokeTokens(ctx context.Context, id store.ID, r store.TokenRevocation) (*store.User, error) {
+	const attempts = 16
+	for range attempts {
+		d, err := s.findUserDoc(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		version, revoked := r.Apply(int(d.TokenVer), d.RevokedTokens())
+		filter := bson.D{{Key: "_id", Value: oid(id)}, asRead("tv", d.TokenVer, d.TokenVer == 0), asRead("rt", d.Revoked, len(d.Revoked) == 0)}
+		set, unset := bson.D{}, bson.D{}
+		if version != 0 {
+			set = append(set, bson.E{Key: "tv", Value: int64(version)})
+		}
+		if stored := docs.FromRevoked(revoked); stored != nil {
+			set = append(set, bson.E{Key: "rt", Value: stored})
+		} else {
+			unset = append(unset, bson.E{Key: "rt", Value: ""})
+		}
+		update := bson.D{}
+		if len(set) > 0 {
+			update = append(update, bson.E{Key: "$set", Value: set})
+		}
+		if len(unset) > 0 {
+			update = append(update, bson.E{Key: "$unset", Value: unset})
+		}
+		var after userDoc
+		err = s.users.FindOneAndUpdate(ctx, filter, update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&after)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			continue // changed since read (or deleted: the next read says so)
+		} else if err != nil {
+			return nil, wrap("revoke tokens", err)
+		}
+		return s.decodeUser(ctx, &after)
+	}
+	return nil, fmt.Errorf("mongostore revoke tokens: user %s changed %d times while revoking", id, attempts)
+}
+
+// asRead is a filter element matching field as it was read: absent when
+// it was empty (omitempty fields are not stored), else equal.
+func asRead(field string, v any, empty bool) bson.E {
+	if empty {
+		return bson.E{Key: field, Value: bson.D{{Key: "$exists", Value: false}}}
+	}
+	return bson.E{Key: field, Value: v}
 }

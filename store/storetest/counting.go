@@ -65,7 +65,7 @@ func (c *Counting) NoAuthor() int64 {
 
 // writeMethods are the methods that write; on the embedded backend each
 // is one synced batch.
-var writeMethods = []string{"CreateUser", "UpdateUser", "SetAttributes", "Follow", "Unfollow", "CreateMessage", "UpdateMessage", "DeleteMessage", "DeliverInbox", "InsertInbox", "RemoveAuthorEntries", "MarkInboxRead", "RemoveInboxEntries", "PutInboxCache", "DropInboxCache", "StoreJob", "FinishJob", "MarkSeen"}
+var writeMethods = []string{"CreateUser", "UpdateUser", "RevokeTokens", "SetAttributes", "Follow", "Unfollow", "CreateMessage", "UpdateMessage", "DeleteMessage", "DeliverInbox", "InsertInbox", "RemoveAuthorEntries", "MarkInboxRead", "RemoveInboxEntries", "PutInboxCache", "DropInboxCache", "StoreJob", "FinishJob", "MarkSeen"}
 
 // Writes returns the calls since the last Reset that write.
 func (c *Counting) Writes() int64 {
@@ -101,6 +101,11 @@ func (c *Counting) FindUserByHandle(ctx context.Context, handle string) (*store.
 func (c *Counting) UpdateUser(ctx context.Context, id store.ID, upd store.UserUpdate) (*store.User, error) {
 	c.count("UpdateUser")
 	return c.b.UpdateUser(ctx, id, upd)
+}
+
+func (c *Counting) RevokeTokens(ctx context.Context, id store.ID, r store.TokenRevocation) (*store.User, error) {
+	c.count("RevokeTokens")
+	return c.b.RevokeTokens(ctx, id, r)
 }
 
 func (c *Counting) SetAttributes(ctx context.Context, id store.ID, changes []store.AttributeChange) (*store.User, error) {

@@ -24,6 +24,8 @@ type OpenFunc func(t *testing.T) store.Backend
 // Run runs the whole suite against backends made by open.
 func Run(t *testing.T, open OpenFunc) {
 	t.Run("Users", func(t *testing.T) { testUsers(t, open) })
+	t.Run("RevokeTokens", func(t *testing.T) { testRevokeTokens(t, open) })
+	t.Run("Sessions", func(t *testing.T) { testSessions(t, open) })
 	t.Run("Follows", func(t *testing.T) { testFollows(t, open) })
 	t.Run("Messages", func(t *testing.T) { testMessages(t, open) })
 	t.Run("Attributes", func(t *testing.T) { testAttributes(t, open) })

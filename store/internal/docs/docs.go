@@ -9,7 +9,8 @@
 //	users:    _id id, h handle, n display name, p password hash, c created,
 //	          s last seen, fr followers, fg following, mc messages,
 //	          pc pulled messages (hybrid celebrity posts),
-//	          at custom attributes: [{k name-store token, v value}]
+//	          at custom attributes: [{k name-store token, v value}],
+//	          tv token version, rt revoked tokens: [{i token id, e expires}]
 //	messages: _id id, a author, t text, k kind (0 post, 1 reply),
 //	          r replied-to message, ra its author, c created, e edited,
 //	          pl pulled (not fanned out)
@@ -43,6 +44,14 @@ type User struct {
 	Messages  int64              `bson:"mc"`
 	Pulled    int64              `bson:"pc,omitempty"`
 	Attrs     []Attr             `bson:"at,omitempty"`
+	TokenVer  int64              `bson:"tv,omitempty"`
+	Revoked   []Revoked          `bson:"rt,omitempty"`
+}
+
+// Revoked is a revoked token as stored: its id and when it expires.
+type Revoked struct {
+	ID      string    `bson:"i"`
+	Expires time.Time `bson:"e"`
 }
 
 // Attr is a custom attribute as stored: the name's name-store token and the value.
@@ -58,8 +67,20 @@ func FromUser(u *store.User) *User {
 		ID: primitive.ObjectID(u.ID), Handle: u.Handle, Name: u.DisplayName, Pass: u.PasswordHash,
 		Created: u.CreatedAt, Seen: u.LastSeenAt,
 		Followers: int64(u.FollowerCount), Following: int64(u.FollowingCount), Messages: int64(u.MessageCount),
-		Pulled: int64(u.PulledCount),
+		Pulled: int64(u.PulledCount), TokenVer: int64(u.TokenVersion), Revoked: FromRevoked(u.RevokedTokens),
 	}
+}
+
+// FromRevoked returns the stored form of revoked tokens; nil for none.
+func FromRevoked(ts []store.RevokedToken) []Revoked {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]Revoked, len(ts))
+	for i, t := range ts {
+		out[i] = Revoked{ID: t.ID, Expires: t.Expires}
+	}
+	return out
 }
 
 // Store returns the domain form of d, without its attributes (see FromUser).
@@ -68,8 +89,20 @@ func (d *User) Store() *store.User {
 		ID: store.ID(d.ID), Handle: d.Handle, DisplayName: d.Name, PasswordHash: d.Pass,
 		CreatedAt: d.Created.UTC(), LastSeenAt: d.Seen.UTC(),
 		FollowerCount: int(d.Followers), FollowingCount: int(d.Following), MessageCount: int(d.Messages),
-		PulledCount: int(d.Pulled),
+		PulledCount: int(d.Pulled), TokenVersion: int(d.TokenVer), RevokedTokens: d.RevokedTokens(),
 	}
+}
+
+// RevokedTokens returns the domain form of d's revoked tokens; nil for none.
+func (d *User) RevokedTokens() []store.RevokedToken {
+	if len(d.Revoked) == 0 {
+		return nil
+	}
+	out := make([]store.RevokedToken, len(d.Revoked))
+	for i, t := range d.Revoked {
+		out[i] = store.RevokedToken{ID: t.ID, Expires: t.Expires.UTC()}
+	}
+	return out
 }
 
 // Message kinds as stored.
@@ -292,7 +325,9 @@ func decodeUser(b []byte, d *User) bool {
 			d.Messages, ok = v.Int64OK()
 		case "pc":
 			d.Pulled, ok = v.Int64OK()
-		default: // attributes, and anything unknown
+		case "tv":
+			d.TokenVer, ok = v.Int64OK()
+		default: // attributes, revoked tokens, and anything unknown
 			return false
 		}
 		if !ok {

@@ -26,6 +26,8 @@ type longUser struct {
 	Messages  int64              `bson:"messageCount"`
 	Pulled    int64              `bson:"pulledCount,omitempty"`
 	Attrs     []Attr             `bson:"attributes,omitempty"`
+	TokenVer  int64              `bson:"tokenVersion,omitempty"`
+	Revoked   []Revoked          `bson:"revokedTokens,omitempty"`
 }
 
 func TestShortFieldNames_BytesSaved(t *testing.T) {

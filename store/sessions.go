@@ -1,0 +1,216 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// Session is a signed-in session: the claims of a verified bearer token.
+type Session struct {
+	UserID ID
+	// TokenID names the token (its jti), so that it alone can be ended.
+	TokenID string
+	// Version is the user's TokenVersion when the token was issued.
+	Version   int
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+}
+
+// RevokedToken is a token ended before its expiry (logOut). It is kept on
+// its user until it expires, when it would be refused anyway.
+type RevokedToken struct {
+	ID      string
+	Expires time.Time
+}
+
+// TokenRevocation is what RevokeTokens changes: one token (TokenID, kept
+// until Expires), or every token of the user (All: the token version goes
+// up and the revoked list empties). Entries expired at Now are dropped.
+type TokenRevocation struct {
+	TokenID string
+	Expires time.Time
+	All     bool
+	Now     time.Time
+}
+
+// MaxRevokedTokens bounds a user's list of revoked tokens. A logOut that
+// would pass it ends every token instead (as logOutEverywhere): a user who
+// logs out that many times within a token's lifetime loses nothing but
+// their other sessions, and the user document stays small.
+const MaxRevokedTokens = 100
+
+// Apply returns the token version and revoked list of u after r, under the
+// rule RevokeTokens documents. Backends that read, change and write the
+// user call it, so that both apply one rule.
+func (r TokenRevocation) Apply(version int, revoked []RevokedToken) (int, []RevokedToken) {
+	if r.All {
+		return version + 1, nil
+	}
+	kept := make([]RevokedToken, 0, len(revoked)+1)
+	for _, t := range revoked {
+		if t.Expires.After(r.Now) && t.ID != r.TokenID {
+			kept = append(kept, t)
+		}
+	}
+	if !r.Expires.After(r.Now) {
+		// Already expired: nothing to remember.
+		return version, kept
+	}
+	if len(kept) >= MaxRevokedTokens {
+		return version + 1, nil
+	}
+	return version, append(kept, RevokedToken{ID: r.TokenID, Expires: r.Expires})
+}
+
+// SessionRecheck is how long a process trusts what it read of a user's
+// sessions (token version, revoked tokens, existence) before reading it
+// again. Revocations made by this process apply at once, and those of
+// other processes sharing the store as soon as their event arrives; this
+// bounds how late one can be if the event stream was interrupted.
+const SessionRecheck = time.Minute
+
+// sessionCacheSize bounds the users whose session state a process keeps
+// (about 150 bytes each without revoked tokens).
+const sessionCacheSize = 100_000
+
+// SessionsTopic is the Events topic of EventSessionsRevoked: not an inbox
+// but a channel every process listens on. No stored object has this ID.
+var SessionsTopic = ID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
+// sessionState is what a process knows of one user's sessions.
+type sessionState struct {
+	exists  bool
+	version int
+	revoked []RevokedToken
+	read    time.Time
+}
+
+// sessions caches users' session state for Authenticate, and tells
+// listeners (the websocket transport) when a user's tokens were ended.
+type sessions struct {
+	cache *lru.Cache[ID, *sessionState]
+
+	mu        sync.Mutex
+	listeners []func(user ID)
+}
+
+func newSessions() *sessions {
+	c, err := lru.New[ID, *sessionState](sessionCacheSize)
+	if err != nil {
+		panic(err)
+	}
+	return &sessions{cache: c}
+}
+
+func stateOf(u *User, at time.Time) *sessionState {
+	return &sessionState{exists: true, version: u.TokenVersion, revoked: u.RevokedTokens, read: at}
+}
+
+// Authenticate checks that sess may still be used: it has not expired, its
+// user exists, and it was not ended by LogOut or LogOutEverywhere. Any
+// failure is UNAUTHENTICATED. It reads the user at most once per
+// SessionRecheck per process.
+func (s *Service) Authenticate(ctx context.Context, sess Session) error {
+	now := s.now()
+	if !sess.ExpiresAt.After(now) {
+		return Errorf(EUNAUTHENTICATED, "the token expired: log in again")
+	}
+	st, ok := s.sessions.cache.Get(sess.UserID)
+	if !ok || now.Sub(st.read) >= SessionRecheck {
+		u, err := s.backend.FindUserByID(ctx, sess.UserID)
+		switch {
+		case ErrorCode(err) == ENOTFOUND:
+			st = &sessionState{read: now}
+		case err != nil:
+			return err
+		default:
+			st = stateOf(u, now)
+		}
+		s.sessions.cache.Add(sess.UserID, st)
+	}
+	switch {
+	case !st.exists:
+		return Errorf(EUNAUTHENTICATED, "the account of this token no longer exists")
+	case sess.Version != st.version:
+		return Errorf(EUNAUTHENTICATED, "this token was logged out: log in again")
+	}
+	for _, t := range st.revoked {
+		if t.ID == sess.TokenID {
+			return Errorf(EUNAUTHENTICATED, "this token was logged out: log in again")
+		}
+	}
+	return nil
+}
+
+// LogOut ends sess's token: from now on Authenticate refuses it, on every
+// process sharing the store.
+func (s *Service) LogOut(ctx context.Context, sess Session) error {
+	return s.revoke(ctx, sess.UserID, TokenRevocation{TokenID: sess.TokenID, Expires: sess.ExpiresAt, Now: s.clock()})
+}
+
+// LogOutEverywhere ends every token of user issued until now.
+func (s *Service) LogOutEverywhere(ctx context.Context, user ID) error {
+	return s.revoke(ctx, user, TokenRevocation{All: true, Now: s.clock()})
+}
+
+func (s *Service) revoke(ctx context.Context, user ID, r TokenRevocation) error {
+	u, err := s.backend.RevokeTokens(ctx, user, r)
+	if err != nil {
+		return err
+	}
+	s.sessions.cache.Add(user, stateOf(u, s.now()))
+	s.events.Publish(ctx, Event{Type: EventSessionsRevoked, UserID: SessionsTopic, Subject: user})
+	s.sessionsChanged(user)
+	return nil
+}
+
+// OnSessionsRevoked registers fn to be called with a user whose tokens were
+// ended, by this process or (through Events) another. fn runs on the
+// caller's or the event's goroutine and must not block; it may call
+// Authenticate, which then reads the user's new state.
+func (s *Service) OnSessionsRevoked(fn func(user ID)) {
+	s.sessions.mu.Lock()
+	s.sessions.listeners = append(s.sessions.listeners, fn)
+	s.sessions.mu.Unlock()
+}
+
+func (s *Service) sessionsChanged(user ID) {
+	s.sessions.mu.Lock()
+	ls := s.sessions.listeners
+	s.sessions.mu.Unlock()
+	for _, fn := range ls {
+		fn(user)
+	}
+}
+
+// watchSessions listens for other processes' revocations until ctx ends.
+// An in-process Hub carries only this process's own, which revoke has
+// already applied, so there is nothing to listen to.
+func (s *Service) watchSessions(ctx context.Context) error {
+	if _, local := s.events.(*Hub); local {
+		return nil
+	}
+	deliver := func(ev Event) bool {
+		if ev.Type == EventSessionsRevoked {
+			s.sessions.cache.Remove(ev.Subject)
+			s.sessionsChanged(ev.Subject)
+		}
+		return true
+	}
+	var end func()
+	end = func() {
+		if ctx.Err() != nil {
+			return
+		}
+		// Dropped for falling behind: what was missed is unknown, so
+		// forget every user's state and listen again.
+		s.sessions.cache.Purge()
+		if err := s.events.SubscribeFunc(ctx, SessionsTopic, deliver, end); err != nil {
+			s.log.ErrorContext(ctx, "listening for revoked sessions again", "err", err)
+		}
+	}
+	return s.events.SubscribeFunc(ctx, SessionsTopic, deliver, end)
+}

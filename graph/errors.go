@@ -13,6 +13,12 @@ import (
 	"herald/store"
 )
 
+// Codes of an operation stopped before its end.
+const (
+	CodeTimeout   = "TIMEOUT"
+	CodeCancelled = "CANCELLED"
+)
+
 // ErrorPresenter returns the presenter that decides what clients see of an
 // error. Every error leaves with an extensions.code:
 //
@@ -21,6 +27,9 @@ import (
 //     are sent unchanged;
 //   - a store.Error sends its client-safe Message (not Error(), which is for
 //     logs) with its Code, except INTERNAL;
+//   - a context's deadline is TIMEOUT (the operation took longer than the
+//     server's -query-timeout), its cancellation CANCELLED (the client went
+//     away), neither logged as an error;
 //   - anything else is logged in full with its path and sent as "internal
 //     error" with code INTERNAL, so driver and runtime text never reaches a
 //     client.
@@ -38,6 +47,17 @@ func ErrorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 		}
 		if gqlErr.Extensions == nil {
 			gqlErr.Extensions = map[string]any{}
+		}
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			gqlErr.Message = "the operation did not finish within the server's time limit: retry later, or ask for less"
+			gqlErr.Extensions["code"] = CodeTimeout
+			return gqlErr
+		case errors.Is(err, context.Canceled):
+			// The client went away: nobody reads this.
+			gqlErr.Message = "the request was cancelled"
+			gqlErr.Extensions["code"] = CodeCancelled
+			return gqlErr
 		}
 		var se *store.Error
 		if errors.As(err, &se) {

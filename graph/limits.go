@@ -8,6 +8,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/lexer"
 )
 
 // CodeQueryTooDeep is the extensions.code of an operation refused by
@@ -56,7 +57,7 @@ func (d DepthLimit) MutateOperationContext(_ context.Context, opCtx *graphql.Ope
 	if opCtx.Operation == nil {
 		return nil
 	}
-	if depth := selectionDepth(opCtx.Doc, opCtx.Operation.SelectionSet, d.Max, nil); depth > d.Max {
+	if depth := selectionDepth(opCtx.Doc, opCtx.Operation.SelectionSet, map[string]int{}); depth > d.Max {
 		err := gqlerror.Errorf("operation is nested deeper than the limit of %d", d.Max)
 		errcode.Set(err, CodeQueryTooDeep)
 		return err
@@ -64,11 +65,12 @@ func (d DepthLimit) MutateOperationContext(_ context.Context, opCtx *graphql.Ope
 	return nil
 }
 
-// selectionDepth returns the depth of set, stopping early once it exceeds
-// limit (so a pathological document costs little). visiting holds the fragments on
-// the current path, guarding against cycles the validator would reject
-// anyway.
-func selectionDepth(doc *ast.QueryDocument, set ast.SelectionSet, limit int, visiting map[string]bool) int {
+// selectionDepth returns the depth of set. Each fragment's depth is
+// measured once (memo), so fragments that spread each other many times
+// over cost no more than their text. A fragment being measured counts as
+// depth 0 where it recurs, guarding against cycles the validator would
+// reject anyway.
+func selectionDepth(doc *ast.QueryDocument, set ast.SelectionSet, memo map[string]int) int {
 	deepest := 0
 	for _, sel := range set {
 		var d int
@@ -77,32 +79,25 @@ func selectionDepth(doc *ast.QueryDocument, set ast.SelectionSet, limit int, vis
 			if strings.HasPrefix(sel.Name, "__") && sel.Name != "__typename" {
 				continue
 			}
-			if limit > 0 {
-				d = 1 + selectionDepth(doc, sel.SelectionSet, limit-1, visiting)
-			} else {
-				d = 1 // already over the limit; no need to look further
-			}
+			d = 1 + selectionDepth(doc, sel.SelectionSet, memo)
 		case *ast.InlineFragment:
-			d = selectionDepth(doc, sel.SelectionSet, limit, visiting)
+			d = selectionDepth(doc, sel.SelectionSet, memo)
 		case *ast.FragmentSpread:
+			var ok bool
+			if d, ok = memo[sel.Name]; ok {
+				break
+			}
+			memo[sel.Name] = 0
 			def := sel.Definition
 			if def == nil && doc != nil {
 				def = doc.Fragments.ForName(sel.Name)
 			}
-			if def == nil || visiting[sel.Name] {
-				continue
+			if def != nil {
+				d = selectionDepth(doc, def.SelectionSet, memo)
 			}
-			if visiting == nil {
-				visiting = map[string]bool{}
-			}
-			visiting[sel.Name] = true
-			d = selectionDepth(doc, def.SelectionSet, limit, visiting)
-			delete(visiting, sel.Name)
+			memo[sel.Name] = d
 		}
 		deepest = max(deepest, d)
-		if deepest > limit {
-			break
-		}
 	}
 	return deepest
 }
@@ -161,4 +156,134 @@ func introspects(doc *ast.QueryDocument, set ast.SelectionSet, seen map[string]b
 		}
 	}
 	return false
+}
+
+// Codes of operations refused by Limits and TokenLimit, before they run.
+const (
+	CodeAliasLimit         = "ALIAS_LIMIT_EXCEEDED"
+	CodeRootFieldLimit     = "ROOT_FIELD_LIMIT_EXCEEDED"
+	CodeIntrospectionLimit = "INTROSPECTION_LIMIT_EXCEEDED"
+	CodeTokenLimit         = "TOKEN_LIMIT_EXCEEDED"
+)
+
+func init() {
+	for _, c := range []string{CodeAliasLimit, CodeRootFieldLimit, CodeIntrospectionLimit, CodeTokenLimit} {
+		errcode.RegisterErrorType(c, errcode.KindProtocol)
+	}
+}
+
+// Limits is a gqlgen handler extension that measures an operation once
+// (measure) and refuses it, before it runs, when it asks for more than one
+// __schema (INTROSPECTION_LIMIT_EXCEEDED: one is the whole schema, and a
+// response of many is only a way to make the server build a large one),
+// more than MaxAliases aliases (ALIAS_LIMIT_EXCEEDED), more than
+// MaxRootFields root fields (ROOT_FIELD_LIMIT_EXCEEDED), or a complexity
+// above MaxComplexity (COMPLEXITY_LIMIT_EXCEEDED). A zero limit is no
+// limit. The measure stays in the operation's stats for the RateLimiter,
+// which charges it.
+//
+// Aliases and root fields are what multiply a request's work without
+// making it deeper: 100 aliased logIn fields are 100 password checks, and
+// 20 aliased scans of the same index are 20 scans. Complexity bounds what
+// one operation reads; the rate limiter, what a client reads over time.
+type Limits struct {
+	MaxComplexity int
+	MaxAliases    int
+	MaxRootFields int
+
+	es graphql.ExecutableSchema
+}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationContextMutator
+} = (*Limits)(nil)
+
+// ExtensionName implements graphql.HandlerExtension.
+func (*Limits) ExtensionName() string { return "Limits" }
+
+// Validate implements graphql.HandlerExtension.
+func (l *Limits) Validate(es graphql.ExecutableSchema) error {
+	l.es = es
+	return nil
+}
+
+// MutateOperationContext implements graphql.OperationContextMutator.
+func (l *Limits) MutateOperationContext(ctx context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
+	if opCtx.Operation == nil {
+		return nil
+	}
+	c := measure(ctx, l.es, opCtx)
+	opCtx.Stats.SetExtension(opCostKey, c)
+	refuse := func(code, format string, args ...any) *gqlerror.Error {
+		err := gqlerror.Errorf(format, args...)
+		errcode.Set(err, code)
+		return err
+	}
+	switch {
+	case c.Schemas > 1:
+		return refuse(CodeIntrospectionLimit, "an operation may ask for __schema once; this one asks %d times", c.Schemas)
+	case l.MaxAliases > 0 && c.Aliases > l.MaxAliases:
+		return refuse(CodeAliasLimit, "operation has %d aliases, which exceeds the limit of %d", c.Aliases, l.MaxAliases)
+	case l.MaxRootFields > 0 && c.RootFields > l.MaxRootFields:
+		return refuse(CodeRootFieldLimit, "operation has %d root fields, which exceeds the limit of %d", c.RootFields, l.MaxRootFields)
+	case l.MaxComplexity > 0 && c.Complexity > l.MaxComplexity:
+		return refuse(codeComplexityLimit, "operation has complexity %d, which exceeds the limit of %d", c.Complexity, l.MaxComplexity)
+	}
+	return nil
+}
+
+// TokenLimit is a gqlgen handler extension that refuses a document of more
+// than Max lexical tokens (names, punctuators, values) with
+// TOKEN_LIMIT_EXCEEDED, before it is parsed: parsing and validating cost in
+// proportion to tokens, and the body limit alone lets through a megabyte
+// of them. A document already in the query cache passed before and is not
+// counted again.
+type TokenLimit struct {
+	Max   int
+	Cache graphql.Cache[*ast.QueryDocument]
+}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationParameterMutator
+} = TokenLimit{}
+
+// ExtensionName implements graphql.HandlerExtension.
+func (TokenLimit) ExtensionName() string { return "TokenLimit" }
+
+// Validate implements graphql.HandlerExtension.
+func (TokenLimit) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationParameters implements graphql.OperationParameterMutator.
+func (t TokenLimit) MutateOperationParameters(ctx context.Context, raw *graphql.RawParams) *gqlerror.Error {
+	if t.Max <= 0 || raw.Query == "" {
+		return nil
+	}
+	if t.Cache != nil {
+		if _, ok := t.Cache.Get(ctx, raw.Query); ok {
+			return nil
+		}
+	}
+	if n := countTokens(raw.Query, t.Max); n > t.Max {
+		err := gqlerror.Errorf("the document has more than %d tokens", t.Max)
+		errcode.Set(err, CodeTokenLimit)
+		return err
+	}
+	return nil
+}
+
+// countTokens counts the tokens of query, stopping once past limit; a
+// lexical error ends the count there (the parser reports it).
+func countTokens(query string, limit int) int {
+	lx := lexer.New(&ast.Source{Input: query})
+	n := 0
+	for n <= limit {
+		tok, err := lx.ReadToken()
+		if err != nil || tok.Kind == lexer.EOF {
+			break
+		}
+		n++
+	}
+	return n
 }

@@ -119,39 +119,58 @@ func ParseRate(s string) (Rate, error) {
 
 // RateLimits configures a RateLimiter. The zero value limits nothing.
 type RateLimits struct {
-	// User limits the mutations of each signed-in user.
+	// User limits the mutations of each signed-in user: one token per
+	// root mutation field, however they are aliased or batched.
 	User Rate
 	// Address limits the mutations from each client address (as
 	// NewContextWithClientAddr put it into the context), signed in or not:
-	// the only limit on signUp and logIn. IPv6 addresses share the bucket
-	// of their /64, which is what one subscriber usually holds.
+	// with LogInFailures, the only limit on signUp and logIn. IPv6
+	// addresses share the bucket of their /64, which is what one
+	// subscriber usually holds.
 	Address Rate
-	// MaxKeys bounds each table of buckets (users, addresses); the least
-	// recently used key is forgotten first. 0 means DefaultRateLimitKeys.
+	// QueryUser and QueryAddress limit the query cost (the complexity
+	// points Limits measured) each signed-in user, and each client
+	// address, may spend over time, as GitHub and Shopify charge their
+	// calculated query costs.
+	QueryUser    Rate
+	QueryAddress Rate
+	// LogInFailures limits the failed logIns of each handle, from any
+	// address: guessing a password from many addresses gets no more tries
+	// than from one. Only failures take a token; a success takes none.
+	LogInFailures Rate
+	// MaxKeys bounds each table of buckets (users, addresses, handles);
+	// the least recently used key is forgotten first. 0 means
+	// DefaultRateLimitKeys.
 	MaxKeys int
 	// Now is the clock; time.Now if nil.
 	Now func() time.Time
 }
 
 // Off reports whether l limits nothing.
-func (l RateLimits) Off() bool { return l.User.Off() && l.Address.Off() }
+func (l RateLimits) Off() bool {
+	return l.User.Off() && l.Address.Off() && l.QueryUser.Off() && l.QueryAddress.Off() && l.LogInFailures.Off()
+}
 
-// RateLimiter is a gqlgen handler extension that refuses a mutation, before
-// it runs, when its user or its client address has used up its token
-// bucket, with RATE_LIMITED and extensions.retryAfter. Queries and
-// subscriptions are never limited. Each operation of a batch, and each
-// mutation sent over a websocket, counts on its own.
+// RateLimiter is a gqlgen handler extension that refuses an operation,
+// before it runs, when its user or its client address has used up its
+// token bucket, with RATE_LIMITED and extensions.retryAfter. A mutation
+// costs one token of the mutation buckets per root field; a query costs
+// its complexity in the query buckets; a subscription costs nothing here
+// (the websocket caps bound them). Each operation of a batch, and each
+// sent over a websocket, counts on its own. It also keeps the buckets of
+// failed logIns per handle (LogInAllowed, LogInFailed).
 //
-// Buckets are kept in memory, per process, in two bounded LRU tables, so
-// a client cycling through addresses cannot grow memory without bound: it
+// Buckets are kept in memory, per process, in bounded LRU tables, so a
+// client cycling through addresses cannot grow memory without bound: it
 // only pushes out the least recently used buckets. A forgotten bucket comes
 // back full, which loses nothing once it had been idle long enough to
 // refill (Burst/Count periods: 20 s for 60/m with a burst of 20). It is safe
-// for concurrent use.
+// for concurrent use, and a nil *RateLimiter limits nothing.
 type RateLimiter struct {
-	users *buckets[store.ID]
-	addrs *buckets[netip.Addr]
-	now   func() time.Time
+	users, queryUsers *buckets[store.ID]
+	addrs, queryAddrs *buckets[netip.Addr]
+	handles           *buckets[string]
+	now               func() time.Time
 }
 
 var _ interface {
@@ -171,6 +190,9 @@ func NewRateLimiter(l RateLimits) *RateLimiter {
 	}
 	rl.users = newBuckets[store.ID](l.User, size)
 	rl.addrs = newBuckets[netip.Addr](l.Address, size)
+	rl.queryUsers = newBuckets[store.ID](l.QueryUser, size)
+	rl.queryAddrs = newBuckets[netip.Addr](l.QueryAddress, size)
+	rl.handles = newBuckets[string](l.LogInFailures, size)
 	return rl
 }
 
@@ -180,12 +202,33 @@ func (*RateLimiter) ExtensionName() string { return "RateLimit" }
 // Validate implements graphql.HandlerExtension.
 func (*RateLimiter) Validate(graphql.ExecutableSchema) error { return nil }
 
-// MutateOperationContext implements graphql.OperationContextMutator. A
-// mutation takes a token from its address's bucket and, when signed in, from
-// its user's; if either is empty, neither is charged and the mutation is
-// refused.
+// MutateOperationContext implements graphql.OperationContextMutator. An
+// operation takes its tokens from its address's bucket and, when signed
+// in, from its user's; if either cannot pay, neither is charged and the
+// operation is refused.
 func (l *RateLimiter) MutateOperationContext(ctx context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
-	if opCtx.Operation == nil || opCtx.Operation.Operation != ast.Mutation {
+	if opCtx.Operation == nil {
+		return nil
+	}
+	c := costOf(opCtx)
+	var (
+		users *buckets[store.ID]
+		addrs *buckets[netip.Addr]
+		n     int
+		what  string
+	)
+	switch opCtx.Operation.Operation {
+	case ast.Mutation:
+		users, addrs, n, what = l.users, l.addrs, 1, "mutations"
+		if c != nil {
+			n = max(c.RootFields, 1)
+		}
+	case ast.Query:
+		users, addrs, n, what = l.queryUsers, l.queryAddrs, 1, "query cost"
+		if c != nil {
+			n = max(c.Complexity, 1)
+		}
+	default:
 		return nil
 	}
 	now := l.now()
@@ -193,34 +236,83 @@ func (l *RateLimiter) MutateOperationContext(ctx context.Context, opCtx *graphql
 		taken [2]*rate.Reservation
 		wait  time.Duration
 		who   string
+		never bool
 	)
-	if addr, ok := ClientAddrFromContext(ctx); ok && l.addrs != nil {
-		taken[0] = l.addrs.take(addressKey(addr), now)
-		if d := taken[0].DelayFrom(now); d > wait {
-			wait, who = d, "from this address"
+	charge := func(i int, r *rate.Reservation, by string) {
+		taken[i] = r
+		if !r.OK() {
+			never, who = true, by
+		} else if d := r.DelayFrom(now); d > wait {
+			wait, who = d, by
 		}
 	}
-	if viewer, ok := ViewerFromContext(ctx); ok && l.users != nil {
-		taken[1] = l.users.take(viewer, now)
-		if d := taken[1].DelayFrom(now); d > wait {
-			wait, who = d, "by this user"
-		}
+	if addr, ok := ClientAddrFromContext(ctx); ok && addrs != nil {
+		charge(0, addrs.take(addressKey(addr), n, now), "from this address")
 	}
-	if wait <= 0 {
+	if viewer, ok := ViewerFromContext(ctx); ok && users != nil {
+		charge(1, users.take(viewer, n, now), "by this user")
+	}
+	if wait <= 0 && !never {
 		return nil
 	}
-	// Cancelling gives the token back. When refusals of one key overlap,
+	// Cancelling gives the tokens back. When refusals of one key overlap,
 	// x/time/rate may give back less, which only lengthens the wait of a
 	// client already over its limit.
 	for _, r := range taken {
-		if r != nil {
+		if r != nil && r.OK() {
 			r.CancelAt(now)
 		}
 	}
-	secs := int(math.Ceil(wait.Seconds()))
-	err := gqlerror.Errorf("too many mutations %s: retry in %d s", who, secs)
+	if never {
+		err := gqlerror.Errorf("this operation costs %d in %s, more than may be spent at once %s", n, what, who)
+		err.Extensions = map[string]any{"code": CodeRateLimited}
+		return err
+	}
+	return rateLimited(fmt.Sprintf("too much %s %s", what, who), wait)
+}
+
+// rateLimited is the RATE_LIMITED error of a client that must wait.
+func rateLimited(msg string, wait time.Duration) *gqlerror.Error {
+	secs := max(int(math.Ceil(wait.Seconds())), 1)
+	err := gqlerror.Errorf("%s: retry in %d s", msg, secs)
 	err.Extensions = map[string]any{"code": CodeRateLimited, "retryAfter": secs}
 	return err
+}
+
+// LogInAllowed returns nil if handle may try a logIn now, else the
+// RATE_LIMITED error to answer with: too many recent failures for it,
+// from whatever address. It takes nothing; LogInFailed does.
+func (l *RateLimiter) LogInAllowed(handle string) error {
+	if l == nil || l.handles == nil {
+		return nil
+	}
+	now := l.now()
+	r := l.handles.take(handleKey(handle), 1, now)
+	wait := r.DelayFrom(now)
+	r.CancelAt(now)
+	if wait <= 0 {
+		return nil
+	}
+	return rateLimited("too many failed logIns for this handle", wait)
+}
+
+// LogInFailed charges a failed logIn to handle's bucket.
+func (l *RateLimiter) LogInFailed(handle string) {
+	if l == nil || l.handles == nil {
+		return
+	}
+	l.handles.take(handleKey(handle), 1, l.now())
+}
+
+// handleKey is the bucket key of a logIn's handle: as handles compare,
+// lowercase, and cut so that junk cannot make keys large.
+func handleKey(h string) string {
+	const maxKey = 64
+	h = strings.ToLower(strings.TrimSpace(h))
+	if len(h) > maxKey {
+		h = h[:maxKey]
+	}
+	return h
 }
 
 // RetryAfter returns the seconds to wait named by the first RATE_LIMITED
@@ -257,9 +349,10 @@ func newBuckets[K comparable](r Rate, size int) *buckets[K] {
 	return &buckets[K]{rate: r, limit: rate.Limit(float64(r.Count) / r.Per.Seconds()), cache: c}
 }
 
-// take reserves a token of k's bucket at now; the reservation's delay is
-// how long it lacks one, and cancelling it gives the token back.
-func (b *buckets[K]) take(k K, now time.Time) *rate.Reservation {
+// take reserves n tokens of k's bucket at now; the reservation's delay is
+// how long it lacks them, and cancelling it gives them back. It is not OK
+// when n exceeds the burst: the bucket can never hold that many.
+func (b *buckets[K]) take(k K, n int, now time.Time) *rate.Reservation {
 	lim, ok := b.cache.Get(k)
 	if !ok {
 		lim = rate.NewLimiter(b.limit, max(b.rate.Burst, 1))
@@ -268,7 +361,7 @@ func (b *buckets[K]) take(k K, now time.Time) *rate.Reservation {
 			lim = prev
 		}
 	}
-	return lim.ReserveN(now, 1)
+	return lim.ReserveN(now, n)
 }
 
 // addressKey is the bucket key of a client address: an IPv4 address (also

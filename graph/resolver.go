@@ -16,6 +16,8 @@ type Resolver struct {
 	Tokens *auth.Signer
 	// Logger receives the errors hidden from clients; slog.Default() if nil.
 	Logger *slog.Logger
+	// LogIns limits failed logIns per handle; nil limits nothing.
+	LogIns *RateLimiter
 }
 
 func (r *Resolver) logger() *slog.Logger {

@@ -59,7 +59,13 @@ func (r *mutationResolver) SignUp(ctx context.Context, input store.SignUpInput) 
 
 // LogIn is the resolver for the logIn field.
 func (r *mutationResolver) LogIn(ctx context.Context, input model.LogInInput) (*model.AuthPayload, error) {
+	if err := r.LogIns.LogInAllowed(input.Handle); err != nil {
+		return nil, err
+	}
 	u, err := r.Service.LogIn(ctx, input.Handle, input.Password)
+	if store.ErrorCode(err) == store.EUNAUTHENTICATED {
+		r.LogIns.LogInFailed(input.Handle)
+	}
 	if err != nil {
 		return nil, err
 	}

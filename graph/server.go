@@ -4,14 +4,18 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"herald/graph/auth"
 	"herald/graph/generated"
@@ -19,13 +23,22 @@ import (
 	"herald/store"
 )
 
-// Defaults of the Config limits, used where a field is zero.
+// Defaults of the Config limits, used where a field is zero. Each is far
+// above what Herald's own clients and GraphiQL send (the playground's
+// document of example operations has about 300 tokens, its introspection
+// query about 260 and a complexity near 600) and far below what makes a
+// request expensive: see the README's limits section.
 const (
-	DefaultComplexityLimit = 5000
-	DefaultMaxDepth        = 12
-	DefaultQueryCacheSize  = 1000
-	DefaultAPQCacheSize    = 100
-	DefaultMaxBatch        = 10
+	DefaultComplexityLimit  = 5000
+	DefaultMaxDepth         = 12
+	DefaultMaxAliases       = 30
+	DefaultMaxRootFields    = 20
+	DefaultMaxTokens        = 2000
+	DefaultMaxResponseBytes = 4 << 20
+	DefaultQueryTimeout     = 10 * time.Second
+	DefaultQueryCacheSize   = 1000
+	DefaultAPQCacheSize     = 100
+	DefaultMaxBatch         = 10
 )
 
 // Config is what NewServer needs: the resolvers' dependencies and the query
@@ -50,6 +63,20 @@ type Config struct {
 	ComplexityLimit int
 	// MaxDepth caps how deep selections nest. Over it: QUERY_TOO_DEEP.
 	MaxDepth int
+	// MaxAliases caps the aliased fields of an operation
+	// (ALIAS_LIMIT_EXCEEDED), MaxRootFields its root fields
+	// (ROOT_FIELD_LIMIT_EXCEEDED), MaxTokens the lexical tokens of its
+	// document (TOKEN_LIMIT_EXCEEDED), and MaxResponseBytes the JSON of
+	// one response's data (RESPONSE_SIZE_LIMIT_EXCEEDED). An operation
+	// may ask for __schema once (INTROSPECTION_LIMIT_EXCEEDED).
+	MaxAliases       int
+	MaxRootFields    int
+	MaxTokens        int
+	MaxResponseBytes int
+	// QueryTimeout bounds each query and mutation, over HTTP and
+	// websocket alike (TIMEOUT); a subscription lives as long as its
+	// socket, each event under the same bound.
+	QueryTimeout time.Duration
 	// Introspection enables __schema and __type queries.
 	Introspection bool
 	// QueryCacheSize is the number of parsed and validated queries kept.
@@ -60,8 +87,9 @@ type Config struct {
 	// (HTTPTransport.MaxBatch); 0 or 1 turns batching off, as in the zero
 	// value.
 	MaxBatch int
-	// RateLimits limits mutations per user and per client address
-	// (RateLimiter); the zero value, also DefaultConfig's, limits nothing.
+	// RateLimits limits mutations and query cost per user and per client
+	// address, and failed logIns per handle (RateLimiter); the zero value,
+	// also DefaultConfig's, limits nothing.
 	RateLimits RateLimits
 }
 
@@ -69,12 +97,17 @@ type Config struct {
 // introspection and batching on; the caller sets the dependencies.
 func DefaultConfig() Config {
 	return Config{
-		ComplexityLimit: DefaultComplexityLimit,
-		MaxDepth:        DefaultMaxDepth,
-		Introspection:   true,
-		QueryCacheSize:  DefaultQueryCacheSize,
-		APQCacheSize:    DefaultAPQCacheSize,
-		MaxBatch:        DefaultMaxBatch,
+		ComplexityLimit:  DefaultComplexityLimit,
+		MaxDepth:         DefaultMaxDepth,
+		MaxAliases:       DefaultMaxAliases,
+		MaxRootFields:    DefaultMaxRootFields,
+		MaxTokens:        DefaultMaxTokens,
+		MaxResponseBytes: DefaultMaxResponseBytes,
+		QueryTimeout:     DefaultQueryTimeout,
+		Introspection:    true,
+		QueryCacheSize:   DefaultQueryCacheSize,
+		APQCacheSize:     DefaultAPQCacheSize,
+		MaxBatch:         DefaultMaxBatch,
 	}
 }
 
@@ -100,13 +133,34 @@ func newServer(cfg Config, fast bool) *handler.Server {
 	}
 	cfg.ComplexityLimit = orDefault(cfg.ComplexityLimit, DefaultComplexityLimit)
 	cfg.MaxDepth = orDefault(cfg.MaxDepth, DefaultMaxDepth)
+	cfg.MaxAliases = orDefault(cfg.MaxAliases, DefaultMaxAliases)
+	cfg.MaxRootFields = orDefault(cfg.MaxRootFields, DefaultMaxRootFields)
+	cfg.MaxTokens = orDefault(cfg.MaxTokens, DefaultMaxTokens)
+	cfg.MaxResponseBytes = orDefault(cfg.MaxResponseBytes, DefaultMaxResponseBytes)
 	cfg.QueryCacheSize = orDefault(cfg.QueryCacheSize, DefaultQueryCacheSize)
 	cfg.APQCacheSize = orDefault(cfg.APQCacheSize, DefaultAPQCacheSize)
+	if cfg.QueryTimeout == 0 {
+		cfg.QueryTimeout = DefaultQueryTimeout
+	}
 
-	resolver := &Resolver{Service: cfg.Service, Tokens: cfg.Tokens, Logger: cfg.Logger}
+	var limiter *RateLimiter
+	if !cfg.RateLimits.Off() {
+		limiter = NewRateLimiter(cfg.RateLimits)
+	}
+	resolver := &Resolver{Service: cfg.Service, Tokens: cfg.Tokens, Logger: cfg.Logger, LogIns: limiter}
 	gcfg := generated.Config{Resolvers: resolver}
 	setComplexity(&gcfg.Complexity)
 	srv := handler.New(generated.NewExecutableSchema(gcfg))
+	// Root fields run one after another in a mutation, so a request whose
+	// client left, or whose time is up, stops between them; this runs
+	// before the fast path, which otherwise answers at once.
+	srv.AroundRootFields(func(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
+		if err := ctx.Err(); err != nil {
+			graphql.AddError(ctx, err)
+			return graphql.Null
+		}
+		return next(ctx)
+	})
 	if fast {
 		srv.AroundRootFields(inboxFastPath(resolver))
 	}
@@ -116,25 +170,27 @@ func newServer(cfg Config, fast bool) *handler.Server {
 	srv.AddTransport(HTTPTransport{MaxBatch: cfg.MaxBatch})
 	srv.AddTransport(transport.Options{AllowedMethods: strings.Split(allowedMethods, ", ")})
 
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](cfg.QueryCacheSize))
+	queryCache := lru.New[*ast.QueryDocument](cfg.QueryCacheSize)
+	srv.SetQueryCache(queryCache)
 	if cfg.Introspection {
 		srv.Use(extension.Introspection{})
 	} else {
 		srv.Use(noIntrospection{})
 	}
 	srv.Use(httpSubscriptions{})
-	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](cfg.APQCacheSize)})
+	// Persisted queries first: the token limit counts the document they
+	// fill in.
+	srv.Use(PersistedQueries{Cache: lru.New[string](cfg.APQCacheSize)})
+	srv.Use(TokenLimit{Max: cfg.MaxTokens, Cache: queryCache})
 	// Depth first: it is the cheaper check, and a deep operation is usually
 	// also too complex, but "too deep" is the more useful error.
 	if cfg.MaxDepth > 0 {
 		srv.Use(DepthLimit{Max: cfg.MaxDepth})
 	}
-	if cfg.ComplexityLimit > 0 {
-		srv.Use(extension.FixedComplexityLimit(cfg.ComplexityLimit))
-	}
-	// Last, so that a mutation refused by another check costs no token.
-	if !cfg.RateLimits.Off() {
-		srv.Use(NewRateLimiter(cfg.RateLimits))
+	srv.Use(&Limits{MaxComplexity: max(cfg.ComplexityLimit, 0), MaxAliases: max(cfg.MaxAliases, 0), MaxRootFields: max(cfg.MaxRootFields, 0)})
+	// Last, so that an operation refused by another check costs no token.
+	if limiter != nil {
+		srv.Use(limiter)
 	}
 
 	srv.SetErrorPresenter(ErrorPresenter(cfg.Logger))
@@ -144,10 +200,25 @@ func newServer(cfg Config, fast bool) *handler.Server {
 	// Loaders cache for one operation. Queries and mutations resolve under
 	// the operation's context, so one Loaders per operation is enough.
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+		if err := stillSignedIn(ctx, svc); err != nil {
+			return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{{
+				Message:    store.ErrorMessage(err),
+				Extensions: map[string]any{"code": store.ErrorCode(err)},
+			}}})
+		}
+		oc := graphql.GetOperationContext(ctx)
+		if oc.Operation != nil && oc.Operation.Operation == ast.Subscription {
+			return next(withLoaders(ctx, svc))
+		}
+		ctx, cancel := context.WithTimeout(ctx, cfg.QueryTimeout)
 		if viewer, ok := ViewerFromContext(ctx); ok {
 			svc.Seen(ctx, viewer)
 		}
-		return next(withLoaders(ctx, svc))
+		h := next(withLoaders(ctx, svc))
+		return func(ctx context.Context) *graphql.Response {
+			defer cancel()
+			return h(ctx)
+		}
 	})
 	// A subscription's events all resolve under the subscription's context;
 	// gqlgen calls the response middleware once per event, around the
@@ -157,11 +228,47 @@ func newServer(cfg Config, fast bool) *handler.Server {
 		if graphql.HasOperationContext(ctx) {
 			if op := graphql.GetOperationContext(ctx).Operation; op != nil && op.Operation == ast.Subscription {
 				ctx = withLoaders(ctx, svc)
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, cfg.QueryTimeout)
+				defer cancel()
 			}
 		}
-		return next(ctx)
+		return limitResponse(ctx, next(ctx), cfg.MaxResponseBytes)
 	})
 	return srv
+}
+
+// stillSignedIn checks, for an operation sent over a websocket, that the
+// session the socket opened with may still be used: a token may end while
+// its socket stays open (the transport also closes such sockets). An HTTP
+// request's session was checked as the request arrived.
+func stillSignedIn(ctx context.Context, svc *store.Service) error {
+	sess, ok := SessionFromContext(ctx)
+	if !ok || ctx.Value(plainHTTPKey{}) != nil {
+		return nil
+	}
+	return svc.Authenticate(ctx, sess)
+}
+
+// CodeResponseTooLarge is the extensions.code of a response whose data
+// exceeded Config.MaxResponseBytes: the data is dropped. A mutation's
+// effects stay; only the answer is lost.
+const CodeResponseTooLarge = "RESPONSE_SIZE_LIMIT_EXCEEDED"
+
+// limitResponse replaces the data of resp by an error when it is larger
+// than limit bytes (0: no limit).
+func limitResponse(ctx context.Context, resp *graphql.Response, limit int) *graphql.Response {
+	if resp == nil || limit <= 0 || len(resp.Data) <= limit {
+		return resp
+	}
+	err := gqlerror.Errorf("the response's data is %d bytes, more than the limit of %d: ask for fewer items or fields", len(resp.Data), limit)
+	errcode.Set(err, CodeResponseTooLarge)
+	if graphql.HasOperationContext(ctx) {
+		err.Path = nil
+	}
+	resp.Data = []byte("null")
+	resp.Errors = append(resp.Errors, err)
+	return resp
 }
 
 // withLoaders returns ctx with fresh Loaders for the viewer in ctx.
@@ -185,11 +292,10 @@ func setComplexity(c *generated.ComplexityRoot) {
 		// A page reads first or last items; both given is refused when the
 		// field runs.
 		if size := cmp.Or(first, last); size != nil {
-			// A size outside 0..MaxPageSize is refused when the field runs;
-			// capping it here keeps nested products from overflowing.
+			// A size outside 0..MaxPageSize is refused when the field runs.
 			n = min(max(*size, 1), store.MaxPageSize+1)
 		}
-		return 1 + n*child
+		return satAdd(1, satMul(n, child))
 	}
 	c.Query.Inbox = page
 	c.User.Followers = page
@@ -198,5 +304,17 @@ func setComplexity(c *generated.ComplexityRoot) {
 	c.Query.UsersByAttribute = func(child int, _, _ string, first *int, after *string, last *int, before *string) int {
 		return page(child, first, after, last, before)
 	}
-	c.Query.Nodes = func(child int, ids []string) int { return 1 + len(ids)*child }
+	c.Query.Nodes = func(child int, ids []string) int { return satAdd(1, satMul(len(ids), child)) }
+}
+
+// satMul multiplies non-negative a and b without overflowing: a product
+// that wrapped around could make a costly nesting look cheap.
+func satMul(a, b int) int {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > math.MaxInt/b {
+		return math.MaxInt
+	}
+	return a * b
 }

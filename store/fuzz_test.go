@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -71,7 +72,7 @@ func FuzzSignUpInput(f *testing.F) {
 	passwords := []string{"correct-horse", "short", "", strings.Repeat("p", 8), strings.Repeat("p", 72),
 		strings.Repeat("p", 73), "\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8", "日本語のパスワード"}
 	names := []string{"Alice", "  Alice  ", "", "   ", "\t\n", strings.Repeat("é", 64), strings.Repeat("é", 65),
-		"\xff", " \xff ", "Al\u00a0", "\u3000", "a\x00b", "👩‍👩‍👧‍👦"}
+		"\xff", " \xff ", "Al\u00a0", "\u3000", "a\x00b", "👩‍👩‍👧‍👦", "\u202eevil", "ali\u2066ce", "\u200b", "\x00\x00", "\u3164\u3164"}
 	for i := 0; i < len(handles) || i < len(passwords) || i < len(names); i++ {
 		f.Add(handles[i%len(handles)], passwords[i%len(passwords)], names[i%len(names)])
 	}
@@ -137,12 +138,16 @@ func checkDisplayName(t *testing.T, name, handle string) {
 		if got != "" {
 			t.Fatalf("%q: name %q with an error", name, got)
 		}
-		if trimmed := strings.TrimSpace(name); utf8.ValidString(trimmed) && utf8.RuneCountInString(trimmed) <= DisplayNameMaxLen {
+		if trimmed := strings.TrimSpace(name); utf8.ValidString(trimmed) && utf8.RuneCountInString(trimmed) <= DisplayNameMaxLen &&
+			!strings.ContainsFunc(trimmed, forbiddenInName) {
 			t.Fatalf("%q: refused though it is valid text of %d characters", name, utf8.RuneCountInString(trimmed))
 		}
 		return
 	}
-	if strings.TrimSpace(name) == "" {
+	if strings.ContainsFunc(got, forbiddenInName) && got != handle {
+		t.Fatalf("%q: name %q holds a control or bidirectional formatting character", name, got)
+	}
+	if onlyInvisible(name) {
 		if got != handle {
 			t.Fatalf("%q: blank name gives %q, want the handle %q", name, got, handle)
 		}
@@ -159,8 +164,33 @@ func checkDisplayName(t *testing.T, name, handle string) {
 	}
 }
 
+// forbiddenInName is what a display name may not hold, written from the
+// Unicode categories rather than through the code under test: C0 and C1
+// controls and the bidirectional formatting characters.
+func forbiddenInName(r rune) bool {
+	return r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0x061c || r == 0x200e || r == 0x200f ||
+		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+}
+
+// onlyInvisible reports whether s is nothing but white space and
+// characters that show nothing, by the same list written out by hand.
+func onlyInvisible(s string) bool {
+	for _, r := range s {
+		switch {
+		case unicode.IsSpace(r), r < 0x20, r >= 0x7f && r <= 0x9f, unicode.Is(unicode.Cf, r),
+			r == 0x034f, r == 0x115f, r == 0x1160, r == 0x17b4, r == 0x17b5, r == 0x3164, r == 0xffa0, r == 0x2800,
+			r >= 0x180b && r <= 0x180f, r >= 0xfe00 && r <= 0xfe0f, r >= 0xe0100 && r <= 0xe01ef,
+			unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 func FuzzValidateMessageText(f *testing.F) {
 	for _, s := range []string{"Hello, Herald!", "", " ", "\n\t ", "\u00a0", "\xff", "ok\xff", "a\x00b",
+		"\x00\x00", "\u200b\u200c\u200d\ufeff", "\u3164", "\u2800", "a\u200bb", "line\r\nbreak\ttab", "bell\a",
 		strings.Repeat("x", MessageMaxLen), strings.Repeat("x", MessageMaxLen+1),
 		strings.Repeat("é", MessageMaxLen), strings.Repeat("é", MessageMaxLen+1)} {
 		f.Add(s)
@@ -168,7 +198,8 @@ func FuzzValidateMessageText(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, s string) {
 		err := ValidateMessageText(s)
-		want := utf8.ValidString(s) && strings.TrimSpace(s) != "" && utf8.RuneCountInString(s) <= MessageMaxLen
+		want := utf8.ValidString(s) && !onlyInvisible(s) && utf8.RuneCountInString(s) <= MessageMaxLen &&
+			!strings.ContainsFunc(s, func(r rune) bool { return forbiddenInName(r) && r < 0x200 && r != '\t' && r != '\n' && r != '\r' })
 		if err != nil {
 			requireInvalid(t, err, s)
 		}

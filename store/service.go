@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -38,6 +39,10 @@ type Options struct {
 	ChunkSize int
 	// PasswordCost is the bcrypt cost (default bcrypt.DefaultCost).
 	PasswordCost int
+	// PasswordWorkers is how many password hashes or checks run at once
+	// (default GOMAXPROCS); the others wait their turn, or give up when
+	// their request ends.
+	PasswordWorkers int
 	// LeaseTTL is how long the fan-out lease lasts unrenewed on a backend
 	// shared by several processes (default 10s); it is renewed four times
 	// as often. JobPoll is how often the lease holder looks for jobs stored
@@ -71,7 +76,8 @@ type Service struct {
 	fanout   *fanout
 	seen     sync.Map // ID → time.Time: the last-seen time last written
 	pulls    pullSet
-	sessions *sessions
+	sessions  *sessions
+	passwords *passwords
 	// stopWatch ends watchSessions, at Close.
 	stopWatch context.CancelFunc
 }
@@ -109,6 +115,9 @@ func NewService(backend Backend, events Events, opts Options) *Service {
 	if opts.PasswordCost == 0 {
 		opts.PasswordCost = bcrypt.DefaultCost
 	}
+	if opts.PasswordWorkers <= 0 {
+		opts.PasswordWorkers = runtime.GOMAXPROCS(0)
+	}
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 10 * time.Second
 	}
@@ -120,6 +129,7 @@ func NewService(backend Backend, events Events, opts Options) *Service {
 	}
 	s := &Service{backend: backend, events: events, opts: opts, strategy: opts.Strategy, layout: opts.Strategy.Layout(), now: opts.Now, log: opts.Logger, sessions: newSessions(), stopWatch: func() {}}
 	s.fanout = newFanout(s, opts)
+	s.passwords = newPasswords(opts.PasswordWorkers)
 	return s
 }
 
@@ -178,6 +188,10 @@ type Stats struct {
 	// RebuildsStarted counts the inbox rebuilds of returning users stored
 	// by this process.
 	RebuildsStarted uint64
+	// PasswordChecks counts the password hashes and checks run;
+	// PasswordsWaiting is how many wait for a slot now.
+	PasswordChecks   uint64
+	PasswordsWaiting int
 	// Events are the counters of the Events, if it keeps any (Hub does).
 	Events HubStats
 }
@@ -193,6 +207,8 @@ func (s *Service) Stats() Stats {
 		st.JobsDone[k] = f.done[k].Load()
 	}
 	st.Delivered = f.delivered.Load()
+	st.PasswordChecks = s.passwords.checks.Load()
+	st.PasswordsWaiting = int(s.passwords.waiting.Load())
 	st.RebuildsStarted = f.rebuilds.Load()
 	if e, ok := s.events.(interface{ Stats() HubStats }); ok {
 		st.Events = e.Stats()
@@ -269,7 +285,10 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (*User, error) {
 	if err != nil {
 		return nil, err
 	}
-	hash, err := HashPassword(in.Password, s.opts.PasswordCost)
+	var hash []byte
+	if werr := s.passwords.do(ctx, func() { hash, err = HashPassword(in.Password, s.opts.PasswordCost) }); werr != nil {
+		return nil, werr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -290,14 +309,20 @@ func (s *Service) LogIn(ctx context.Context, handle, password string) (*User, er
 		return nil, bad
 	}
 	u, err := s.backend.FindUserByHandle(ctx, h)
-	if ErrorCode(err) == ENOTFOUND {
-		// Spend the same time as a real check so handles cannot be probed by timing.
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
-		return nil, bad
-	} else if err != nil {
+	if err != nil && ErrorCode(err) != ENOTFOUND {
 		return nil, err
 	}
-	if bcrypt.CompareHashAndPassword(u.PasswordHash, []byte(password)) != nil {
+	hash := dummyHash
+	if err == nil {
+		hash = u.PasswordHash
+	}
+	// An unknown handle is checked against a dummy hash: the same time
+	// as a real check, so handles cannot be probed by timing.
+	var mismatch error
+	if werr := s.passwords.do(ctx, func() { mismatch = bcrypt.CompareHashAndPassword(hash, []byte(password)) }); werr != nil {
+		return nil, werr
+	}
+	if err != nil || mismatch != nil {
 		return nil, bad
 	}
 	return u, nil

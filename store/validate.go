@@ -2,6 +2,7 @@ package store
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
@@ -57,30 +58,72 @@ func validatePassword(p string) error {
 	return nil
 }
 
+// normalizeDisplayName checks a display name and returns it trimmed, or
+// handle for a name that is blank (nothing visible). A name must be valid
+// text without control or bidirectional formatting characters: a
+// right-to-left override (U+202E) in a name reverses what follows it
+// wherever the name is shown, and is how names impersonate others.
 func normalizeDisplayName(name, handle string) (string, error) {
 	name = strings.TrimSpace(name)
-	if name == "" {
+	if !utf8.ValidString(name) {
+		return "", Errorf(EINVALID, "display name must be valid UTF-8")
+	}
+	if Blank(name) {
 		return handle, nil
 	}
-	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > DisplayNameMaxLen {
-		return "", Errorf(EINVALID, "display name must be valid text of at most %d characters", DisplayNameMaxLen)
+	if utf8.RuneCountInString(name) > DisplayNameMaxLen {
+		return "", Errorf(EINVALID, "display name must be at most %d characters", DisplayNameMaxLen)
+	}
+	for _, r := range name {
+		switch {
+		case unicode.IsControl(r):
+			return "", Errorf(EINVALID, "display name must not contain control characters (found U+%04X)", r)
+		case unicode.Is(unicode.Bidi_Control, r):
+			return "", Errorf(EINVALID, "display name must not contain bidirectional formatting characters (found U+%04X)", r)
+		}
 	}
 	return name, nil
 }
 
-// ValidateMessageText checks a message's text: valid UTF-8, not blank, at
-// most MessageMaxLen characters.
+// ValidateMessageText checks a message's text: valid UTF-8, not blank (see
+// Blank), no control characters but tab and line breaks, at most
+// MessageMaxLen characters.
 func ValidateMessageText(text string) error {
 	if !utf8.ValidString(text) {
 		return Errorf(EINVALID, "message text must be valid UTF-8")
 	}
-	if strings.TrimSpace(text) == "" {
+	if Blank(text) {
 		return Errorf(EINVALID, "message text must not be empty")
 	}
 	if utf8.RuneCountInString(text) > MessageMaxLen {
 		return Errorf(EINVALID, "message text must be at most %d characters", MessageMaxLen)
 	}
+	for _, r := range text {
+		if unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' {
+			return Errorf(EINVALID, "message text must not contain control characters (found U+%04X)", r)
+		}
+	}
 	return nil
+}
+
+// Blank reports whether s shows nothing: every character is white space,
+// a control or format character (zero-width spaces and joiners, the byte
+// order mark, bidirectional marks), a default-ignorable code point (Hangul
+// fillers), a variation selector, or the blank braille pattern. Text made
+// only of those passes a plain TrimSpace yet reads as empty.
+func Blank(s string) bool {
+	for _, r := range s {
+		if !invisible(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func invisible(r rune) bool {
+	return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) ||
+		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) ||
+		unicode.Is(unicode.Variation_Selector, r) || r == '\u2800' || r == '\u034F'
 }
 
 // PageSize resolves a client's page size argument, named arg (`first` or

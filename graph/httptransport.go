@@ -442,7 +442,7 @@ func writeHTTPErrorCode(w http.ResponseWriter, mediaType string, status int, cod
 func writeResponse(w http.ResponseWriter, mediaType string, status int, body any) {
 	var b []byte
 	var err error
-	if resp, ok := body.(*graphql.Response); ok && isDataOnly(resp) && len(resp.Data) > 0 {
+	if resp, ok := body.(*graphql.Response); ok && resp != nil && isDataOnly(resp) && len(resp.Data) > 0 {
 		pb := getBuf()
 		defer putBuf(pb)
 		b = appendDataResponse(slices.Grow((*pb)[:0], len(resp.Data)+16), resp.Data)

@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/graph"
+	"herald/store"
 )
 
 // manualClock is a clock that moves only when told.
@@ -226,6 +228,81 @@ func TestRateLimit_Batch(t *testing.T) {
 			assert.JSONEq(t, `{"__typename":"Query"}`, string(elems[1]["data"]))
 			assert.NotContains(t, elems[3], "data")
 			assert.Equal(t, graph.CodeRateLimited, elems[3].code(t))
+		}
+	})
+}
+
+// Each root mutation field takes a token, however the fields are named or
+// spread: aliases and fragments buy nothing.
+func TestRateLimit_PerRootField(t *testing.T) {
+	t.Run(backendEmbedded, func(t *testing.T) {
+		e, h, clk := rateEnv(t, graph.RateLimits{User: graph.Rate{Count: 5, Per: time.Minute, Burst: 5}})
+		alice, _ := mustSignUp(t, e, "alice")
+		const addr = "192.0.2.1:1"
+		three := `{"query":"mutation { a: markInboxRead b: markInboxRead ...M } fragment M on Mutation { c: markInboxRead }"}`
+		requireOK(t, rlPost(t, h, mtGQL, alice, addr, three))
+		r := rlPost(t, h, mtGQL, alice, addr, three)
+		requireLimited(t, r, mtGQL, 12)
+		assert.Contains(t, r.Raw, "too much mutations by this user")
+		requireOK(t, rlPost(t, h, mtGQL, alice, addr, `{"query":"mutation { a: markInboxRead b: markInboxRead }"}`), "two tokens were left")
+		clk.Advance(time.Minute)
+		r = rlPost(t, h, mtGQL, alice, addr, `{"query":"mutation { `+aliases(6, "markInboxRead")+` }"}`)
+		assert.Equal(t, graph.CodeRateLimited, r.code(t), "more than the burst can never pass")
+		assert.Contains(t, r.Raw, "costs 6 in mutations, more than may be spent at once")
+	})
+}
+
+// A query costs its complexity in points of the query buckets.
+func TestRateLimit_QueryCost(t *testing.T) {
+	t.Run(backendEmbedded, func(t *testing.T) {
+		e, h, clk := rateEnv(t, graph.RateLimits{
+			QueryUser:    graph.Rate{Count: 100, Per: time.Minute, Burst: 100},
+			QueryAddress: graph.Rate{Count: 150, Per: time.Minute, Burst: 150},
+		})
+		alice, _ := mustSignUp(t, e, "alice")
+		bob, _ := mustSignUp(t, e, "bob")
+		const addr = "192.0.2.1:1"
+		// user 1 + followers (1 + 20 × (edges 1 + node 1 + handle 1)) = 62.
+		page := `{"query":"{ user(handle: \"alice\") { followers { edges { node { handle } } } } }"}`
+		requireOK(t, rlPost(t, h, mtGQL, alice, addr, page))
+		r := rlPost(t, h, mtGQL, alice, addr, page)
+		requireLimited(t, r, mtGQL, 15) // (62 - 38 left) / (100/60 a second)
+		assert.Contains(t, r.Raw, "too much query cost by this user")
+		for range 3 {
+			requireOK(t, rlPost(t, h, mtGQL, alice, addr, `{"query":"{ viewer { handle } }"}`), "cheap queries fit in what is left")
+		}
+		requireOK(t, rlPost(t, h, mtGQL, bob, addr, page), "bob has his own bucket")
+		// The address paid 62 + 3×2 + 62 of its 150: 62 more lack 42,
+		// which take 16.8 s at 150 a minute.
+		r = rlPost(t, h, mtGQL, "", addr, page)
+		requireLimited(t, r, mtGQL, 17)
+		assert.Contains(t, r.Raw, "from this address")
+		clk.Advance(time.Minute)
+		requireOK(t, rlPost(t, h, mtGQL, alice, addr, page))
+	})
+}
+
+// Failed logIns are counted per handle, from any address; a success
+// costs nothing, and the limit holds even for the right password.
+func TestRateLimit_LogInFailures(t *testing.T) {
+	t.Run(backendEmbedded, func(t *testing.T) {
+		e, h, clk := rateEnv(t, graph.RateLimits{LogInFailures: graph.Rate{Count: 1, Per: time.Minute, Burst: 3}})
+		mustSignUp(t, e, "alice")
+		logIn := func(handle, password string) string {
+			return `{"query":"mutation { logIn(input: {handle: \"` + handle + `\", password: \"` + password + `\"}) { token } }"}`
+		}
+		for i := range 3 {
+			r := rlPost(t, h, mtGQL, "", fmt.Sprintf("192.0.2.%d:1", i+1), logIn("alice", "wrong-password"))
+			assert.Equal(t, store.EUNAUTHENTICATED, r.code(t))
+		}
+		r := rlPost(t, h, mtGQL, "", "198.51.100.1:1", logIn("ALICE", "password123"))
+		assert.Equal(t, graph.CodeRateLimited, r.code(t), "the right password from a new address, after 3 failures")
+		assert.Equal(t, 60, retryAfterExt(t, r))
+		assert.True(t, r.hasData(), "refused as it runs: a field error")
+		assert.Equal(t, store.EUNAUTHENTICATED, rlPost(t, h, mtGQL, "", "198.51.100.1:1", logIn("bob_x", "wrong-password")).code(t), "other handles go on")
+		clk.Advance(time.Minute)
+		for range 3 {
+			requireOK(t, rlPost(t, h, mtGQL, "", "198.51.100.1:1", logIn("alice", "password123")), "successes take no token")
 		}
 	})
 }

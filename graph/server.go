@@ -217,7 +217,12 @@ func newServer(cfg Config, fast bool) *handler.Server {
 		h := next(withLoaders(ctx, svc))
 		return func(ctx context.Context) *graphql.Response {
 			defer cancel()
-			return h(ctx)
+			if resp := h(ctx); resp != nil {
+				return resp
+			}
+			// gqlgen answers nothing for an operation whose context
+			// ended before it ran: say why.
+			return &graphql.Response{Errors: gqlerror.List{ErrorPresenter(cfg.Logger)(ctx, cmp.Or(ctx.Err(), context.DeadlineExceeded))}}
 		}
 	})
 	// A subscription's events all resolve under the subscription's context;

@@ -52,7 +52,7 @@ func testInboxFastPath(t *testing.T) {
 	e.mustExec(t, "", `{ user(handle: "odd") { id } }`, nil, &oddUser)
 	mustFollow(t, e, reader, oddUser.User.ID)
 	// Text that needs escaping, and an edited message.
-	mustPost(t, e, odd, "quote \" backslash \\ tab \t newline \n bell \a unicode é ✓ \u2028")
+	mustPost(t, e, odd, "quote \" backslash \\ tab \t newline \n return \r unicode é ✓ \u2028")
 	edited := mustPost(t, e, odd, "before the edit")
 	e.mustExec(t, odd, `mutation($id: ID!) { editMessage(id: $id, text: "after the edit") { id } }`, map[string]any{"id": edited}, nil)
 	waitFanOut(t, e)

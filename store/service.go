@@ -66,16 +66,16 @@ const DefaultChunkSize = 1000
 // Service is Herald's domain API: validation, authorization, the timeline
 // strategy and the fan-out workers, over a Backend and an Events.
 type Service struct {
-	backend  Backend
-	events   Events
-	opts     Options
-	strategy Strategy
-	layout   Layout
-	now      func() time.Time
-	log      *slog.Logger
-	fanout   *fanout
-	seen     sync.Map // ID → time.Time: the last-seen time last written
-	pulls    pullSet
+	backend   Backend
+	events    Events
+	opts      Options
+	strategy  Strategy
+	layout    Layout
+	now       func() time.Time
+	log       *slog.Logger
+	fanout    *fanout
+	seen      sync.Map // ID → time.Time: the last-seen time last written
+	pulls     pullSet
 	sessions  *sessions
 	passwords *passwords
 	// stopWatch ends watchSessions, at Close.

@@ -107,7 +107,7 @@ func nextOutbox(it *pebble.Iterator, author, from store.ID, up bool, f store.Pul
 // FindOutbox implements store.Backend: a k-way merge over one iterator,
 // each author's next row found by a seek, so a page reads about Limit plus
 // one row per author whatever the outboxes' sizes.
-func (s *Store) FindOutbox(_ context.Context, f store.OutboxFilter) ([]store.OutboxEntry, error) {
+func (s *Store) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxEntry, error) {
 	if f.Limit <= 0 || len(f.Authors) == 0 {
 		return nil, nil
 	}
@@ -119,9 +119,14 @@ func (s *Store) FindOutbox(_ context.Context, f store.OutboxFilter) ([]store.Out
 	up := f.Ascending(true)
 	h := outboxHeap{rows: make([]outboxRow, 0, len(f.Authors)), up: up}
 	done := make(map[store.ID]struct{}, len(f.Authors))
-	for _, a := range f.Authors {
+	for i, a := range f.Authors {
 		if _, dup := done[a]; dup {
 			continue
+		}
+		// One seek an author, for every followee of a reader under
+		// fan-out on read: it stops when its request does.
+		if i%scanCheckEvery == scanCheckEvery-1 && ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
 		done[a] = struct{}{}
 		row, ok, err := nextOutbox(it, a, f.From, up, f.Pulled)
@@ -165,12 +170,15 @@ func (s *Store) FindOutbox(_ context.Context, f store.OutboxFilter) ([]store.Out
 }
 
 // CountOutbox implements store.Backend.
-func (s *Store) CountOutbox(_ context.Context, f store.OutboxFilter) (int, error) {
+func (s *Store) CountOutbox(ctx context.Context, f store.OutboxFilter) (int, error) {
 	n := 0
 	done := make(map[store.ID]struct{}, len(f.Authors))
 	for _, a := range f.Authors {
 		if _, dup := done[a]; dup {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
 		}
 		done[a] = struct{}{}
 		p := key(pOutbox, a)

@@ -13,6 +13,10 @@ const (
 	EUNAUTHENTICATED = "UNAUTHENTICATED"
 	EFORBIDDEN       = "FORBIDDEN"
 	EINTERNAL        = "INTERNAL"
+	// ESTORAGEFULL: the server's storage is out of space, so writes are
+	// refused until space is freed; reads still work. Nothing is lost: a
+	// write refused this way did not happen.
+	ESTORAGEFULL = "STORAGE_FULL"
 )
 
 // Error is the one error type the domain reports to clients. Message is safe to

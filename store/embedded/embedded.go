@@ -1,6 +1,9 @@
 // Package embedded is Herald's single-node backend: a Pebble database in a
 // data directory, needing no setup. Every write is one synced batch, so an
-// accepted write survives a crash.
+// accepted write survives a crash. A full disk makes writes fail with
+// STORAGE_FULL until space is back, never wedges Pebble (disk.go), and a
+// damaged write-ahead log is refused at open rather than cut short
+// silently (walcheck.go).
 //
 // Key layout (one byte of prefix, then fixed-width big-endian parts, so
 // that byte order is the order the queries need):
@@ -41,11 +44,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"herald/store"
 )
@@ -74,13 +81,48 @@ type Options struct {
 	// reserves the memtables (two of memTableSize at most times) from it,
 	// so what caches blocks is the rest.
 	CacheBytes int64
+
+	// ReserveBytes is the size of the disk reserve (disk.go): a file in
+	// the store's directory deleted when the disk fills, so the writes in
+	// progress finish. Default 64 MiB; negative: none.
+	ReserveBytes int64
+	// MinFreeBytes is the free space below which writes are refused with
+	// STORAGE_FULL (they resume above it plus the reserve). Default
+	// 64 MiB; negative: none.
+	MinFreeBytes int64
+	// DiskCheckEvery is how often free space is checked (default 1s).
+	DiskCheckEvery time.Duration
+	// FS is the filesystem the store lives on: vfs.Default by default;
+	// tests inject faults through it.
+	FS vfs.FS
+	// OnFatal is called when Pebble cannot go on (a WAL or MANIFEST write
+	// or sync failed and its commit pipeline is stuck): it must end the
+	// process, which a restart recovers, every acknowledged write being on
+	// disk. If it returns, the goroutine that hit the error blocks for
+	// good, so nothing proceeds as if the write had worked. Default: log
+	// the cause at error level and exit with status 1.
+	OnFatal func(error)
 }
+
+// Defaults of Options.
+const (
+	defaultReserveBytes   = 64 << 20
+	defaultMinFreeBytes   = 64 << 20
+	defaultDiskCheckEvery = time.Second
+)
 
 // Store is the embedded backend. It is safe for concurrent use; only one
 // process may open a data directory at a time (Pebble locks it), which is
 // what lets the store keep inbox heads in memory.
 type Store struct {
-	db *pebble.DB
+	db           *pebble.DB
+	dirLock      *pebble.Lock // held from before Pebble opens to after it closes
+	healthChecks io.Closer    // Pebble's disk-health checks of the filesystem
+	disk         *disk
+	stopDisk     chan struct{}
+	diskDone     chan struct{}
+	fatal        func(error) // Options.OnFatal
+	damagedTails int         // DamagedWALTails
 
 	// userLocks serialise read-modify-write of user documents (counters)
 	// and handle claims, striped by key; see lock.
@@ -126,43 +168,128 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = 256 << 20
 	}
-	cache := pebble.NewCache(opts.CacheBytes)
-	defer cache.Unref()
-	db, err := pebble.Open(dir, &pebble.Options{
-		Cache:        cache,
-		MemTableSize: memTableSize,
-		Logger:       pebbleLogger{opts.Logger},
-	})
+	if opts.ReserveBytes == 0 {
+		opts.ReserveBytes = defaultReserveBytes
+	}
+	if opts.MinFreeBytes == 0 {
+		opts.MinFreeBytes = defaultMinFreeBytes
+	}
+	if opts.DiskCheckEvery <= 0 {
+		opts.DiskCheckEvery = defaultDiskCheckEvery
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if opts.OnFatal == nil {
+		opts.OnFatal = exitOnFatal(opts.Logger, dir)
+	}
+	fsys := opts.FS
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open embedded store: %w", err)
+	}
+	// Locked before anything in the directory is touched (the WAL check,
+	// the reserve), then handed to Pebble.
+	lock, err := pebble.LockDirectory(dir, fsys)
 	if err != nil {
-		return nil, fmt.Errorf("open embedded store in %s: %w", dir, err)
+		return nil, lockError(fsys, dir, err)
 	}
-	s := &Store{db: db, seed: maphash.MakeSeed(), heads: make(map[store.ID]head), dirty: make(map[store.ID]struct{}), log: opts.Logger}
-	if err := s.loadNames(); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	if err := s.loadHeads(); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	if err := s.replayJournal(); err != nil {
-		_ = db.Close()
+	s := &Store{dirLock: lock, fatal: opts.OnFatal, seed: maphash.MakeSeed(), heads: make(map[store.ID]head), dirty: make(map[store.ID]struct{}), log: opts.Logger}
+	if err := s.open(dir, opts); err != nil {
+		_ = lock.Close()
 		return nil, err
 	}
 	s.stopCheckpoints, s.checkpointsDone = make(chan struct{}), make(chan struct{})
 	go s.checkpoints(s.stopCheckpoints, s.checkpointsDone)
+	s.stopDisk, s.diskDone = make(chan struct{}), make(chan struct{})
+	go s.watchDisk(opts.DiskCheckEvery, s.stopDisk, s.diskDone)
 	return s, nil
 }
 
-// Close flushes and closes the database.
+// open opens the database under s.dirLock and loads what the store keeps
+// in memory.
+func (s *Store) open(dir string, opts Options) error {
+	tail, err := checkWAL(opts.FS, dir)
+	if err != nil {
+		return err
+	}
+	if tail.damaged {
+		reportWALTail(opts.Logger, tail)
+		s.damagedTails++
+	}
+	s.disk = newDisk(opts.FS, dir, opts)
+	if err := s.disk.init(); err != nil {
+		return err
+	}
+	cache := pebble.NewCache(opts.CacheBytes)
+	defer cache.Unref()
+	popts := &pebble.Options{
+		Cache:        cache,
+		MemTableSize: memTableSize,
+		Logger:       pebbleLogger{opts.Logger, opts.OnFatal},
+		FS:           vfs.OnDiskFull(opts.FS, s.disk.onFull),
+		Lock:         s.dirLock,
+	}
+	popts.EnsureDefaults()
+	// The disk-health checks Pebble adds around the filesystem it picks
+	// itself (Options.WithFSDefaults), around ours; their closer is ours to
+	// call, after the database's close or a failed open.
+	var healthChecks io.Closer
+	popts.FS, healthChecks = vfs.WithDiskHealthChecks(popts.FS, 5*time.Second, nil, popts.EventListener.DiskSlow)
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		_ = healthChecks.Close()
+		return openError(opts.FS, dir, err)
+	}
+	s.db, s.healthChecks = db, healthChecks
+	for _, load := range []func() error{s.loadNames, s.loadHeads, s.replayJournal} {
+		if err := load(); err != nil {
+			_ = db.Close()
+			_ = healthChecks.Close()
+			return err
+		}
+	}
+	return nil
+}
+
+// Close flushes and closes the database. The disk reserve stays, for the
+// next open.
 func (s *Store) Close() error {
 	close(s.stopCheckpoints)
 	<-s.checkpointsDone
+	close(s.stopDisk)
+	<-s.diskDone
 	// A failed last checkpoint loses nothing: opening replays the journal.
-	return errors.Join(s.checkpoint(), s.db.Close())
+	// While the disk is full it is skipped for that reason.
+	return errors.Join(s.checkpoint(), s.db.Close(), s.healthChecks.Close(), s.dirLock.Close())
 }
 
-type pebbleLogger struct{ log *slog.Logger }
+// Health reports whether writes work: nil, or the STORAGE_FULL error
+// writes get while the disk is full.
+func (s *Store) Health() error { return s.disk.writable() }
+
+// DamagedWALTails counts the write-ahead logs found at open ending with a
+// damaged record, which was dropped (walcheck.go): 0 or 1.
+func (s *Store) DamagedWALTails() int { return s.damagedTails }
+
+// watchDisk runs the disk check every every until stop closes.
+func (s *Store) watchDisk(every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			s.disk.check()
+		}
+	}
+}
+
+type pebbleLogger struct {
+	log   *slog.Logger
+	fatal func(error)
+}
 
 func (l pebbleLogger) Infof(format string, args ...any) {
 	l.log.Debug(fmt.Sprintf(format, args...), "component", "pebble")
@@ -170,8 +297,15 @@ func (l pebbleLogger) Infof(format string, args ...any) {
 func (l pebbleLogger) Errorf(format string, args ...any) {
 	l.log.Error(fmt.Sprintf(format, args...), "component", "pebble")
 }
+
+// Fatalf hands the error to OnFatal. Pebble carries on after Fatalf as if
+// it had not returned (a commit reports success), so it never returns.
 func (l pebbleLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
+	if !strings.HasPrefix(format, "pebble") {
+		format = "pebble: " + format
+	}
+	l.fatal(newFatalError(format, args...))
+	select {}
 }
 
 // key builds a key from a prefix and parts ([]byte, store.ID, uint64 or string).
@@ -286,11 +420,27 @@ func findDocs[T any](s *Store, prefix byte, ids []store.ID, decode func(v []byte
 	return out, nil
 }
 
+// commit commits b, synced, unless the disk is full. A commit error is
+// fatal in Pebble (Fatalf); a panic (a failed WAL rotation panics) leaves
+// its pipeline just as stuck, so it goes to OnFatal too, not to a
+// recovering caller that would go on against a store that hangs.
 func (s *Store) commit(b *pebble.Batch) error {
+	if err := s.disk.writable(); err != nil {
+		return err
+	}
+	defer s.fatalOnPanic()
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("embedded commit: %w", err)
 	}
 	return nil
+}
+
+func (s *Store) fatalOnPanic() {
+	if r := recover(); r != nil {
+		cause, _ := r.(error)
+		s.fatal(&fatalError{msg: fmt.Sprintf("pebble: panic in commit: %v", r), cause: cause})
+		select {}
+	}
 }
 
 // lock locks the stripes of up to two keys (user ids or handles) in a

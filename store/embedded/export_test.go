@@ -16,3 +16,14 @@ func (s *Store) Dump() (map[string]string, error) {
 	}
 	return out, it.Error()
 }
+
+// CheckDisk runs the disk check now, as the store does every
+// DiskCheckEvery.
+func (s *Store) CheckDisk() { s.disk.check() }
+
+// Checkpoint writes the heads the journal counts, as the store does every
+// second, so that a test knows no checkpoint is pending.
+func (s *Store) Checkpoint() error { return s.checkpoint() }
+
+// BallastName is the disk reserve's file name.
+const BallastName = ballastName

@@ -454,6 +454,9 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.
 // the entries show) and taken back if it fails. journaled says the heads
 // are counted by the batch's journal record, not written.
 func (s *Store) commitRaising(b *pebble.Batch, job *store.Job, cursor []byte, done bool, heads []ownerHead, journaled bool) error {
+	if err := s.disk.writable(); err != nil {
+		return err // before the heads show counts that would be taken back
+	}
 	if err := advanceJob(b, job, cursor, done); err != nil {
 		return err
 	}

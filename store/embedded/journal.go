@@ -117,11 +117,12 @@ func (s *Store) replayJournal() error {
 }
 
 // checkpoint stores the heads changed since the last one and deletes the
-// journal they now reflect, in one batch.
+// journal they now reflect, in one batch. While the disk is full it waits:
+// the journal is replayed at open anyway.
 func (s *Store) checkpoint() error {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
-	if !s.journalHas {
+	if !s.journalHas || s.disk.writable() != nil {
 		return nil
 	}
 	s.headsMu.RLock()

@@ -17,7 +17,11 @@ func crash(t *testing.T, s *Store) {
 	t.Helper()
 	close(s.stopCheckpoints)
 	<-s.checkpointsDone
+	close(s.stopDisk)
+	<-s.diskDone
 	require.NoError(t, s.db.Close())
+	require.NoError(t, s.healthChecks.Close())
+	require.NoError(t, s.dirLock.Close())
 }
 
 // TestJournal_Replay delivers, marks read and retracts around checkpoints

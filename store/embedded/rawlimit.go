@@ -28,7 +28,7 @@ func RawAppendRate(dir string, n, batch int) (float64, error) {
 	// Pebble's informational messages would interleave with the output of
 	// whoever measures; errors are returned.
 	quiet := slog.New(slog.DiscardHandler)
-	db, err := pebble.Open(dir, &pebble.Options{Cache: cache, MemTableSize: memTableSize, Logger: pebbleLogger{quiet}})
+	db, err := pebble.Open(dir, &pebble.Options{Cache: cache, MemTableSize: memTableSize, Logger: pebbleLogger{quiet, exitOnFatal(slog.Default(), dir)}})
 	if err != nil {
 		return 0, fmt.Errorf("raw append rate: open %s: %w", dir, err)
 	}

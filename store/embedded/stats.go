@@ -40,6 +40,9 @@ func (s *Store) Stats() (Stats, error) {
 		BlockMisses: m.BlockCache.Misses,
 		Busy:        m.Flush.NumInProgress > 0 || m.Compact.NumInProgress > 0,
 	}
+	if err := s.disk.writable(); err != nil {
+		return Stats{}, err
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.LogData(nil, nil)

@@ -162,7 +162,8 @@ func missing(err error, notFound, label string) error {
 	return wrap(label, err)
 }
 
-// wrap labels a driver error; errors that are already coded pass through.
+// wrap labels a driver error; errors that are already coded pass through,
+// and MongoDB's out-of-disk-space errors become STORAGE_FULL.
 func wrap(label string, err error) error {
 	if err == nil {
 		return nil
@@ -171,7 +172,26 @@ func wrap(label string, err error) error {
 	if errors.As(err, &e) {
 		return err
 	}
+	if outOfDiskSpace(err) {
+		return fmt.Errorf("mongostore %s: %w (%w)", label, errStorageFull, err)
+	}
 	return fmt.Errorf("mongostore %s: %w", label, err)
+}
+
+// codeOutOfDiskSpace is MongoDB's OutOfDiskSpace error code.
+const codeOutOfDiskSpace = 14031
+
+// errStorageFull is what a write gets while MongoDB's disk is full.
+var errStorageFull = &store.Error{
+	Code:    store.ESTORAGEFULL,
+	Message: "the database's disk is full: writes are refused until space is freed; reads still work",
+}
+
+// outOfDiskSpace reports MongoDB's OutOfDiskSpace, in a command error or
+// among a write's errors (mongo.ServerError covers both).
+func outOfDiskSpace(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(codeOutOfDiskSpace)
 }
 
 // maxAttempts bounds a loop of conditional writes that keep losing to

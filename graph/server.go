@@ -215,14 +215,19 @@ func newServer(cfg Config, fast bool) *handler.Server {
 			svc.Seen(ctx, viewer)
 		}
 		h := next(withLoaders(ctx, svc))
+		first := true
 		return func(ctx context.Context) *graphql.Response {
 			defer cancel()
-			if resp := h(ctx); resp != nil {
-				return resp
+			resp := h(ctx)
+			if resp == nil && first {
+				// gqlgen answers nothing for an operation whose context
+				// ended before it ran: say why. Only the first time: a
+				// transport reads responses until nil (the websocket
+				// does), and a query or mutation has one.
+				resp = &graphql.Response{Errors: gqlerror.List{ErrorPresenter(cfg.Logger)(ctx, cmp.Or(ctx.Err(), context.DeadlineExceeded))}}
 			}
-			// gqlgen answers nothing for an operation whose context
-			// ended before it ran: say why.
-			return &graphql.Response{Errors: gqlerror.List{ErrorPresenter(cfg.Logger)(ctx, cmp.Or(ctx.Err(), context.DeadlineExceeded))}}
+			first = false
+			return resp
 		}
 	})
 	// A subscription's events all resolve under the subscription's context;

@@ -22,7 +22,7 @@ type backend struct {
 	// up, when set, brings the backend up in the background and keeps
 	// ready true exactly while it can serve, until ctx ends; without it the
 	// backend is ready once open.
-	up func(ctx context.Context, ready *atomic.Bool)
+	up func(ctx context.Context, ready *readiness)
 	// requestTimeout bounds the storage work of one HTTP request; 0 means
 	// no bound (the embedded store does not wait on a network).
 	requestTimeout time.Duration
@@ -33,7 +33,11 @@ type backend struct {
 // wrap instruments the store (metrics.wrapBackend).
 func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, wrap func(store.Backend) store.Backend) (*backend, error) {
 	dbDir := filepath.Join(cfg.DataDir, embeddedDir)
-	st, err := embedded.Open(dbDir, embedded.Options{Logger: log})
+	opts := embedded.Options{Logger: log}
+	if editEmbeddedOptions != nil {
+		editEmbeddedOptions(&opts)
+	}
+	st, err := embedded.Open(dbDir, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +49,21 @@ func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, wrap func(s
 		_ = st.Close()
 		return nil, fmt.Errorf("start fan-out: %w", err)
 	}
-	return &backend{svc: svc, closeEvents: hub.Close, closeStore: st.Close}, nil
+	return &backend{svc: svc, closeEvents: hub.Close, closeStore: st.Close, up: embeddedUp(st)}, nil
+}
+
+// editEmbeddedOptions, when set (by tests), edits the embedded store's
+// options: a filesystem with faults injected.
+var editEmbeddedOptions func(*embedded.Options)
+
+// embeddedUp is the embedded store's readiness: ready at once, and not
+// while its disk is full, which /readyz asks the store each time.
+func embeddedUp(st *embedded.Store) func(context.Context, *readiness) {
+	return func(ctx context.Context, ready *readiness) {
+		ready.watch(st.Health)
+		ready.Store(true)
+		<-ctx.Done()
+	}
 }
 
 // openMongo prepares the MongoDB backend without waiting for MongoDB: the
@@ -78,7 +96,7 @@ func openMongo(ctx context.Context, cfg config, log *slog.Logger, wrap func(stor
 		svc:            svc,
 		closeEvents:    events.Close,
 		closeStore:     st.Close,
-		up:             m.run,
+		up:             func(ctx context.Context, ready *readiness) { m.run(ctx, &ready.ok) },
 		requestTimeout: cfg.MongoTimeout,
 	}, nil
 }

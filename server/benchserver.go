@@ -57,6 +57,9 @@ func startBenchServer(ctx context.Context, dataDir string, flags []string, stder
 	args := append([]string{
 		"-addr", "127.0.0.1:0", "-pprof", "127.0.0.1:0", "-data", dataDir, "-log-format", "json",
 		"-rate-limit-user", "0", "-rate-limit-address", "0",
+		"-rate-limit-query-user", "0", "-rate-limit-query-address", "0",
+		// Every subscriber connects from 127.0.0.1.
+		"-max-websockets-per-address", "0",
 	}, flags...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = os.Environ()

@@ -37,6 +37,17 @@ const minSecretLen = 32
 var (
 	defaultUserRate    = graph.Rate{Count: 60, Per: time.Minute, Burst: 20}
 	defaultAddressRate = graph.Rate{Count: 300, Per: time.Minute, Burst: 60}
+	// Query cost is charged in complexity points. A page of 50 timeline
+	// items with their authors costs about 1,150, so a user may read
+	// about a page a second for good, and the burst covers the costliest
+	// operation the complexity limit allows, three times over; an address
+	// again gets five times a user's.
+	defaultQueryUserRate    = graph.Rate{Count: 60_000, Per: time.Minute, Burst: 15_000}
+	defaultQueryAddressRate = graph.Rate{Count: 300_000, Per: time.Minute, Burst: 75_000}
+	// Failed logIns per handle, from any address: a person who forgot
+	// their password gets ten tries at once, then one every 12 s; a
+	// guesser spread over many addresses, 7,200 a day at most.
+	defaultLogInRate = graph.Rate{Count: 5, Per: time.Minute, Burst: 10}
 )
 
 // config is everything the server reads from flags and the environment.
@@ -60,9 +71,29 @@ type config struct {
 	// MaxBatch is the most operations in one batched POST; 0 or 1: no
 	// batching.
 	MaxBatch int
+	// Websocket caps (wsLimits); 0 is no limit.
+	MaxSubscriptionsPerConnection int
+	MaxWebsocketsPerUser          int
+	MaxWebsocketsPerAddress       int
+	MaxWebsockets                 int
 	// Mutation rate limits (graph.RateLimiter); a zero Rate is no limit.
 	RateLimitUser    graph.Rate
 	RateLimitAddress graph.Rate
+	// Query cost limits and failed logIns per handle.
+	RateLimitQueryUser    graph.Rate
+	RateLimitQueryAddress graph.Rate
+	RateLimitLogIn        graph.Rate
+	// Operation limits (graph.Config).
+	MaxAliases       int
+	MaxRootFields    int
+	MaxTokens        int
+	MaxResponseBytes int
+	// QueryTimeout bounds each operation; ReadTimeout the reading of a
+	// request's headers and body, WriteTimeout the writing of its response
+	// once it is ready.
+	QueryTimeout time.Duration
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
 	// TrustedProxies are the peers whose X-Forwarded-For names the client.
 	TrustedProxies []netip.Prefix
 	// TokenSecret comes from HERALD_TOKEN_SECRET; nil means "use or create
@@ -114,6 +145,9 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 		fanout   string
 		userRate string
 		addrRate string
+		qUser    string
+		qAddr    string
+		logIns   string
 		proxies  string
 	)
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
@@ -132,8 +166,22 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.IntVar(&cfg.ComplexityLimit, "complexity-limit", graph.DefaultComplexityLimit, "largest accepted query complexity")
 	fs.IntVar(&cfg.MaxDepth, "max-depth", graph.DefaultMaxDepth, "deepest accepted query nesting")
 	fs.IntVar(&cfg.MaxBatch, "max-batch", graph.DefaultMaxBatch, "most operations in one batched POST (a JSON array of requests); 0 or 1 turns batching off")
+	fs.IntVar(&cfg.MaxSubscriptionsPerConnection, "max-subscriptions-per-connection", 20, "most operations running at once on one websocket; one more is answered with a TOO_MANY_SUBSCRIPTIONS error (0: no limit)")
+	fs.IntVar(&cfg.MaxWebsocketsPerUser, "max-websockets-per-user", 16, "most open websockets of one user, checked at connection_init; one more is closed with 1013 (0: no limit)")
+	fs.IntVar(&cfg.MaxWebsocketsPerAddress, "max-websockets-per-address", 256, "most open websockets from one client address (an IPv6 /64); one more is closed with 1013 (0: no limit)")
+	fs.IntVar(&cfg.MaxWebsockets, "max-websockets", 50_000, "most open websockets in all; one more is closed with 1013 (0: no limit)")
 	fs.StringVar(&userRate, "rate-limit-user", defaultUserRate.String(), "mutations per signed-in user: COUNT/PERIOD[,burst=N], PERIOD s, m, h or a duration; 0 turns it off")
 	fs.StringVar(&addrRate, "rate-limit-address", defaultAddressRate.String(), "mutations per client address (an IPv6 /64), signUp and logIn included: COUNT/PERIOD[,burst=N]; 0 turns it off")
+	fs.StringVar(&qUser, "rate-limit-query-user", defaultQueryUserRate.String(), "query cost (complexity points) per signed-in user: COUNT/PERIOD[,burst=N]; 0 turns it off")
+	fs.StringVar(&qAddr, "rate-limit-query-address", defaultQueryAddressRate.String(), "query cost (complexity points) per client address: COUNT/PERIOD[,burst=N]; 0 turns it off")
+	fs.StringVar(&logIns, "rate-limit-login", defaultLogInRate.String(), "failed logIns per handle, from any address: COUNT/PERIOD[,burst=N]; 0 turns it off")
+	fs.IntVar(&cfg.MaxAliases, "max-aliases", graph.DefaultMaxAliases, "most aliased fields in one operation")
+	fs.IntVar(&cfg.MaxRootFields, "max-root-fields", graph.DefaultMaxRootFields, "most root fields in one operation (each root mutation field also takes a rate-limit token)")
+	fs.IntVar(&cfg.MaxTokens, "max-tokens", graph.DefaultMaxTokens, "most lexical tokens in one GraphQL document")
+	fs.IntVar(&cfg.MaxResponseBytes, "max-response-bytes", graph.DefaultMaxResponseBytes, "largest response data, in bytes; a larger one is replaced by an error")
+	fs.DurationVar(&cfg.QueryTimeout, "query-timeout", graph.DefaultQueryTimeout, "how long one query or mutation (or one subscription event) may run")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 30*time.Second, "how long a client may take to send a request's headers and body")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 30*time.Second, "how long a client may take to receive a response once it is ready")
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client address (none: the peer is the client)")
 	fs.StringVar(&cfg.PprofAddr, "pprof", "", "serve runtime profiles (net/http/pprof) at /debug/pprof/ on this address of their own, e.g. 127.0.0.1:6060; empty serves none")
 	fs.BoolVar(&cfg.Metrics, "metrics", true, "serve Prometheus metrics at GET /metrics, unauthenticated: keep the path off the public side of the proxy; false collects none")
@@ -215,6 +263,15 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	if cfg.RateLimitAddress, err = graph.ParseRate(addrRate); err != nil {
 		return config{}, fmt.Errorf("-rate-limit-address: %w", err)
 	}
+	if cfg.RateLimitQueryUser, err = graph.ParseRate(qUser); err != nil {
+		return config{}, fmt.Errorf("-rate-limit-query-user: %w", err)
+	}
+	if cfg.RateLimitQueryAddress, err = graph.ParseRate(qAddr); err != nil {
+		return config{}, fmt.Errorf("-rate-limit-query-address: %w", err)
+	}
+	if cfg.RateLimitLogIn, err = graph.ParseRate(logIns); err != nil {
+		return config{}, fmt.Errorf("-rate-limit-login: %w", err)
+	}
 	if cfg.TrustedProxies, err = parseTrustedProxies(proxies); err != nil {
 		return config{}, fmt.Errorf("-trusted-proxies: %w", err)
 	}
@@ -235,6 +292,12 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 		return config{}, errors.New("-shutdown-timeout must be positive")
 	case cfg.MaxBatch < 0:
 		return config{}, errors.New("-max-batch must not be negative")
+	case cfg.MaxSubscriptionsPerConnection < 0 || cfg.MaxWebsocketsPerUser < 0 || cfg.MaxWebsocketsPerAddress < 0 || cfg.MaxWebsockets < 0:
+		return config{}, errors.New("-max-subscriptions-per-connection, -max-websockets-per-user, -max-websockets-per-address and -max-websockets must not be negative")
+	case cfg.MaxAliases <= 0 || cfg.MaxRootFields <= 0 || cfg.MaxTokens <= 0 || cfg.MaxResponseBytes <= 0:
+		return config{}, errors.New("-max-aliases, -max-root-fields, -max-tokens and -max-response-bytes must be positive")
+	case cfg.QueryTimeout <= 0 || cfg.ReadTimeout <= 0 || cfg.WriteTimeout <= 0:
+		return config{}, errors.New("-query-timeout, -read-timeout and -write-timeout must be positive")
 	}
 	if cfg.MongoURI != "" {
 		if err := validateMongo(cfg); err != nil {

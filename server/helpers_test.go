@@ -36,12 +36,17 @@ type testServer struct {
 // Everything is closed in t.Cleanup.
 func newTestServer(t testing.TB, edit func(*config)) *testServer {
 	t.Helper()
+	return newTestServerLog(t, edit, slog.New(slog.DiscardHandler))
+}
+
+// newTestServerLog is newTestServer logging to log.
+func newTestServerLog(t testing.TB, edit func(*config), log *slog.Logger) *testServer {
+	t.Helper()
 	cfg, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
 	require.NoError(t, err)
 	if edit != nil {
 		edit(&cfg)
 	}
-	log := slog.New(slog.DiscardHandler)
 	st, err := embedded.Open(t.TempDir(), embedded.Options{Logger: log})
 	require.NoError(t, err)
 	hub := store.NewHub()
@@ -73,7 +78,10 @@ func serve(t testing.TB, cfg config, log *slog.Logger, svc *store.Service, m *me
 		edit(a)
 	}
 	a.health.ready.Store(true)
-	srv := httptest.NewServer(a.routes())
+	// The program's HTTP server, timeouts included, on a test listener.
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = a.httpServer(a.routes())
+	srv.Start()
 	t.Cleanup(func() {
 		srv.Close()
 		a.ws.closeAll()

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	"herald/graph"
@@ -80,39 +79,45 @@ func authenticate(ctx context.Context, v verifier, authn authenticator, h string
 	return sess, nil
 }
 
-// bodyReadTimeout is how long a client may take to send a request body.
-const bodyReadTimeout = 30 * time.Second
-
 // bodyLimitMiddleware refuses a request body larger than limit bytes with
 // 413. The body is read here in full (gqlgen reads it in full anyway) so
 // the client gets a clear status instead of gqlgen's generic read error.
-func bodyLimitMiddleware(limit int64, next http.Handler) http.Handler {
+//
+// The server's ReadTimeout bounds the time to send the body. Once it is
+// in, the read deadline is lifted (left in place, it would expire while
+// the operation runs and cancel it) and the response must be written
+// within respond. A body that cannot be read (too large, too slow, cut
+// off) closes the connection after the answer: what is left of it is
+// unread, and net/http would otherwise read it, with no deadline, before
+// answering.
+func bodyLimitMiddleware(limit int64, respond time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}
+		rc := http.NewResponseController(w)
+		refuse := func(status int, msg string) {
+			_ = rc.SetReadDeadline(time.Now())
+			w.Header().Set("Connection", "close")
+			writeRequestError(w, r, status, store.EINVALID, msg)
+		}
 		if r.ContentLength > limit {
-			writeRequestError(w, r, http.StatusRequestEntityTooLarge, store.EINVALID, fmt.Sprintf("request body exceeds %d bytes", limit))
+			refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", limit))
 			return
 		}
-		// Bound the time to send the body too, so a client trickling bytes
-		// cannot hold a connection and a handler for ever. The deadline is
-		// cleared after: left in place, it would expire while the handler
-		// runs and cancel the request.
-		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout))
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-		_ = rc.SetReadDeadline(time.Time{})
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
-				writeRequestError(w, r, http.StatusRequestEntityTooLarge, store.EINVALID, fmt.Sprintf("request body exceeds %d bytes", limit))
+				refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", limit))
 				return
 			}
-			writeRequestError(w, r, http.StatusBadRequest, store.EINVALID, "could not read request body")
+			refuse(http.StatusBadRequest, "could not read request body")
 			return
 		}
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Now().Add(respond))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 	})
@@ -254,27 +259,3 @@ func (s *statusRecorder) Flush() {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// health serves /healthz and /readyz. Liveness is unconditional while the
-// process serves HTTP; readiness is true once storage is open and fan-out
-// runs, and false again as soon as shutdown begins, so a load balancer stops
-// sending traffic before connections are closed.
-type health struct {
-	ready atomic.Bool
-}
-
-func (h *health) live(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = io.WriteString(w, "ok\n")
-}
-
-func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	if !h.ready.Load() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, "not ready\n")
-		return
-	}
-	_, _ = io.WriteString(w, "ok\n")
-}

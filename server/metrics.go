@@ -62,7 +62,42 @@ func (m *metrics) wrapBackend(b store.Backend) store.Backend {
 	if m == nil {
 		return b
 	}
+	if sh, ok := b.(storageHealth); ok {
+		m.reg.MustRegister(storageCollector{sh})
+	}
 	return m.store.wrap(b)
+}
+
+// storageHealth is what the embedded store tells of its disk.
+type storageHealth interface {
+	Health() error
+	DamagedWALTails() int
+}
+
+// storageCollector exports storageHealth at each scrape.
+type storageCollector struct{ st storageHealth }
+
+var (
+	descStorageWritable = prometheus.NewDesc("herald_storage_writable",
+		"1 while the embedded store takes writes, 0 while it refuses them with STORAGE_FULL (its disk is full).", nil, nil)
+	descWALDamaged = prometheus.NewDesc("herald_storage_wal_damaged_total",
+		"Write-ahead logs found at start ending with a damaged record, which was dropped (it may have been an acknowledged write).", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (storageCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descStorageWritable
+	ch <- descWALDamaged
+}
+
+// Collect implements prometheus.Collector.
+func (c storageCollector) Collect(ch chan<- prometheus.Metric) {
+	writable := 1.0
+	if c.st.Health() != nil {
+		writable = 0
+	}
+	ch <- prometheus.MustNewConstMetric(descStorageWritable, prometheus.GaugeValue, writable)
+	ch <- prometheus.MustNewConstMetric(descWALDamaged, prometheus.CounterValue, float64(c.st.DamagedWALTails()))
 }
 
 // handler serves the registry in the Prometheus text (or protobuf) format.
@@ -71,12 +106,22 @@ func (m *metrics) handler() http.Handler {
 }
 
 // watch registers the gauges and counters read from svc and ws at each
-// scrape.
+// scrape, and the counter of refused websockets, which ws feeds.
 func (m *metrics) watch(svc *store.Service, ws *wsAdapter) {
 	m.reg.MustRegister(serviceCollector{svc: svc}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "herald_websocket_connections",
 		Help: "Open websocket connections.",
 	}, func() float64 { return float64(ws.Len()) }))
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_websocket_refused_total",
+		Help: "Websockets refused or closed, and subscriptions refused, by reason: subprotocol, connections_total, connections_address, connections_user, subscriptions, token_expired, token_revoked.",
+	}, []string{"reason"})
+	byReason := make(map[string]prometheus.Counter, len(wsRefusedReasons))
+	for _, r := range wsRefusedReasons {
+		byReason[r] = refused.WithLabelValues(r)
+	}
+	m.reg.MustRegister(refused)
+	ws.refused = func(reason string) { byReason[reason].Inc() }
 }
 
 // serviceCollector exports store.Service.Stats, read once per scrape so

@@ -93,17 +93,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return errors.Join(err, stopAll(context.Background(), log, be))
 	}
-	a.requestTimeout = be.requestTimeout
+	if be.requestTimeout > 0 {
+		a.requestTimeout = min(a.requestTimeout, be.requestTimeout)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return errors.Join(fmt.Errorf("listen: %w", err), stopAll(context.Background(), log, be))
 	}
-	hs := &http.Server{
-		Handler:           a.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	hs := a.httpServer(a.routes())
 	if cfg.PprofAddr != "" {
 		ps, err := startPprof(cfg.PprofAddr, log)
 		if err != nil {
@@ -165,7 +162,7 @@ func stopAll(ctx context.Context, log *slog.Logger, be *backend) error {
 	}
 	be.closeEvents()
 	log.Info("event hub closed")
-	if err := be.closeStore(); err != nil {
+	if err := closeWithin(ctx, be.closeStore); err != nil {
 		log.Error("closing store", "err", err)
 		errs = append(errs, fmt.Errorf("close store: %w", err))
 	} else {
@@ -195,7 +192,8 @@ type app struct {
 	health  health
 	// metrics is nil when -metrics=false.
 	metrics *metrics
-	// requestTimeout bounds each GraphQL HTTP request (0: unbounded).
+	// requestTimeout bounds each GraphQL HTTP request, a batch as a
+	// whole: -query-timeout, or less where the backend needs it.
 	requestTimeout time.Duration
 }
 
@@ -215,10 +213,13 @@ func newApp(cfg config, log *slog.Logger, svc *store.Service, signer *auth.Signe
 		origins: origins,
 		ws:      newWSAdapter(origins, wsWriteTimeout),
 		metrics: m,
+
+		requestTimeout: cfg.QueryTimeout,
 	}
 	if m != nil {
 		m.watch(svc, a.ws)
 	}
+	a.ws.enforce(cfg, svc)
 	return a, nil
 }
 
@@ -227,14 +228,23 @@ func newApp(cfg config, log *slog.Logger, svc *store.Service, signer *auth.Signe
 // tracking, body limit, client address, authentication, then gqlgen.
 func (a *app) routes() http.Handler {
 	gql := graph.NewServer(graph.Config{
-		Service:         a.svc,
-		Tokens:          a.signer,
-		Logger:          a.log,
-		ComplexityLimit: a.cfg.ComplexityLimit,
-		MaxDepth:        a.cfg.MaxDepth,
-		Introspection:   a.cfg.Introspection,
-		MaxBatch:        a.cfg.MaxBatch,
-		RateLimits:      graph.RateLimits{User: a.cfg.RateLimitUser, Address: a.cfg.RateLimitAddress},
+		Service:          a.svc,
+		Tokens:           a.signer,
+		Logger:           a.log,
+		ComplexityLimit:  a.cfg.ComplexityLimit,
+		MaxDepth:         a.cfg.MaxDepth,
+		MaxAliases:       a.cfg.MaxAliases,
+		MaxRootFields:    a.cfg.MaxRootFields,
+		MaxTokens:        a.cfg.MaxTokens,
+		MaxResponseBytes: a.cfg.MaxResponseBytes,
+		QueryTimeout:     a.requestTimeout,
+		Introspection:    a.cfg.Introspection,
+		MaxBatch:         a.cfg.MaxBatch,
+		RateLimits: graph.RateLimits{
+			User: a.cfg.RateLimitUser, Address: a.cfg.RateLimitAddress,
+			QueryUser: a.cfg.RateLimitQueryUser, QueryAddress: a.cfg.RateLimitQueryAddress,
+			LogInFailures: a.cfg.RateLimitLogIn,
+		},
 	})
 	if a.metrics != nil {
 		gql.Use(a.metrics.ops)
@@ -255,12 +265,10 @@ func (a *app) routes() http.Handler {
 	})
 
 	var h http.Handler = gql
-	if a.requestTimeout > 0 {
-		h = deadlineMiddleware(a.requestTimeout, h)
-	}
+	h = deadlineMiddleware(a.requestTimeout, h)
 	h = authMiddleware(a.signer, a.svc, h)
 	h = clientAddrMiddleware(a.cfg.TrustedProxies, h)
-	h = bodyLimitMiddleware(a.cfg.MaxBodyBytes, h)
+	h = bodyLimitMiddleware(a.cfg.MaxBodyBytes, a.requestTimeout+a.cfg.WriteTimeout, h)
 	h = a.wsTrack.middleware(h)
 	h = a.origins.middleware(h)
 	// Outermost, so that every answer, a 401 or a 413 too, reaches the
@@ -282,6 +290,27 @@ func (a *app) routes() http.Handler {
 	return accessLogMiddleware(a.log, a.cfg.TrustedProxies, mux)
 }
 
+// httpServer returns the HTTP server of h with the timeouts that keep a
+// slow or stalled client from holding a connection: the request's headers
+// and body within -read-timeout (the body middleware lifts the read
+// deadline once the body is in, so that the query can run; a body not in
+// by then closes the connection), its response written within
+// -write-timeout of being ready, and an idle keep-alive connection closed
+// after two minutes. A websocket's deadlines are its own (gorilla clears
+// these at the upgrade).
+func (a *app) httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(10*time.Second, a.cfg.ReadTimeout),
+		ReadTimeout:       a.cfg.ReadTimeout,
+		// What no response outlives, static files included; a GraphQL
+		// response gets its own, tighter deadline (bodyLimitMiddleware).
+		WriteTimeout: a.cfg.ReadTimeout + a.requestTimeout + a.cfg.WriteTimeout,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+}
+
 // getOnly answers 405 to any method but GET and HEAD, which is all static
 // files support.
 func getOnly(next http.Handler) http.Handler {
@@ -293,42 +322,6 @@ func getOnly(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// wsInit authenticates a websocket's connection_init. The payload's
-// "authorization" (or "Authorization") must hold "Bearer <token>"; a token
-// already given in the handshake's Authorization header (non-browser
-// clients) is accepted instead. Anything else closes the connection with
-// 4403 Forbidden, the graphql-transport-ws code for a refused init.
-func (a *app) wsInit(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
-	h := p.Authorization()
-	if h == "" {
-		if _, ok := graph.ViewerFromContext(ctx); ok {
-			return ctx, nil, nil
-		}
-		return refuseInit(ctx, `Forbidden: connection_init payload needs "authorization": "Bearer <token>"`)
-	}
-	token, ok := auth.FromHeader(h)
-	if !ok {
-		return refuseInit(ctx, `Forbidden: malformed authorization: want "Bearer <token>"`)
-	}
-	sess, err := a.signer.Verify(token)
-	if err == nil {
-		err = a.svc.Authenticate(ctx, sess)
-	}
-	if err != nil {
-		return refuseInit(ctx, "Forbidden: "+store.ErrorMessage(err))
-	}
-	return graph.NewContextWithSession(ctx, sess), nil, nil
-}
-
-// refuseInit makes gqlgen close the connection with 4403 and reason. gqlgen
-// reads the code and reason from the returned context, so it must never be
-// nil.
-func refuseInit(ctx context.Context, reason string) (context.Context, *transport.InitPayload, error) {
-	ctx = transport.WithWebsocketCloseCode(ctx, closeForbidden)
-	ctx = transport.AppendCloseReason(ctx, reason)
-	return ctx, nil, errors.New(reason)
 }
 
 // shutdown stops the HTTP side: readiness goes false, http.Server.Shutdown

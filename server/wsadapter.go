@@ -11,6 +11,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
 	"slices"
@@ -21,6 +22,9 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
+
+	"herald/graph"
+	"herald/store"
 )
 
 // maxCloseReason is the most bytes a close frame's reason may hold: a control
@@ -42,9 +46,24 @@ type wsAdapter struct {
 	// pinged once acknowledged; one that answers no ping within two
 	// intervals is dropped. Zero turns the pings off.
 	pingInterval time.Duration
+	// limits caps connections and their operations; the zero value
+	// limits nothing (see enforce).
+	limits wsLimits
+	// sessions checks the sessions of open connections (see enforce);
+	// nil: they are never checked again after connection_init.
+	sessions authenticator
+	// sweepEvery is how often every open connection's session is checked
+	// again (store.SessionRecheck).
+	sweepEvery time.Duration
+	// refused, if not nil, counts a refused or closed connection or
+	// operation by reason (herald_websocket_refused_total).
+	refused func(reason string)
 
 	mu      sync.Mutex
 	conns   map[*wsConn]struct{}
+	byAddr  map[netip.Addr]int     // open connections per client address key, with a per-address cap
+	byUser  map[store.ID][]*wsConn // open connections with a session, per user
+	sweep   *time.Timer            // the next sweep (sweepSessions); nil while no connection has a session
 	closing bool
 }
 
@@ -74,49 +93,90 @@ func newWSAdapter(origins *originPolicy, writeTimeout time.Duration) *wsAdapter 
 		writeTimeout: writeTimeout,
 		initTimeout:  wsInitTimeout,
 		pingInterval: wsPingInterval,
+		sweepEvery:   store.SessionRecheck,
 		conns:        make(map[*wsConn]struct{}),
+		byAddr:       make(map[netip.Addr]int),
+		byUser:       make(map[store.ID][]*wsConn),
 	}
 }
 
 // Accept implements transport.WebsocketImplementation. It negotiates one of
 // the subprotocols gqlgen offers (graphql-transport-ws or the legacy
-// graphql-ws), in the client's order of preference.
+// graphql-ws), in the client's order of preference. A client that offers
+// neither is closed at once with 4406, as the graphql-ws reference server
+// does, and one over the caps on connections (in all, from its address)
+// with 1013 Try Again Later, which graphql-ws clients retry with backoff.
+// Either way the connection is handed to gqlgen already closed, so that
+// it ends quietly. A connection is counted from before its handshake is
+// answered, so a client that saw its handshake succeed is counted.
 func (a *wsAdapter) Accept(w http.ResponseWriter, r *http.Request, opts transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
-	a.mu.Lock()
-	closing := a.closing
-	a.mu.Unlock()
-	if closing {
-		return nil, errors.New("server is shutting down")
-	}
-
-	up := a.upgrader // a copy, so concurrent Accepts never share Subprotocols
-	up.Subprotocols = slices.Clone(opts.Subprotocols)
-	raw, err := up.Upgrade(w, r, opts.ResponseHeader)
-	if err != nil {
-		return nil, err
-	}
-	c := &wsConn{conn: raw, writeTimeout: a.writeTimeout, adapter: a}
-	if raw.Subprotocol() == subprotocolTransportWS {
-		c.proto = newTransportWS(c, a.pingInterval)
-	}
-
+	c := &wsConn{writeTimeout: a.writeTimeout, adapter: a}
+	proto := negotiate(websocket.Subprotocols(r), opts.Subprotocols)
+	addr, hasAddr := graph.ClientAddrFromContext(r.Context())
+	code, refusal, why := closeSubprotocolNotAcceptable, "Subprotocol not acceptable", refusedSubprotocol
 	a.mu.Lock()
 	if a.closing {
 		a.mu.Unlock()
-		_ = c.WriteClose(websocket.CloseGoingAway, "server shutting down")
-		_ = raw.Close()
 		return nil, errors.New("server is shutting down")
 	}
-	a.conns[c] = struct{}{}
-	a.mu.Unlock()
-	if c.proto != nil {
-		c.proto.startInitTimer(a.initTimeout)
+	if proto != "" {
+		code = closeTryAgainLater
+		refusal, why = a.admitLocked(c, addr, hasAddr)
 	}
+	a.mu.Unlock()
 
+	up := a.upgrader // a copy, so concurrent Accepts never share Subprotocols
+	up.Subprotocols = []string{}
+	if proto != "" {
+		up.Subprotocols = []string{proto}
+	}
+	raw, err := up.Upgrade(w, r, opts.ResponseHeader)
+	if err != nil {
+		a.forget(c)
+		return nil, err
+	}
+	var p wsProtocol
+	var tws *transportWS
+	switch {
+	case refusal != "":
+	case proto == subprotocolTransportWS:
+		tws = newTransportWS(c, a.pingInterval, a.limits.subscriptionsPerConn)
+		p = tws
+	default:
+		p = newLegacyWS(c, a.limits.subscriptionsPerConn)
+	}
+	a.mu.Lock()
+	// Under the lock, for closeAll.
+	c.conn, c.proto = raw, p
+	closing := a.closing
+	a.mu.Unlock()
 	if h, ok := r.Context().Value(connHolderKey{}).(*connHolder); ok {
 		h.set(c)
 	}
+	if closing {
+		c.closeWith(websocket.CloseGoingAway, "server shutting down")
+		return nil, errors.New("server is shutting down")
+	}
+	if refusal != "" {
+		a.count(why)
+		c.closeWith(code, refusal)
+		return c, nil
+	}
+	if tws != nil {
+		tws.startInitTimer(a.initTimeout)
+	}
 	return c, nil
+}
+
+// negotiate returns the first of the client's subprotocols that the server
+// supports, "" if none.
+func negotiate(client, server []string) string {
+	for _, p := range client {
+		if slices.Contains(server, p) {
+			return p
+		}
+	}
+	return ""
 }
 
 // Len returns the number of open websocket connections.
@@ -132,21 +192,20 @@ func (a *wsAdapter) Len() int {
 func (a *wsAdapter) closeAll() {
 	a.mu.Lock()
 	a.closing = true
+	if a.sweep != nil {
+		a.sweep.Stop()
+	}
 	conns := make([]*wsConn, 0, len(a.conns))
 	for c := range a.conns {
-		conns = append(conns, c)
+		if c.conn != nil { // else Accept closes it, seeing closing
+			conns = append(conns, c)
+		}
 	}
 	a.mu.Unlock()
 	for _, c := range conns {
 		_ = c.WriteClose(websocket.CloseGoingAway, "server shutting down")
 		_ = c.Close()
 	}
-}
-
-func (a *wsAdapter) forget(c *wsConn) {
-	a.mu.Lock()
-	delete(a.conns, c)
-	a.mu.Unlock()
 }
 
 // wsConn is one accepted connection. gqlgen reads from one goroutine and
@@ -157,14 +216,23 @@ type wsConn struct {
 	conn         *websocket.Conn
 	writeTimeout time.Duration
 	adapter      *wsAdapter
-	// proto enforces graphql-transport-ws; nil for the legacy graphql-ws.
-	proto *transportWS
+	// proto is the subprotocol's state (transportWS or legacyWS); nil for
+	// a connection refused at once, which gqlgen only sees fail.
+	proto wsProtocol
 
 	mu        sync.Mutex // held while writing a data frame
 	closeOnce sync.Once
 
 	closeMu   sync.Mutex
 	closeSent bool // the first close frame wins; later ones are dropped
+
+	// What the adapter keeps of the connection, under adapter.mu (see
+	// wslimits.go).
+	counted bool          // in adapter.conns
+	addrKey netip.Addr    // its client address key, if counted in adapter.byAddr
+	sess    store.Session // its session, from connection_init; zero if none
+	expiry  *time.Timer   // closes it when sess expires
+	gone    bool          // closed: it must not be registered again
 }
 
 var (
@@ -178,9 +246,10 @@ var (
 // is reported as transport.ErrWebsocketClosed, which gqlgen treats as an
 // orderly end rather than an error.
 //
-// On graphql-transport-ws each message is read whole and checked by proto
-// first: a violation closes the connection with the protocol's close code,
-// and some messages are handled without gqlgen (see transportWS.receive).
+// Each message is read whole and checked by proto first: a violation
+// closes the connection with the protocol's close code, some messages are
+// handled without gqlgen, and operations reach gqlgen under ids of their
+// own (see transportWS.receive, legacyWS.receive).
 func (c *wsConn) NextReader() (int, io.Reader, error) {
 	for {
 		t, r, err := c.conn.NextReader()
@@ -194,12 +263,12 @@ func (c *wsConn) NextReader() (int, io.Reader, error) {
 		if err != nil {
 			return t, nil, readError(err)
 		}
-		pass, err := c.proto.receive(data)
+		out, err := c.proto.receive(data)
 		if err != nil {
 			return t, nil, err
 		}
-		if pass {
-			return t, bytes.NewReader(data), nil
+		if out != nil {
+			return t, bytes.NewReader(out), nil
 		}
 	}
 }
@@ -214,23 +283,33 @@ func readError(err error) error {
 // WriteJSON writes v as one text message. A write that does not finish
 // within the write timeout (a client that stopped reading) fails, and the
 // connection is closed so its subscriptions end instead of piling up.
-// On graphql-transport-ws, proto may drop the message (see
-// transportWS.send).
+// proto may drop the message or rewrite its id (see wsProtocol.outgoing);
+// it decides under the write lock, so that nothing it let through can be
+// written after a message that ended the operation.
 func (c *wsConn) WriteJSON(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b []byte
+	var err error
+	if c.proto != nil {
+		b, err = c.proto.outgoing(v)
+	} else {
+		b, err = json.Marshal(v)
+	}
+	if err != nil || b == nil {
 		return err
 	}
-	if c.proto != nil && !c.proto.send(b) {
-		return nil
-	}
-	return c.writeText(b)
+	return c.writeLocked(b)
 }
 
 // writeText writes b as one text message, as WriteJSON does.
 func (c *wsConn) writeText(b []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.writeLocked(b)
+}
+
+func (c *wsConn) writeLocked(b []byte) error {
 	if err := c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
 		return err
 	}
@@ -248,6 +327,13 @@ func (c *wsConn) writeText(b []byte) error {
 // that follows is dropped. On graphql-transport-ws, gqlgen's 1002 closes
 // become the protocol's codes.
 func (c *wsConn) WriteClose(code int, message string) error {
+	_, err := c.writeClose(code, message)
+	return err
+}
+
+// writeClose is WriteClose that also reports whether its close frame was
+// the first.
+func (c *wsConn) writeClose(code int, message string) (first bool, err error) {
 	if c.proto != nil {
 		code, message = c.proto.translateClose(code, message)
 	}
@@ -256,12 +342,12 @@ func (c *wsConn) WriteClose(code int, message string) error {
 	c.closeSent = true
 	c.closeMu.Unlock()
 	if sent {
-		return nil
+		return false, nil
 	}
 	if len(message) > maxCloseReason {
 		message = truncateUTF8(message, maxCloseReason)
 	}
-	return c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, message), time.Now().Add(c.writeTimeout))
+	return true, c.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, message), time.Now().Add(c.writeTimeout))
 }
 
 // Close closes the underlying network connection. It is safe to call more
@@ -279,10 +365,12 @@ func (c *wsConn) Close() error {
 }
 
 // closeWith sends a close frame with code and reason and closes the
-// connection.
-func (c *wsConn) closeWith(code int, reason string) {
-	_ = c.WriteClose(code, reason)
+// connection. It reports whether it was the first to close it, so that
+// what closed a connection is counted once.
+func (c *wsConn) closeWith(code int, reason string) bool {
+	first, _ := c.writeClose(code, reason)
 	_ = c.Close()
+	return first
 }
 
 // Subprotocol returns the negotiated subprotocol, "" if none.
@@ -325,6 +413,12 @@ func (h *connHolder) set(c *wsConn) {
 	h.mu.Lock()
 	h.conn = c
 	h.mu.Unlock()
+}
+
+func (h *connHolder) get() *wsConn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conn
 }
 
 func (h *connHolder) close() {

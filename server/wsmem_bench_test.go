@@ -44,7 +44,8 @@ func BenchmarkIdleSubscribers(b *testing.B) {
 	if *idleProfiles != "" {
 		runtime.MemProfileRate = 1
 	}
-	ts := newTestServer(b, func(c *config) { c.Metrics = false })
+	// Every subscriber connects from 127.0.0.1.
+	ts := newTestServer(b, func(c *config) { c.Metrics = false; c.MaxWebsocketsPerAddress = 0 })
 	srv, hub, signer := ts.Server, ts.hub, ts.signer
 	// Tokens are minted for real users: the server refuses a token whose
 	// user does not exist.

@@ -29,20 +29,40 @@ const (
 // protocol violation it detects.
 const closeProtocolError = 1002
 
-// errProtocolClosed is what NextReader returns after transportWS closed the
-// connection for a protocol violation; gqlgen's read loop then ends.
-var errProtocolClosed = errors.New("graphql-transport-ws: connection closed for a protocol violation")
+// errProtocolClosed is what NextReader returns after the protocol state
+// (transportWS, legacyWS) closed the connection for a violation; gqlgen's
+// read loop then ends.
+var errProtocolClosed = errors.New("websocket: connection closed for a protocol violation")
+
+// wsProtocol is the state of one connection's subprotocol, sitting in the
+// adapter between gorilla and gqlgen: transportWS or legacyWS.
+type wsProtocol interface {
+	// receive checks one client message. It returns what gqlgen should
+	// see (the message, or a copy under gqlgen's operation id), or nil
+	// for a message gqlgen must not see. A violation closes the
+	// connection and returns an error.
+	receive(data []byte) ([]byte, error)
+	// outgoing returns gqlgen's message v as the client gets it (under
+	// the client's operation id), or nil when it must not go out. The
+	// caller holds the connection's write lock, so what outgoing decides
+	// and the write happen in one step.
+	outgoing(v any) ([]byte, error)
+	// translateClose maps gqlgen's close codes to the protocol's.
+	translateClose(code int, reason string) (int, string)
+	// stop releases the protocol's timers once the connection closed.
+	stop()
+}
 
 // transportWS is the graphql-transport-ws state of one connection. receive
-// sees every client message before gqlgen does; send sees every message
-// gqlgen writes.
+// sees every client message before gqlgen does; outgoing sees every
+// message gqlgen writes.
 type transportWS struct {
 	conn *wsConn
 
 	mu        sync.Mutex
-	initSeen  bool            // a connection_init was passed to gqlgen
-	acked     bool            // gqlgen wrote connection_ack
-	active    map[string]bool // operation ids subscribed and not yet ended
+	initSeen  bool  // a connection_init was passed to gqlgen
+	acked     bool  // gqlgen wrote connection_ack
+	ops       wsOps // operations subscribed and not yet ended
 	initTimer *time.Timer
 
 	// Keep-alive, from connection_ack on: a ping every pingInterval, and a
@@ -56,8 +76,10 @@ type transportWS struct {
 	stopped      bool // the connection closed: no more pings
 }
 
-func newTransportWS(c *wsConn, pingInterval time.Duration) *transportWS {
-	return &transportWS{conn: c, active: make(map[string]bool), pingInterval: pingInterval}
+// newTransportWS returns the state of a new connection, which may run at
+// most maxOps operations at once (0: any number).
+func newTransportWS(c *wsConn, pingInterval time.Duration, maxOps int) *transportWS {
+	return &transportWS{conn: c, ops: wsOps{max: maxOps}, pingInterval: pingInterval}
 }
 
 // startInitTimer closes the connection with 4408 unless a connection_init
@@ -119,28 +141,20 @@ func (p *transportWS) stop() {
 	}
 }
 
-// clientMsg is a client message as the protocol defines it; pointers tell
-// an absent field from an empty one.
-type clientMsg struct {
-	Type    *string         `json:"type"`
-	ID      *string         `json:"id"`
-	Payload json.RawMessage `json:"payload"`
-}
-
-// receive checks one client message. It returns pass=true for a message
-// gqlgen should see; a ping is answered here, and a pong or complete that
-// gqlgen would refuse before the connection is acknowledged is dropped. A
-// violation closes the connection with the protocol's code and returns an
-// error.
-func (p *transportWS) receive(data []byte) (pass bool, err error) {
+// receive checks one client message. It returns what gqlgen should see: a
+// ping is answered here, and a pong or complete that gqlgen would refuse
+// before the connection is acknowledged is dropped; subscribe and complete
+// go on under gqlgen's operation id (see wsOps). A violation closes the
+// connection with the protocol's code and returns an error.
+func (p *transportWS) receive(data []byte) ([]byte, error) {
 	var m clientMsg
 	if err := json.Unmarshal(data, &m); err != nil || m.Type == nil {
-		return false, p.violation(closeBadRequest, "Invalid message received")
+		return nil, p.violation(closeBadRequest, "Invalid message received")
 	}
 	switch typ := *m.Type; typ {
 	case "connection_init":
 		if !nullOrObject(m.Payload) {
-			return false, p.violation(closeBadRequest, `Invalid message received: "connection_init" payload must be an object`)
+			return nil, p.violation(closeBadRequest, `Invalid message received: "connection_init" payload must be an object`)
 		}
 		p.mu.Lock()
 		again := p.initSeen
@@ -150,13 +164,13 @@ func (p *transportWS) receive(data []byte) (pass bool, err error) {
 		}
 		p.mu.Unlock()
 		if again {
-			return false, p.violation(closeTooManyInits, "Too many initialisation requests")
+			return nil, p.violation(closeTooManyInits, "Too many initialisation requests")
 		}
-		return true, nil
+		return data, nil
 
 	case "ping":
 		if !nullOrObject(m.Payload) {
-			return false, p.violation(closeBadRequest, `Invalid message received: "ping" payload must be an object`)
+			return nil, p.violation(closeBadRequest, `Invalid message received: "ping" payload must be an object`)
 		}
 		// Answered here, before or after the acknowledgement, echoing the
 		// payload (gqlgen would refuse a ping before connection_ack).
@@ -166,13 +180,13 @@ func (p *transportWS) receive(data []byte) (pass bool, err error) {
 		}
 		b, err := json.Marshal(pong)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		return false, p.conn.writeText(b)
+		return nil, p.conn.writeText(b)
 
 	case "pong":
 		if !nullOrObject(m.Payload) {
-			return false, p.violation(closeBadRequest, `Invalid message received: "pong" payload must be an object`)
+			return nil, p.violation(closeBadRequest, `Invalid message received: "pong" payload must be an object`)
 		}
 		// After the acknowledgement it answers the keep-alive ping (see
 		// startPingsLocked) and lifts the read deadline until the next
@@ -184,74 +198,85 @@ func (p *transportWS) receive(data []byte) (pass bool, err error) {
 			_ = p.conn.SetReadDeadline(time.Time{})
 		}
 		p.mu.Unlock()
-		return false, nil
+		return nil, nil
 
 	case "subscribe":
 		if m.ID == nil || *m.ID == "" {
-			return false, p.violation(closeBadRequest, `Invalid message received: "subscribe" needs a non-empty "id"`)
+			return nil, p.violation(closeBadRequest, `Invalid message received: "subscribe" needs a non-empty "id"`)
 		}
 		if reason := checkSubscribePayload(m.Payload); reason != "" {
-			return false, p.violation(closeBadRequest, "Invalid message received: "+reason)
+			return nil, p.violation(closeBadRequest, "Invalid message received: "+reason)
 		}
+		id := *m.ID
+		// Only this goroutine (gqlgen's reader) starts operations, so
+		// what is read here still holds when the operation is added.
 		p.mu.Lock()
-		acked, taken := p.acked, p.active[*m.ID]
-		if acked && !taken {
-			p.active[*m.ID] = true
-		}
+		acked, taken, full := p.acked, p.ops.active(id), p.ops.full()
 		p.mu.Unlock()
 		if !acked {
-			return false, p.violation(closeUnauthorized, "Unauthorized")
+			return nil, p.violation(closeUnauthorized, "Unauthorized")
 		}
 		if taken {
-			return false, p.violation(closeSubscriberTaken, fmt.Sprintf("Subscriber for %s already exists", *m.ID))
+			return nil, p.violation(closeSubscriberTaken, fmt.Sprintf("Subscriber for %s already exists", id))
 		}
-		return true, nil
+		if full {
+			// A list of GraphQL errors, as the protocol's error message
+			// carries; the connection and its other operations go on.
+			return nil, p.conn.refuseOperation(id, []any{tooManySubscriptions(p.ops.max)})
+		}
+		if err := p.conn.checkSession(); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		gid := p.ops.start(id)
+		p.mu.Unlock()
+		return withID(typ, gid, m.Payload)
 
 	case "complete":
 		if m.ID == nil || *m.ID == "" {
-			return false, p.violation(closeBadRequest, `Invalid message received: "complete" needs a non-empty "id"`)
+			return nil, p.violation(closeBadRequest, `Invalid message received: "complete" needs a non-empty "id"`)
 		}
 		p.mu.Lock()
-		acked := p.acked
 		// Nothing more is sent for this id, not even gqlgen's complete.
-		delete(p.active, *m.ID)
+		gid, ok := p.ops.end(*m.ID)
 		p.mu.Unlock()
-		// An unknown id is ignored; gqlgen does that once acknowledged.
-		return acked, nil
+		if !ok {
+			// An unknown or finished id is ignored, as gqlgen does once
+			// acknowledged (before, no id can be active).
+			return nil, nil
+		}
+		return withID(typ, gid, nil)
 
 	case "connection_ack", "next", "error":
-		return false, p.violation(closeBadRequest, fmt.Sprintf("Unexpected message of type %s received", typ))
+		return nil, p.violation(closeBadRequest, fmt.Sprintf("Unexpected message of type %s received", typ))
 	default:
-		return false, p.violation(closeBadRequest, "Invalid message type")
+		return nil, p.violation(closeBadRequest, "Invalid message type")
 	}
 }
 
-// send reports whether gqlgen's message b may go out, and tracks the
-// acknowledgement and the operations that ended. Nothing is sent for an id
-// after its error or complete, or after the client completed it.
-func (p *transportWS) send(b []byte) bool {
-	var m struct {
-		Type string `json:"type"`
-		ID   string `json:"id"`
-	}
-	if json.Unmarshal(b, &m) != nil {
-		return true
+// outgoing returns gqlgen's message v under the client's id, and tracks
+// the acknowledgement and the operations that ended. Nothing is sent for
+// an id after its error or complete, or after the client completed it.
+func (p *transportWS) outgoing(v any) ([]byte, error) {
+	m, err := readOut(v)
+	if err != nil {
+		return nil, err
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	switch m.Type {
 	case "connection_ack":
 		p.acked = true
 		p.startPingsLocked()
-	case "next":
-		return p.active[m.ID]
-	case "error", "complete":
-		if !p.active[m.ID] {
-			return false
+	case "next", "error", "complete":
+		id, send := p.ops.out(m.ID, m.Type != "next")
+		if !send {
+			p.mu.Unlock()
+			return nil, nil
 		}
-		delete(p.active, m.ID)
+		m.ID = id
 	}
-	return true
+	p.mu.Unlock()
+	return json.Marshal(m)
 }
 
 // translateClose maps gqlgen's 1002 closes to the protocol's codes.

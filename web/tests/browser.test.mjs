@@ -267,4 +267,33 @@ describe('demo client at /app/', () => {
       assert.equal(await page.evaluate(() => localStorage.getItem('herald.token')), null);
     });
   });
+
+  test('logs out everywhere: every other session ends at once', async () => {
+    const user = await signUp(server.base, uniqueHandle('lou'));
+    const logIn = async (page) => {
+      await page.goto(`${server.base}/app/`);
+      await page.getByTestId('auth-handle').fill(user.handle);
+      await page.getByLabel('Password').fill('correct horse');
+      await page.getByTestId('login').click();
+      await page.getByTestId('live-status').filter({ hasText: /^live$/ }).waitFor();
+    };
+    await withContext(async (phone) => {
+      await withContext(async (laptop) => {
+        const onPhone = await phone.newPage();
+        const onLaptop = await laptop.newPage();
+        await logIn(onPhone);
+        await logIn(onLaptop);
+
+        await onLaptop.getByTestId('logout-everywhere').click();
+        await onLaptop.getByTestId('auth-form').waitFor();
+        // The phone's websocket is closed with 4403 as the token ends:
+        // it is signed out without reloading or acting.
+        await onPhone.getByTestId('auth-form').waitFor({ timeout: TIMEOUT.event });
+        await onPhone.getByTestId('error').filter({ hasText: /WS_4403|UNAUTHENTICATED/ }).waitFor();
+        await screenshot(onPhone, dir, 'app-4-logged-out-elsewhere');
+        // The old token is refused by the API too.
+        await assert.rejects(gql(server.base, user.token, '{ viewer { id } }'), /UNAUTHENTICATED/);
+      });
+    });
+  });
 });

@@ -70,6 +70,7 @@ const el = {
   session: must('session'),
   viewer: must('viewer'),
   logout: must<HTMLButtonElement>('logout'),
+  logoutEverywhere: must<HTMLButtonElement>('logout-everywhere'),
   error: must('error'),
   signin: must('signin'),
   authForm: must<HTMLFormElement>('auth-form'),
@@ -208,10 +209,21 @@ el.authForm.addEventListener('submit', (ev) => {
   });
 });
 
-el.logout.addEventListener('click', () => {
-  clearError();
-  signOut();
-});
+// Logging out ends the token on the server too (every Herald instance
+// refuses it from then on, and closes its websockets); everywhere ends
+// every token of the account, on every device. The local session ends
+// even when the server cannot be reached.
+for (const [button, op] of [
+  [el.logout, 'logOut'],
+  [el.logoutEverywhere, 'logOutEverywhere'],
+] as const) {
+  button.addEventListener('click', () => {
+    const t = token;
+    clearError();
+    signOut();
+    if (t) void act(null, async () => void (await gql(`mutation { ${op} }`, {}, t)));
+  });
+}
 
 // ---- live events ----
 

@@ -20,6 +20,9 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 # 6. InboxEvents keeps a websocket open and shows each
 #    change to your inbox (ADDED, EDITED, DELETED, READ)
 #    as it happens, until you press stop.
+# 7. LogOut ends the token in the Headers pane at once,
+#    on every server: its websockets close with 4403.
+#    LogOutEverywhere ends every token of your account.
 
 mutation SignUp($handle: String!, $password: String!, $displayName: String) {
   signUp(input: {handle: $handle, password: $password, displayName: $displayName}) {
@@ -98,6 +101,14 @@ query Inbox($after: String) {
 
 mutation MarkRead {
   markInboxRead
+}
+
+mutation LogOut {
+  logOut
+}
+
+mutation LogOutEverywhere {
+  logOutEverywhere
 }
 
 subscription InboxEvents {

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -353,6 +355,36 @@ func TestAbuse_Tokens(t *testing.T) {
 	assert.Equal(t, store.EUNAUTHENTICATED, gql(t, ts.URL, other, `{ viewer { id } }`, nil).code())
 }
 
+// hostileWS opens a websocket from an attacker's address speaking
+// protocol, with connection_init sent when token is not empty; nil if the
+// server refused the handshake.
+func hostileWS(t *testing.T, base, protocol, token string) *websocket.Conn {
+	d := websocket.Dialer{Subprotocols: []string{protocol}, HandshakeTimeout: 5 * time.Second}
+	c, resp, err := d.Dial(wsURL(base), http.Header{"X-Forwarded-For": {"198.51.100.10"}})
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	if err != nil {
+		return nil
+	}
+	if token != "" {
+		_ = c.WriteJSON(map[string]any{"type": "connection_init", "payload": map[string]any{"authorization": "Bearer " + token}})
+	}
+	return c
+}
+
+// drain reads c until it fails: the server closed it, or d passed.
+func drain(c *websocket.Conn, d time.Duration) {
+	if err := c.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return
+	}
+	for {
+		if _, _, err := c.NextReader(); err != nil {
+			return
+		}
+	}
+}
+
 // openFDs counts the process's open file descriptors, sockets included.
 func openFDs(t *testing.T) int {
 	t.Helper()
@@ -438,6 +470,34 @@ func TestAbuse_Bounded(t *testing.T) {
 		},
 		"forged tokens":     func(i int) { hostile("198.51.100.8", "not.a.token", `{ viewer { id } }`, nil) },
 		"logged-out tokens": func(i int) { hostile("198.51.100.9", victim.Token+"x", `{ inbox { totalCount } }`, nil) },
+		"legacy duplicate starts": func(i int) {
+			c := hostileWS(t, base, "graphql-ws", attacker.Token)
+			if c == nil {
+				return
+			}
+			defer c.Close()
+			for range 50 {
+				_ = c.WriteJSON(map[string]any{"type": "start", "id": "1", "payload": map[string]any{"query": "subscription { inboxEvents { type } }"}})
+			}
+			drain(c, 5*time.Second) // until the server closes it: 4409
+		},
+		"subscription floods": func(i int) {
+			c := hostileWS(t, base, "graphql-transport-ws", attacker.Token)
+			if c == nil {
+				return
+			}
+			defer c.Close()
+			for id := range 50 {
+				_ = c.WriteJSON(map[string]any{"type": "subscribe", "id": strconv.Itoa(id), "payload": map[string]any{"query": "subscription { inboxEvents { type } }"}})
+			}
+			drain(c, 200*time.Millisecond) // 30 refusals, then the client leaves
+		},
+		"unknown subprotocols": func(i int) {
+			if c := hostileWS(t, base, "graphql-whatever", ""); c != nil {
+				drain(c, 5*time.Second) // 4406
+				c.Close()
+			}
+		},
 		"stalled bodies": func(i int) {
 			c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 			if err != nil {

@@ -247,7 +247,7 @@ func (l *RateLimiter) MutateOperationContext(ctx context.Context, opCtx *graphql
 		}
 	}
 	if addr, ok := ClientAddrFromContext(ctx); ok && addrs != nil {
-		charge(0, addrs.take(addressKey(addr), n, now), "from this address")
+		charge(0, addrs.take(AddressKey(addr), n, now), "from this address")
 	}
 	if viewer, ok := ViewerFromContext(ctx); ok && users != nil {
 		charge(1, users.take(viewer, n, now), "by this user")
@@ -364,10 +364,11 @@ func (b *buckets[K]) take(k K, n int, now time.Time) *rate.Reservation {
 	return lim.ReserveN(now, n)
 }
 
-// addressKey is the bucket key of a client address: an IPv4 address (also
-// when written as IPv4-mapped IPv6) as it is, an IPv6 address by its /64,
-// since one subscriber is given a whole /64 and could rotate through it.
-func addressKey(a netip.Addr) netip.Addr {
+// AddressKey is the key a client address is limited under: an IPv4
+// address (also when written as IPv4-mapped IPv6) as it is, an IPv6
+// address by its /64, since one subscriber is given a whole /64 and could
+// rotate through it. The rate limits and the websocket caps both use it.
+func AddressKey(a netip.Addr) netip.Addr {
 	a = a.Unmap().WithZone("")
 	if a.Is6() {
 		if p, err := a.Prefix(64); err == nil {

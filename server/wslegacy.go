@@ -109,24 +109,13 @@ func (p *legacyWS) receive(data []byte) ([]byte, error) {
 // sent for an id after its error or complete, or after the client stopped
 // it.
 func (p *legacyWS) outgoing(v any) ([]byte, error) {
-	m, err := readOut(v)
-	if err != nil {
-		return nil, err
-	}
 	p.mu.Lock()
-	switch m.Type {
-	case "connection_ack":
+	defer p.mu.Unlock()
+	b, ack, err := p.ops.route(v, "data")
+	if ack {
 		p.acked = true
-	case "data", "error", "complete":
-		id, send := p.ops.out(m.ID, m.Type != "data")
-		if !send {
-			p.mu.Unlock()
-			return nil, nil
-		}
-		m.ID = id
 	}
-	p.mu.Unlock()
-	return json.Marshal(m)
+	return b, err
 }
 
 // translateClose leaves gqlgen's close codes as they are: the legacy

@@ -84,19 +84,6 @@ func (a *wsAdapter) count(reason string) {
 	}
 }
 
-// addressKey is the key a client address is counted under, as the rate
-// limiter keys it (graph's addressKey): an IPv4 address as it is, an IPv6
-// address by its /64, since one subscriber is given a whole /64.
-func addressKey(a netip.Addr) netip.Addr {
-	a = a.Unmap().WithZone("")
-	if a.Is6() {
-		if p, err := a.Prefix(64); err == nil {
-			return p.Addr()
-		}
-	}
-	return a
-}
-
 // admitLocked counts a new connection, or returns the close reason and
 // the metric's reason of the cap it would pass. Call with a.mu held.
 func (a *wsAdapter) admitLocked(c *wsConn, addr netip.Addr, hasAddr bool) (reason, metric string) {
@@ -104,7 +91,7 @@ func (a *wsAdapter) admitLocked(c *wsConn, addr netip.Addr, hasAddr bool) (reaso
 		return "Try again later: too many connections", refusedTotal
 	}
 	if hasAddr && a.limits.perAddress > 0 {
-		key := addressKey(addr)
+		key := graph.AddressKey(addr)
 		if a.byAddr[key] >= a.limits.perAddress {
 			return "Try again later: too many connections from this address", refusedAddress
 		}

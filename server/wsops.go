@@ -102,6 +102,30 @@ func (o *wsOps) out(gid string, last bool) (client string, send bool) {
 	return op.client, !op.ended
 }
 
+// route readies gqlgen's message v for the client: under the client's id,
+// or nil when nothing more may be sent for that id (after its error or
+// complete, or after the client ended it). result is the protocol's name
+// for an operation's result ("next", or "data" in graphql-ws). ack reports
+// the connection's acknowledgement. Call it under the protocol's lock.
+func (o *wsOps) route(v any, result string) (b []byte, ack bool, err error) {
+	m, err := readOut(v)
+	if err != nil {
+		return nil, false, err
+	}
+	switch m.Type {
+	case "connection_ack":
+		ack = true
+	case result, "error", "complete":
+		id, send := o.out(m.ID, m.Type != result)
+		if !send {
+			return nil, false, nil
+		}
+		m.ID = id
+	}
+	b, err = json.Marshal(m)
+	return b, ack, err
+}
+
 // clientMsg is a client message as the protocols define it; pointers tell
 // an absent field from an empty one.
 type clientMsg struct {

@@ -258,25 +258,14 @@ func (p *transportWS) receive(data []byte) ([]byte, error) {
 // the acknowledgement and the operations that ended. Nothing is sent for
 // an id after its error or complete, or after the client completed it.
 func (p *transportWS) outgoing(v any) ([]byte, error) {
-	m, err := readOut(v)
-	if err != nil {
-		return nil, err
-	}
 	p.mu.Lock()
-	switch m.Type {
-	case "connection_ack":
+	defer p.mu.Unlock()
+	b, ack, err := p.ops.route(v, "next")
+	if ack {
 		p.acked = true
 		p.startPingsLocked()
-	case "next", "error", "complete":
-		id, send := p.ops.out(m.ID, m.Type != "next")
-		if !send {
-			p.mu.Unlock()
-			return nil, nil
-		}
-		m.ID = id
 	}
-	p.mu.Unlock()
-	return json.Marshal(m)
+	return b, err
 }
 
 // translateClose maps gqlgen's 1002 closes to the protocol's codes.

@@ -99,15 +99,23 @@ func (s *Store) FindUserByHandle(_ context.Context, handle string) (*store.User,
 
 // UpdateUser implements store.Backend.
 func (s *Store) UpdateUser(_ context.Context, id store.ID, upd store.UserUpdate) (*store.User, error) {
+	return s.changeUser(id, func(d *docs.User) {
+		if upd.DisplayName != nil {
+			d.Name = *upd.DisplayName
+		}
+	})
+}
+
+// changeUser reads user id's document, applies change and writes it back,
+// under the user's stripe lock, and returns the user as written.
+func (s *Store) changeUser(id store.ID, change func(d *docs.User)) (*store.User, error) {
 	unlock := s.lock(id[:])
 	defer unlock()
 	d, err := s.findUserDoc(id)
 	if err != nil {
 		return nil, err
 	}
-	if upd.DisplayName != nil {
-		d.Name = *upd.DisplayName
-	}
+	change(d)
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := setUserDoc(b, d); err != nil {
@@ -169,23 +177,8 @@ func setUserDoc(b *pebble.Batch, d *docs.User) error {
 // RevokeTokens implements store.Backend: a read-modify-write of the user
 // document under its stripe lock.
 func (s *Store) RevokeTokens(_ context.Context, id store.ID, r store.TokenRevocation) (*store.User, error) {
-	unlock := s.lock(id[:])
-	defer unlock()
-	d, err := s.findUserDoc(id)
-	if err != nil {
-		return nil, err
-	}
-	version, revoked := r.Apply(int(d.TokenVer), d.RevokedTokens())
-	d.TokenVer, d.Revoked = int64(version), docs.FromRevoked(revoked)
-	b := s.db.NewBatch()
-	defer b.Close()
-	if err := setUserDoc(b, d); err != nil {
-		return nil, err
-	}
-	if err := s.commit(b); err != nil {
-		return nil, err
-	}
-	u := d.Store()
-	u.Attributes = s.userAttributes(d)
-	return u, nil
+	return s.changeUser(id, func(d *docs.User) {
+		version, revoked := r.Apply(int(d.TokenVer), d.RevokedTokens())
+		d.TokenVer, d.Revoked = int64(version), docs.FromRevoked(revoked)
+	})
 }

@@ -54,8 +54,10 @@ func costOf(opCtx *graphql.OperationContext) *opCost {
 // twice over, which expands exponentially, costs time in proportion to its
 // size, not to its expansion.
 func measure(ctx context.Context, es graphql.ExecutableSchema, opCtx *graphql.OperationContext) *opCost {
-	w := &costWalker{ctx: ctx, es: es, schema: es.Schema(), doc: opCtx.Doc, vars: opCtx.Variables,
-		memo: map[fragmentPlace]measured{}, roots: map[string]int{}}
+	w := &costWalker{ctx: ctx, es: es, schema: es.Schema(), doc: opCtx.Doc, vars: opCtx.Variables}
+	if len(opCtx.Doc.Fragments) > 0 {
+		w.memo, w.roots = map[fragmentPlace]measured{}, map[string]int{}
+	}
 	m := w.set(opCtx.Operation.SelectionSet, false)
 	return &opCost{Complexity: m.cost, Aliases: m.aliases, Schemas: m.schemas, RootFields: w.rootFields(opCtx.Operation.SelectionSet)}
 }

@@ -210,7 +210,12 @@ func newServer(cfg Config, fast bool) *handler.Server {
 		if oc.Operation != nil && oc.Operation.Operation == ast.Subscription {
 			return next(withLoaders(ctx, svc))
 		}
-		ctx, cancel := context.WithTimeout(ctx, cfg.QueryTimeout)
+		// An HTTP request comes with its deadline (the server's, for a
+		// batch as a whole); an operation over a websocket gets its own.
+		cancel := context.CancelFunc(func() {})
+		if _, ok := ctx.Deadline(); !ok {
+			ctx, cancel = context.WithTimeout(ctx, cfg.QueryTimeout)
+		}
 		if viewer, ok := ViewerFromContext(ctx); ok {
 			svc.Seen(ctx, viewer)
 		}

@@ -44,6 +44,7 @@ func BenchmarkTimelineHTTP(b *testing.B) {
 	cfg, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
 	require.NoError(b, err)
 	cfg.RateLimitUser, cfg.RateLimitAddress = graph.Rate{}, graph.Rate{}
+	cfg.RateLimitQueryUser, cfg.RateLimitQueryAddress = graph.Rate{}, graph.Rate{}
 	log := slog.New(slog.DiscardHandler)
 	st, err := embedded.Open(b.TempDir(), embedded.Options{Logger: log})
 	require.NoError(b, err)

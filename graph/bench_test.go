@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"herald/graph"
 	"herald/store"
 )
 
@@ -16,19 +17,25 @@ import (
 // the backend calls per read beside time and allocations.
 //
 //	go test -run '^$' -bench InboxQuery -benchmem ./graph/
+// The bucket/executor variant resolves the page with gqlgen's executor
+// alone, without the inbox fast path: what the fast path saves.
 func BenchmarkInboxQuery(b *testing.B) {
 	b.Run(backendEmbedded, func(b *testing.B) {
 		for _, st := range store.Strategies {
-			b.Run(string(st), benchmarkInboxQuery)
+			b.Run(string(st), func(b *testing.B) { benchmarkInboxQuery(b, true) })
 		}
+		b.Run("bucket/executor", func(b *testing.B) { benchmarkInboxQuery(b, false) })
 	})
 }
 
-func benchmarkInboxQuery(b *testing.B) {
+func benchmarkInboxQuery(b *testing.B, fast bool) {
 	e := newEnv(b, nil)
 	reader := timelineOfFive(b, e, 120, "message %d, of an ordinary length for a timeline")
 	body := `{"query":"query Home { inbox(first: 50) { totalCount unreadCount edges { cursor node { id text createdAt author { handle displayName } } } pageInfo { hasNextPage endCursor } } }"}`
 	h := withViewer(e.tokens, e.srv)
+	if !fast {
+		h = withViewer(e.tokens, graph.NewServerWithoutFastPaths(e.cfg))
+	}
 	read := func() *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/graphql", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

@@ -17,6 +17,7 @@ import (
 // the backend calls per read beside time and allocations.
 //
 //	go test -run '^$' -bench InboxQuery -benchmem ./graph/
+//
 // The bucket/executor variant resolves the page with gqlgen's executor
 // alone, without the inbox fast path: what the fast path saves.
 func BenchmarkInboxQuery(b *testing.B) {

@@ -25,9 +25,9 @@ import (
 
 // Defaults of the Config limits, used where a field is zero. Each is far
 // above what Herald's own clients and GraphiQL send (the playground's
-// document of example operations has about 300 tokens, its introspection
-// query about 260 and a complexity near 600) and far below what makes a
-// request expensive: see the README's limits section.
+// document of example operations has about 270 tokens, its introspection
+// query about 160 and a complexity near 600) and far below what makes a
+// request expensive: see docs/operations.md#limits.
 const (
 	DefaultComplexityLimit  = 5000
 	DefaultMaxDepth         = 12

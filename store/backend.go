@@ -278,8 +278,8 @@ type Removal struct {
 	Done   bool
 }
 
-// InboxCache is a cached inbox (strategy cache, seed 002): a user's newest
-// entries in one record.
+// InboxCache is a cached inbox (strategy cache, after Inbox caches:
+// docs/design.md#cached-inboxes): a user's newest entries in one record.
 type InboxCache struct {
 	Owner ID
 	Items []InboxItem // newest first

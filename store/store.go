@@ -136,8 +136,9 @@ type InboxChange struct {
 	NoCounts  bool
 }
 
-// BucketSize is the number of entries in one inbox bucket (seeds 000 and 002):
-// the newest 50 entries span at most 2 buckets, the newest 100 at most 3.
+// BucketSize is the number of entries in one inbox bucket (Social Inboxes,
+// Inbox caches; docs/design.md#buckets): the newest 50 entries span at most
+// 2 buckets, the newest 100 at most 3.
 const BucketSize = 50
 
 // Layout is how a backend stores inboxes. Each strategy uses one; every

@@ -19,8 +19,8 @@ import (
 	"herald/store/storetest"
 )
 
-// The measured trade-off table of the timeline strategies (BRIEF,
-// "Performance"; README, "Timeline strategies, measured"). Every strategy
+// The measured trade-off table of the timeline strategies
+// (docs/benchmarks.md#timeline-strategies-measured). Every strategy
 // runs on the embedded backend over the same generated graph: a reader who
 // follows many ordinary authors and one celebrity, whose followers are a
 // large pool of users. Writes and bytes are Pebble's own counters
@@ -28,7 +28,7 @@ import (
 //
 //	go test -run '^$' -bench Strategies -benchtime=1x -count=3 ./store/
 //
-// It prints the README's table at the end; HERALD_BENCH_CACHE_MIB sets the
+// It prints that document's table at the end; HERALD_BENCH_CACHE_MIB sets the
 // block cache size.
 
 // strategyGraph sizes the graph and the measurements.
@@ -41,8 +41,8 @@ type strategyGraph struct {
 	Reads           int // inbox reads per measured iteration
 }
 
-// benchGraph is the size the README's table is measured at: the reader
-// follows 200 authors; a post reaches 10,000 followers.
+// benchGraph is the size docs/benchmarks.md's table is measured at: the
+// reader follows 200 authors; a post reaches 10,000 followers.
 var benchGraph = strategyGraph{Authors: 199, AuthorFollowers: 99, Messages: 5, CelebFollowers: 10_000, Posts: 20, Reads: 100}
 
 // smokeGraph runs every measurement on a tiny graph under go test.
@@ -546,7 +546,7 @@ func perRead(r readCost) string {
 }
 
 // strategyTable renders the recorded results (medians over -count) as the
-// README's markdown table. A fan-out that stored fewer keys than there are followers only
+// markdown table of docs/benchmarks.md. A fan-out that stored fewer keys than there are followers only
 // told their subscriptions: the post reaches timelines when they are read.
 func strategyTable(g strategyGraph) string {
 	var sb strings.Builder

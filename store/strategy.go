@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Strategy is how home timelines are built (BRIEF, "Timeline strategies").
+// Strategy is how home timelines are built (docs/design.md#strategies).
 // Every strategy shows the same timeline for the same history; they differ
 // in what a post and a read cost.
 type Strategy string
@@ -212,7 +212,7 @@ func (tr *timelineRead) readPage(ctx context.Context, r Range) ([]InboxItem, err
 }
 
 // cachedPage serves a page from owner's cache when the cache holds it, and
-// otherwise by fan-out on read; a missing cache is built first (seed 002).
+// otherwise by fan-out on read; a missing cache is built first (Inbox caches).
 // Cached entries of authors no longer followed are left out: a cache built
 // or appended to around an unfollow may still hold them.
 //

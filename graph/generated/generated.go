@@ -1146,7 +1146,7 @@ type Mutation {
   """
   Signs in. UNAUTHENTICATED for an unknown handle or a wrong password;
   RATE_LIMITED after too many failed attempts for one handle, whatever the
-  address they come from (see the README's limits).
+  address they come from (docs/operations.md#limits).
   """
   logIn(input: LogInInput!): AuthPayload!
   """

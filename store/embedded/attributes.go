@@ -22,7 +22,8 @@ import (
 //
 // Attribute names are the app's, so any text: stored once in the name store
 // and referred to by a small integer token in user documents and the
-// index (seed 001). Tokens never change once given, so they are cached.
+// index (Field names and name store: docs/design.md#name-store). Tokens
+// never change once given, so they are cached.
 const (
 	pName      = 'N'
 	pToken     = 'K'

@@ -15,9 +15,10 @@ import (
 	"herald/store"
 )
 
-// cacheDoc is a cached inbox (LayoutCache, seed 002); see collCaches. The
-// version cv changes with every write, so that PutInboxCache's merge,
-// which is computed here, applies only to the document it read.
+// cacheDoc is a cached inbox (LayoutCache, after Inbox caches:
+// docs/design.md#cached-inboxes); see collCaches. The version cv changes
+// with every write, so that PutInboxCache's merge, which is computed here,
+// applies only to the document it read.
 type cacheDoc struct {
 	Owner    primitive.ObjectID `bson:"_id"`
 	Entries  []entryDoc         `bson:"e"`
@@ -114,7 +115,7 @@ func (s *Store) DropInboxCache(ctx context.Context, owner store.ID) error {
 }
 
 // pushToCaches adds entry to the live caches of owners, keeping the newest
-// capacity (seed 002: $push with $each, $sort and $slice), unless a cache
+// capacity (Inbox caches: $push with $each, $sort and $slice), unless a cache
 // holds it already. Per owner, an ordered pair: a full cache loses its
 // oldest entry and so its completeness; a cache with room only gains.
 func (s *Store) pushToCaches(ctx context.Context, owners []store.ID, entry entryDoc, at time.Time, capacity int) error {

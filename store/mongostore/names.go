@@ -18,10 +18,10 @@ import (
 	"herald/store/internal/docs"
 )
 
-// namesPerDoc is how many names one name-store document holds (seed 001).
-// A document's _id is its "least value": the token of its first name, so
-// a name's token is _id + its index in l, and a token's document is
-// token - token % namesPerDoc.
+// namesPerDoc is how many names one name-store document holds (Field names
+// and name store: docs/design.md#name-store). A document's _id is its
+// "least value": the token of its first name, so a name's token is _id +
+// its index in l, and a token's document is token - token % namesPerDoc.
 const namesPerDoc = 100
 
 // tokenCache keeps tokens in memory: a token never changes once given.

@@ -17,11 +17,12 @@ import (
 
 // `herald mongo setup` applies schema.go to a deployment: the indexes
 // always, and on a sharded cluster the shard keys and, optionally, zones
-// that keep old messages on cheaper shards (seed 003). Plan lists the
-// steps without touching a server, so an operator can read them first
-// (-dry-run); Apply runs them. Every step may be run again: index creation
-// with an existing spec, enableSharding, shardCollection with the same key
-// and addShardToZone are no-ops, and the zone ranges are replaced.
+// that keep old messages on cheaper shards (Turms: docs/design.md#zones).
+// Plan lists the steps without touching a server, so an operator can read
+// them first (-dry-run); Apply runs them. Every step may be run again:
+// index creation with an existing spec, enableSharding, shardCollection
+// with the same key and addShardToZone are no-ops, and the zone ranges are
+// replaced.
 
 // Zone names for SetupOptions.TimeZones.
 const (

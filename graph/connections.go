@@ -30,7 +30,10 @@ func paging(kind cursorKind, first *int, after *string, last *int, before *strin
 	if err != nil {
 		return store.Range{}, err
 	}
-	return store.Range{From: from, Limit: limit, Reverse: !forward}, nil
+	if forward {
+		return store.Forward(from, limit), nil
+	}
+	return store.Backward(from, limit), nil
 }
 
 // pageInfo returns the PageInfo of a page read within r whose edge cursors

@@ -23,7 +23,7 @@ func TestLoaders_InboxBatching(t *testing.T) { forStrategies(t, testLoaders_Inbo
 // count above the read mark; for the cache (a hit) the cache instead of the
 // outboxes.
 func timelineCalls(st store.Strategy, more map[string]int64) map[string]int64 {
-	calls := map[string]int64{}
+	var calls map[string]int64
 	switch st {
 	case store.StrategyRead:
 		calls = map[string]int64{"ReadInbox": 1, "ListFollowing": 1, "FindOutbox": 1, "FindUsersByIDs": 1, "CountOutbox": 1}

@@ -149,7 +149,7 @@ type Events struct {
 	opts     EventsOptions
 
 	mu      sync.Mutex
-	drop    context.CancelFunc // fails the open stream, for dropStream
+	drop    context.CancelFunc // fails the open stream, for the tests' dropStream
 	started bool
 	closed  bool
 	cancel  context.CancelFunc
@@ -492,20 +492,6 @@ func (e *Events) deliver(ctx context.Context, d eventsDoc) {
 		}
 	}
 	e.hub.Publish(ctx, evs...)
-}
-
-// dropStream fails the open change stream under the watcher, as a network
-// error would, so tests can check that it resumes. It reports whether a
-// stream was open.
-func (e *Events) dropStream() bool {
-	e.mu.Lock()
-	drop := e.drop
-	e.mu.Unlock()
-	if drop == nil {
-		return false
-	}
-	drop()
-	return true
 }
 
 // historyLost reports a resume token that points before what the server

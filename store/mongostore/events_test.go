@@ -36,6 +36,20 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// dropStream fails the open change stream under the watcher, as a network
+// error would, so tests can check that it resumes. It reports whether a
+// stream was open.
+func (e *Events) dropStream() bool {
+	e.mu.Lock()
+	drop := e.drop
+	e.mu.Unlock()
+	if drop == nil {
+		return false
+	}
+	drop()
+	return true
+}
+
 // newEngine opens an in-memory lungo engine, closed in t.Cleanup.
 func newEngine(t *testing.T, opts lungo.Options) (lungo.IClient, *lungo.Engine) {
 	t.Helper()

@@ -7,8 +7,9 @@ import (
 )
 
 // Collections, their indexes and shard keys. Each is chosen from the query
-// that must stay on one shard (seed 003: no scatter-gather on a hot path);
-// the reasons are written beside them. Field names are short (seed 001);
+// that must stay on one shard (Turms: no scatter-gather on a hot path;
+// docs/design.md#shard-keys); the reasons are written beside them. Field
+// names are short (Field names and name store: docs/design.md#field-names);
 // the user and message documents are store/internal/docs, the rest below.
 const (
 	// users: docs.User plus what this backend keeps on it:
@@ -37,9 +38,9 @@ const (
 	collHandles = "handles"
 	// followees: {u: user, o: followed user, t: time, op, st} — "who u
 	// follows". followers: {u: user, o: follower, t} — "who follows u".
-	// One document per edge and direction (seed 002, solution 4), both
+	// One document per edge and direction (Inbox caches' solution 4), both
 	// sharded on u so either list is one shard, and listed through the
-	// covered unique index (u, o).
+	// covered unique index (u, o). See docs/design.md#follow-graph.
 	collFollowees = "followees"
 	collFollowers = "followers"
 	// messages: docs.Message plus j (the message's pending fan-out job:
@@ -52,13 +53,14 @@ const (
 	// goes only to the shards of the followees.
 	collMessages = "messages"
 	// entries: {o: owner, m: message, a: author, c: created, d: delivered}
-	// — LayoutEntries (strategy write, seed 000 "fan out on write"): one
+	// — LayoutEntries (strategy write, Social Inboxes' fan-out on write): one
 	// document per inbox entry. A page is one range read of the unique
 	// index (o, m), newest first; sharded on (o, m), so an inbox is one
 	// shard range. (o, a) finds an unfollowed author's entries.
 	collEntries = "entries"
 	// buckets: {o: owner, k: key, e: [{m, a, c, d}]} — LayoutBuckets
-	// (strategies bucket and hybrid, seed 000): about 50 entries a document.
+	// (strategies bucket and hybrid, from Social Inboxes; see
+	// docs/design.md#buckets): about 50 entries a document.
 	//
 	// Inboxes are ordered by message ID, and entries arrive out of order
 	// (follow backfills and rebuilds bring older messages; clocks of
@@ -94,7 +96,7 @@ const (
 	// newest first.
 	collBuckets = "buckets"
 	// caches: {_id: owner, e: [{m, a, c, d}] newest first, f: complete,
-	// x: expires, cv: version} — LayoutCache (seed 002's cached inbox):
+	// x: expires, cv: version} — LayoutCache (Inbox caches' cached inbox):
 	// one capped document per user who has one, created lazily on read;
 	// deliveries push only into live ones ($push $each $sort $slice), and
 	// idle ones expire through the TTL index on x. Sharded on _id: every
@@ -111,7 +113,8 @@ const (
 	// retraction and edit notices. A chunk's record is an upsert adding to
 	// the set r, so a repeated chunk completes it. Sharded on (m, k).
 	collDeliveries = "deliveries"
-	// names: the name store, {_id: least value, l: [names]} (seed 001).
+	// names: the name store, {_id: least value, l: [names]} (Field names
+	// and name store: docs/design.md#name-store).
 	// Small and read through a cache: not sharded.
 	collNames = "names"
 	// events: {e: [events], x: expires} — inbox events crossing between
@@ -159,7 +162,7 @@ var indexes = []index{
 	idx(collFollowers, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, options.Index().SetName("edge").SetUnique(true),
 		"one edge per pair; lists u's followers in o order, covered, for fan-out"),
 	idx(collMessages, bson.D{{Key: "a", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("outbox"),
-		"an author's messages newest first (the outbox, seed 002: (uid, created)); fan-out on read merges several with $in"),
+		"an author's messages newest first (the outbox; Inbox caches: (uid, created)); fan-out on read merges several with $in"),
 	idx(collMessages, bson.D{{Key: "j.k", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("jobs").SetPartialFilterExpression(bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"pending fan-out jobs, oldest first; partial, so only messages with a job are indexed"),
 	idx(collEntries, bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("entry").SetUnique(true),
@@ -173,7 +176,7 @@ var indexes = []index{
 	idx(collLocks, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(60),
 		"a lock left by a crashed process is removed (it is also taken over once expired)"),
 	idx(collCaches, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(0),
-		"idle users' cached inboxes expire (seed 002)"),
+		"idle users' cached inboxes expire (Inbox caches)"),
 	idx(collEvents, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(0),
 		"events expire once every process has had time to read them"),
 }
@@ -189,15 +192,15 @@ var shardKeys = []struct {
 	{collFollowees, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "who u follows: one shard range per user"},
 	{collFollowers, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "u's followers, streamed in o order by fan-out: one shard range per user"},
 	{collMessages, bson.D{{Key: "a", Value: 1}, {Key: "_id", Value: 1}}, "outbox pages and inbox message loads name the author"},
-	{collEntries, bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}, "an inbox's entries stay together; reads name the owner (seed 000: recipient)"},
-	{collBuckets, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, "an inbox's buckets stay together; reads name the owner (seed 000: owner and bucket)"},
+	{collEntries, bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}, "an inbox's entries stay together; reads name the owner (Social Inboxes: recipient)"},
+	{collBuckets, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, "an inbox's buckets stay together; reads name the owner (Social Inboxes: owner and bucket)"},
 	{collCaches, bson.D{{Key: "_id", Value: "hashed"}}, "every cache read and write names the owner; hashed spreads them evenly"},
 	{collDeliveries, bson.D{{Key: "m", Value: 1}, {Key: "k", Value: 1}}, "a message's delivery records are read in order"},
 }
 
 // FieldNames maps every short field name Herald stores to the descriptive
 // name it stands for: the one place the mapping is written down, used to
-// document it and to measure what short names save (LongNames).
+// document it and to measure what short names save (TestBytes).
 var FieldNames = map[string]string{
 	// users
 	"h": "handle", "n": "displayName", "p": "passwordHash", "c": "createdAt", "s": "lastSeenAt",
@@ -217,43 +220,4 @@ var FieldNames = map[string]string{
 	"m": "message", "d": "deliveredAt", "b": "bucket", "f": "complete", "cv": "cacheVersion",
 	// names (l the names) and jobs (l the layout, p the chunk's plan)
 	"l": "names",
-}
-
-// LongNames returns doc with every field renamed to its long name, to
-// measure what the short names save.
-func LongNames(doc bson.Raw) bson.Raw {
-	out, err := bson.Marshal(longNames(doc))
-	if err != nil {
-		panic(err)
-	}
-	return out
-}
-
-func longNames(doc bson.Raw) bson.D {
-	elems, _ := doc.Elements()
-	out := make(bson.D, 0, len(elems))
-	for _, e := range elems {
-		k := e.Key()
-		if long, ok := FieldNames[k]; ok {
-			k = long
-		}
-		var v any = e.Value()
-		switch e.Value().Type {
-		case bson.TypeEmbeddedDocument:
-			v = longNames(e.Value().Document())
-		case bson.TypeArray:
-			vals, _ := e.Value().Array().Values()
-			arr := make(bson.A, len(vals))
-			for i, x := range vals {
-				if x.Type == bson.TypeEmbeddedDocument {
-					arr[i] = longNames(x.Document())
-				} else {
-					arr[i] = x
-				}
-			}
-			v = arr
-		}
-		out = append(out, bson.E{Key: k, Value: v})
-	}
-	return out
 }

@@ -1,8 +1,9 @@
 // Package docs holds the stored shapes of Herald's documents, shared by the
 // backends so that a document has one encoding everywhere: BSON with short
 // field names. Short names matter at scale because every document repeats
-// its field names (seed 001): a user document here is 52 bytes smaller than
-// with full names, about 40 % of a typical user.
+// its field names (Field names and name store: docs/design.md#field-names):
+// a user document here is 52 bytes smaller than with full names, about 40 %
+// of a typical user.
 //
 // Field names:
 //
@@ -24,7 +25,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
-	"go.mongodb.org/mongo-driver/bson/bsontype"
 	"go.mongodb.org/mongo-driver/bson/primitive"
 	"go.mongodb.org/mongo-driver/x/bsonx/bsoncore"
 
@@ -263,7 +263,7 @@ func decodeMessage(b []byte, d *Message) bool {
 			d.Edited = &t
 		case "pl":
 			// bson.Unmarshal refuses a boolean byte other than 0 or 1.
-			ok = v.Type == bsontype.Boolean && len(v.Data) == 1 && v.Data[0] <= 1
+			ok = v.Type == bson.TypeBoolean && len(v.Data) == 1 && v.Data[0] <= 1
 			d.Pulled = ok && v.Data[0] == 1
 		default:
 			return false
@@ -352,7 +352,7 @@ func decodeBinary(v bsoncore.Value) ([]byte, bool) {
 // as bson.Unmarshal requires.
 func decodeString(v bsoncore.Value) (string, bool) {
 	n := len(v.Data)
-	if v.Type != bsontype.String || n < 5 || int(binary.LittleEndian.Uint32(v.Data)) != n-4 || v.Data[n-1] != 0 {
+	if v.Type != bson.TypeString || n < 5 || int(binary.LittleEndian.Uint32(v.Data)) != n-4 || v.Data[n-1] != 0 {
 		return "", false
 	}
 	return string(v.Data[4 : n-1]), true

@@ -27,7 +27,7 @@ import (
 // above what Herald's own clients and GraphiQL send (the playground's
 // document of example operations has about 270 tokens, its introspection
 // query about 160 and a complexity near 600) and far below what makes a
-// request expensive: see docs/operations.md#limits.
+// request expensive: see README.md#limits.
 const (
 	DefaultComplexityLimit  = 5000
 	DefaultMaxDepth         = 12

@@ -1146,7 +1146,7 @@ type Mutation {
   """
   Signs in. UNAUTHENTICATED for an unknown handle or a wrong password;
   RATE_LIMITED after too many failed attempts for one handle, whatever the
-  address they come from (docs/operations.md#limits).
+  address they come from (the README's Limits).
   """
   logIn(input: LogInInput!): AuthPayload!
   """

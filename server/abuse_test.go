@@ -468,8 +468,8 @@ func TestAbuse_Bounded(t *testing.T) {
 		"blank posts": func(i int) {
 			hostile("198.51.100.7", attacker.Token, `mutation { postMessage(input: {text: "\u200b\u200b"}) { id } }`, nil)
 		},
-		"forged tokens":     func(i int) { hostile("198.51.100.8", "not.a.token", `{ viewer { id } }`, nil) },
-		"logged-out tokens": func(i int) { hostile("198.51.100.9", victim.Token+"x", `{ inbox { totalCount } }`, nil) },
+		"forged tokens":   func(i int) { hostile("198.51.100.8", "not.a.token", `{ viewer { id } }`, nil) },
+		"tampered tokens": func(i int) { hostile("198.51.100.9", victim.Token+"x", `{ inbox { totalCount } }`, nil) },
 		"legacy duplicate starts": func(i int) {
 			c := hostileWS(t, base, "graphql-ws", attacker.Token)
 			if c == nil {

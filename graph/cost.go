@@ -37,6 +37,9 @@ type opCost struct {
 	RootFields int
 	// Schemas counts __schema fields.
 	Schemas int
+	// Depth is how deep the selections nest, introspection aside:
+	// `{ viewer { id } }` has depth 2.
+	Depth int
 }
 
 // opCostKey is where the operation's opCost is kept in its
@@ -59,18 +62,20 @@ func measure(ctx context.Context, es graphql.ExecutableSchema, opCtx *graphql.Op
 		w.memo, w.roots = map[fragmentPlace]measured{}, map[string]int{}
 	}
 	m := w.set(opCtx.Operation.SelectionSet, false)
-	return &opCost{Complexity: m.cost, Aliases: m.aliases, Schemas: m.schemas, RootFields: w.rootFields(opCtx.Operation.SelectionSet)}
+	return &opCost{Complexity: m.cost, Aliases: m.aliases, Schemas: m.schemas, Depth: m.depth, RootFields: w.rootFields(opCtx.Operation.SelectionSet)}
 }
 
 // measured is the measure of one selection set.
 type measured struct {
-	cost, aliases, schemas int
+	cost, aliases, schemas, depth int
 }
 
+// add adds the measure of a selection beside m's.
 func (m *measured) add(o measured) {
 	m.cost = satAdd(m.cost, o.cost)
 	m.aliases = satAdd(m.aliases, o.aliases)
 	m.schemas = satAdd(m.schemas, o.schemas)
+	m.depth = max(m.depth, o.depth)
 }
 
 // fragmentPlace is a fragment inside introspection or not, which is what
@@ -134,13 +139,18 @@ func (w *costWalker) field(f *ast.Field, intro bool) measured {
 		m.schemas = 1
 	}
 	if f.Definition == nil || f.ObjectDefinition == nil {
-		return m // refused by validation; nothing to measure
+		m.depth = 1
+		return m // refused by validation; nothing more to measure
 	}
 	coord := f.ObjectDefinition.Name + "." + f.Name
-	intro = intro || f.Name == "__schema" || f.Name == "__type"
+	startsIntro := f.Name == "__schema" || f.Name == "__type"
+	intro = intro || startsIntro
 	child := w.set(f.SelectionSet, intro)
 	m.aliases = satAdd(m.aliases, child.aliases)
 	m.schemas = satAdd(m.schemas, child.schemas)
+	if !startsIntro {
+		m.depth = 1 + child.depth
+	}
 	if intro {
 		// Introspection resolves from the schema in memory: a point a
 		// field, so that its size counts like any other response's.

@@ -2,7 +2,6 @@ package graph
 
 import (
 	"context"
-	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -11,8 +10,8 @@ import (
 	"github.com/vektah/gqlparser/v2/lexer"
 )
 
-// CodeQueryTooDeep is the extensions.code of an operation refused by
-// DepthLimit.
+// CodeQueryTooDeep is the extensions.code of an operation nested deeper
+// than Limits.MaxDepth.
 const CodeQueryTooDeep = "QUERY_TOO_DEEP"
 
 // codeComplexityLimit is the code gqlgen's complexity extension sets; gqlgen
@@ -26,80 +25,6 @@ func init() {
 	// the kinds in a global map that must be written before any request.
 	errcode.RegisterErrorType(CodeQueryTooDeep, errcode.KindProtocol)
 	errcode.RegisterErrorType(codeComplexityLimit, errcode.KindProtocol)
-}
-
-// DepthLimit is a gqlgen handler extension that refuses an operation whose
-// selections nest deeper than Max fields, counting through fragments, with
-// QUERY_TOO_DEEP. The complexity limit alone does not bound nesting, and
-// nesting is what multiplies the work of connection fields.
-//
-// Introspection fields (__schema, __type) are not counted: the standard
-// introspection query is deep by design, and gqlparser already bounds it.
-type DepthLimit struct {
-	// Max is the deepest nesting allowed; `{ viewer { id } }` has depth 2.
-	Max int
-}
-
-var _ interface {
-	graphql.HandlerExtension
-	graphql.OperationContextMutator
-} = DepthLimit{}
-
-// ExtensionName implements graphql.HandlerExtension.
-func (DepthLimit) ExtensionName() string { return "DepthLimit" }
-
-// Validate implements graphql.HandlerExtension.
-func (DepthLimit) Validate(graphql.ExecutableSchema) error { return nil }
-
-// MutateOperationContext implements graphql.OperationContextMutator; it runs
-// after the operation is parsed and validated and before it executes.
-func (d DepthLimit) MutateOperationContext(_ context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
-	if opCtx.Operation == nil {
-		return nil
-	}
-	if depth := selectionDepth(opCtx.Doc, opCtx.Operation.SelectionSet, map[string]int{}); depth > d.Max {
-		err := gqlerror.Errorf("operation is nested deeper than the limit of %d", d.Max)
-		errcode.Set(err, CodeQueryTooDeep)
-		return err
-	}
-	return nil
-}
-
-// selectionDepth returns the depth of set. Each fragment's depth is
-// measured once (memo), so fragments that spread each other many times
-// over cost no more than their text. A fragment being measured counts as
-// depth 0 where it recurs, guarding against cycles the validator would
-// reject anyway.
-func selectionDepth(doc *ast.QueryDocument, set ast.SelectionSet, memo map[string]int) int {
-	deepest := 0
-	for _, sel := range set {
-		var d int
-		switch sel := sel.(type) {
-		case *ast.Field:
-			if strings.HasPrefix(sel.Name, "__") && sel.Name != "__typename" {
-				continue
-			}
-			d = 1 + selectionDepth(doc, sel.SelectionSet, memo)
-		case *ast.InlineFragment:
-			d = selectionDepth(doc, sel.SelectionSet, memo)
-		case *ast.FragmentSpread:
-			var ok bool
-			if d, ok = memo[sel.Name]; ok {
-				break
-			}
-			memo[sel.Name] = 0
-			def := sel.Definition
-			if def == nil && doc != nil {
-				def = doc.Fragments.ForName(sel.Name)
-			}
-			if def != nil {
-				d = selectionDepth(doc, def.SelectionSet, memo)
-			}
-			memo[sel.Name] = d
-		}
-		deepest = max(deepest, d)
-	}
-	return deepest
 }
 
 // noIntrospection refuses __schema and __type when introspection is off,
@@ -173,7 +98,12 @@ func init() {
 }
 
 // Limits is a gqlgen handler extension that measures an operation once
-// (measure) and refuses it, before it runs, when it asks for more than one
+// (measure) and refuses it, before it runs, when its selections nest
+// deeper than MaxDepth fields (QUERY_TOO_DEEP: the complexity limit alone
+// does not bound nesting, and nesting is what multiplies the work of
+// connection fields; introspection is not counted, since the standard
+// introspection query is deep by design and gqlparser bounds it), when it
+// asks for more than one
 // __schema (INTROSPECTION_LIMIT_EXCEEDED: one is the whole schema, and a
 // response of many is only a way to make the server build a large one),
 // more than MaxAliases aliases (ALIAS_LIMIT_EXCEEDED), more than
@@ -187,6 +117,9 @@ func init() {
 // 20 aliased scans of the same index are 20 scans. Complexity bounds what
 // one operation reads; the rate limiter, what a client reads over time.
 type Limits struct {
+	// MaxDepth is the deepest nesting allowed; `{ viewer { id } }` has
+	// depth 2.
+	MaxDepth      int
 	MaxComplexity int
 	MaxAliases    int
 	MaxRootFields int
@@ -221,6 +154,10 @@ func (l *Limits) MutateOperationContext(ctx context.Context, opCtx *graphql.Oper
 		return err
 	}
 	switch {
+	// Depth first: a deep operation is usually also too complex, but "too
+	// deep" is the more useful error.
+	case l.MaxDepth > 0 && c.Depth > l.MaxDepth:
+		return refuse(CodeQueryTooDeep, "operation is nested deeper than the limit of %d", l.MaxDepth)
 	case c.Schemas > 1:
 		return refuse(CodeIntrospectionLimit, "an operation may ask for __schema once; this one asks %d times", c.Schemas)
 	case l.MaxAliases > 0 && c.Aliases > l.MaxAliases:

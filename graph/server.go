@@ -182,12 +182,10 @@ func newServer(cfg Config, fast bool) *handler.Server {
 	// fill in.
 	srv.Use(PersistedQueries{Cache: lru.New[string](cfg.APQCacheSize)})
 	srv.Use(TokenLimit{Max: cfg.MaxTokens, Cache: queryCache})
-	// Depth first: it is the cheaper check, and a deep operation is usually
-	// also too complex, but "too deep" is the more useful error.
-	if cfg.MaxDepth > 0 {
-		srv.Use(DepthLimit{Max: cfg.MaxDepth})
-	}
-	srv.Use(&Limits{MaxComplexity: max(cfg.ComplexityLimit, 0), MaxAliases: max(cfg.MaxAliases, 0), MaxRootFields: max(cfg.MaxRootFields, 0)})
+	srv.Use(&Limits{
+		MaxDepth: max(cfg.MaxDepth, 0), MaxComplexity: max(cfg.ComplexityLimit, 0),
+		MaxAliases: max(cfg.MaxAliases, 0), MaxRootFields: max(cfg.MaxRootFields, 0),
+	})
 	// Last, so that an operation refused by another check costs no token.
 	if limiter != nil {
 		srv.Use(limiter)
@@ -200,12 +198,6 @@ func newServer(cfg Config, fast bool) *handler.Server {
 	// Loaders cache for one operation. Queries and mutations resolve under
 	// the operation's context, so one Loaders per operation is enough.
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
-		if err := stillSignedIn(ctx, svc); err != nil {
-			return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{{
-				Message:    store.ErrorMessage(err),
-				Extensions: map[string]any{"code": store.ErrorCode(err)},
-			}}})
-		}
 		oc := graphql.GetOperationContext(ctx)
 		if oc.Operation != nil && oc.Operation.Operation == ast.Subscription {
 			return next(withLoaders(ctx, svc))
@@ -251,18 +243,6 @@ func newServer(cfg Config, fast bool) *handler.Server {
 		return limitResponse(ctx, next(ctx), cfg.MaxResponseBytes)
 	})
 	return srv
-}
-
-// stillSignedIn checks, for an operation sent over a websocket, that the
-// session the socket opened with may still be used: a token may end while
-// its socket stays open (the transport also closes such sockets). An HTTP
-// request's session was checked as the request arrived.
-func stillSignedIn(ctx context.Context, svc *store.Service) error {
-	sess, ok := SessionFromContext(ctx)
-	if !ok || ctx.Value(plainHTTPKey{}) != nil {
-		return nil
-	}
-	return svc.Authenticate(ctx, sess)
 }
 
 // CodeResponseTooLarge is the extensions.code of a response whose data

@@ -20,7 +20,7 @@ type (
 // calls it after verifying a bearer token (HTTP) or the connection_init
 // payload (websocket).
 func NewContextWithSession(ctx context.Context, sess store.Session) context.Context {
-	return NewContextWithViewer(context.WithValue(ctx, sessionKey{}, sess), sess.UserID)
+	return context.WithValue(ctx, sessionKey{}, sess)
 }
 
 // SessionFromContext returns the session of the request and true, or false
@@ -41,6 +41,9 @@ func NewContextWithViewer(ctx context.Context, id store.ID) context.Context {
 // ViewerFromContext returns the signed-in user's id and true, or false when
 // the request is anonymous.
 func ViewerFromContext(ctx context.Context) (store.ID, bool) {
+	if sess, ok := SessionFromContext(ctx); ok {
+		return sess.UserID, true
+	}
 	id, ok := ctx.Value(viewerKey{}).(store.ID)
 	return id, ok && !id.IsZero()
 }

@@ -45,7 +45,12 @@ func authMiddleware(v verifier, authn authenticator, next http.Handler) http.Han
 			next.ServeHTTP(w, r)
 			return
 		}
-		sess, err := authenticate(r.Context(), v, authn, h)
+		token, ok := auth.FromHeader(h)
+		if !ok {
+			writeRequestError(w, r, http.StatusUnauthorized, store.EUNAUTHENTICATED, `malformed Authorization header: want "Bearer <token>"`)
+			return
+		}
+		sess, err := authenticate(r.Context(), v, authn, token)
 		if err != nil {
 			code, msg := store.EUNAUTHENTICATED, store.ErrorMessage(err)
 			if c := store.ErrorCode(err); c != store.EUNAUTHENTICATED {
@@ -61,14 +66,11 @@ func authMiddleware(v verifier, authn authenticator, next http.Handler) http.Han
 	})
 }
 
-// authenticate verifies the Authorization header value h and checks that
-// its session may still be used. A failure of the token is
-// UNAUTHENTICATED; of storage, its own code.
-func authenticate(ctx context.Context, v verifier, authn authenticator, h string) (store.Session, error) {
-	token, ok := auth.FromHeader(h)
-	if !ok {
-		return store.Session{}, store.Errorf(store.EUNAUTHENTICATED, `malformed Authorization header: want "Bearer <token>"`)
-	}
+// authenticate verifies a bearer token and checks that its session may
+// still be used, for a request's header and a websocket's connection_init
+// alike. A failure of the token is UNAUTHENTICATED; of storage, its own
+// code.
+func authenticate(ctx context.Context, v verifier, authn authenticator, token string) (store.Session, error) {
 	sess, err := v.Verify(token)
 	if err != nil {
 		return store.Session{}, err

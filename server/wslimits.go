@@ -299,11 +299,7 @@ func (a *app) wsInit(ctx context.Context, p transport.InitPayload) (context.Cont
 			return refuseInit(ctx, `Forbidden: malformed authorization: want "Bearer <token>"`)
 		}
 		var err error
-		sess, err = a.signer.Verify(token)
-		if err == nil {
-			err = a.svc.Authenticate(ctx, sess)
-		}
-		if err != nil {
+		if sess, err = authenticate(ctx, a.signer, a.svc, token); err != nil {
 			return refuseInit(ctx, "Forbidden: "+store.ErrorMessage(err))
 		}
 	} else if s, ok := graph.SessionFromContext(ctx); ok {

@@ -3,82 +3,20 @@ package mongostore_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/256dpi/lungo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
-	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
-	"herald/store/mongostore"
 )
 
 // A MongoDB whose disk is full answers writes with error code 14031
 // (OutOfDiskSpace), in whichever shape the operation reports errors: a
 // command error, a write error, a write concern error, a bulk write
 // error. The store must report STORAGE_FULL for each, and nothing else.
-
-// fullDisk fails every write with err while on.
-type fullDisk struct {
-	on  atomic.Bool
-	err error
-}
-
-type dfClient struct {
-	lungo.IClient
-	d *fullDisk
-}
-
-func (c dfClient) Database(name string, opts ...*options.DatabaseOptions) lungo.IDatabase {
-	return dfDB{c.IClient.Database(name, opts...), c.d}
-}
-
-type dfDB struct {
-	lungo.IDatabase
-	d *fullDisk
-}
-
-func (db dfDB) Collection(name string, opts ...*options.CollectionOptions) lungo.ICollection {
-	return dfColl{db.IDatabase.Collection(name, opts...), db.d}
-}
-
-type dfColl struct {
-	lungo.ICollection
-	d *fullDisk
-}
-
-func (c dfColl) InsertOne(ctx context.Context, doc interface{}, o ...*options.InsertOneOptions) (*mongo.InsertOneResult, error) {
-	if c.d.on.Load() {
-		return nil, c.d.err
-	}
-	return c.ICollection.InsertOne(ctx, doc, o...)
-}
-
-func (c dfColl) UpdateOne(ctx context.Context, f, u interface{}, o ...*options.UpdateOptions) (*mongo.UpdateResult, error) {
-	if c.d.on.Load() {
-		return nil, c.d.err
-	}
-	return c.ICollection.UpdateOne(ctx, f, u, o...)
-}
-
-func (c dfColl) FindOneAndUpdate(ctx context.Context, f, u interface{}, o ...*options.FindOneAndUpdateOptions) lungo.ISingleResult {
-	if c.d.on.Load() {
-		return mongo.NewSingleResultFromDocument(bson.D{}, c.d.err, nil)
-	}
-	return c.ICollection.FindOneAndUpdate(ctx, f, u, o...)
-}
-
-func (c dfColl) BulkWrite(ctx context.Context, m []mongo.WriteModel, o ...*options.BulkWriteOptions) (*mongo.BulkWriteResult, error) {
-	if c.d.on.Load() {
-		return nil, c.d.err
-	}
-	return c.ICollection.BulkWrite(ctx, m, o...)
-}
 
 func TestDiskFull_MapsToStorageFull(t *testing.T) {
 	const msg = "Not enough available disk space"
@@ -94,19 +32,14 @@ func TestDiskFull_MapsToStorageFull(t *testing.T) {
 	for _, tc := range full {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
-			require.NoError(t, err)
-			t.Cleanup(func() { engine.Close() })
-			d := &fullDisk{err: tc.err}
-			st := mongostore.New(dfClient{client, d}, "herald", mongostore.Options{})
-			require.NoError(t, st.EnsureIndexes(ctx))
+			st, f := openFaulty(t)
 			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			alice := &store.User{ID: store.NewID(now), Handle: "alice", CreatedAt: now, LastSeenAt: now}
 			require.NoError(t, st.CreateUser(ctx, alice))
 			bob := &store.User{ID: store.NewID(now.Add(time.Millisecond)), Handle: "bob", CreatedAt: now, LastSeenAt: now}
 			require.NoError(t, st.CreateUser(ctx, bob))
 
-			d.on.Store(true)
+			f.failWrites(tc.err)
 			carol := &store.User{ID: store.NewID(now.Add(2 * time.Millisecond)), Handle: "carol", CreatedAt: now, LastSeenAt: now}
 			m := &store.Message{ID: store.NewID(now.Add(3 * time.Millisecond)), AuthorID: alice.ID, Text: "hi", Kind: store.KindPost, CreatedAt: now}
 			name := "Alice"
@@ -127,7 +60,7 @@ func TestDiskFull_MapsToStorageFull(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "alice", got.Handle)
 
-			d.on.Store(false)
+			f.failWrites(nil)
 			require.NoError(t, st.CreateUser(ctx, carol))
 		})
 	}
@@ -135,14 +68,10 @@ func TestDiskFull_MapsToStorageFull(t *testing.T) {
 	// Other server errors are not STORAGE_FULL.
 	t.Run("OtherCode", func(t *testing.T) {
 		ctx := context.Background()
-		client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
-		require.NoError(t, err)
-		t.Cleanup(func() { engine.Close() })
-		d := &fullDisk{err: mongo.CommandError{Code: 91, Name: "ShutdownInProgress", Message: "shutting down"}}
-		st := mongostore.New(dfClient{client, d}, "herald", mongostore.Options{})
+		st, f := openFaulty(t)
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		d.on.Store(true)
-		err = st.CreateUser(ctx, &store.User{ID: store.NewID(now), Handle: "alice", CreatedAt: now, LastSeenAt: now})
+		f.failWrites(mongo.CommandError{Code: 91, Name: "ShutdownInProgress", Message: "shutting down"})
+		err := st.CreateUser(ctx, &store.User{ID: store.NewID(now), Handle: "alice", CreatedAt: now, LastSeenAt: now})
 		require.Error(t, err)
 		assert.Equal(t, store.EINTERNAL, store.ErrorCode(err))
 	})

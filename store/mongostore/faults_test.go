@@ -33,6 +33,26 @@ type faults struct {
 	// unkeyed counts the writes of messages whose filter does not name the
 	// author, the shard key's prefix.
 	unkeyed atomic.Int32
+	// writes, while set, fails every insert, update and bulk write with
+	// its error: a server whose disk is full (diskfull_test.go).
+	writes atomic.Pointer[error]
+}
+
+// failWrites makes every write fail with err; nil lets them through again.
+func (f *faults) failWrites(err error) {
+	if err == nil {
+		f.writes.Store(nil)
+		return
+	}
+	f.writes.Store(&err)
+}
+
+// writeErr is the error every write fails with now, or nil.
+func (f *faults) writeErr() error {
+	if e := f.writes.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 type fClient struct {
@@ -61,7 +81,17 @@ type fColl struct {
 
 var errInjected = errors.New("injected: process killed here")
 
+func (c fColl) InsertOne(ctx context.Context, doc interface{}, o ...*options.InsertOneOptions) (*mongo.InsertOneResult, error) {
+	if err := c.f.writeErr(); err != nil {
+		return nil, err
+	}
+	return c.ICollection.InsertOne(ctx, doc, o...)
+}
+
 func (c fColl) BulkWrite(ctx context.Context, m []mongo.WriteModel, o ...*options.BulkWriteOptions) (*mongo.BulkWriteResult, error) {
+	if err := c.f.writeErr(); err != nil {
+		return nil, err
+	}
 	if c.name == "buckets" && c.f.bucketsBulk.Add(-1) >= 0 {
 		return nil, errInjected
 	}
@@ -85,6 +115,9 @@ func (c fColl) DeleteOne(ctx context.Context, f interface{}, o ...*options.Delet
 
 func (c fColl) FindOneAndUpdate(ctx context.Context, f, u interface{}, o ...*options.FindOneAndUpdateOptions) lungo.ISingleResult {
 	c.keyed(f)
+	if err := c.f.writeErr(); err != nil {
+		return mongo.NewSingleResultFromDocument(bson.D{}, err, nil)
+	}
 	return c.ICollection.FindOneAndUpdate(ctx, f, u, o...)
 }
 
@@ -95,6 +128,9 @@ func (c fColl) FindOneAndDelete(ctx context.Context, f interface{}, o ...*option
 
 func (c fColl) UpdateOne(ctx context.Context, f, u interface{}, o ...*options.UpdateOptions) (*mongo.UpdateResult, error) {
 	c.keyed(f)
+	if err := c.f.writeErr(); err != nil {
+		return nil, err
+	}
 	if c.name == "users" && c.f.gate.CompareAndSwap(true, false) {
 		close(c.f.gated)
 		<-c.f.release

@@ -36,7 +36,7 @@ func TestRateLimiter_Bounded(t *testing.T) {
 		return l.MutateOperationContext(ctx, opOf(ast.Mutation)) == nil
 	}
 	viewer := store.NewID(now)
-	require.Nil(t, l.MutateOperationContext(NewContextWithViewer(context.Background(), viewer), opOf(ast.Mutation)))
+	require.Nil(t, l.MutateOperationContext(NewContextWithSession(context.Background(), store.Session{UserID: viewer}), opOf(ast.Mutation)))
 
 	require.True(t, allowed("192.0.2.1"))
 	require.True(t, allowed("192.0.2.2"))
@@ -52,7 +52,7 @@ func TestRateLimiter_Bounded(t *testing.T) {
 	}
 	assert.Equal(t, 2, l.addrs.cache.Len(), "capacity respected")
 	assert.Equal(t, 1, l.users.cache.Len())
-	assert.NotNil(t, l.MutateOperationContext(NewContextWithViewer(context.Background(), viewer), opOf(ast.Mutation)),
+	assert.NotNil(t, l.MutateOperationContext(NewContextWithSession(context.Background(), store.Session{UserID: viewer}), opOf(ast.Mutation)),
 		"the user's bucket was not pushed out by addresses")
 }
 
@@ -63,7 +63,7 @@ func TestRateLimiter_OnlyMutations(t *testing.T) {
 		User:    Rate{Count: 1, Per: time.Hour, Burst: 1},
 		Address: Rate{Count: 1, Per: time.Hour, Burst: 1},
 	})
-	ctx := NewContextWithViewer(NewContextWithClientAddr(context.Background(), netip.MustParseAddr("192.0.2.1")), store.NewID(time.Now()))
+	ctx := NewContextWithSession(NewContextWithClientAddr(context.Background(), netip.MustParseAddr("192.0.2.1")), store.Session{UserID: store.NewID(time.Now())})
 	for range 3 {
 		assert.Nil(t, l.MutateOperationContext(ctx, opOf(ast.Query)))
 		assert.Nil(t, l.MutateOperationContext(ctx, opOf(ast.Subscription)))

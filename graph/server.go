@@ -116,8 +116,8 @@ func DefaultConfig() Config {
 // and OPTIONS), the caches, the limits, the error
 // presenter and recover function, and fresh dataloaders for every operation
 // and every subscription event. The caller adds the websocket transport with
-// AddTransport and puts the viewer into the request context with
-// NewContextWithViewer before the handler runs.
+// AddTransport and puts the viewer's session into the request context with
+// NewContextWithSession before the handler runs.
 func NewServer(cfg Config) *handler.Server {
 	return newServer(cfg, true)
 }

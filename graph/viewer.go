@@ -6,14 +6,10 @@ import (
 	"herald/store"
 )
 
-// viewerKey is the context key of the signed-in user, and sessionKey of the
-// session (the verified token) they signed in with. Their types are
-// unexported so no other package can set or read the values except through
-// the functions below.
-type (
-	viewerKey  struct{}
-	sessionKey struct{}
-)
+// sessionKey is the context key of the session (the verified token) the
+// viewer signed in with. Its type is unexported so no other package can set
+// or read the value except through the functions below.
+type sessionKey struct{}
 
 // NewContextWithSession returns a copy of ctx carrying a signed-in
 // session: its user is the viewer, and logOut ends its token. The server
@@ -30,22 +26,11 @@ func SessionFromContext(ctx context.Context) (store.Session, bool) {
 	return sess, ok && !sess.UserID.IsZero()
 }
 
-// NewContextWithViewer returns a copy of ctx carrying the signed-in user's
-// id, without a session: for callers that authenticated the user some
-// other way (tests, tools). A request signed in with a token carries its
-// session (NewContextWithSession).
-func NewContextWithViewer(ctx context.Context, id store.ID) context.Context {
-	return context.WithValue(ctx, viewerKey{}, id)
-}
-
-// ViewerFromContext returns the signed-in user's id and true, or false when
-// the request is anonymous.
+// ViewerFromContext returns the signed-in user's id (the session's) and
+// true, or false when the request is anonymous.
 func ViewerFromContext(ctx context.Context) (store.ID, bool) {
-	if sess, ok := SessionFromContext(ctx); ok {
-		return sess.UserID, true
-	}
-	id, ok := ctx.Value(viewerKey{}).(store.ID)
-	return id, ok && !id.IsZero()
+	sess, ok := SessionFromContext(ctx)
+	return sess.UserID, ok
 }
 
 // requireViewer returns the signed-in user's id or UNAUTHENTICATED.

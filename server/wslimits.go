@@ -304,8 +304,6 @@ func (a *app) wsInit(ctx context.Context, p transport.InitPayload) (context.Cont
 		}
 	} else if s, ok := graph.SessionFromContext(ctx); ok {
 		sess = s // the handshake's, checked by authMiddleware
-	} else if _, ok := graph.ViewerFromContext(ctx); ok {
-		return ctx, nil, nil // signed in without a session (tests, tools)
 	} else {
 		return refuseInit(ctx, `Forbidden: connection_init payload needs "authorization": "Bearer <token>"`)
 	}

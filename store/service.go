@@ -538,20 +538,9 @@ func (s *Service) PostMessage(ctx context.Context, author ID, in PostInput) (*Me
 	if job != nil {
 		s.fanout.enqueue(job)
 	} else {
-		s.fanout.enqueue(s.notice(EventAdded, m))
+		s.fanout.enqueueNotice(s.noticeOf(EventAdded, m))
 	}
 	return m, nil
-}
-
-// notice returns the job that tells the subscriptions of m's readers of an
-// event no stored job reports: the owners m was delivered to where inboxes
-// store it, its author's followers otherwise.
-func (s *Service) notice(t EventType, m *Message) *Job {
-	layout := LayoutNone
-	if s.layout.Stores() && !m.Pulled && t == EventEdited {
-		layout = s.layout
-	}
-	return &Job{ID: m.ID, Kind: jobNotify, Layout: layout, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt, notice: t}
 }
 
 // FindMessageByID returns a message or NOT_FOUND.
@@ -591,7 +580,7 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id ID, text string) (
 	if err != nil {
 		return nil, err
 	}
-	s.fanout.enqueue(s.notice(EventEdited, m))
+	s.fanout.enqueueNotice(s.noticeOf(EventEdited, m))
 	return m, nil
 }
 
@@ -617,7 +606,7 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id ID) error {
 		s.fanout.enqueue(job)
 	}
 	if job == nil || !job.Layout.Stores() {
-		s.fanout.enqueue(s.notice(EventDeleted, m))
+		s.fanout.enqueueNotice(s.noticeOf(EventDeleted, m))
 	}
 	return nil
 }

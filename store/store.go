@@ -168,8 +168,8 @@ func (l Layout) Stores() bool { return l == LayoutEntries || l == LayoutBuckets 
 // JobKind says what a fan-out job does.
 type JobKind uint8
 
-// Job kinds. Every kind is stored (notices, jobNotify in fanout.go, are not), and runs on the one
-// ordered lane (see fanout.go).
+// Job kinds. Every kind is stored and runs on the fan-out's one ordered
+// lane.
 const (
 	// JobDeliver delivers a new message to its author's followers.
 	JobDeliver JobKind = 1
@@ -208,8 +208,6 @@ type Job struct {
 	// made it: the last follower delivered to, or the position in the
 	// message's delivery records. Empty means not started.
 	Cursor []byte
-
-	notice EventType // the event a jobNotify reports
 }
 
 // Entry returns the inbox entry a JobDeliver delivers.

@@ -1,0 +1,149 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// isLeader reports whether this process may run stored jobs.
+func (f *fanout) isLeader() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leader && (f.leaser == nil || time.Now().Before(f.leaseUntil))
+}
+
+// lead keeps the fan-out lease and, while holding it, queues the jobs
+// other processes stored. It runs until close has let the workers finish,
+// then gives the lease up.
+func (f *fanout) lead() {
+	defer close(f.leadDone)
+	tried := time.Now() // start took it
+	tick := time.NewTicker(f.poll)
+	defer tick.Stop()
+	for {
+		if time.Since(tried) >= f.leaseTTL/4 {
+			tried = time.Now()
+			f.tryLease()
+		}
+		f.mu.Lock()
+		poll := f.leader && !f.closing
+		f.mu.Unlock()
+		if poll {
+			f.enqueuePending()
+		}
+		select {
+		case <-tick.C:
+		case <-f.leadStop:
+			f.mu.Lock()
+			held := f.leader
+			f.leader = false
+			f.mu.Unlock()
+			if held {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				if err := f.leaser.ReleaseFanoutLease(ctx, f.holder); err != nil {
+					f.s.log.Warn("releasing the fan-out lease", "err", err)
+				}
+				cancel()
+			}
+			return
+		}
+	}
+}
+
+// enqueuePending queues the stored jobs in the order the backend gives:
+// oldest first, after any job a lease holder was running when it stopped.
+func (f *fanout) enqueuePending() {
+	jobs, err := f.s.backend.PendingJobs(f.ctx)
+	if err != nil && f.ctx.Err() == nil {
+		f.s.log.Warn("polling fan-out jobs", "err", err)
+	}
+	now := time.Now()
+	for _, j := range jobs {
+		if f.edgeChangeMayBePending(j, now) {
+			continue
+		}
+		f.enqueue(j)
+	}
+}
+
+// edgeChangeMayBePending reports whether j is a follow or unfollow job
+// first polled less than Options.EdgeJobGrace ago: the request that stored
+// it may not have changed the edge yet (see EdgeJobGrace), and queues it
+// itself once it has.
+func (f *fanout) edgeChangeMayBePending(j *Job, now time.Time) bool {
+	if j.Kind != JobFollow && j.Kind != JobUnfollow {
+		return false
+	}
+	k := jobKey{j.ID, j.Kind}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.known[k] {
+		return false // queued already
+	}
+	first, ok := f.polledAt[k]
+	if !ok {
+		f.polledAt[k] = now
+		return true
+	}
+	return now.Sub(first) < f.edgeGrace
+}
+
+// tryLease takes or renews the fan-out lease and records whether it is
+// held. Gaining it empties the queue of stored jobs and fills it anew from
+// the backend, so that a job the previous holder left half done runs
+// first: its idempotency depends on no other job touching its inboxes
+// before it is finished.
+func (f *fanout) tryLease() {
+	asked := time.Now()
+	held, err := f.leaser.TryFanoutLease(f.ctx, f.holder, f.leaseTTL)
+	if err != nil && f.ctx.Err() == nil {
+		f.s.log.Warn("fan-out lease", "err", err)
+	}
+	held = held && err == nil
+	f.mu.Lock()
+	gaining := held && !f.leader
+	f.mu.Unlock()
+	var pending []*Job
+	if gaining {
+		// The queue is filled from the backend before this process accepts
+		// any stored job, so that a job queued by a request cannot run
+		// before the one the previous holder left half done.
+		if pending, err = f.s.backend.PendingJobs(f.ctx); err != nil {
+			if f.ctx.Err() == nil {
+				f.s.log.Warn("fan-out lease: reading pending jobs; leading from the next renewal", "err", err)
+			}
+			held = false
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if held != f.leader {
+		f.s.log.Info("fan-out lease changed", "held", held, "holder", f.holder)
+	}
+	gained := held && !f.leader
+	f.leader = held
+	if held {
+		// Counted from before the request, with a margin for clocks.
+		f.leaseUntil = asked.Add(f.leaseTTL - f.leaseTTL/5)
+	}
+	if !held || gained {
+		f.resetOrderedLocked(pending)
+	}
+}
+
+// resetOrderedLocked replaces the queue of stored jobs with jobs, in their
+// order, leaving out any job that is running. Callers hold mu.
+func (f *fanout) resetOrderedLocked(jobs []*Job) {
+	for _, j := range f.ordered {
+		delete(f.known, jobKey{j.ID, j.Kind})
+	}
+	f.ordered = nil
+	clear(f.polledAt) // jobs polled before are in jobs now, or done
+	for _, j := range jobs {
+		if k := (jobKey{j.ID, j.Kind}); !f.known[k] {
+			f.known[k] = true
+			f.ordered = append(f.ordered, j)
+		}
+	}
+	f.cond.Broadcast()
+}

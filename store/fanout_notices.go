@@ -1,0 +1,84 @@
+package store
+
+import "context"
+
+// notice tells the subscriptions of a message's readers of an event that no
+// stored job reports: an edit, or a post, a reply or a deletion that is not
+// fanned out (strategy read, hybrid's pulled messages, the cache). It is
+// never stored: a missed event loses nothing, since inboxes point at
+// messages or read them from outboxes, and show the change anyway.
+type notice struct {
+	event   EventType
+	message ID
+	author  ID
+	// deliveries: the readers are the message's delivery records (the
+	// layout stores inboxes); otherwise its author's followers.
+	deliveries bool
+	cursor     []byte // the readers told so far
+}
+
+// noticeOf returns the notice of event t on m.
+func (s *Service) noticeOf(t EventType, m *Message) *notice {
+	return &notice{event: t, message: m.ID, author: m.AuthorID,
+		deliveries: s.layout.Stores() && !m.Pulled && t == EventEdited}
+}
+
+// enqueueNotice queues n on the notices' lane. Notices are never
+// deduplicated: a second edit's notice must go out even while the first
+// one's is on its way.
+func (f *fanout) enqueueNotice(n *notice) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closing {
+		return
+	}
+	f.notices = append(f.notices, n)
+	f.cond.Broadcast()
+}
+
+func (f *fanout) runNotice(n *notice) {
+	f.retry(func() error { return f.notify(n) }, false, "notice", n.event, "message", n.message.String())
+}
+
+// notify tells n's readers, a chunk at a time, from where it stopped.
+func (f *fanout) notify(n *notice) error {
+	for {
+		if err := f.ctx.Err(); err != nil {
+			return err
+		}
+		readers, next, err := f.noticeReaders(f.ctx, n)
+		if err != nil {
+			return err
+		}
+		evs := make([]Event, len(readers))
+		for i, o := range readers {
+			evs[i] = Event{Type: n.event, UserID: o, MessageID: n.message, AuthorID: n.author, NoCounts: true}
+		}
+		f.s.events.Publish(f.ctx, evs...)
+		n.cursor = next
+		if next == nil {
+			return nil
+		}
+	}
+}
+
+// noticeReaders returns the next chunk of n's readers and the cursor after
+// them (nil at the end).
+func (f *fanout) noticeReaders(ctx context.Context, n *notice) ([]ID, []byte, error) {
+	if n.deliveries {
+		refs, next, err := f.s.backend.FindDeliveries(ctx, n.message, n.cursor, f.chunk)
+		if err != nil {
+			return nil, nil, err
+		}
+		owners := make([]ID, len(refs))
+		for i, r := range refs {
+			owners[i] = r.Owner
+		}
+		return owners, next, nil
+	}
+	fs, err := f.followersAfter(ctx, n.author, n.cursor)
+	if err != nil || len(fs) < f.chunk {
+		return fs, nil, err
+	}
+	return fs, fs[len(fs)-1][:], nil
+}

@@ -427,25 +427,25 @@ type FollowPage struct {
 
 // Followers returns a page of user's followers in ID order, within r.
 func (s *Service) Followers(ctx context.Context, user ID, r Range) (FollowPage, error) {
-	ids, err := s.backend.ListFollowers(ctx, user, r.plusOne())
+	ids, err := s.backend.ListFollowers(ctx, user, plusOne(r))
 	ids, more := trimPage(ids, r)
 	return FollowPage{IDs: ids, HasMore: more}, err
 }
 
 // Following returns a page of the users user follows in ID order, within r.
 func (s *Service) Following(ctx context.Context, user ID, r Range) (FollowPage, error) {
-	ids, err := s.backend.ListFollowing(ctx, user, r.plusOne())
+	ids, err := s.backend.ListFollowing(ctx, user, plusOne(r))
 	ids, more := trimPage(ids, r)
 	return FollowPage{IDs: ids, HasMore: more}, err
 }
 
 // plusOne returns r reading one more item, which tells whether more follow.
-func (r Range) plusOne() Range {
+func plusOne(r Range) Range {
 	r.Limit++
 	return r
 }
 
-// trimPage cuts items, read by r.plusOne() nearest first, to r.Limit, and
+// trimPage cuts items, read by plusOne(r) nearest first, to r.Limit, and
 // puts them in their list's order. It reports whether items were cut.
 func trimPage[T any](items []T, r Range) ([]T, bool) {
 	more := len(items) > r.Limit
@@ -475,7 +475,7 @@ func (s *Service) FindUsersByAttribute(ctx context.Context, name, value string, 
 	if err := validateAttribute(name, &value); err != nil {
 		return nil, false, err
 	}
-	us, err := s.backend.FindUsersByAttribute(ctx, name, value, r.plusOne())
+	us, err := s.backend.FindUsersByAttribute(ctx, name, value, plusOne(r))
 	if err != nil {
 		return nil, false, err
 	}
@@ -620,7 +620,7 @@ type MessagePage struct {
 
 // Messages returns a page of author's messages, newest first, within r.
 func (s *Service) Messages(ctx context.Context, author ID, r Range) (MessagePage, error) {
-	ms, err := s.backend.FindMessages(ctx, MessageFilter{AuthorID: author, Range: r.plusOne()})
+	ms, err := s.backend.FindMessages(ctx, MessageFilter{AuthorID: author, Range: plusOne(r)})
 	if err != nil {
 		return MessagePage{}, err
 	}

@@ -1,0 +1,34 @@
+package store
+
+// EventType says what happened in an inbox. The values are the GraphQL enum values.
+type EventType string
+
+// Inbox event types.
+const (
+	EventAdded   EventType = "ADDED"
+	EventEdited  EventType = "EDITED"
+	EventDeleted EventType = "DELETED"
+	EventRead    EventType = "READ"
+	// EventSessionsRevoked is not an inbox event: it is published on
+	// SessionsTopic when tokens of the user Subject were ended, so that
+	// every process forgets what it knew of them and closes the sockets
+	// they opened.
+	EventSessionsRevoked EventType = "SESSIONS_REVOKED"
+)
+
+// Event is a change in one user's inbox, published after the change is
+// stored. Counts are the inbox's counts after the change, except for
+// EventEdited, which leaves them zero: an edit changes no count, and its
+// publisher does not read them.
+type Event struct {
+	Type      EventType
+	UserID    ID // the inbox owner
+	MessageID ID // NilID for EventRead
+	AuthorID  ID // the message's author, to find it by key; NilID for EventRead
+	Counts    InboxCounts
+	// NoCounts is true when the publisher did not know the counts (a
+	// strategy that computes them at read time): subscribers read them.
+	NoCounts bool
+	// Subject is the user an event on SessionsTopic concerns.
+	Subject ID
+}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"herald/graph"
-	"herald/store"
+	"herald/store/service"
 )
 
 // BenchmarkInboxQuery measures the timeline read as a client makes it, in
@@ -22,7 +22,7 @@ import (
 // alone, without the inbox fast path: what the fast path saves.
 func BenchmarkInboxQuery(b *testing.B) {
 	b.Run(backendEmbedded, func(b *testing.B) {
-		for _, st := range store.Strategies {
+		for _, st := range service.Strategies {
 			b.Run(string(st), func(b *testing.B) { benchmarkInboxQuery(b, true) })
 		}
 		b.Run("bucket/executor", func(b *testing.B) { benchmarkInboxQuery(b, false) })

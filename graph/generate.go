@@ -1,5 +1,5 @@
 // Package graph is Herald's GraphQL layer: gqlgen's generated executor, thin
-// resolvers over store.Service, per-operation dataloaders (graph/loader),
+// resolvers over service.Service, per-operation dataloaders (graph/loader),
 // bearer tokens (graph/auth), opaque global ids and cursors, the error
 // presenter and the query limits. NewServer assembles them into a handler.
 package graph

@@ -25,6 +25,9 @@ import (
 	"herald/store"
 	"herald/store/embedded"
 	"herald/store/mongostore"
+	"herald/store/pubsub"
+	"herald/store/service"
+	"herald/store/storage"
 	"herald/store/storetest"
 )
 
@@ -49,7 +52,7 @@ func forBackends(t *testing.T, body func(t *testing.T)) {
 func forStrategies(t *testing.T, body func(t *testing.T)) {
 	t.Helper()
 	forBackends(t, func(t *testing.T) {
-		for _, st := range store.Strategies {
+		for _, st := range service.Strategies {
 			t.Run(string(st), body)
 		}
 	})
@@ -57,13 +60,13 @@ func forStrategies(t *testing.T, body func(t *testing.T)) {
 
 // strategyOf returns the strategy the test runs under: the forStrategies
 // subtest it is in, or the default.
-func strategyOf(t testing.TB) store.Strategy {
+func strategyOf(t testing.TB) service.Strategy {
 	for _, part := range strings.Split(t.Name(), "/") {
-		if st, err := store.ParseStrategy(part); err == nil {
+		if st, err := service.ParseStrategy(part); err == nil {
 			return st
 		}
 	}
-	return store.StrategyBucket
+	return service.StrategyBucket
 }
 
 // backendOf returns the backend the test runs on: the forBackends subtest
@@ -79,16 +82,16 @@ func backendOf(t testing.TB) string {
 	return ""
 }
 
-// events is the store.Events of either backend (store.Hub for the embedded
+// events is the pubsub.Events of either backend (pubsub.Hub for the embedded
 // store, mongostore.Events for MongoDB), with its count of this process's
 // subscriptions.
 type events interface {
-	store.Events
+	pubsub.Events
 	Len() int
 }
 
 var (
-	_ events = (*store.Hub)(nil)
+	_ events = (*pubsub.Hub)(nil)
 	_ events = (*mongostore.Events)(nil)
 )
 
@@ -96,7 +99,7 @@ var (
 // over lungo, as backendOf says), with the backend wrapped in a call
 // counter.
 type env struct {
-	svc     *store.Service
+	svc     *service.Service
 	hub     events
 	backend *storetest.Counting
 	tokens  *auth.Signer
@@ -146,7 +149,7 @@ func newEnv(t testing.TB, mod func(*graph.Config)) *env {
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	var (
-		st      store.Backend
+		st      storage.Backend
 		hub     events
 		closeEv func()
 	)
@@ -154,7 +157,7 @@ func newEnv(t testing.TB, mod func(*graph.Config)) *env {
 	case backendEmbedded:
 		es, err := embedded.Open(t.TempDir(), embedded.Options{Logger: logger, CacheBytes: 8 << 20})
 		require.NoError(t, err)
-		h := store.NewHub()
+		h := pubsub.NewHub()
 		st, hub, closeEv = es, h, h.Close
 	case backendMongo:
 		client, engine, err := lungo.Open(context.Background(), lungo.Options{Store: lungo.NewMemoryStore()})
@@ -168,7 +171,7 @@ func newEnv(t testing.TB, mod func(*graph.Config)) *env {
 	}
 	cb := storetest.NewCounting(st)
 	clk := &clock{now: time.Now().UTC().Truncate(time.Second)}
-	svc := store.NewService(cb, hub, store.Options{Strategy: strategyOf(t), PasswordCost: bcrypt.MinCost, Now: clk.Now, Logger: logger})
+	svc := service.NewService(cb, hub, service.Options{Strategy: strategyOf(t), PasswordCost: bcrypt.MinCost, Now: clk.Now, Logger: logger})
 	require.NoError(t, svc.Start(context.Background()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

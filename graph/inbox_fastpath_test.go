@@ -15,6 +15,8 @@ import (
 
 	"herald/graph"
 	"herald/store"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // postRaw sends a GraphQL request to h as the holder of token and returns the
@@ -123,7 +125,7 @@ func testInboxFastPath(t *testing.T) {
 
 // authorFails fails FindUsersByIDs for one user, as a storage error would.
 type authorFails struct {
-	store.Backend
+	storage.Backend
 	id store.ID
 }
 
@@ -154,7 +156,7 @@ func testInboxFastPathAuthorError(t *testing.T) {
 	id, err := graph.ParseUserIDForTest(u.User.ID)
 	require.NoError(t, err)
 
-	svc := store.NewService(authorFails{Backend: e.backend, id: id}, e.hub, store.Options{})
+	svc := service.NewService(authorFails{Backend: e.backend, id: id}, e.hub, service.Options{})
 	cfg := e.cfg
 	cfg.Service = svc
 	const q = `{ inbox(first: 10) { totalCount edges { node { text author { handle } } } } }`

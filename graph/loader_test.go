@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"herald/store"
+	"herald/store/service"
 )
 
 // TestLoaders_InboxBatching proves a home timeline page costs a fixed number
@@ -22,12 +22,12 @@ func TestLoaders_InboxBatching(t *testing.T) { forStrategies(t, testLoaders_Inbo
 // mark, the followees, their merged outboxes, their message counts and a
 // count above the read mark; for the cache (a hit) the cache instead of the
 // outboxes.
-func timelineCalls(st store.Strategy, more map[string]int64) map[string]int64 {
+func timelineCalls(st service.Strategy, more map[string]int64) map[string]int64 {
 	var calls map[string]int64
 	switch st {
-	case store.StrategyRead:
+	case service.StrategyRead:
 		calls = map[string]int64{"ReadInbox": 1, "ListFollowing": 1, "FindOutbox": 1, "FindUsersByIDs": 1, "CountOutbox": 1}
-	case store.StrategyCache:
+	case service.StrategyCache:
 		calls = map[string]int64{"ReadInbox": 1, "ReadInboxCache": 1, "ListFollowing": 1, "FindUsersByIDs": 1, "CountOutbox": 1}
 	default:
 		calls = map[string]int64{"ReadInbox": 1}

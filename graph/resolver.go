@@ -4,14 +4,14 @@ import (
 	"log/slog"
 
 	"herald/graph/auth"
-	"herald/store"
+	"herald/store/service"
 )
 
 // Resolver is the root of gqlgen's resolvers and holds their dependencies.
 // It keeps no per-request state: the viewer and the loaders travel in ctx.
 type Resolver struct {
 	// Service is the domain API every resolver calls.
-	Service *store.Service
+	Service *service.Service
 	// Tokens issues the bearer tokens returned by signUp and logIn.
 	Tokens *auth.Signer
 	// Logger receives the errors hidden from clients; slog.Default() if nil.

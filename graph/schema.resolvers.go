@@ -7,10 +7,12 @@ package graph
 
 import (
 	"context"
+
 	"herald/graph/generated"
 	"herald/graph/loader"
 	"herald/graph/model"
 	"herald/store"
+	"herald/store/service"
 )
 
 // Message is the resolver for the message field.
@@ -49,7 +51,7 @@ func (r *messageResolver) ReplyTo(ctx context.Context, obj *store.Message) (*sto
 }
 
 // SignUp is the resolver for the signUp field.
-func (r *mutationResolver) SignUp(ctx context.Context, input store.SignUpInput) (*model.AuthPayload, error) {
+func (r *mutationResolver) SignUp(ctx context.Context, input service.SignUpInput) (*model.AuthPayload, error) {
 	u, err := r.Service.SignUp(ctx, input)
 	if err != nil {
 		return nil, err
@@ -106,7 +108,7 @@ func (r *mutationResolver) PostMessage(ctx context.Context, input model.PostMess
 	if err != nil {
 		return nil, err
 	}
-	in := store.PostInput{Text: input.Text}
+	in := service.PostInput{Text: input.Text}
 	if input.ReplyTo != nil {
 		if in.ReplyToID, err = parseMessageID(*input.ReplyTo); err != nil {
 			return nil, err

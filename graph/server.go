@@ -21,6 +21,7 @@ import (
 	"herald/graph/generated"
 	"herald/graph/loader"
 	"herald/store"
+	"herald/store/service"
 )
 
 // Defaults of the Config limits, used where a field is zero. Each is far
@@ -50,7 +51,7 @@ const (
 // both, set by the server's flags.
 type Config struct {
 	// Service is the domain API the resolvers call. Required.
-	Service *store.Service
+	Service *service.Service
 	// Tokens issues the tokens returned by signUp and logIn. Required.
 	Tokens *auth.Signer
 	// Logger receives internal errors and recovered panics; slog.Default()
@@ -267,7 +268,7 @@ func limitResponse(ctx context.Context, resp *graphql.Response, limit int) *grap
 }
 
 // withLoaders returns ctx with fresh Loaders for the viewer in ctx.
-func withLoaders(ctx context.Context, svc *store.Service) context.Context {
+func withLoaders(ctx context.Context, svc *service.Service) context.Context {
 	viewer, ok := ViewerFromContext(ctx)
 	return loader.NewContext(ctx, loader.New(svc, viewer, ok))
 }

@@ -30,6 +30,7 @@ import (
 	"herald/graph"
 	"herald/graph/auth"
 	"herald/store"
+	"herald/store/service"
 )
 
 // These tests play the attacker of issue 11 against the real HTTP stack:
@@ -234,10 +235,10 @@ func TestAbuse_SlowReader(t *testing.T) {
 	// A response of about 8 MB: 8 pages of 100 messages of 5,000
 	// characters, more than the socket buffers on both sides hold.
 	ctx := t.Context()
-	u, err := ts.svc.SignUp(ctx, store.SignUpInput{Handle: "erin", Password: "correct horse"})
+	u, err := ts.svc.SignUp(ctx, service.SignUpInput{Handle: "erin", Password: "correct horse"})
 	require.NoError(t, err)
 	for range 100 {
-		_, err := ts.svc.PostMessage(ctx, u.ID, store.PostInput{Text: strings.Repeat("x", store.MessageMaxLen)})
+		_, err := ts.svc.PostMessage(ctx, u.ID, service.PostInput{Text: strings.Repeat("x", store.MessageMaxLen)})
 		require.NoError(t, err)
 	}
 	body, err := json.Marshal(map[string]any{"query": `{ ` + aliased(8, `user(handle: "erin") { messages(first: 100) { edges { node { text } } } }`) + ` }`})

@@ -8,15 +8,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"herald/store"
 	"herald/store/embedded"
 	"herald/store/mongostore"
+	"herald/store/pubsub"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // backend is the storage run serves over: a Service with its Events and
 // store, and how to stop them.
 type backend struct {
-	svc         *store.Service
+	svc         *service.Service
 	closeEvents func()
 	closeStore  func() error
 	// up, when set, brings the backend up in the background and keeps
@@ -31,7 +33,7 @@ type backend struct {
 // openEmbedded opens the embedded store in the data directory and starts
 // the fan-out, as the default, single-node server does.
 // wrap instruments the store (metrics.wrapBackend).
-func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, wrap func(store.Backend) store.Backend) (*backend, error) {
+func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, wrap func(storage.Backend) storage.Backend) (*backend, error) {
 	dbDir := filepath.Join(cfg.DataDir, embeddedDir)
 	opts := embedded.Options{Logger: log}
 	if editEmbeddedOptions != nil {
@@ -42,8 +44,8 @@ func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, wrap func(s
 		return nil, err
 	}
 	log.Info("store open", "backend", "embedded", "dir", dbDir, "fanout", cfg.Fanout)
-	hub := store.NewHub()
-	svc := store.NewService(wrap(st), hub, cfg.serviceOptions(log))
+	hub := pubsub.NewHub()
+	svc := service.NewService(wrap(st), hub, cfg.serviceOptions(log))
 	if err := svc.Start(ctx); err != nil {
 		hub.Close()
 		_ = st.Close()
@@ -70,7 +72,7 @@ func embeddedUp(st *embedded.Store) func(context.Context, *readiness) {
 // driver connects lazily, and the server starts (not ready) while MongoDB
 // is unreachable. Only a malformed URI or option fails here. wrap
 // instruments the store.
-func openMongo(ctx context.Context, cfg config, log *slog.Logger, wrap func(store.Backend) store.Backend) (*backend, error) {
+func openMongo(ctx context.Context, cfg config, log *slog.Logger, wrap func(storage.Backend) storage.Backend) (*backend, error) {
 	client, err := mongostore.Connect(ctx, mongostore.ConnectOptions{
 		URI:            cfg.MongoURI,
 		Database:       cfg.MongoDatabase,
@@ -83,7 +85,7 @@ func openMongo(ctx context.Context, cfg config, log *slog.Logger, wrap func(stor
 	}
 	st := mongostore.New(client, cfg.MongoDatabase, mongostore.Options{Logger: log})
 	events := mongostore.NewEvents(st.Database(), mongostore.EventsOptions{Logger: log})
-	svc := store.NewService(wrap(st), events, cfg.serviceOptions(log))
+	svc := service.NewService(wrap(st), events, cfg.serviceOptions(log))
 	log.Info("store open", "backend", "mongodb", "database", cfg.MongoDatabase, "fanout", cfg.Fanout)
 	if cfg.TokenSecret == nil {
 		log.Warn("the token secret comes from the data directory: every instance sharing this MongoDB must verify the same tokens, so give them all one HERALD_TOKEN_SECRET")
@@ -203,12 +205,12 @@ func (m *mongoUp) check(ctx context.Context) error {
 }
 
 // serviceOptions are the store options the configuration sets.
-func (cfg config) serviceOptions(log *slog.Logger) store.Options {
+func (cfg config) serviceOptions(log *slog.Logger) service.Options {
 	backfill := cfg.FollowBackfill
 	if backfill == 0 {
-		backfill = -1 // none, in store.Options
+		backfill = -1 // none, in service.Options
 	}
-	return store.Options{
+	return service.Options{
 		Strategy:           cfg.Fanout,
 		CelebrityThreshold: cfg.CelebrityThreshold,
 		InactiveAfter:      cfg.InactiveAfter,

@@ -21,6 +21,7 @@ import (
 	"herald/store"
 	"herald/store/embedded"
 	"herald/store/seed"
+	"herald/store/service"
 )
 
 // benchFlags are bench's own flags.
@@ -239,7 +240,7 @@ func (b *bench) measureRaw() error {
 	defer os.RemoveAll(dir)
 	fmt.Fprintf(b.stderr, "bench: raw engine: appending %d inbox entries\n", b.f.rawEntries)
 	// Batches of the size a delivery chunk commits.
-	rate, err := embedded.RawAppendRate(filepath.Join(dir, "db"), b.f.rawEntries, store.DefaultChunkSize)
+	rate, err := embedded.RawAppendRate(filepath.Join(dir, "db"), b.f.rawEntries, service.DefaultChunkSize)
 	if err != nil {
 		return err
 	}
@@ -287,7 +288,7 @@ func (b *bench) startMain(ctx context.Context) error {
 
 // serverFlags are the flags of a server bench starts: its strategy, and
 // the timeline settings bench was given.
-func (b *bench) serverFlags(st store.Strategy) []string {
+func (b *bench) serverFlags(st service.Strategy) []string {
 	return []string{
 		"-fanout", string(st),
 		"-celebrity-threshold", fmt.Sprint(b.cfg.CelebrityThreshold),

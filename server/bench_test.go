@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"herald/store"
+	"herald/store/service"
 )
 
 // TestBench runs herald bench, as built, on a small network with every
@@ -71,9 +71,9 @@ func TestBench(t *testing.T) {
 		}
 	}
 
-	require.Len(t, r.Strategies, len(store.Strategies))
+	require.Len(t, r.Strategies, len(service.Strategies))
 	for i, s := range r.Strategies {
-		assert.Equal(t, string(store.Strategies[i]), s.Strategy)
+		assert.Equal(t, string(service.Strategies[i]), s.Strategy)
 		assert.Positive(t, s.ReadsPerSec, s.Strategy)
 		assert.Positive(t, s.PostP50Ms, s.Strategy)
 		assert.Positive(t, s.DeliveryP50Ms, s.Strategy)

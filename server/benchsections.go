@@ -20,6 +20,7 @@ import (
 	"herald/graph/auth"
 	"herald/store"
 	"herald/store/seed"
+	"herald/store/service"
 )
 
 const (
@@ -314,7 +315,7 @@ func (b *bench) measureFanout(ctx context.Context) error {
 			fig.Target, fig.Pass = atMost(d99, 1000, "%.0f ms")
 		}
 		b.add(fig)
-		pulled := b.cfg.Fanout == store.StrategyHybrid && followers > b.cfg.CelebrityThreshold
+		pulled := b.cfg.Fanout == service.StrategyHybrid && followers > b.cfg.CelebrityThreshold
 		if b.cfg.Fanout.Layout().Stores() && !pulled {
 			rate := float64(followers) / (d50 / 1000)
 			b.add(figure{Section: "fanout", Name: name + "deliveries/s (followers / p50)", Value: rate, Unit: "/s"})
@@ -689,7 +690,7 @@ func (b *bench) measureStrategies(ctx context.Context) error {
 	defer func() { b.net, b.srv, b.signer = main, mainSrv, mainSigner }()
 	posts := min(b.f.posts, 10)
 	d := min(b.f.duration, 3*time.Second)
-	for _, st := range store.Strategies {
+	for _, st := range service.Strategies {
 		n, err := seed.Generate(seed.Config{Seed: b.f.seed, Users: b.f.stratUsers, AvgFollows: b.f.avgFollows, Messages: b.f.stratUsers,
 			Pinned: []int{min(1000, b.f.stratUsers-1)}, Strategy: st, CelebrityThreshold: b.cfg.CelebrityThreshold})
 		if err != nil {

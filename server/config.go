@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"herald/graph"
-	"herald/store"
+	"herald/store/service"
 )
 
 // envPrefix starts the environment variable of every flag: -max-body-bytes
@@ -100,8 +100,8 @@ type config struct {
 	// the secret file in DataDir".
 	TokenSecret []byte
 
-	// Timelines: the strategy and its knobs (store.Options).
-	Fanout             store.Strategy
+	// Timelines: the strategy and its knobs (service.Options).
+	Fanout             service.Strategy
 	CelebrityThreshold int
 	InactiveAfter      time.Duration
 	InboxCap           int
@@ -189,7 +189,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.StringVar(&cfg.PprofAddr, "pprof", "", "serve runtime profiles (net/http/pprof) at /debug/pprof/ on this address of their own, e.g. 127.0.0.1:6060; empty serves none")
 	fs.BoolVar(&cfg.Metrics, "metrics", true, "serve Prometheus metrics at GET /metrics, unauthenticated: keep the path off the public side of the proxy; false collects none")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for requests and queued fan-out")
-	fs.StringVar(&fanout, "fanout", string(store.StrategyBucket), "timeline strategy: read (fan-out on read), write (fan-out on write), bucket (fan-out on write into buckets of 50), cache (cached inbox) or hybrid (bucket, but celebrities' posts are merged in at read time)")
+	fs.StringVar(&fanout, "fanout", string(service.StrategyBucket), "timeline strategy: read (fan-out on read), write (fan-out on write), bucket (fan-out on write into buckets of 50), cache (cached inbox) or hybrid (bucket, but celebrities' posts are merged in at read time)")
 	fs.IntVar(&cfg.CelebrityThreshold, "celebrity-threshold", 10_000, "hybrid: authors with more followers than this are not fanned out")
 	fs.DurationVar(&cfg.InactiveAfter, "inactive-after", 30*24*time.Hour, "users not seen for this long are skipped by fan-out; their inbox is rebuilt when they return")
 	fs.IntVar(&cfg.InboxCap, "inbox-cap", 50, "entries in a cached inbox (cache), and entries a returning user's rebuild brings back")
@@ -235,7 +235,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	if cfg.LogLevel, err = parseLogLevel(logLevel); err != nil {
 		return config{}, err
 	}
-	if cfg.Fanout, err = store.ParseStrategy(fanout); err != nil {
+	if cfg.Fanout, err = service.ParseStrategy(fanout); err != nil {
 		return config{}, err
 	}
 	if cfg.CelebrityThreshold < 1 || cfg.InboxCap < 1 || cfg.InboxCap > 1000 || cfg.FollowBackfill < 0 || cfg.FollowBackfill > 1000 {
@@ -244,10 +244,10 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	if cfg.CacheTTL <= 0 {
 		return config{}, fmt.Errorf("invalid timeline settings: -cache-ttl must be positive")
 	}
-	// Last-seen is written at most once per store.SeenEvery, so a shorter
+	// Last-seen is written at most once per service.SeenEvery, so a shorter
 	// -inactive-after would call users idle while they are not.
-	if cfg.InactiveAfter < store.SeenEvery {
-		return config{}, fmt.Errorf("invalid timeline settings: -inactive-after must be at least %v", store.SeenEvery)
+	if cfg.InactiveAfter < service.SeenEvery {
+		return config{}, fmt.Errorf("invalid timeline settings: -inactive-after must be at least %v", service.SeenEvery)
 	}
 	if cfg.LogFormat != "json" && cfg.LogFormat != "text" {
 		return config{}, fmt.Errorf("invalid log format %q: want json or text", cfg.LogFormat)

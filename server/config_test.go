@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/graph"
-	"herald/store"
+	"herald/store/service"
 )
 
 func env(kv ...string) func(string) string {
@@ -56,7 +56,7 @@ func TestParseConfig(t *testing.T) {
 				assert.Zero(t, c.MongoPoolSize)
 				assert.Equal(t, 10*time.Second, c.MongoTimeout)
 				assert.Equal(t, "majority", c.MongoWriteConcern)
-				assert.Equal(t, store.StrategyBucket, c.Fanout)
+				assert.Equal(t, service.StrategyBucket, c.Fanout)
 				assert.Equal(t, 10_000, c.CelebrityThreshold)
 				assert.Equal(t, 30*24*time.Hour, c.InactiveAfter)
 				assert.Equal(t, 50, c.InboxCap)
@@ -84,13 +84,13 @@ func TestParseConfig(t *testing.T) {
 			args: []string{"-fanout", "hybrid", "-celebrity-threshold", "500", "-inbox-cap", "200"},
 			env:  env("HERALD_INACTIVE_AFTER", "168h", "HERALD_FOLLOW_BACKFILL", "0"),
 			check: func(t *testing.T, c config) {
-				assert.Equal(t, store.StrategyHybrid, c.Fanout)
+				assert.Equal(t, service.StrategyHybrid, c.Fanout)
 				assert.Equal(t, 500, c.CelebrityThreshold)
 				assert.Equal(t, 200, c.InboxCap)
 				assert.Equal(t, 7*24*time.Hour, c.InactiveAfter)
 				opts := c.serviceOptions(nil)
-				assert.Equal(t, -1, opts.FollowBackfill, "0 means no backfill, which store.Options spells -1")
-				assert.Equal(t, store.StrategyHybrid, opts.Strategy)
+				assert.Equal(t, -1, opts.FollowBackfill, "0 means no backfill, which service.Options spells -1")
+				assert.Equal(t, service.StrategyHybrid, opts.Strategy)
 			},
 		},
 		{

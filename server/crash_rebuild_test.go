@@ -23,6 +23,7 @@ import (
 	"herald/graph/auth"
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/storage"
 )
 
 const (
@@ -237,7 +238,7 @@ func TestCrash_KillDuringRebuild(t *testing.T) {
 	// kill cut off may or may not have been stored; the store says which).
 	var want []store.ID
 	for _, a := range g.authors {
-		ms, err := bk.FindMessages(ctx, store.MessageFilter{AuthorID: a, Range: store.Forward(store.NilID, 2*rebuildCap)})
+		ms, err := bk.FindMessages(ctx, storage.MessageFilter{AuthorID: a, Range: store.Forward(store.NilID, 2*rebuildCap)})
 		require.NoError(t, err)
 		for _, m := range ms {
 			require.True(t, g.seeded[m.ID] || attempted[m.Text], "message %s (%q) was neither seeded nor posted", m.ID, m.Text)
@@ -270,7 +271,7 @@ func TestCrash_KillDuringRebuild(t *testing.T) {
 		}
 	}
 	for _, r := range g.readers {
-		items, counts, err := bk.ReadInbox(ctx, store.InboxFilter{Owner: r, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 2*rebuildCap)})
+		items, counts, err := bk.ReadInbox(ctx, storage.InboxFilter{Owner: r, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 2*rebuildCap)})
 		require.NoError(t, err)
 		if counts != wantCounts {
 			badCounts++
@@ -539,7 +540,7 @@ type killState struct {
 	unseenIDs []store.ID // them
 	rebuilt   int        // readers returned and rebuilt
 	pending   []store.ID // readers returned, rebuild stored and not done, in id order
-	jobs      []*store.Job
+	jobs      []*storage.Job
 	post      store.ID // the round's post, if it was stored
 	problems  []string
 }
@@ -563,7 +564,7 @@ func inspectAfterKill(t *testing.T, dir string, g *rebuildGraph, readers []store
 	ks.jobs = jobs
 	rebuildJobs := make(map[store.ID]bool)
 	for _, j := range jobs {
-		if j.Kind == store.JobRebuild {
+		if j.Kind == storage.JobRebuild {
 			rebuildJobs[j.OwnerID] = true
 		}
 	}
@@ -582,7 +583,7 @@ func inspectAfterKill(t *testing.T, dir string, g *rebuildGraph, readers []store
 	require.NoError(t, err)
 	for i, r := range readers {
 		require.NotNil(t, users[i], "reader %s", r)
-		items, counts, err := st.ReadInbox(ctx, store.InboxFilter{Owner: r, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 2*rebuildCap)})
+		items, counts, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: r, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 2*rebuildCap)})
 		require.NoError(t, err)
 		seeded := 0
 		copies := make(map[store.ID]int, len(items))
@@ -622,7 +623,7 @@ func inspectAfterKill(t *testing.T, dir string, g *rebuildGraph, readers []store
 	}
 	slices.SortFunc(ks.pending, store.ID.Compare)
 
-	ms, err := st.FindMessages(ctx, store.MessageFilter{AuthorID: poster, Range: store.Forward(store.NilID, 1)})
+	ms, err := st.FindMessages(ctx, storage.MessageFilter{AuthorID: poster, Range: store.Forward(store.NilID, 1)})
 	require.NoError(t, err)
 	if len(ms) == 1 && ms[0].Text == text {
 		ks.post = ms[0].ID

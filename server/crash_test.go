@@ -24,6 +24,9 @@ import (
 
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // crashSeed fixes the randomness of a crash test (the jitter of its kill
@@ -188,7 +191,7 @@ func TestCrash_KillDuringFanout(t *testing.T) {
 		}
 	}
 	for _, f := range followers {
-		items, counts, err := st.ReadInbox(ctx, store.InboxFilter{Owner: f, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 100)})
+		items, counts, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: f, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 100)})
 		require.NoError(t, err)
 		if counts != want {
 			badCounts++
@@ -271,14 +274,14 @@ func seedCrashGraph(t *testing.T, dir string, n int) (store.ID, []store.ID) {
 	log := slog.New(slog.DiscardHandler)
 	st, err := embedded.Open(dir, embedded.Options{Logger: log})
 	require.NoError(t, err)
-	hub := store.NewHub()
+	hub := pubsub.NewHub()
 	defer func() {
 		hub.Close()
 		require.NoError(t, st.Close())
 	}()
 	// The lowest bcrypt cost keeps sign-up fast; logIn checks any cost.
-	svc := store.NewService(st, hub, store.Options{Logger: log, PasswordCost: bcrypt.MinCost})
-	author, err := svc.SignUp(ctx, store.SignUpInput{Handle: "author", Password: crashPassword})
+	svc := service.NewService(st, hub, service.Options{Logger: log, PasswordCost: bcrypt.MinCost})
+	author, err := svc.SignUp(ctx, service.SignUpInput{Handle: "author", Password: crashPassword})
 	require.NoError(t, err)
 
 	followers := make([]store.ID, n)
@@ -296,7 +299,7 @@ func seedCrashGraph(t *testing.T, dir string, n int) (store.ID, []store.ID) {
 		return nil
 	})
 
-	last, err := svc.SignUp(ctx, store.SignUpInput{Handle: "lastfan", Password: crashPassword})
+	last, err := svc.SignUp(ctx, service.SignUpInput{Handle: "lastfan", Password: crashPassword})
 	require.NoError(t, err)
 	_, err = st.Follow(ctx, last.ID, author.ID, time.Now())
 	require.NoError(t, err)

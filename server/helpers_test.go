@@ -16,9 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/graph/auth"
-	"herald/store"
 	"herald/store/embedded"
 	"herald/store/mongostore"
+	"herald/store/pubsub"
+	"herald/store/service"
 )
 
 // testServer is the real handler over an embedded store in t.TempDir(),
@@ -26,9 +27,9 @@ import (
 type testServer struct {
 	*httptest.Server
 	app    *app
-	hub    *store.Hub         // the embedded store's; nil on MongoDB
+	hub    *pubsub.Hub        // the embedded store's; nil on MongoDB
 	events *mongostore.Events // MongoDB's; nil on the embedded store
-	svc    *store.Service
+	svc    *service.Service
 	signer *auth.Signer
 }
 
@@ -49,13 +50,13 @@ func newTestServerLog(t testing.TB, edit func(*config), log *slog.Logger) *testS
 	}
 	st, err := embedded.Open(t.TempDir(), embedded.Options{Logger: log})
 	require.NoError(t, err)
-	hub := store.NewHub()
+	hub := pubsub.NewHub()
 	var m *metrics
 	if cfg.Metrics {
 		m = newMetrics()
 	}
 	// The lowest bcrypt cost keeps sign-ups fast; the server uses the default.
-	svc := store.NewService(m.wrapBackend(st), hub, store.Options{Logger: log, PasswordCost: 4})
+	svc := service.NewService(m.wrapBackend(st), hub, service.Options{Logger: log, PasswordCost: 4})
 	require.NoError(t, svc.Start(context.Background()))
 	ts := serve(t, cfg, log, svc, m, nil, func() {
 		hub.Close()
@@ -69,7 +70,7 @@ func newTestServerLog(t testing.TB, edit func(*config), log *slog.Logger) *testS
 // with metrics m (nil: none). In
 // t.Cleanup it stops HTTP, websockets and the fan-out in the program's
 // order, then calls stop to close what lies below the service.
-func serve(t testing.TB, cfg config, log *slog.Logger, svc *store.Service, m *metrics, edit func(*app), stop func()) *testServer {
+func serve(t testing.TB, cfg config, log *slog.Logger, svc *service.Service, m *metrics, edit func(*app), stop func()) *testServer {
 	t.Helper()
 	signer := auth.NewSigner([]byte(strings.Repeat("k", 32)), time.Hour)
 	a, err := newApp(cfg, log, svc, signer, m)

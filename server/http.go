@@ -27,7 +27,7 @@ type verifier interface {
 }
 
 // authenticator checks that a verified session was not ended since
-// (logged out, account gone): *store.Service in the program.
+// (logged out, account gone): *service.Service in the program.
 type authenticator interface {
 	Authenticate(ctx context.Context, sess store.Session) error
 }

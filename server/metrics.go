@@ -12,7 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/vektah/gqlparser/v2/ast"
 
-	"herald/store"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // maxOperationNames bounds the operation label: names are chosen by
@@ -58,7 +59,7 @@ func newMetrics() *metrics {
 
 // wrapBackend returns b instrumented with the storage metrics; with no
 // metrics (nil m), b itself.
-func (m *metrics) wrapBackend(b store.Backend) store.Backend {
+func (m *metrics) wrapBackend(b storage.Backend) storage.Backend {
 	if m == nil {
 		return b
 	}
@@ -107,7 +108,7 @@ func (m *metrics) handler() http.Handler {
 
 // watch registers the gauges and counters read from svc and ws at each
 // scrape, and the counter of refused websockets, which ws feeds.
-func (m *metrics) watch(svc *store.Service, ws *wsAdapter) {
+func (m *metrics) watch(svc *service.Service, ws *wsAdapter) {
 	m.reg.MustRegister(serviceCollector{svc: svc}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "herald_websocket_connections",
 		Help: "Open websocket connections.",
@@ -124,9 +125,9 @@ func (m *metrics) watch(svc *store.Service, ws *wsAdapter) {
 	ws.refused = func(reason string) { byReason[reason].Inc() }
 }
 
-// serviceCollector exports store.Service.Stats, read once per scrape so
+// serviceCollector exports service.Service.Stats, read once per scrape so
 // that the figures of one scrape agree with each other.
-type serviceCollector struct{ svc *store.Service }
+type serviceCollector struct{ svc *service.Service }
 
 var (
 	descJobsQueued = prometheus.NewDesc("herald_fanout_jobs_queued",
@@ -149,14 +150,14 @@ var (
 
 // jobKinds names the stored job kinds in the kind label.
 var jobKinds = []struct {
-	kind store.JobKind
+	kind storage.JobKind
 	name string
 }{
-	{store.JobDeliver, "deliver"},
-	{store.JobRetract, "retract"},
-	{store.JobFollow, "follow"},
-	{store.JobUnfollow, "unfollow"},
-	{store.JobRebuild, "rebuild"},
+	{storage.JobDeliver, "deliver"},
+	{storage.JobRetract, "retract"},
+	{storage.JobFollow, "follow"},
+	{storage.JobUnfollow, "unfollow"},
+	{storage.JobRebuild, "rebuild"},
 }
 
 // Describe implements prometheus.Collector.
@@ -181,7 +182,7 @@ func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descJobsDone, st.JobsDone[k.kind], k.name)
 	}
 	counter(descDeliveries, st.Delivered)
-	counter(descRebuilds, st.JobsDone[store.JobRebuild])
+	counter(descRebuilds, st.JobsDone[storage.JobRebuild])
 	counter(descRebuildsStarted, st.RebuildsStarted)
 	gauge(descSubscriptions, float64(st.Events.Subscriptions))
 	counter(descDropped, st.Events.Dropped)

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // storeMetrics counts and times the calls to the storage backend, by
@@ -138,32 +139,32 @@ var callNames = [numCalls]string{
 	callReleaseFanoutLease:    "ReleaseFanoutLease",
 }
 
-// meteredBackend is a store.Backend that records every call to the one it
+// meteredBackend is a storage.Backend that records every call to the one it
 // wraps in storeMetrics. It implements each method itself (no embedding),
 // so a method added to the contract fails to compile here rather than
 // going unmeasured.
 type meteredBackend struct {
-	b     store.Backend
+	b     storage.Backend
 	calls [numCalls]callSeries
 }
 
 // meteredLeaser is a meteredBackend over a backend that is also a
-// store.Leaser, which the fan-out finds by a type assertion: wrapping must
+// storage.Leaser, which the fan-out finds by a type assertion: wrapping must
 // not hide it.
 type meteredLeaser struct {
 	*meteredBackend
-	l store.Leaser
+	l storage.Leaser
 }
 
 var (
-	_ store.Backend = (*meteredBackend)(nil)
-	_ store.Backend = meteredLeaser{}
-	_ store.Leaser  = meteredLeaser{}
+	_ storage.Backend = (*meteredBackend)(nil)
+	_ storage.Backend = meteredLeaser{}
+	_ storage.Leaser  = meteredLeaser{}
 )
 
 // wrap returns b instrumented, implementing the optional interfaces b
-// implements (store.Leaser).
-func (m *storeMetrics) wrap(b store.Backend) store.Backend {
+// implements (storage.Leaser).
+func (m *storeMetrics) wrap(b storage.Backend) storage.Backend {
 	mb := &meteredBackend{b: b}
 	for i, name := range callNames {
 		mb.calls[i] = callSeries{
@@ -174,13 +175,13 @@ func (m *storeMetrics) wrap(b store.Backend) store.Backend {
 			duration: m.duration.WithLabelValues(name),
 		}
 	}
-	if l, ok := b.(store.Leaser); ok {
+	if l, ok := b.(storage.Leaser); ok {
 		return meteredLeaser{meteredBackend: mb, l: l}
 	}
 	return mb
 }
 
-// TryFanoutLease implements store.Leaser.
+// TryFanoutLease implements storage.Leaser.
 func (m meteredLeaser) TryFanoutLease(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
 	start := time.Now()
 	held, err := m.l.TryFanoutLease(ctx, holder, ttl)
@@ -188,7 +189,7 @@ func (m meteredLeaser) TryFanoutLease(ctx context.Context, holder string, ttl ti
 	return held, err
 }
 
-// ReleaseFanoutLease implements store.Leaser.
+// ReleaseFanoutLease implements storage.Leaser.
 func (m meteredLeaser) ReleaseFanoutLease(ctx context.Context, holder string) error {
 	start := time.Now()
 	err := m.l.ReleaseFanoutLease(ctx, holder)
@@ -227,7 +228,7 @@ func (mb *meteredBackend) FindUserByHandle(ctx context.Context, handle string) (
 	return res, err
 }
 
-func (mb *meteredBackend) UpdateUser(ctx context.Context, id store.ID, upd store.UserUpdate) (*store.User, error) {
+func (mb *meteredBackend) UpdateUser(ctx context.Context, id store.ID, upd storage.UserUpdate) (*store.User, error) {
 	start := time.Now()
 	res, err := mb.b.UpdateUser(ctx, id, upd)
 	mb.calls[callUpdateUser].done(start, err)
@@ -297,7 +298,7 @@ func (mb *meteredBackend) ListFollowing(ctx context.Context, user store.ID, r st
 	return res, err
 }
 
-func (mb *meteredBackend) CreateMessage(ctx context.Context, m *store.Message, job *store.Job) error {
+func (mb *meteredBackend) CreateMessage(ctx context.Context, m *store.Message, job *storage.Job) error {
 	start := time.Now()
 	err := mb.b.CreateMessage(ctx, m, job)
 	mb.calls[callCreateMessage].done(start, err)
@@ -318,35 +319,35 @@ func (mb *meteredBackend) FindMessagesByKeys(ctx context.Context, keys []store.M
 	return res, err
 }
 
-func (mb *meteredBackend) FindMessages(ctx context.Context, f store.MessageFilter) ([]*store.Message, error) {
+func (mb *meteredBackend) FindMessages(ctx context.Context, f storage.MessageFilter) ([]*store.Message, error) {
 	start := time.Now()
 	res, err := mb.b.FindMessages(ctx, f)
 	mb.calls[callFindMessages].done(start, err)
 	return res, err
 }
 
-func (mb *meteredBackend) UpdateMessage(ctx context.Context, id store.ID, upd store.MessageUpdate) (*store.Message, error) {
+func (mb *meteredBackend) UpdateMessage(ctx context.Context, id store.ID, upd storage.MessageUpdate) (*store.Message, error) {
 	start := time.Now()
 	res, err := mb.b.UpdateMessage(ctx, id, upd)
 	mb.calls[callUpdateMessage].done(start, err)
 	return res, err
 }
 
-func (mb *meteredBackend) DeleteMessage(ctx context.Context, id store.ID, retract *store.Job) error {
+func (mb *meteredBackend) DeleteMessage(ctx context.Context, id store.ID, retract *storage.Job) error {
 	start := time.Now()
 	err := mb.b.DeleteMessage(ctx, id, retract)
 	mb.calls[callDeleteMessage].done(start, err)
 	return err
 }
 
-func (mb *meteredBackend) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxEntry, error) {
+func (mb *meteredBackend) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]storage.OutboxEntry, error) {
 	start := time.Now()
 	res, err := mb.b.FindOutbox(ctx, f)
 	mb.calls[callFindOutbox].done(start, err)
 	return res, err
 }
 
-func (mb *meteredBackend) CountOutbox(ctx context.Context, f store.OutboxFilter) (int, error) {
+func (mb *meteredBackend) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, error) {
 	start := time.Now()
 	res, err := mb.b.CountOutbox(ctx, f)
 	mb.calls[callCountOutbox].done(start, err)
@@ -360,63 +361,63 @@ func (mb *meteredBackend) ListPullAuthors(ctx context.Context) ([]store.ID, erro
 	return res, err
 }
 
-func (mb *meteredBackend) DeliverInbox(ctx context.Context, d store.Delivery) ([]store.InboxChange, error) {
+func (mb *meteredBackend) DeliverInbox(ctx context.Context, d storage.Delivery) ([]storage.InboxChange, error) {
 	start := time.Now()
 	res, err := mb.b.DeliverInbox(ctx, d)
 	mb.calls[callDeliverInbox].done(start, err)
 	return res, err
 }
 
-func (mb *meteredBackend) InsertInbox(ctx context.Context, ins store.Insertion) ([]store.InboxChange, error) {
+func (mb *meteredBackend) InsertInbox(ctx context.Context, ins storage.Insertion) ([]storage.InboxChange, error) {
 	start := time.Now()
 	res, err := mb.b.InsertInbox(ctx, ins)
 	mb.calls[callInsertInbox].done(start, err)
 	return res, err
 }
 
-func (mb *meteredBackend) RemoveAuthorEntries(ctx context.Context, r store.AuthorRemoval) ([]store.InboxChange, error) {
+func (mb *meteredBackend) RemoveAuthorEntries(ctx context.Context, r storage.AuthorRemoval) ([]storage.InboxChange, error) {
 	start := time.Now()
 	res, err := mb.b.RemoveAuthorEntries(ctx, r)
 	mb.calls[callRemoveAuthorEntries].done(start, err)
 	return res, err
 }
 
-func (mb *meteredBackend) ReadInbox(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
+func (mb *meteredBackend) ReadInbox(ctx context.Context, f storage.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
 	start := time.Now()
 	res0, res1, err := mb.b.ReadInbox(ctx, f)
 	mb.calls[callReadInbox].done(start, err)
 	return res0, res1, err
 }
 
-func (mb *meteredBackend) MarkInboxRead(ctx context.Context, owner store.ID, layout store.Layout, mark store.ID) (store.InboxCounts, error) {
+func (mb *meteredBackend) MarkInboxRead(ctx context.Context, owner store.ID, layout storage.Layout, mark store.ID) (store.InboxCounts, error) {
 	start := time.Now()
 	res, err := mb.b.MarkInboxRead(ctx, owner, layout, mark)
 	mb.calls[callMarkInboxRead].done(start, err)
 	return res, err
 }
 
-func (mb *meteredBackend) FindDeliveries(ctx context.Context, messageID store.ID, cursor []byte, limit int) ([]store.InboxRef, []byte, error) {
+func (mb *meteredBackend) FindDeliveries(ctx context.Context, messageID store.ID, cursor []byte, limit int) ([]storage.InboxRef, []byte, error) {
 	start := time.Now()
 	res0, res1, err := mb.b.FindDeliveries(ctx, messageID, cursor, limit)
 	mb.calls[callFindDeliveries].done(start, err)
 	return res0, res1, err
 }
 
-func (mb *meteredBackend) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]store.InboxChange, error) {
+func (mb *meteredBackend) RemoveInboxEntries(ctx context.Context, r storage.Removal) ([]storage.InboxChange, error) {
 	start := time.Now()
 	res, err := mb.b.RemoveInboxEntries(ctx, r)
 	mb.calls[callRemoveInboxEntries].done(start, err)
 	return res, err
 }
 
-func (mb *meteredBackend) ReadInboxCache(ctx context.Context, owner store.ID, now time.Time) (*store.InboxCache, error) {
+func (mb *meteredBackend) ReadInboxCache(ctx context.Context, owner store.ID, now time.Time) (*storage.InboxCache, error) {
 	start := time.Now()
 	res, err := mb.b.ReadInboxCache(ctx, owner, now)
 	mb.calls[callReadInboxCache].done(start, err)
 	return res, err
 }
 
-func (mb *meteredBackend) PutInboxCache(ctx context.Context, c *store.InboxCache, capacity int) error {
+func (mb *meteredBackend) PutInboxCache(ctx context.Context, c *storage.InboxCache, capacity int) error {
 	start := time.Now()
 	err := mb.b.PutInboxCache(ctx, c, capacity)
 	mb.calls[callPutInboxCache].done(start, err)
@@ -430,28 +431,28 @@ func (mb *meteredBackend) DropInboxCache(ctx context.Context, owner store.ID) er
 	return err
 }
 
-func (mb *meteredBackend) StoreJob(ctx context.Context, j *store.Job) error {
+func (mb *meteredBackend) StoreJob(ctx context.Context, j *storage.Job) error {
 	start := time.Now()
 	err := mb.b.StoreJob(ctx, j)
 	mb.calls[callStoreJob].done(start, err)
 	return err
 }
 
-func (mb *meteredBackend) FinishJob(ctx context.Context, j *store.Job) error {
+func (mb *meteredBackend) FinishJob(ctx context.Context, j *storage.Job) error {
 	start := time.Now()
 	err := mb.b.FinishJob(ctx, j)
 	mb.calls[callFinishJob].done(start, err)
 	return err
 }
 
-func (mb *meteredBackend) MarkSeen(ctx context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *store.Job) (bool, error) {
+func (mb *meteredBackend) MarkSeen(ctx context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *storage.Job) (bool, error) {
 	start := time.Now()
 	res, err := mb.b.MarkSeen(ctx, user, at, inactiveBefore, rebuild)
 	mb.calls[callMarkSeen].done(start, err)
 	return res, err
 }
 
-func (mb *meteredBackend) PendingJobs(ctx context.Context) ([]*store.Job, error) {
+func (mb *meteredBackend) PendingJobs(ctx context.Context) ([]*storage.Job, error) {
 	start := time.Now()
 	res, err := mb.b.PendingJobs(ctx)
 	mb.calls[callPendingJobs].done(start, err)

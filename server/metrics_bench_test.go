@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // nullBackend answers FindUserByID at once, so that a benchmark over it
 // measures only what wraps it.
 type nullBackend struct {
-	store.Backend
+	storage.Backend
 	u store.User
 }
 
@@ -26,7 +27,7 @@ func BenchmarkPlainBackend(b *testing.B) {
 	benchFind(b, &nullBackend{})
 }
 
-func benchFind(b *testing.B, be store.Backend) {
+func benchFind(b *testing.B, be storage.Backend) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

@@ -15,6 +15,8 @@ import (
 
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // scraped is one scrape of /metrics.
@@ -86,7 +88,7 @@ func (s scraped) op(name, typ, outcome string) float64 {
 	return s.value("herald_graphql_operations_total", "operation="+name, "outcome="+outcome, "type="+typ)
 }
 
-func waitIdle(t *testing.T, svc *store.Service) {
+func waitIdle(t *testing.T, svc *service.Service) {
 	t.Helper()
 	require.Eventually(t, svc.Idle, 10*time.Second, 5*time.Millisecond, "fan-out drains")
 }
@@ -246,7 +248,7 @@ func TestMetrics_Flag(t *testing.T) {
 }
 
 // TestMeteredBackend_Leaser checks that wrapping keeps the optional
-// store.Leaser of a backend that has it, measures its calls, and adds it
+// storage.Leaser of a backend that has it, measures its calls, and adds it
 // to none that lacks it.
 func TestMeteredBackend_Leaser(t *testing.T) {
 	sm := newStoreMetrics()
@@ -255,12 +257,12 @@ func TestMeteredBackend_Leaser(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 
 	plain := sm.wrap(st)
-	_, ok := plain.(store.Leaser)
+	_, ok := plain.(storage.Leaser)
 	assert.False(t, ok, "the embedded store is no Leaser, nor is its wrapper")
 
 	fl := &fakeLeaser{Backend: st}
 	wrapped := sm.wrap(fl)
-	l, ok := wrapped.(store.Leaser)
+	l, ok := wrapped.(storage.Leaser)
 	require.True(t, ok, "a Leaser stays one when wrapped")
 	held, err := l.TryFanoutLease(context.Background(), "me", time.Second)
 	require.NoError(t, err)
@@ -276,7 +278,7 @@ func TestMeteredBackend_Leaser(t *testing.T) {
 
 // fakeLeaser is a backend that is also a Leaser, as MongoDB's is.
 type fakeLeaser struct {
-	store.Backend
+	storage.Backend
 	tries int
 }
 

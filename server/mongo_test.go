@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/graph"
-	"herald/store"
 	"herald/store/mongostore"
+	"herald/store/service"
 )
 
 // newLungo opens an in-memory lungo engine, closed in t.Cleanup after the
@@ -48,7 +48,7 @@ func newTestServerOnMongo(t *testing.T, client lungo.IClient, edit func(*config)
 	log := slog.New(slog.DiscardHandler)
 	st := mongostore.New(client, cfg.MongoDatabase, mongostore.Options{Logger: log})
 	events := mongostore.NewEvents(st.Database(), mongostore.EventsOptions{Logger: log})
-	svc := store.NewService(st, events, store.Options{Logger: log, PasswordCost: 4})
+	svc := service.NewService(st, events, service.Options{Logger: log, PasswordCost: 4})
 	up := &mongoUp{log: log, timeout: cfg.MongoTimeout, ping: st.Ping, ensureIndexes: st.EnsureIndexes, events: events, svc: svc}
 	require.NoError(t, up.check(context.Background()))
 

@@ -16,7 +16,7 @@ import (
 
 	"herald/graph"
 	"herald/graph/auth"
-	"herald/store"
+	"herald/store/service"
 	"herald/web"
 )
 
@@ -180,11 +180,11 @@ func newLogger(cfg config, w io.Writer) *slog.Logger {
 }
 
 // app is the HTTP face of the server: routes, middleware and the websocket
-// transport, over a running store.Service.
+// transport, over a running service.Service.
 type app struct {
 	cfg     config
 	log     *slog.Logger
-	svc     *store.Service
+	svc     *service.Service
 	signer  *auth.Signer
 	origins *originPolicy
 	ws      *wsAdapter
@@ -200,7 +200,7 @@ type app struct {
 // newApp returns the app over svc. m, if not nil, is the registry that
 // /metrics serves, whose storage metrics svc's backend already feeds (see
 // metrics.wrapBackend); the app adds its own.
-func newApp(cfg config, log *slog.Logger, svc *store.Service, signer *auth.Signer, m *metrics) (*app, error) {
+func newApp(cfg config, log *slog.Logger, svc *service.Service, signer *auth.Signer, m *metrics) (*app, error) {
 	origins, err := newOriginPolicy(cfg.AllowedOrigins)
 	if err != nil {
 		return nil, err

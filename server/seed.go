@@ -16,6 +16,7 @@ import (
 	"herald/store/embedded"
 	"herald/store/mongostore"
 	"herald/store/seed"
+	"herald/store/storage"
 )
 
 // seedFlags are seed's own flags.
@@ -117,7 +118,7 @@ func runSeed(ctx context.Context, args []string, getenv func(string) string, std
 
 // openLoader opens the store cfg names for a bulk load: the embedded store
 // in its data directory, or MongoDB with its indexes ensured.
-func openLoader(ctx context.Context, cfg config, log *slog.Logger) (store.BulkLoader, func(), error) {
+func openLoader(ctx context.Context, cfg config, log *slog.Logger) (storage.BulkLoader, func(), error) {
 	if cfg.MongoURI == "" {
 		st, err := embedded.Open(filepath.Join(cfg.DataDir, embeddedDir), embedded.Options{Logger: log})
 		if err != nil {

@@ -12,9 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"herald/store"
 	"herald/store/embedded"
 	"herald/store/embedded/faultfs"
+	"herald/store/pubsub"
+	"herald/store/service"
 )
 
 // TestStorage_StopAllHangingClose: a store whose Close never returns does
@@ -24,8 +25,8 @@ func TestStorage_StopAllHangingClose(t *testing.T) {
 	st, err := embedded.Open(t.TempDir(), embedded.Options{Logger: log, ReserveBytes: 1 << 20})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	hub := store.NewHub()
-	svc := store.NewService(st, hub, store.Options{Logger: log})
+	hub := pubsub.NewHub()
+	svc := service.NewService(st, hub, service.Options{Logger: log})
 	require.NoError(t, svc.Start(context.Background()))
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })

@@ -20,8 +20,9 @@ import (
 
 	"herald/graph"
 	"herald/graph/auth"
-	"herald/store"
 	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/service"
 )
 
 // homeQuery is the home-timeline read the throughput target is set for.
@@ -48,9 +49,9 @@ func BenchmarkTimelineHTTP(b *testing.B) {
 	log := slog.New(slog.DiscardHandler)
 	st, err := embedded.Open(b.TempDir(), embedded.Options{Logger: log})
 	require.NoError(b, err)
-	hub := store.NewHub()
+	hub := pubsub.NewHub()
 	m := newMetrics()
-	svc := store.NewService(m.wrapBackend(st), hub, store.Options{Logger: log, PasswordCost: 4, Strategy: cfg.Fanout})
+	svc := service.NewService(m.wrapBackend(st), hub, service.Options{Logger: log, PasswordCost: 4, Strategy: cfg.Fanout})
 	require.NoError(b, svc.Start(context.Background()))
 	a, err := newApp(cfg, log, svc, auth.NewSigner([]byte(strings.Repeat("k", 32)), time.Hour), m)
 	require.NoError(b, err)

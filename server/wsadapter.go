@@ -25,6 +25,7 @@ import (
 
 	"herald/graph"
 	"herald/store"
+	"herald/store/service"
 )
 
 // maxCloseReason is the most bytes a close frame's reason may hold: a control
@@ -53,7 +54,7 @@ type wsAdapter struct {
 	// nil: they are never checked again after connection_init.
 	sessions authenticator
 	// sweepEvery is how often every open connection's session is checked
-	// again (store.SessionRecheck).
+	// again (service.SessionRecheck).
 	sweepEvery time.Duration
 	// refused, if not nil, counts a refused or closed connection or
 	// operation by reason (herald_websocket_refused_total).
@@ -93,7 +94,7 @@ func newWSAdapter(origins *originPolicy, writeTimeout time.Duration) *wsAdapter 
 		writeTimeout: writeTimeout,
 		initTimeout:  wsInitTimeout,
 		pingInterval: wsPingInterval,
-		sweepEvery:   store.SessionRecheck,
+		sweepEvery:   service.SessionRecheck,
 		conns:        make(map[*wsConn]struct{}),
 		byAddr:       make(map[netip.Addr]int),
 		byUser:       make(map[store.ID][]*wsConn),

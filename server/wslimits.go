@@ -12,6 +12,7 @@ import (
 	"herald/graph"
 	"herald/graph/auth"
 	"herald/store"
+	"herald/store/service"
 )
 
 // Close codes of refused connections, besides the protocols' own.
@@ -65,10 +66,10 @@ func wsLimitsOf(cfg config) wsLimits {
 // and keeps their sessions checked against svc: a connection is closed with
 // 4403 when its token expires, when svc reports that its user's tokens were
 // ended (OnSessionsRevoked) and its own no longer authenticates, and at the
-// sweep every sweepEvery (store.SessionRecheck) that finds it so, which
+// sweep every sweepEvery (service.SessionRecheck) that finds it so, which
 // catches what an event lost between processes would have. Call it once,
 // before the adapter accepts connections.
-func (a *wsAdapter) enforce(cfg config, svc *store.Service) {
+func (a *wsAdapter) enforce(cfg config, svc *service.Service) {
 	a.limits = wsLimitsOf(cfg)
 	if svc == nil {
 		return
@@ -181,8 +182,8 @@ const sessionCheckTimeout = 10 * time.Second
 var errSessionEnded = errors.New("websocket: connection closed: its session ended")
 
 // checkSession checks, before an operation starts, that the connection's
-// session may still be used, which costs a cache lookup (store.Service.
-// Authenticate reads the user at most once per store.SessionRecheck). One
+// session may still be used, which costs a cache lookup (service.Service.
+// Authenticate reads the user at most once per service.SessionRecheck). One
 // that may not closes the connection with 4403, so that nothing runs under
 // a token that expired or was logged out, even before the event of its
 // revocation arrives. A storage failure lets the operation run: the

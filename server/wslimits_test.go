@@ -20,6 +20,8 @@ import (
 	"herald/graph/auth"
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/service"
 )
 
 // testSecret is the token secret of serve's signer.
@@ -410,9 +412,9 @@ func newSessionServer(t *testing.T, edit func(*app)) *sessionServer {
 	log := slog.New(slog.DiscardHandler)
 	st, err := embedded.Open(t.TempDir(), embedded.Options{Logger: log})
 	require.NoError(t, err)
-	hub := store.NewHub()
+	hub := pubsub.NewHub()
 	s := &sessionServer{st: st, now: time.Now()}
-	svc := store.NewService(st, hub, store.Options{Logger: log, PasswordCost: 4, Now: s.clock})
+	svc := service.NewService(st, hub, service.Options{Logger: log, PasswordCost: 4, Now: s.clock})
 	require.NoError(t, svc.Start(context.Background()))
 	s.testServer = serve(t, cfg, log, svc, newMetrics(), edit, func() {
 		hub.Close()
@@ -424,7 +426,7 @@ func newSessionServer(t *testing.T, edit func(*app)) *sessionServer {
 
 // TestWS_SweepClosesEndedSessions ends a user's tokens where no event
 // reaches this process: the sweep finds it once the service reads the user
-// again (store.SessionRecheck later), and closes the socket.
+// again (service.SessionRecheck later), and closes the socket.
 func TestWS_SweepClosesEndedSessions(t *testing.T) {
 	srv := newSessionServer(t, func(a *app) { a.ws.sweepEvery = 50 * time.Millisecond })
 	alice := mustSignUp(t, srv.URL, "alice")
@@ -434,7 +436,7 @@ func TestWS_SweepClosesEndedSessions(t *testing.T) {
 
 	srv.revokeBehind(t, alice)
 	requireQuiet(t, a) // the service still trusts what it read
-	srv.advance(store.SessionRecheck)
+	srv.advance(service.SessionRecheck)
 	requireClosedWithin(t, a, 5*time.Second, "Forbidden: this token was logged out: log in again")
 	requireQuiet(t, b)
 }
@@ -459,7 +461,7 @@ func TestWS_OperationChecksSession(t *testing.T) {
 			require.Eventually(t, func() bool { return srv.hub.Len() == 1 }, 5*time.Second, 10*time.Millisecond)
 
 			srv.revokeBehind(t, alice)
-			srv.advance(store.SessionRecheck)
+			srv.advance(service.SessionRecheck)
 			c.send(start, "2", map[string]any{"query": `mutation { postMessage(input: {text: "after logOutEverywhere"}) { id } }`})
 			requireClosedWithin(t, c, 5*time.Second, "Forbidden: this token was logged out: log in again")
 			require.Eventually(t, func() bool { return srv.hub.Len() == 0 }, 5*time.Second, 10*time.Millisecond)

@@ -21,7 +21,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"herald/store"
+	"herald/store/service"
 )
 
 var (
@@ -51,7 +51,7 @@ func BenchmarkIdleSubscribers(b *testing.B) {
 	// user does not exist.
 	tokens := make([]string, n)
 	for i := range tokens {
-		u, err := ts.svc.SignUp(context.Background(), store.SignUpInput{Handle: fmt.Sprintf("idle%d", i), Password: "idle-subscriber"})
+		u, err := ts.svc.SignUp(context.Background(), service.SignUpInput{Handle: fmt.Sprintf("idle%d", i), Password: "idle-subscriber"})
 		require.NoError(b, err)
 		tok, _, err := signer.Issue(u)
 		require.NoError(b, err)

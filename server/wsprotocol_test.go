@@ -15,8 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"herald/store"
 	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/service"
 )
 
 // The graphql-transport-ws rules of github.com/enisdenjo/graphql-ws
@@ -33,8 +34,8 @@ func newProtoServer(t *testing.T) *testServer {
 	log := slog.New(slog.DiscardHandler)
 	st, err := embedded.Open(t.TempDir(), embedded.Options{Logger: log})
 	require.NoError(t, err)
-	hub := store.NewHub()
-	svc := store.NewService(st, hub, store.Options{Logger: log, PasswordCost: 4})
+	hub := pubsub.NewHub()
+	svc := service.NewService(st, hub, service.Options{Logger: log, PasswordCost: 4})
 	require.NoError(t, svc.Start(context.Background()))
 	ts := serve(t, cfg, log, svc, nil, func(a *app) { a.ws.initTimeout = protoInitTimeout }, func() {
 		hub.Close()

@@ -120,7 +120,7 @@ func checkHandle(t *testing.T, s string) (string, bool) {
 
 func checkPassword(t *testing.T, s string) {
 	t.Helper()
-	err := validatePassword(s)
+	err := ValidatePassword(s)
 	want := len(s) >= PasswordMinLen && len(s) <= PasswordMaxLen
 	if err != nil {
 		requireInvalid(t, err, s)
@@ -132,7 +132,7 @@ func checkPassword(t *testing.T, s string) {
 
 func checkDisplayName(t *testing.T, name, handle string) {
 	t.Helper()
-	got, err := normalizeDisplayName(name, handle)
+	got, err := NormalizeDisplayName(name, handle)
 	if err != nil {
 		requireInvalid(t, err, name)
 		if got != "" {
@@ -159,7 +159,7 @@ func checkDisplayName(t *testing.T, name, handle string) {
 	if got != strings.TrimSpace(got) || !strings.Contains(name, got) {
 		t.Fatalf("%q: name %q is not the input trimmed", name, got)
 	}
-	if again, err := normalizeDisplayName(got, handle); err != nil || again != got {
+	if again, err := NormalizeDisplayName(got, handle); err != nil || again != got {
 		t.Fatalf("%q: name %q normalizes to %q, %v", name, got, again, err)
 	}
 }
@@ -273,7 +273,7 @@ func FuzzValidateAttributes(f *testing.F) {
 			changes[1].Value = nil
 		}
 		for _, c := range changes {
-			err := validateAttribute(c.Name, c.Value)
+			err := ValidateAttribute(c.Name, c.Value)
 			if err != nil {
 				requireInvalid(t, err, c)
 			}
@@ -281,7 +281,7 @@ func FuzzValidateAttributes(f *testing.F) {
 				t.Fatalf("%#v: error %v, want accepted=%v", c, err, want)
 			}
 		}
-		err := validateAttributeChanges(changes)
+		err := ValidateAttributeChanges(changes)
 		if err != nil {
 			requireInvalid(t, err, changes)
 		}
@@ -296,10 +296,10 @@ func FuzzValidateAttributes(f *testing.F) {
 			for i := range many {
 				many[i] = AttributeChange{Name: n1 + string(rune('0'+i/100)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10)), Value: changes[0].Value}
 			}
-			if err := validateAttributeChanges(many[:MaxAttributes]); err != nil {
+			if err := ValidateAttributeChanges(many[:MaxAttributes]); err != nil {
 				t.Fatalf("%q: %d changes: %v", n1, MaxAttributes, err)
 			}
-			requireInvalid(t, validateAttributeChanges(many), n1)
+			requireInvalid(t, ValidateAttributeChanges(many), n1)
 		}
 	})
 }

@@ -1,7 +1,8 @@
-// Package store is Herald's domain: users, the follow graph, messages and
-// inboxes, the storage contract every backend implements (Backend), the live
-// event contract (Events), and the timeline strategies and fan-out written
-// once above those contracts (Service). It imports no storage driver.
+// Package store is Herald's domain: the users, messages, inbox items and
+// events the API speaks of, their IDs, the ranges that page them, the rules
+// that validate them and the errors (with their codes) every layer returns.
+// It imports nothing of Herald's. The use cases are in store/service, the
+// storage contract in store/storage, live events in store/pubsub.
 package store
 
 import "time"

@@ -42,7 +42,7 @@ func NormalizeHandle(handle string) (string, error) {
 // HashPassword returns the hash SignUp stores for password p, at bcrypt
 // cost (0: bcrypt.DefaultCost). An invalid password is BAD_USER_INPUT.
 func HashPassword(p string, cost int) ([]byte, error) {
-	if err := validatePassword(p); err != nil {
+	if err := ValidatePassword(p); err != nil {
 		return nil, err
 	}
 	if cost == 0 {
@@ -51,19 +51,19 @@ func HashPassword(p string, cost int) ([]byte, error) {
 	return bcrypt.GenerateFromPassword([]byte(p), cost)
 }
 
-func validatePassword(p string) error {
+func ValidatePassword(p string) error {
 	if len(p) < PasswordMinLen || len(p) > PasswordMaxLen {
 		return Errorf(EINVALID, "password must be %d to %d bytes", PasswordMinLen, PasswordMaxLen)
 	}
 	return nil
 }
 
-// normalizeDisplayName checks a display name and returns it trimmed, or
+// NormalizeDisplayName checks a display name and returns it trimmed, or
 // handle for a name that is blank (nothing visible). A name must be valid
 // text without control or bidirectional formatting characters: a
 // right-to-left override (U+202E) in a name reverses what follows it
 // wherever the name is shown, and is how names impersonate others.
-func normalizeDisplayName(name, handle string) (string, error) {
+func NormalizeDisplayName(name, handle string) (string, error) {
 	name = strings.TrimSpace(name)
 	if !utf8.ValidString(name) {
 		return "", Errorf(EINVALID, "display name must be valid UTF-8")
@@ -139,7 +139,7 @@ func PageSize(arg string, n *int) (int, error) {
 	return *n, nil
 }
 
-func validateAttribute(name string, value *string) error {
+func ValidateAttribute(name string, value *string) error {
 	if !utf8.ValidString(name) || name == "" || utf8.RuneCountInString(name) > AttrNameMaxLen {
 		return Errorf(EINVALID, "attribute names must be 1 to %d characters of valid text", AttrNameMaxLen)
 	}
@@ -149,13 +149,13 @@ func validateAttribute(name string, value *string) error {
 	return nil
 }
 
-func validateAttributeChanges(changes []AttributeChange) error {
+func ValidateAttributeChanges(changes []AttributeChange) error {
 	if len(changes) > MaxAttributes {
 		return Errorf(EINVALID, "at most %d attributes per call", MaxAttributes)
 	}
 	seen := make(map[string]bool, len(changes))
 	for _, c := range changes {
-		if err := validateAttribute(c.Name, c.Value); err != nil {
+		if err := ValidateAttribute(c.Name, c.Value); err != nil {
 			return err
 		}
 		if seen[c.Name] {

@@ -4,7 +4,7 @@
 // HS256 token signed with the server's secret and issued by Herald.
 //
 // A token also names itself (jti) and the user's token version at issue
-// (tv), so that it can be ended before it expires: store.Service checks
+// (tv), so that it can be ended before it expires: service.Service checks
 // both against the stored user (logOut revokes one token id,
 // logOutEverywhere bumps the version).
 package auth
@@ -112,7 +112,7 @@ func (s *Signer) IssueFor(id store.ID, version int) (string, store.Session, erro
 // past expiry, missing token id, an issue time more than MaxClockSkew
 // ahead, bad subject) is UNAUTHENTICATED with the message "invalid or
 // expired token". Verify checks the token alone: whether its user still
-// exists and the token was not ended is store.Service.Authenticate's.
+// exists and the token was not ended is service.Service.Authenticate's.
 func (s *Signer) Verify(token string) (store.Session, error) {
 	var c claims
 	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) {

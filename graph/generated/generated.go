@@ -7,12 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"herald/graph/model"
-	"herald/store"
 	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"herald/graph/model"
+	"herald/store"
+	"herald/store/service"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
@@ -107,7 +109,7 @@ type ComplexityRoot struct {
 		MarkInboxRead    func(childComplexity int) int
 		PostMessage      func(childComplexity int, input model.PostMessageInput) int
 		SetAttributes    func(childComplexity int, input []*store.AttributeChange) int
-		SignUp           func(childComplexity int, input store.SignUpInput) int
+		SignUp           func(childComplexity int, input service.SignUpInput) int
 		Unfollow         func(childComplexity int, userID string) int
 	}
 
@@ -173,7 +175,7 @@ type MessageResolver interface {
 	ReplyTo(ctx context.Context, obj *store.Message) (*store.Message, error)
 }
 type MutationResolver interface {
-	SignUp(ctx context.Context, input store.SignUpInput) (*model.AuthPayload, error)
+	SignUp(ctx context.Context, input service.SignUpInput) (*model.AuthPayload, error)
 	LogIn(ctx context.Context, input model.LogInInput) (*model.AuthPayload, error)
 	LogOut(ctx context.Context) (bool, error)
 	LogOutEverywhere(ctx context.Context) (bool, error)
@@ -508,7 +510,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.SignUp(childComplexity, args["input"].(store.SignUpInput)), true
+		return e.ComplexityRoot.Mutation.SignUp(childComplexity, args["input"].(service.SignUpInput)), true
 	case "Mutation.unfollow":
 		if e.ComplexityRoot.Mutation.Unfollow == nil {
 			break
@@ -1604,8 +1606,8 @@ func (ec *executionContext) field_Mutation_signUp_args(ctx context.Context, rawA
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (store.SignUpInput, error) {
-			return ec.unmarshalNSignUpInput2heraldᚋstoreᚐSignUpInput(ctx, v)
+		func(ctx context.Context, v any) (service.SignUpInput, error) {
+			return ec.unmarshalNSignUpInput2heraldᚋstoreᚋserviceᚐSignUpInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2740,7 +2742,7 @@ func (ec *executionContext) _Mutation_signUp(ctx context.Context, field graphql.
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().SignUp(ctx, fc.Args["input"].(store.SignUpInput))
+			return ec.Resolvers.Mutation().SignUp(ctx, fc.Args["input"].(service.SignUpInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.AuthPayload) graphql.Marshaler {
@@ -5263,8 +5265,8 @@ func (ec *executionContext) unmarshalInputPostMessageInput(ctx context.Context, 
 	return it, nil
 }
 
-func (ec *executionContext) unmarshalInputSignUpInput(ctx context.Context, obj any) (store.SignUpInput, error) {
-	var it store.SignUpInput
+func (ec *executionContext) unmarshalInputSignUpInput(ctx context.Context, obj any) (service.SignUpInput, error) {
+	var it service.SignUpInput
 	if obj == nil {
 		return it, nil
 	}
@@ -7381,7 +7383,7 @@ func (ec *executionContext) unmarshalNPostMessageInput2heraldᚋgraphᚋmodelᚐ
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNSignUpInput2heraldᚋstoreᚐSignUpInput(ctx context.Context, v any) (store.SignUpInput, error) {
+func (ec *executionContext) unmarshalNSignUpInput2heraldᚋstoreᚋserviceᚐSignUpInput(ctx context.Context, v any) (service.SignUpInput, error) {
 	res, err := ec.unmarshalInputSignUpInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }

@@ -11,6 +11,8 @@ import (
 	"herald/graph/loader"
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/service"
 )
 
 // BenchmarkLoaders measures what one timeline page asks of the loaders:
@@ -24,22 +26,22 @@ func BenchmarkLoaders(b *testing.B) {
 	st, err := embedded.Open(b.TempDir(), embedded.Options{CacheBytes: 8 << 20})
 	require.NoError(b, err)
 	be := &backend{Backend: st}
-	svc := store.NewService(be, store.NewHub(), store.Options{PasswordCost: bcrypt.MinCost})
+	svc := service.NewService(be, pubsub.NewHub(), service.Options{PasswordCost: bcrypt.MinCost})
 	require.NoError(b, svc.Start(ctx))
 	b.Cleanup(func() {
 		require.NoError(b, svc.Close(ctx))
 		require.NoError(b, st.Close())
 	})
-	viewer, err := svc.SignUp(ctx, store.SignUpInput{Handle: "viewer", Password: "password1"})
+	viewer, err := svc.SignUp(ctx, service.SignUpInput{Handle: "viewer", Password: "password1"})
 	require.NoError(b, err)
 	var authors []store.ID
 	var keys []store.MessageKey
 	for i := range 10 {
-		u, err := svc.SignUp(ctx, store.SignUpInput{Handle: fmt.Sprintf("author%d", i), Password: "password1"})
+		u, err := svc.SignUp(ctx, service.SignUpInput{Handle: fmt.Sprintf("author%d", i), Password: "password1"})
 		require.NoError(b, err)
 		authors = append(authors, u.ID)
 		for j := range 5 {
-			m, err := svc.PostMessage(ctx, u.ID, store.PostInput{Text: fmt.Sprintf("message %d of author %d", j, i)})
+			m, err := svc.PostMessage(ctx, u.ID, service.PostInput{Text: fmt.Sprintf("message %d of author %d", j, i)})
 			require.NoError(b, err)
 			keys = append(keys, m.Key())
 		}

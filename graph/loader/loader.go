@@ -1,6 +1,6 @@
 // Package loader batches the graph's reads: within one GraphQL operation (or
 // one subscription event), every UserByID, MessageByKey and ViewerFollows load
-// that arrives within a short window becomes one store.Service batch call, and
+// that arrives within a short window becomes one service.Service batch call, and
 // each key is loaded at most once. This keeps a page of N items at a fixed
 // number of storage round trips instead of N+1.
 //
@@ -17,6 +17,7 @@ import (
 	"github.com/graph-gophers/dataloader/v7"
 
 	"herald/store"
+	"herald/store/service"
 )
 
 // Wait is how long a loader collects keys before it makes its batch call.
@@ -55,7 +56,7 @@ type Loaders struct {
 
 // New returns fresh loaders over svc for one operation whose signed-in user
 // is viewer (hasViewer false for an anonymous operation).
-func New(svc *store.Service, viewer store.ID, hasViewer bool) *Loaders {
+func New(svc *service.Service, viewer store.ID, hasViewer bool) *Loaders {
 	l := &Loaders{
 		userCache:    dataloader.NewCache[store.ID, *store.User](),
 		messageCache: newMessageCache(),
@@ -153,7 +154,7 @@ func batch[K comparable, V any](find func(context.Context, []K) ([]*V, error), n
 	}
 }
 
-func followsBatch(svc *store.Service, viewer store.ID, hasViewer bool) dataloader.BatchFunc[store.ID, bool] {
+func followsBatch(svc *service.Service, viewer store.ID, hasViewer bool) dataloader.BatchFunc[store.ID, bool] {
 	return func(ctx context.Context, keys []store.ID) []*dataloader.Result[bool] {
 		results := make([]*dataloader.Result[bool], len(keys))
 		var follows []bool

@@ -14,12 +14,15 @@ import (
 	"herald/graph/loader"
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // backend counts the batch reads the loaders make and can be told to fail
 // them; everything else goes to the embedded store.
 type backend struct {
-	store.Backend
+	storage.Backend
 	users, messages, following atomic.Int64
 	fail                       error
 	// keys are the message keys of the last FindMessagesByKeys call.
@@ -45,12 +48,12 @@ func (b *backend) FindFollowing(ctx context.Context, follower store.ID, targets 
 	return b.Backend.FindFollowing(ctx, follower, targets)
 }
 
-func newService(t *testing.T) (*store.Service, *backend) {
+func newService(t *testing.T) (*service.Service, *backend) {
 	t.Helper()
 	st, err := embedded.Open(t.TempDir(), embedded.Options{CacheBytes: 8 << 20})
 	require.NoError(t, err)
 	b := &backend{Backend: st}
-	svc := store.NewService(b, store.NewHub(), store.Options{PasswordCost: bcrypt.MinCost})
+	svc := service.NewService(b, pubsub.NewHub(), service.Options{PasswordCost: bcrypt.MinCost})
 	require.NoError(t, svc.Start(context.Background()))
 	t.Cleanup(func() {
 		require.NoError(t, svc.Close(context.Background()))
@@ -59,9 +62,9 @@ func newService(t *testing.T) (*store.Service, *backend) {
 	return svc, b
 }
 
-func mustCreateUser(t *testing.T, svc *store.Service, handle string) *store.User {
+func mustCreateUser(t *testing.T, svc *service.Service, handle string) *store.User {
 	t.Helper()
-	u, err := svc.SignUp(context.Background(), store.SignUpInput{Handle: handle, Password: "password123"})
+	u, err := svc.SignUp(context.Background(), service.SignUpInput{Handle: handle, Password: "password123"})
 	require.NoError(t, err)
 	return u
 }
@@ -96,9 +99,9 @@ func TestLoaders_MessageByKey(t *testing.T) {
 	ctx := context.Background()
 	svc, b := newService(t)
 	a := mustCreateUser(t, svc, "alice")
-	m1, err := svc.PostMessage(ctx, a.ID, store.PostInput{Text: "one"})
+	m1, err := svc.PostMessage(ctx, a.ID, service.PostInput{Text: "one"})
 	require.NoError(t, err)
-	m2, err := svc.PostMessage(ctx, a.ID, store.PostInput{Text: "two"})
+	m2, err := svc.PostMessage(ctx, a.ID, service.PostInput{Text: "two"})
 	require.NoError(t, err)
 	require.NoError(t, svc.DeleteMessage(ctx, a.ID, m2.ID))
 
@@ -182,7 +185,7 @@ func TestLoaders_Preload(t *testing.T) {
 	ctx := context.Background()
 	svc, b := newService(t)
 	a, v := mustCreateUser(t, svc, "alice"), mustCreateUser(t, svc, "viewer")
-	m, err := svc.PostMessage(ctx, a.ID, store.PostInput{Text: "one"})
+	m, err := svc.PostMessage(ctx, a.ID, service.PostInput{Text: "one"})
 	require.NoError(t, err)
 	require.Eventually(t, svc.Idle, 10*time.Second, time.Millisecond)
 	b.users.Store(0)

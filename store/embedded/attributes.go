@@ -114,7 +114,7 @@ func (s *Store) userAttributes(d *docs.User) []store.Attribute {
 	return out
 }
 
-// SetAttributes implements store.Backend.
+// SetAttributes implements storage.Backend.
 func (s *Store) SetAttributes(_ context.Context, id store.ID, changes []store.AttributeChange) (*store.User, error) {
 	unlock := s.lock(id[:])
 	defer unlock()
@@ -158,7 +158,7 @@ func (s *Store) SetAttributes(_ context.Context, id store.ID, changes []store.At
 	return u, nil
 }
 
-// CountUsersByAttribute implements store.Backend.
+// CountUsersByAttribute implements storage.Backend.
 func (s *Store) CountUsersByAttribute(ctx context.Context, name, value string) (int, error) {
 	tok, ok, err := s.token(name, false)
 	if err != nil || !ok {
@@ -181,7 +181,7 @@ func (s *Store) CountUsersByAttribute(ctx context.Context, name, value string) (
 	return n, it.Error()
 }
 
-// FindUsersByAttribute implements store.Backend.
+// FindUsersByAttribute implements storage.Backend.
 func (s *Store) FindUsersByAttribute(_ context.Context, name, value string, r store.Range) ([]*store.User, error) {
 	tok, ok, err := s.token(name, false)
 	if err != nil || !ok {

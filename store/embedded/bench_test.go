@@ -13,6 +13,9 @@ import (
 
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // benchUser creates a user with the given handle directly through the
@@ -58,14 +61,14 @@ func BenchmarkFanout(b *testing.B) {
 			require.NoError(b, err)
 			defer st.Close()
 			author, _ := graph(b, st, n)
-			svc := store.NewService(st, store.NewHub(), store.Options{Strategy: store.StrategyBucket, PasswordCost: bcrypt.MinCost})
+			svc := service.NewService(st, pubsub.NewHub(), service.Options{Strategy: service.StrategyBucket, PasswordCost: bcrypt.MinCost})
 			require.NoError(b, svc.Start(ctx))
 			defer svc.Close(ctx)
 
 			b.ResetTimer()
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
-				_, err := svc.PostMessage(ctx, author, store.PostInput{Text: "hello followers"})
+				_, err := svc.PostMessage(ctx, author, service.PostInput{Text: "hello followers"})
 				require.NoError(b, err)
 				for !svc.Idle() {
 					time.Sleep(50 * time.Microsecond)
@@ -86,11 +89,11 @@ func BenchmarkInbox(b *testing.B) {
 	require.NoError(b, err)
 	defer st.Close()
 	author, followers := graph(b, st, 10)
-	svc := store.NewService(st, store.NewHub(), store.Options{Strategy: store.StrategyBucket, PasswordCost: bcrypt.MinCost})
+	svc := service.NewService(st, pubsub.NewHub(), service.Options{Strategy: service.StrategyBucket, PasswordCost: bcrypt.MinCost})
 	require.NoError(b, svc.Start(ctx))
 	defer svc.Close(ctx)
 	for range 120 {
-		_, err := svc.PostMessage(ctx, author, store.PostInput{Text: "a message of ordinary length, say eighty characters or so, to read"})
+		_, err := svc.PostMessage(ctx, author, service.PostInput{Text: "a message of ordinary length, say eighty characters or so, to read"})
 		require.NoError(b, err)
 	}
 	for !svc.Idle() {
@@ -133,9 +136,9 @@ func BenchmarkDeliverChunk(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		now := time.Now()
 		m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: "hi", Kind: store.KindPost, CreatedAt: now}
-		job := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+		job := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: now}
 		require.NoError(b, st.CreateMessage(ctx, m, job))
-		changes, err := st.DeliverInbox(ctx, store.Delivery{Job: job, Owners: followers, ActiveSince: now.Add(-time.Hour), At: now, Done: true})
+		changes, err := st.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: followers, ActiveSince: now.Add(-time.Hour), At: now, Done: true})
 		require.NoError(b, err)
 		require.Len(b, changes, len(followers))
 	}
@@ -175,7 +178,7 @@ func BenchmarkFindOutbox(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				es, err := st.FindOutbox(ctx, store.OutboxFilter{Authors: authors, Range: tc.r})
+				es, err := st.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: tc.r})
 				if err != nil || len(es) != 51 {
 					b.Fatalf("page: %d entries, %v", len(es), err)
 				}

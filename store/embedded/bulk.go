@@ -9,9 +9,10 @@ import (
 
 	"herald/store"
 	"herald/store/internal/docs"
+	"herald/store/storage"
 )
 
-var _ store.BulkLoader = (*Store)(nil)
+var _ storage.BulkLoader = (*Store)(nil)
 
 // Bulk loading writes the keys the primitives would have written for the
 // same history, and nothing else:
@@ -37,7 +38,7 @@ var _ store.BulkLoader = (*Store)(nil)
 // A batch is one synced Pebble batch, its progress record included, so a
 // batch and its progress are durable together or not at all.
 
-// LoadBulk implements store.BulkLoader. It returns BAD_USER_INPUT for a
+// LoadBulk implements storage.BulkLoader. It returns BAD_USER_INPUT for a
 // malformed batch (a zero ID, a user or inbox owner twice, an inbox whose
 // items are not newest first without repeats, too many attributes, or
 // inbox items for a layout that stores none), NOT_FOUND for an inbox whose
@@ -50,7 +51,7 @@ var _ store.BulkLoader = (*Store)(nil)
 // is atomic to every other writer; the heads in memory change after the
 // batch commits, still under inboxMu, so no writer sees the batch without
 // its heads (ReadInbox reads stored heads from its snapshot).
-func (s *Store) LoadBulk(ctx context.Context, bk *store.Bulk) error {
+func (s *Store) LoadBulk(ctx context.Context, bk *storage.Bulk) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func (s *Store) LoadBulk(ctx context.Context, bk *store.Bulk) error {
 	return nil
 }
 
-// BulkProgress implements store.BulkLoader. A record stored with an empty
+// BulkProgress implements storage.BulkLoader. A record stored with an empty
 // value is returned as an empty, non-nil slice.
 func (s *Store) BulkProgress(_ context.Context, name string) ([]byte, error) {
 	v, ok, err := s.get(key(pProgress, name))
@@ -149,7 +150,7 @@ func (s *Store) checkUsers(users []*store.User) ([]*docs.User, error) {
 
 // checkOwners returns NOT_FOUND for an inbox whose owner is neither stored
 // nor in the batch: it has no head to replace. Callers hold inboxMu.
-func (s *Store) checkOwners(bk *store.Bulk) error {
+func (s *Store) checkOwners(bk *storage.Bulk) error {
 	if !bk.Layout.Stores() {
 		return nil
 	}
@@ -195,7 +196,7 @@ const (
 
 // bulkSize estimates the batch bytes of bk, so that the batch's buffer is
 // allocated once rather than grown by doubling and copying.
-func bulkSize(bk *store.Bulk) int {
+func bulkSize(bk *storage.Bulk) int {
 	n := 64 + len(bk.Users)*bulkUserBytes + len(bk.Edges)*bulkEdgeBytes
 	for _, m := range bk.Messages {
 		n += bulkMessageBytes + len(m.Text)
@@ -274,7 +275,7 @@ func (s *Store) writeUser(w *bulkWriter, u *store.User, old *docs.User) error {
 }
 
 // edge writes both keys of e, as Follow does.
-func (w *bulkWriter) edge(e store.Edge) {
+func (w *bulkWriter) edge(e storage.Edge) {
 	w.v = binary.BigEndian.AppendUint64(w.v[:0], uint64(e.At.UnixMilli()))
 	_ = w.b.Set(w.key2(pFollowee, e.Follower, e.Followee, ""), w.v, nil)
 	_ = w.b.Set(w.key2(pFollower, e.Followee, e.Follower, ""), w.v, nil)
@@ -292,7 +293,7 @@ func (w *bulkWriter) message(m *store.Message) error {
 // writeInbox replaces in.Owner's stored inbox with in.Items and its head's
 // counts. Callers hold inboxMu, and have checked the owner has a head
 // (stored, or written by this batch).
-func (s *Store) writeInbox(w *bulkWriter, in store.BulkInbox) {
+func (s *Store) writeInbox(w *bulkWriter, in storage.BulkInbox) {
 	h, ok := w.heads[in.Owner]
 	if !ok {
 		h, _ = s.headOf(in.Owner)

@@ -15,6 +15,9 @@ import (
 
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // bulkT0 is when the hand-built dataset happens; every ID it makes is one
@@ -28,7 +31,7 @@ type network struct {
 	alice, bob, carol, dave *store.User
 	// m1, m2 by alice; m3 by bob, a reply to m1; m4 by alice, pulled.
 	m1, m2, m3, m4 *store.Message
-	users, rest    *store.Bulk
+	users, rest    *storage.Bulk
 }
 
 func newNetwork() *network {
@@ -53,28 +56,28 @@ func newNetwork() *network {
 	n.m1, n.m2, n.m3, n.m4 = msg(n.alice, "one"), msg(n.alice, "two"), msg(n.bob, "three"), msg(n.alice, "four")
 	n.m3.Kind, n.m3.ReplyToID, n.m3.ReplyToAuthorID = store.KindReply, n.m1.ID, n.alice.ID
 	n.m4.Pulled = true
-	edge := func(follower, followee *store.User) store.Edge {
-		return store.Edge{Follower: follower.ID, Followee: followee.ID, At: at()}
+	edge := func(follower, followee *store.User) storage.Edge {
+		return storage.Edge{Follower: follower.ID, Followee: followee.ID, At: at()}
 	}
-	inbox := func(owner *store.User, ms ...*store.Message) store.BulkInbox {
-		in := store.BulkInbox{Owner: owner.ID}
+	inbox := func(owner *store.User, ms ...*store.Message) storage.BulkInbox {
+		in := storage.BulkInbox{Owner: owner.ID}
 		for _, m := range ms { // newest first, as given
 			in.Items = append(in.Items, store.InboxItem{InboxEntry: store.InboxEntry{MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}, DeliveredAt: m.CreatedAt.Add(time.Second)})
 		}
 		return in
 	}
-	n.users = &store.Bulk{Users: []*store.User{n.alice, n.bob, n.carol, n.dave}, Progress: &store.BulkProgress{Name: "seed", Value: []byte("users")}}
-	n.rest = &store.Bulk{
-		Edges:    []store.Edge{edge(n.bob, n.alice), edge(n.carol, n.alice), edge(n.dave, n.alice), edge(n.alice, n.bob), edge(n.carol, n.bob)},
+	n.users = &storage.Bulk{Users: []*store.User{n.alice, n.bob, n.carol, n.dave}, Progress: &storage.BulkProgress{Name: "seed", Value: []byte("users")}}
+	n.rest = &storage.Bulk{
+		Edges:    []storage.Edge{edge(n.bob, n.alice), edge(n.carol, n.alice), edge(n.dave, n.alice), edge(n.alice, n.bob), edge(n.carol, n.bob)},
 		Messages: []*store.Message{n.m1, n.m2, n.m3, n.m4},
-		Layout:   store.LayoutBuckets,
-		Inboxes: []store.BulkInbox{
+		Layout:   storage.LayoutBuckets,
+		Inboxes: []storage.BulkInbox{
 			inbox(n.alice, n.m3),
 			inbox(n.bob, n.m2, n.m1),
 			inbox(n.carol, n.m3, n.m2, n.m1),
 			inbox(n.dave, n.m2, n.m1),
 		},
-		Progress: &store.BulkProgress{Name: "seed", Value: []byte("rest")},
+		Progress: &storage.BulkProgress{Name: "seed", Value: []byte("rest")},
 	}
 	return n
 }
@@ -87,7 +90,7 @@ func openBulk(t testing.TB) *embedded.Store {
 	return st
 }
 
-func mustLoad(t testing.TB, st *embedded.Store, bks ...*store.Bulk) {
+func mustLoad(t testing.TB, st *embedded.Store, bks ...*storage.Bulk) {
 	t.Helper()
 	for _, bk := range bks {
 		require.NoError(t, st.LoadBulk(context.Background(), bk))
@@ -118,9 +121,9 @@ func itemIDs(items []store.InboxItem) []store.ID {
 	return out
 }
 
-func counts(t *testing.T, st store.Backend, owner store.ID) store.InboxCounts {
+func counts(t *testing.T, st storage.Backend, owner store.ID) store.InboxCounts {
 	t.Helper()
-	_, c, err := st.ReadInbox(context.Background(), store.InboxFilter{Owner: owner, Layout: store.LayoutBuckets})
+	_, c, err := st.ReadInbox(context.Background(), storage.InboxFilter{Owner: owner, Layout: storage.LayoutBuckets})
 	require.NoError(t, err)
 	return c
 }
@@ -156,13 +159,13 @@ func TestStore_LoadBulk(t *testing.T) {
 		assert.Equal(t, []bool{true, true, false}, follows)
 
 		// Messages, the outbox index and the pullers.
-		msgs, err := st.FindMessages(ctx, store.MessageFilter{AuthorID: n.alice.ID, Range: store.Forward(store.NilID, 10)})
+		msgs, err := st.FindMessages(ctx, storage.MessageFilter{AuthorID: n.alice.ID, Range: store.Forward(store.NilID, 10)})
 		require.NoError(t, err)
 		assert.Equal(t, []*store.Message{n.m4, n.m2, n.m1}, msgs)
 		reply, err := st.FindMessageByID(ctx, n.m3.ID)
 		require.NoError(t, err)
 		assert.Equal(t, n.m3, reply)
-		out, err := st.FindOutbox(ctx, store.OutboxFilter{Authors: []store.ID{n.alice.ID, n.bob.ID}, Range: store.Forward(store.NilID, 10), Pulled: store.PushedOnly})
+		out, err := st.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{n.alice.ID, n.bob.ID}, Range: store.Forward(store.NilID, 10), Pulled: storage.PushedOnly})
 		require.NoError(t, err)
 		var outIDs []store.ID
 		for _, e := range out {
@@ -170,10 +173,10 @@ func TestStore_LoadBulk(t *testing.T) {
 			outIDs = append(outIDs, e.MessageID)
 		}
 		assert.Equal(t, ids(n.m3, n.m2, n.m1), outIDs)
-		pulled, err := st.CountOutbox(ctx, store.OutboxFilter{Authors: []store.ID{n.alice.ID, n.bob.ID}, Pulled: store.PulledOnly})
+		pulled, err := st.CountOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{n.alice.ID, n.bob.ID}, Pulled: storage.PulledOnly})
 		require.NoError(t, err)
 		assert.Equal(t, 1, pulled)
-		all, err := st.CountOutbox(ctx, store.OutboxFilter{Authors: []store.ID{n.alice.ID}, After: n.m1.ID})
+		all, err := st.CountOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{n.alice.ID}, After: n.m1.ID})
 		require.NoError(t, err)
 		assert.Equal(t, 2, all)
 		pullers, err := st.ListPullAuthors(ctx)
@@ -181,17 +184,17 @@ func TestStore_LoadBulk(t *testing.T) {
 		assert.Equal(t, []store.ID{n.alice.ID}, pullers)
 
 		// Inboxes: pages both ways and counts.
-		items, c2, err := st.ReadInbox(ctx, store.InboxFilter{Owner: n.carol.ID, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 2)})
+		items, c2, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: n.carol.ID, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 2)})
 		require.NoError(t, err)
 		assert.Equal(t, ids(n.m3, n.m2), itemIDs(items))
 		assert.Equal(t, store.InboxCounts{Total: 3, Unread: 3}, c2)
 		assert.Equal(t, n.bob.ID, items[0].AuthorID)
 		assert.Equal(t, n.m3.CreatedAt, items[0].CreatedAt)
 		assert.Equal(t, n.m3.CreatedAt.Add(time.Second), items[0].DeliveredAt)
-		items, _, err = st.ReadInbox(ctx, store.InboxFilter{Owner: n.carol.ID, Layout: store.LayoutBuckets, Range: store.Forward(n.m2.ID, 2)})
+		items, _, err = st.ReadInbox(ctx, storage.InboxFilter{Owner: n.carol.ID, Layout: storage.LayoutBuckets, Range: store.Forward(n.m2.ID, 2)})
 		require.NoError(t, err)
 		assert.Equal(t, ids(n.m1), itemIDs(items))
-		items, _, err = st.ReadInbox(ctx, store.InboxFilter{Owner: n.carol.ID, Layout: store.LayoutEntries, Range: store.Backward(n.m1.ID, 5)})
+		items, _, err = st.ReadInbox(ctx, storage.InboxFilter{Owner: n.carol.ID, Layout: storage.LayoutEntries, Range: store.Backward(n.m1.ID, 5)})
 		require.NoError(t, err)
 		assert.Equal(t, ids(n.m2, n.m3), itemIDs(items), "a backward page, in reading order, and LayoutEntries reads the same entries")
 		assert.Equal(t, store.InboxCounts{Total: 1, Unread: 1}, counts(t, st, n.alice.ID))
@@ -203,7 +206,7 @@ func TestStore_LoadBulk(t *testing.T) {
 		more, cur, err := st.FindDeliveries(ctx, n.m1.ID, cur, 2)
 		require.NoError(t, err)
 		assert.Nil(t, cur)
-		assert.ElementsMatch(t, []store.InboxRef{{Owner: n.bob.ID}, {Owner: n.carol.ID}, {Owner: n.dave.ID}}, append(refs, more...))
+		assert.ElementsMatch(t, []storage.InboxRef{{Owner: n.bob.ID}, {Owner: n.carol.ID}, {Owner: n.dave.ID}}, append(refs, more...))
 
 		p, err := st.BulkProgress(ctx, "seed")
 		require.NoError(t, err)
@@ -240,7 +243,7 @@ func TestStore_LoadBulk(t *testing.T) {
 		// An inbox is replaced, not merged.
 		inbox := n.rest.Inboxes[2]
 		inbox.Items = inbox.Items[1:]
-		mustLoad(t, st, &store.Bulk{Users: []*store.User{&alice}, Layout: store.LayoutBuckets, Inboxes: []store.BulkInbox{inbox}})
+		mustLoad(t, st, &storage.Bulk{Users: []*store.User{&alice}, Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{inbox}})
 
 		_, err := st.FindUserByHandle(ctx, "alice")
 		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
@@ -258,7 +261,7 @@ func TestStore_LoadBulk(t *testing.T) {
 		pullers, err := st.ListPullAuthors(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, pullers)
-		items, c, err := st.ReadInbox(ctx, store.InboxFilter{Owner: n.carol.ID, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 10)})
+		items, c, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: n.carol.ID, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 10)})
 		require.NoError(t, err)
 		assert.Equal(t, ids(n.m2, n.m1), itemIDs(items))
 		assert.Equal(t, store.InboxCounts{Total: 2, Unread: 2}, c)
@@ -272,7 +275,7 @@ func TestStore_LoadBulk(t *testing.T) {
 		t1 := bulkT0.Add(time.Hour)
 		erin := &store.User{ID: store.NewID(t1), Handle: "erin", CreatedAt: t1, LastSeenAt: t1}
 		thief := &store.User{ID: store.NewID(t1), Handle: "bob", CreatedAt: t1, LastSeenAt: t1, Attributes: []store.Attribute{{Name: "new", Value: "x"}}}
-		err := st.LoadBulk(ctx, &store.Bulk{Users: []*store.User{erin, thief}, Progress: &store.BulkProgress{Name: "seed", Value: []byte("conflict")}})
+		err := st.LoadBulk(ctx, &storage.Bulk{Users: []*store.User{erin, thief}, Progress: &storage.BulkProgress{Name: "seed", Value: []byte("conflict")}})
 		assert.Equal(t, store.ECONFLICT, store.ErrorCode(err))
 		assert.Equal(t, before, mustDump(t, st), "nothing of the batch, not even a name token")
 		_, err = st.FindUserByID(ctx, erin.ID)
@@ -283,7 +286,7 @@ func TestStore_LoadBulk(t *testing.T) {
 
 		// Two new users claiming one handle in one batch.
 		twin := &store.User{ID: store.NewID(t1), Handle: "erin", CreatedAt: t1, LastSeenAt: t1}
-		err = st.LoadBulk(ctx, &store.Bulk{Users: []*store.User{erin, twin}})
+		err = st.LoadBulk(ctx, &storage.Bulk{Users: []*store.User{erin, twin}})
 		assert.Equal(t, store.ECONFLICT, store.ErrorCode(err))
 		assert.Equal(t, before, mustDump(t, st))
 	})
@@ -296,16 +299,16 @@ func TestStore_LoadBulk(t *testing.T) {
 		items := n.rest.Inboxes[2].Items
 		stranger := store.NewID(bulkT0.Add(time.Hour))
 		for name, tc := range map[string]struct {
-			bk   *store.Bulk
+			bk   *storage.Bulk
 			code string
 		}{
-			"ItemsInLayoutNone":  {&store.Bulk{Layout: store.LayoutNone, Inboxes: []store.BulkInbox{{Owner: n.carol.ID, Items: items}}}, store.EINVALID},
-			"ItemsInLayoutCache": {&store.Bulk{Layout: store.LayoutCache, Inboxes: []store.BulkInbox{{Owner: n.carol.ID, Items: items}}}, store.EINVALID},
-			"OldestFirst":        {&store.Bulk{Layout: store.LayoutBuckets, Inboxes: []store.BulkInbox{{Owner: n.carol.ID, Items: []store.InboxItem{items[2], items[0]}}}}, store.EINVALID},
-			"RepeatedItem":       {&store.Bulk{Layout: store.LayoutBuckets, Inboxes: []store.BulkInbox{{Owner: n.carol.ID, Items: []store.InboxItem{items[0], items[0]}}}}, store.EINVALID},
-			"OwnerTwice":         {&store.Bulk{Layout: store.LayoutBuckets, Inboxes: []store.BulkInbox{{Owner: n.carol.ID}, {Owner: n.carol.ID}}}, store.EINVALID},
-			"UnknownOwner":       {&store.Bulk{Layout: store.LayoutEntries, Inboxes: []store.BulkInbox{{Owner: stranger, Items: items}}}, store.ENOTFOUND},
-			"UserTwice":          {&store.Bulk{Users: []*store.User{n.bob, n.bob}}, store.EINVALID},
+			"ItemsInLayoutNone":  {&storage.Bulk{Layout: storage.LayoutNone, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: items}}}, store.EINVALID},
+			"ItemsInLayoutCache": {&storage.Bulk{Layout: storage.LayoutCache, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: items}}}, store.EINVALID},
+			"OldestFirst":        {&storage.Bulk{Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: []store.InboxItem{items[2], items[0]}}}}, store.EINVALID},
+			"RepeatedItem":       {&storage.Bulk{Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: []store.InboxItem{items[0], items[0]}}}}, store.EINVALID},
+			"OwnerTwice":         {&storage.Bulk{Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID}, {Owner: n.carol.ID}}}, store.EINVALID},
+			"UnknownOwner":       {&storage.Bulk{Layout: storage.LayoutEntries, Inboxes: []storage.BulkInbox{{Owner: stranger, Items: items}}}, store.ENOTFOUND},
+			"UserTwice":          {&storage.Bulk{Users: []*store.User{n.bob, n.bob}}, store.EINVALID},
 		} {
 			t.Run(name, func(t *testing.T) {
 				err := st.LoadBulk(ctx, tc.bk)
@@ -314,7 +317,7 @@ func TestStore_LoadBulk(t *testing.T) {
 			})
 		}
 		// Empty inboxes of a layout that stores none are nothing to do.
-		require.NoError(t, st.LoadBulk(ctx, &store.Bulk{Layout: store.LayoutNone, Inboxes: []store.BulkInbox{{Owner: n.carol.ID}}}))
+		require.NoError(t, st.LoadBulk(ctx, &storage.Bulk{Layout: storage.LayoutNone, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID}}}))
 		assert.Equal(t, before, mustDump(t, st))
 	})
 
@@ -330,7 +333,7 @@ func TestStore_LoadBulk(t *testing.T) {
 		p, err = st.BulkProgress(ctx, "seed")
 		require.NoError(t, err)
 		assert.Equal(t, []byte("users"), p)
-		mustLoad(t, st, n.rest, &store.Bulk{Progress: &store.BulkProgress{Name: "empty"}})
+		mustLoad(t, st, n.rest, &storage.Bulk{Progress: &storage.BulkProgress{Name: "empty"}})
 		require.NoError(t, st.Close())
 
 		st, err = embedded.Open(dir, embedded.Options{})
@@ -348,9 +351,9 @@ func TestStore_LoadBulk(t *testing.T) {
 		// and dave's last-seen time keeps him active.
 		t1 := bulkT0.Add(time.Minute)
 		m := &store.Message{ID: store.NewID(t1), AuthorID: n.alice.ID, Text: "five", Kind: store.KindPost, CreatedAt: t1}
-		job := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: n.alice.ID, CreatedAt: t1}
+		job := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: n.alice.ID, CreatedAt: t1}
 		require.NoError(t, st.CreateMessage(ctx, m, job))
-		_, err = st.DeliverInbox(ctx, store.Delivery{Job: job, Owners: []store.ID{n.dave.ID}, ActiveSince: bulkT0, At: t1, Done: true})
+		_, err = st.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: []store.ID{n.dave.ID}, ActiveSince: bulkT0, At: t1, Done: true})
 		require.NoError(t, err)
 		assert.Equal(t, store.InboxCounts{Total: 3, Unread: 3}, counts(t, st, n.dave.ID))
 	})
@@ -374,7 +377,7 @@ func TestStore_LoadBulkService(t *testing.T) {
 	st := openBulk(t)
 	n := newNetwork()
 	mustLoad(t, st, n.users, n.rest)
-	svc := store.NewService(st, store.NewHub(), store.Options{Strategy: store.StrategyBucket, Now: (&testClock{}).Now, PasswordCost: bcrypt.MinCost, ChunkSize: 2, Logger: slog.New(slog.DiscardHandler)})
+	svc := service.NewService(st, pubsub.NewHub(), service.Options{Strategy: service.StrategyBucket, Now: (&testClock{}).Now, PasswordCost: bcrypt.MinCost, ChunkSize: 2, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, svc.Start(ctx))
 	t.Cleanup(func() { assert.NoError(t, svc.Close(ctx)) })
 	idle := func() { require.Eventually(t, svc.Idle, 10*time.Second, time.Millisecond, "fan-out did not finish") }
@@ -389,7 +392,7 @@ func TestStore_LoadBulkService(t *testing.T) {
 	idle()
 	for _, owner := range []*store.User{n.bob, n.carol, n.dave} {
 		c := counts(t, st, owner.ID)
-		items, _, err := st.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 10)})
+		items, _, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: owner.ID, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 10)})
 		require.NoError(t, err)
 		assert.NotContains(t, itemIDs(items), n.m1.ID, owner.Handle)
 		assert.Equal(t, len(items), c.Total, owner.Handle)
@@ -400,7 +403,7 @@ func TestStore_LoadBulkService(t *testing.T) {
 	assert.Empty(t, refs, "the retraction's records are gone")
 
 	// A new post by a loaded author reaches the loaded followers.
-	m, err := svc.PostMessage(ctx, n.alice.ID, store.PostInput{Text: "new"})
+	m, err := svc.PostMessage(ctx, n.alice.ID, service.PostInput{Text: "new"})
 	require.NoError(t, err)
 	idle()
 	got, c := inbox(n.carol)
@@ -447,9 +450,9 @@ func BenchmarkLoadBulk(b *testing.B) {
 			b.StopTimer()
 			// Every follower follows 50 of 1,000 fresh users.
 			users := newIDs(1000)
-			bk := &store.Bulk{Edges: make([]store.Edge, 0, n), Progress: &store.BulkProgress{Name: "bench", Value: []byte("edges")}}
+			bk := &storage.Bulk{Edges: make([]storage.Edge, 0, n), Progress: &storage.BulkProgress{Name: "bench", Value: []byte("edges")}}
 			for i := range n {
-				bk.Edges = append(bk.Edges, store.Edge{Follower: users[i%1000], Followee: users[(i%1000+1+i/1000)%1000], At: t0})
+				bk.Edges = append(bk.Edges, storage.Edge{Follower: users[i%1000], Followee: users[(i%1000+1+i/1000)%1000], At: t0})
 			}
 			b.StartTimer()
 			require.NoError(b, st.LoadBulk(ctx, bk))
@@ -465,14 +468,14 @@ func BenchmarkLoadBulk(b *testing.B) {
 		author := store.NewID(t0)
 		for b.Loop() {
 			b.StopTimer()
-			users := &store.Bulk{}
+			users := &storage.Bulk{}
 			for _, id := range newIDs(owners) {
 				users.Users = append(users.Users, &store.User{ID: id, Handle: id.String(), CreatedAt: t0, LastSeenAt: t0})
 			}
 			require.NoError(b, st.LoadBulk(ctx, users))
-			bk := &store.Bulk{Layout: store.LayoutBuckets, Inboxes: make([]store.BulkInbox, owners), Progress: &store.BulkProgress{Name: "bench", Value: []byte("entries")}}
+			bk := &storage.Bulk{Layout: storage.LayoutBuckets, Inboxes: make([]storage.BulkInbox, owners), Progress: &storage.BulkProgress{Name: "bench", Value: []byte("entries")}}
 			for i, u := range users.Users {
-				in := store.BulkInbox{Owner: u.ID, Items: make([]store.InboxItem, perInbox)}
+				in := storage.BulkInbox{Owner: u.ID, Items: make([]store.InboxItem, perInbox)}
 				// Each inbox a different window of the messages, newest first.
 				start := (i * 7) % (len(msgs) - perInbox)
 				for j := range in.Items {

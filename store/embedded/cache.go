@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // A cached inbox (LayoutCache) is one record, c <owner>: expiry (Unix ms),
@@ -17,7 +18,7 @@ import (
 // ms, delivered ms). A read of the cache is one Get.
 const cacheItemSize = 12 + 12 + 8 + 8
 
-func encodeCache(c *store.InboxCache) []byte {
+func encodeCache(c *storage.InboxCache) []byte {
 	v := make([]byte, 0, 9+cacheItemSize*len(c.Items))
 	v = binary.BigEndian.AppendUint64(v, uint64(c.Expires.UnixMilli()))
 	complete := byte(0)
@@ -34,11 +35,11 @@ func encodeCache(c *store.InboxCache) []byte {
 	return v
 }
 
-func decodeCache(owner store.ID, v []byte) (*store.InboxCache, error) {
+func decodeCache(owner store.ID, v []byte) (*storage.InboxCache, error) {
 	if len(v) < 9 || (len(v)-9)%cacheItemSize != 0 {
 		return nil, fmt.Errorf("decode inbox cache of %s: %d bytes, not a header and whole entries", owner, len(v))
 	}
-	c := &store.InboxCache{
+	c := &storage.InboxCache{
 		Owner:    owner,
 		Expires:  time.UnixMilli(int64(binary.BigEndian.Uint64(v[0:8]))).UTC(),
 		Complete: v[8] == 1,
@@ -56,7 +57,7 @@ func decodeCache(owner store.ID, v []byte) (*store.InboxCache, error) {
 }
 
 // readCache returns owner's cache, expired or not, or nil.
-func (s *Store) readCache(owner store.ID) (*store.InboxCache, error) {
+func (s *Store) readCache(owner store.ID) (*storage.InboxCache, error) {
 	v, ok, err := s.get(key(pCache, owner))
 	if err != nil || !ok {
 		return nil, err
@@ -115,8 +116,8 @@ func (s *Store) removeFromCache(b *pebble.Batch, owner, id store.ID) (bool, erro
 	return true, b.Set(key(pCache, owner), encodeCache(c), nil)
 }
 
-// ReadInboxCache implements store.Backend.
-func (s *Store) ReadInboxCache(_ context.Context, owner store.ID, now time.Time) (*store.InboxCache, error) {
+// ReadInboxCache implements storage.Backend.
+func (s *Store) ReadInboxCache(_ context.Context, owner store.ID, now time.Time) (*storage.InboxCache, error) {
 	c, err := s.readCache(owner)
 	if err != nil || c == nil || c.Expires.Before(now) {
 		return nil, err
@@ -124,17 +125,17 @@ func (s *Store) ReadInboxCache(_ context.Context, owner store.ID, now time.Time)
 	return c, nil
 }
 
-// PutInboxCache implements store.Backend. The result is complete if either
+// PutInboxCache implements storage.Backend. The result is complete if either
 // the stored cache or the put one was (a put with no items only extends a
 // cache's life), unless an entry was cut.
-func (s *Store) PutInboxCache(_ context.Context, c *store.InboxCache, capacity int) error {
+func (s *Store) PutInboxCache(_ context.Context, c *storage.InboxCache, capacity int) error {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	old, err := s.readCache(c.Owner)
 	if err != nil {
 		return err
 	}
-	next := &store.InboxCache{Owner: c.Owner, Complete: c.Complete, Expires: c.Expires}
+	next := &storage.InboxCache{Owner: c.Owner, Complete: c.Complete, Expires: c.Expires}
 	var have []store.InboxItem
 	if old != nil {
 		have, next.Complete = old.Items, old.Complete || c.Complete
@@ -148,7 +149,7 @@ func (s *Store) PutInboxCache(_ context.Context, c *store.InboxCache, capacity i
 	return s.commit(b)
 }
 
-// DropInboxCache implements store.Backend.
+// DropInboxCache implements storage.Backend.
 func (s *Store) DropInboxCache(_ context.Context, owner store.ID) error {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()

@@ -17,6 +17,8 @@ import (
 
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/service"
 )
 
 const crashDirEnv = "HERALD_CRASH_CHILD_DIR"
@@ -33,9 +35,9 @@ func TestCrashChild(t *testing.T) {
 	require.NoError(t, err)
 	author, err := st.FindUserByHandle(ctx, "author")
 	require.NoError(t, err)
-	svc := store.NewService(st, store.NewHub(), store.Options{PasswordCost: bcrypt.MinCost, ChunkSize: 100})
+	svc := service.NewService(st, pubsub.NewHub(), service.Options{PasswordCost: bcrypt.MinCost, ChunkSize: 100})
 	require.NoError(t, svc.Start(ctx))
-	m, err := svc.PostMessage(ctx, author.ID, store.PostInput{Text: os.Getenv("HERALD_CRASH_TEXT")})
+	m, err := svc.PostMessage(ctx, author.ID, service.PostInput{Text: os.Getenv("HERALD_CRASH_TEXT")})
 	require.NoError(t, err)
 	fmt.Printf("posted %s\n", m.ID)
 	time.Sleep(time.Minute) // the parent kills us long before this
@@ -85,7 +87,7 @@ func TestKillDuringFanout(t *testing.T) {
 		require.NoError(t, err)
 		partial := len(pending) == 1 && len(pending[0].Cursor) > 0
 		t.Logf("round %d: killed %v after the post was accepted; %d job(s) pending, partly delivered: %v", round, delay, len(pending), partial)
-		svc := store.NewService(st, store.NewHub(), store.Options{PasswordCost: bcrypt.MinCost, ChunkSize: 100})
+		svc := service.NewService(st, pubsub.NewHub(), service.Options{PasswordCost: bcrypt.MinCost, ChunkSize: 100})
 		require.NoError(t, svc.Start(ctx))
 		require.Eventually(t, svc.Idle, 30*time.Second, time.Millisecond)
 		for _, f := range fans {

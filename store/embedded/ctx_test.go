@@ -12,6 +12,7 @@ import (
 
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/storage"
 )
 
 // TestStore_ScansStopWithTheirRequest checks that the reads whose work
@@ -25,7 +26,7 @@ func TestStore_ScansStopWithTheirRequest(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	const n = 3000
-	bk := &store.Bulk{}
+	bk := &storage.Bulk{}
 	authors := make([]store.ID, n)
 	for i := range n {
 		u := &store.User{ID: store.NewID(now), Handle: fmt.Sprintf("u%d", i), PasswordHash: []byte("x"), CreatedAt: now, LastSeenAt: now,
@@ -42,8 +43,8 @@ func TestStore_ScansStopWithTheirRequest(t *testing.T) {
 	cancel()
 	_, err = st.CountUsersByAttribute(gone, "plan", "pro")
 	assert.ErrorIs(t, err, context.Canceled)
-	_, err = st.FindOutbox(gone, store.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, 50)})
+	_, err = st.FindOutbox(gone, storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, 50)})
 	assert.ErrorIs(t, err, context.Canceled)
-	_, err = st.CountOutbox(gone, store.OutboxFilter{Authors: authors})
+	_, err = st.CountOutbox(gone, storage.OutboxFilter{Authors: authors})
 	assert.ErrorIs(t, err, context.Canceled)
 }

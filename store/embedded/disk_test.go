@@ -19,6 +19,7 @@ import (
 	"herald/store"
 	"herald/store/embedded"
 	"herald/store/embedded/faultfs"
+	"herald/store/storage"
 )
 
 // logBuffer is a bytes.Buffer safe for a logger's writes and a test's reads.
@@ -70,10 +71,10 @@ type world struct {
 	now       time.Time
 	author    store.ID
 	followers []store.ID
-	users     []string     // handles acknowledged
-	messages  []store.ID   // messages acknowledged
-	delivered []store.ID   // messages acknowledged as delivered to every follower
-	pending   []*store.Job // delivery jobs stored, not delivered yet
+	users     []string       // handles acknowledged
+	messages  []store.ID     // messages acknowledged
+	delivered []store.ID     // messages acknowledged as delivered to every follower
+	pending   []*storage.Job // delivery jobs stored, not delivered yet
 }
 
 func (w *world) tick() time.Time {
@@ -92,7 +93,7 @@ func (w *world) createUser(handle string) (store.ID, error) {
 
 func (w *world) post(text string) error {
 	m := &store.Message{ID: store.NewID(w.tick()), AuthorID: w.author, Text: text, Kind: store.KindPost, CreatedAt: w.now}
-	job := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: w.author, CreatedAt: w.now}
+	job := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: w.author, CreatedAt: w.now}
 	err := within(w.t, "CreateMessage", func() error { return w.st.CreateMessage(context.Background(), m, job) })
 	if err == nil {
 		w.messages = append(w.messages, m.ID)
@@ -105,7 +106,7 @@ func (w *world) post(text string) error {
 func (w *world) deliver() error {
 	job := w.pending[0]
 	err := within(w.t, "DeliverInbox", func() error {
-		_, err := w.st.DeliverInbox(context.Background(), store.Delivery{Job: job, Owners: w.followers, At: w.tick(), Done: true})
+		_, err := w.st.DeliverInbox(context.Background(), storage.Delivery{Job: job, Owners: w.followers, At: w.tick(), Done: true})
 		return err
 	})
 	if err == nil {
@@ -150,7 +151,7 @@ func (w *world) check(st *embedded.Store) {
 		require.NoError(t, err, "message %s", id)
 	}
 	for _, f := range w.followers {
-		items, counts, err := st.ReadInbox(ctx, store.InboxFilter{Owner: f, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 100)})
+		items, counts, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: f, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 100)})
 		require.NoError(t, err)
 		var got []store.ID
 		for _, it := range items {
@@ -215,10 +216,10 @@ func TestDiskFull_Reserve(t *testing.T) {
 	requireFull(t, w.deliver(), "DeliverInbox")
 	_, err = st.Follow(ctx, w.followers[0], w.followers[1], w.now)
 	requireFull(t, err, "Follow")
-	_, err = st.MarkInboxRead(ctx, w.followers[0], store.LayoutBuckets, w.messages[0])
+	_, err = st.MarkInboxRead(ctx, w.followers[0], storage.LayoutBuckets, w.messages[0])
 	requireFull(t, err, "MarkInboxRead")
 	name := "x"
-	_, err = st.UpdateUser(ctx, w.author, store.UserUpdate{DisplayName: &name})
+	_, err = st.UpdateUser(ctx, w.author, storage.UserUpdate{DisplayName: &name})
 	requireFull(t, err, "UpdateUser")
 
 	// Reads work, and show what was acknowledged.
@@ -386,7 +387,7 @@ func TestDiskFull_Fatal(t *testing.T) {
 	require.NoError(t, err)
 	author, err := st.FindUserByHandle(ctx, "author")
 	require.NoError(t, err)
-	msgs, err := st.FindMessages(ctx, store.MessageFilter{AuthorID: author.ID, Range: store.Forward(store.NilID, 10)})
+	msgs, err := st.FindMessages(ctx, storage.MessageFilter{AuthorID: author.ID, Range: store.Forward(store.NilID, 10)})
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	assert.Equal(t, "acknowledged", msgs[0].Text)

@@ -55,6 +55,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 const (
@@ -152,7 +153,7 @@ type Store struct {
 	names names
 }
 
-var _ store.Backend = (*Store)(nil)
+var _ storage.Backend = (*Store)(nil)
 
 // memTableSize is the size of a memtable: large enough that a fan-out
 // chunk's batch fits many times over, small enough that the two Pebble

@@ -10,11 +10,12 @@ import (
 
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/storage"
 	"herald/store/storetest"
 )
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Backend {
+	storetest.Run(t, func(t *testing.T) storage.Backend {
 		s, err := embedded.Open(t.TempDir(), embedded.Options{})
 		require.NoError(t, err)
 		return s
@@ -38,9 +39,9 @@ func TestReopen(t *testing.T) {
 	author, reader, idle := user("author", t0), user("reader", t0), user("idle", t0)
 	post := func(at time.Time) *store.Message {
 		m := &store.Message{ID: store.NewID(at), AuthorID: author, Text: "hi", Kind: store.KindPost, CreatedAt: at}
-		job := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: at}
+		job := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: at}
 		require.NoError(t, st.CreateMessage(ctx, m, job))
-		_, err := st.DeliverInbox(ctx, store.Delivery{Job: job, Owners: []store.ID{reader, idle}, ActiveSince: t0.Add(time.Minute), At: at, Done: true})
+		_, err := st.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: []store.ID{reader, idle}, ActiveSince: t0.Add(time.Minute), At: at, Done: true})
 		require.NoError(t, err)
 		return m
 	}
@@ -48,9 +49,9 @@ func TestReopen(t *testing.T) {
 	require.NoError(t, err)
 	m1 := post(t0.Add(3 * time.Minute))
 	post(t0.Add(4 * time.Minute))
-	_, err = st.MarkInboxRead(ctx, reader, store.LayoutBuckets, m1.ID)
+	_, err = st.MarkInboxRead(ctx, reader, storage.LayoutBuckets, m1.ID)
 	require.NoError(t, err)
-	rebuilding, err := st.MarkSeen(ctx, idle, t0.Add(5*time.Minute), t0.Add(5*time.Minute), &store.Job{ID: idle, Kind: store.JobRebuild, Layout: store.LayoutBuckets, OwnerID: idle})
+	rebuilding, err := st.MarkSeen(ctx, idle, t0.Add(5*time.Minute), t0.Add(5*time.Minute), &storage.Job{ID: idle, Kind: storage.JobRebuild, Layout: storage.LayoutBuckets, OwnerID: idle})
 	require.NoError(t, err)
 	require.True(t, rebuilding)
 	require.NoError(t, st.Close())
@@ -58,15 +59,15 @@ func TestReopen(t *testing.T) {
 	st, err = embedded.Open(dir, embedded.Options{})
 	require.NoError(t, err)
 	defer st.Close()
-	_, counts, err := st.ReadInbox(ctx, store.InboxFilter{Owner: reader, Layout: store.LayoutBuckets})
+	_, counts, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: reader, Layout: storage.LayoutBuckets})
 	require.NoError(t, err)
 	assert.Equal(t, store.InboxCounts{Total: 2, Unread: 1, ReadMark: m1.ID}, counts)
-	_, counts, err = st.ReadInbox(ctx, store.InboxFilter{Owner: idle, Layout: store.LayoutBuckets})
+	_, counts, err = st.ReadInbox(ctx, storage.InboxFilter{Owner: idle, Layout: storage.LayoutBuckets})
 	require.NoError(t, err)
 	assert.Equal(t, store.InboxCounts{Rebuilding: true}, counts, "skipped while idle, rebuilding since its return")
 	// Idle's last-seen time came back too: it is active now.
 	post(t0.Add(6 * time.Minute))
-	_, counts, err = st.ReadInbox(ctx, store.InboxFilter{Owner: idle, Layout: store.LayoutBuckets})
+	_, counts, err = st.ReadInbox(ctx, storage.InboxFilter{Owner: idle, Layout: storage.LayoutBuckets})
 	require.NoError(t, err)
 	assert.Equal(t, store.InboxCounts{Total: 1, Unread: 1, Rebuilding: true}, counts)
 }

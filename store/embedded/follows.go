@@ -9,12 +9,12 @@ import (
 	"herald/store"
 )
 
-// Follow implements store.Backend.
+// Follow implements storage.Backend.
 func (s *Store) Follow(_ context.Context, follower, followee store.ID, at time.Time) (bool, error) {
 	return s.setFollow(follower, followee, at, true)
 }
 
-// Unfollow implements store.Backend.
+// Unfollow implements storage.Backend.
 func (s *Store) Unfollow(_ context.Context, follower, followee store.ID) (bool, error) {
 	return s.setFollow(follower, followee, time.Time{}, false)
 }
@@ -63,7 +63,7 @@ func (s *Store) setFollow(follower, followee store.ID, at time.Time, on bool) (b
 	return true, s.commit(batch)
 }
 
-// FindFollowing implements store.Backend.
+// FindFollowing implements storage.Backend.
 func (s *Store) FindFollowing(_ context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
 	out := make([]bool, len(targets))
 	for i, t := range targets {
@@ -76,12 +76,12 @@ func (s *Store) FindFollowing(_ context.Context, follower store.ID, targets []st
 	return out, nil
 }
 
-// ListFollowers implements store.Backend.
+// ListFollowers implements storage.Backend.
 func (s *Store) ListFollowers(_ context.Context, user store.ID, r store.Range) ([]store.ID, error) {
 	return s.listEdges(pFollower, user, r)
 }
 
-// ListFollowing implements store.Backend.
+// ListFollowing implements storage.Backend.
 func (s *Store) ListFollowing(_ context.Context, user store.ID, r store.Range) ([]store.ID, error) {
 	return s.listEdges(pFollowee, user, r)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // head is one user's inbox head: the counts of the stored layouts (which
@@ -61,7 +62,7 @@ func decodeHead(owner store.ID, v []byte) (head, error) {
 
 // counts returns the counts the contract gives for layout: all of them for
 // the stored layouts, only the read mark and rebuilding flag for the others.
-func (h head) counts(layout store.Layout) store.InboxCounts {
+func (h head) counts(layout storage.Layout) store.InboxCounts {
 	c := store.InboxCounts{ReadMark: h.mark, Rebuilding: h.rebuilding}
 	if layout.Stores() {
 		c.Total, c.Unread = h.total, h.unread

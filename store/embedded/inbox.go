@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 const (
@@ -47,17 +48,17 @@ func decodeEntry(owner, id store.ID, v []byte) (store.InboxItem, error) {
 }
 
 // storedLayout refuses a job that writes no stored inbox where one is needed.
-func storedLayout(j *store.Job) error {
+func storedLayout(j *storage.Job) error {
 	if !j.Layout.Stores() {
 		return fmt.Errorf("job %s (kind %d) writes layout %d, which stores no entries", j.ID, j.Kind, j.Layout)
 	}
 	return nil
 }
 
-// DeliverInbox implements store.Backend. The stored layouts read no head
+// DeliverInbox implements storage.Backend. The stored layouts read no head
 // from disk: counts, read marks and last-seen times come from the heads in
 // memory, and the chunk is one synced batch.
-func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.InboxChange, error) {
+func (s *Store) DeliverInbox(_ context.Context, d storage.Delivery) ([]storage.InboxChange, error) {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	job, err := s.checkJob(d.Job)
@@ -67,7 +68,7 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 	entry := job.Entry()
 	b := s.db.NewBatchWithSize(len(d.Owners) * 128)
 	defer b.Close()
-	changes := make([]store.InboxChange, 0, len(d.Owners))
+	changes := make([]storage.InboxChange, 0, len(d.Owners))
 	heads := make([]ownerHead, 0, len(d.Owners))
 	rec := make([]byte, 0, ownerSize*len(d.Owners))
 	// Owners come from ListFollowers, ascending; a list that is not (a
@@ -96,7 +97,7 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 		if !h.active(d.ActiveSince) {
 			continue
 		}
-		change := store.InboxChange{InboxRef: store.InboxRef{Owner: owner}, MessageID: entry.MessageID}
+		change := storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner}, MessageID: entry.MessageID}
 		switch {
 		case job.Layout.Stores():
 			h.add(entry.MessageID)
@@ -105,7 +106,7 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 			heads = append(heads, ownerHead{owner, h})
 			rec = append(rec, owner[:]...)
 			change.Counts = h.counts(job.Layout)
-		case job.Layout == store.LayoutCache:
+		case job.Layout == storage.LayoutCache:
 			added, err := s.appendCache(b, owner, store.InboxItem{InboxEntry: entry, DeliveredAt: d.At}, d.At, d.CacheCap)
 			if err != nil {
 				return nil, err
@@ -138,10 +139,10 @@ func (s *Store) DeliverInbox(_ context.Context, d store.Delivery) ([]store.Inbox
 	return changes, nil
 }
 
-// InsertInbox implements store.Backend. It reads each entry's key (and its
+// InsertInbox implements storage.Backend. It reads each entry's key (and its
 // message's outbox key) first: an insertion is at most a few hundred
 // entries, and dedupe is what makes a backfill safe to overlap deliveries.
-func (s *Store) InsertInbox(_ context.Context, ins store.Insertion) ([]store.InboxChange, error) {
+func (s *Store) InsertInbox(_ context.Context, ins storage.Insertion) ([]storage.InboxChange, error) {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	job, err := s.findJob(ins.Job)
@@ -153,12 +154,12 @@ func (s *Store) InsertInbox(_ context.Context, ins store.Insertion) ([]store.Inb
 	}
 	owner := job.OwnerID
 	h, _ := s.headOf(owner)
-	if job.Kind == store.JobRebuild {
+	if job.Kind == storage.JobRebuild {
 		h.rebuilding = false // in every change's counts: the step ends it
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	var changes []store.InboxChange
+	var changes []storage.InboxChange
 	seen := make(map[store.ID]struct{}, len(ins.Entries))
 	for _, e := range ins.Entries {
 		if _, dup := seen[e.MessageID]; dup {
@@ -181,7 +182,7 @@ func (s *Store) InsertInbox(_ context.Context, ins store.Insertion) ([]store.Inb
 		h.add(e.MessageID)
 		_ = b.Set(ek, encodeEntry(e.AuthorID, e.CreatedAt, ins.At), nil)
 		_ = b.Set(key(pDelivery, e.MessageID, owner, insertMark), owner[:], nil)
-		changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: owner}, MessageID: e.MessageID, Counts: h.counts(job.Layout)})
+		changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner}, MessageID: e.MessageID, Counts: h.counts(job.Layout)})
 	}
 	_ = b.Set(key(pHead, owner), s.stamp(h), nil)
 	if err := s.commitRaising(b, job, nil, true, []ownerHead{{owner, h}}, false); err != nil {
@@ -190,14 +191,14 @@ func (s *Store) InsertInbox(_ context.Context, ins store.Insertion) ([]store.Inb
 	return changes, nil
 }
 
-// RemoveAuthorEntries implements store.Backend. It walks the author's
+// RemoveAuthorEntries implements storage.Backend. It walks the author's
 // outbox, newest first, and point-checks the owner's inbox for each
 // message, stopping at the owner's oldest entry: an owner's inbox holds
 // the entries of every followee, usually far more than one author's
 // messages since that oldest entry, so this reads less than a scan of the
 // inbox would. An entry whose message was deleted is not in the outbox; its
 // retraction removes it.
-func (s *Store) RemoveAuthorEntries(_ context.Context, r store.AuthorRemoval) ([]store.InboxChange, error) {
+func (s *Store) RemoveAuthorEntries(_ context.Context, r storage.AuthorRemoval) ([]storage.InboxChange, error) {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	job, err := s.findJob(r.Job)
@@ -211,7 +212,7 @@ func (s *Store) RemoveAuthorEntries(_ context.Context, r store.AuthorRemoval) ([
 	h, _ := s.headOf(owner)
 	b := s.db.NewBatch()
 	defer b.Close()
-	var changes []store.InboxChange
+	var changes []storage.InboxChange
 	oldest, has, err := s.oldestEntry(owner)
 	if err != nil {
 		return nil, err
@@ -235,7 +236,7 @@ func (s *Store) RemoveAuthorEntries(_ context.Context, r store.AuthorRemoval) ([
 			}
 			h.remove(id)
 			_ = b.Delete(ek, nil)
-			changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: owner}, MessageID: id, Counts: h.counts(job.Layout)})
+			changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner}, MessageID: id, Counts: h.counts(job.Layout)})
 		}
 		err = it.Error()
 		it.Close()
@@ -266,8 +267,8 @@ func (s *Store) oldestEntry(owner store.ID) (store.ID, bool, error) {
 	return id, true, nil
 }
 
-// ReadInbox implements store.Backend.
-func (s *Store) ReadInbox(_ context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
+// ReadInbox implements storage.Backend.
+func (s *Store) ReadInbox(_ context.Context, f storage.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
 	if !f.Layout.Stores() {
 		h, _ := s.headOf(f.Owner)
 		return nil, h.counts(f.Layout), nil
@@ -302,10 +303,10 @@ func (s *Store) ReadInbox(_ context.Context, f store.InboxFilter) ([]store.Inbox
 	return items, counts, it.Error()
 }
 
-// MarkInboxRead implements store.Backend. Unread is recounted whatever the
+// MarkInboxRead implements storage.Backend. Unread is recounted whatever the
 // layout, so the head stays exact for the stored layouts; it costs a scan
 // of the entries above the new mark only.
-func (s *Store) MarkInboxRead(_ context.Context, owner store.ID, layout store.Layout, mark store.ID) (store.InboxCounts, error) {
+func (s *Store) MarkInboxRead(_ context.Context, owner store.ID, layout storage.Layout, mark store.ID) (store.InboxCounts, error) {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	h, ok := s.headOf(owner)
@@ -348,10 +349,10 @@ func (s *Store) countAbove(owner, mark store.ID) (int, error) {
 	return n, it.Error()
 }
 
-// FindDeliveries implements store.Backend. The cursor is the key suffix of
+// FindDeliveries implements storage.Backend. The cursor is the key suffix of
 // the delivery record to resume in, then the number of its owners already
 // returned (4 bytes), so a page never exceeds limit.
-func (s *Store) FindDeliveries(_ context.Context, messageID store.ID, cursor []byte, limit int) ([]store.InboxRef, []byte, error) {
+func (s *Store) FindDeliveries(_ context.Context, messageID store.ID, cursor []byte, limit int) ([]storage.InboxRef, []byte, error) {
 	p := key(pDelivery, messageID)
 	lower, skip := p, 0
 	var resume []byte
@@ -368,7 +369,7 @@ func (s *Store) FindDeliveries(_ context.Context, messageID store.ID, cursor []b
 		return nil, nil, fmt.Errorf("embedded iter: %w", err)
 	}
 	defer it.Close()
-	var refs []store.InboxRef
+	var refs []storage.InboxRef
 	for ok := it.First(); ok; ok = it.Next() {
 		v := it.Value()
 		if len(v)%ownerSize != 0 {
@@ -383,7 +384,7 @@ func (s *Store) FindDeliveries(_ context.Context, messageID store.ID, cursor []b
 				next := binary.BigEndian.AppendUint32(bytes.Clone(it.Key()[len(p):]), uint32(i/ownerSize))
 				return refs, next, nil
 			}
-			var r store.InboxRef
+			var r storage.InboxRef
 			copy(r.Owner[:], v[i:i+ownerSize])
 			refs = append(refs, r)
 		}
@@ -391,8 +392,8 @@ func (s *Store) FindDeliveries(_ context.Context, messageID store.ID, cursor []b
 	return refs, nil, it.Error()
 }
 
-// RemoveInboxEntries implements store.Backend.
-func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.InboxChange, error) {
+// RemoveInboxEntries implements storage.Backend.
+func (s *Store) RemoveInboxEntries(_ context.Context, r storage.Removal) ([]storage.InboxChange, error) {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	job, err := s.checkJob(r.Job)
@@ -401,7 +402,7 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	changes := make([]store.InboxChange, 0, len(r.Refs))
+	changes := make([]storage.InboxChange, 0, len(r.Refs))
 	var heads []ownerHead
 	// An owner can have two records for one message (delivered, removed
 	// by an unfollow, inserted again by a follow); the entry goes once.
@@ -411,7 +412,7 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.
 			continue
 		}
 		done[ref.Owner] = struct{}{}
-		change := store.InboxChange{InboxRef: store.InboxRef{Owner: ref.Owner}, MessageID: job.MessageID}
+		change := storage.InboxChange{InboxRef: storage.InboxRef{Owner: ref.Owner}, MessageID: job.MessageID}
 		switch {
 		case job.Layout.Stores():
 			ek := key(pInbox, ref.Owner, job.MessageID)
@@ -426,7 +427,7 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.
 			_ = b.Set(key(pHead, ref.Owner), s.stamp(h), nil)
 			heads = append(heads, ownerHead{ref.Owner, h})
 			change.Counts = h.counts(job.Layout)
-		case job.Layout == store.LayoutCache:
+		case job.Layout == storage.LayoutCache:
 			removed, err := s.removeFromCache(b, ref.Owner, job.MessageID)
 			if err != nil {
 				return nil, err
@@ -453,7 +454,7 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r store.Removal) ([]store.
 // heads are published before the commit (raiseHeads: counts go up before
 // the entries show) and taken back if it fails. journaled says the heads
 // are counted by the batch's journal record, not written.
-func (s *Store) commitRaising(b *pebble.Batch, job *store.Job, cursor []byte, done bool, heads []ownerHead, journaled bool) error {
+func (s *Store) commitRaising(b *pebble.Batch, job *storage.Job, cursor []byte, done bool, heads []ownerHead, journaled bool) error {
 	if err := s.disk.writable(); err != nil {
 		return err // before the heads show counts that would be taken back
 	}
@@ -470,7 +471,7 @@ func (s *Store) commitRaising(b *pebble.Batch, job *store.Job, cursor []byte, do
 
 // commitChunk advances job (see advanceJob) in b, commits b, and then, the
 // chunk being stored, caches the inbox heads it changed.
-func (s *Store) commitChunk(b *pebble.Batch, job *store.Job, cursor []byte, done bool, heads []ownerHead) error {
+func (s *Store) commitChunk(b *pebble.Batch, job *storage.Job, cursor []byte, done bool, heads []ownerHead) error {
 	if err := advanceJob(b, job, cursor, done); err != nil {
 		return err
 	}

@@ -10,9 +10,10 @@ import (
 
 	"herald/store"
 	"herald/store/internal/docs"
+	"herald/store/storage"
 )
 
-func setJob(b *pebble.Batch, j *store.Job) error {
+func setJob(b *pebble.Batch, j *storage.Job) error {
 	if j.ID.IsZero() {
 		return fmt.Errorf("store job: kind %d has no ID", j.Kind)
 	}
@@ -23,7 +24,7 @@ func setJob(b *pebble.Batch, j *store.Job) error {
 	return b.Set(key(pJob, j.ID), v, nil)
 }
 
-func decodeJob(v []byte) (*store.Job, error) {
+func decodeJob(v []byte) (*storage.Job, error) {
 	var d docs.Job
 	if err := docs.Unmarshal(v, &d); err != nil {
 		return nil, fmt.Errorf("decode job: %w", err)
@@ -33,7 +34,7 @@ func decodeJob(v []byte) (*store.Job, error) {
 
 // findJob returns the stored job named by j, NOT_FOUND if there is none (or
 // another kind of job has its ID).
-func (s *Store) findJob(j *store.Job) (*store.Job, error) {
+func (s *Store) findJob(j *storage.Job) (*storage.Job, error) {
 	stored, err := findDoc(s, key(pJob, j.ID), decodeJob, "job not found")
 	if err != nil {
 		return nil, err
@@ -46,7 +47,7 @@ func (s *Store) findJob(j *store.Job) (*store.Job, error) {
 
 // checkJob returns the stored job of a chunk if the chunk should apply:
 // NOT_FOUND if the job is gone, nil if the job has moved past the chunk.
-func (s *Store) checkJob(j *store.Job) (*store.Job, error) {
+func (s *Store) checkJob(j *storage.Job) (*storage.Job, error) {
 	stored, err := s.findJob(j)
 	if err != nil {
 		return nil, err
@@ -58,7 +59,7 @@ func (s *Store) checkJob(j *store.Job) (*store.Job, error) {
 }
 
 // advanceJob records a job's progress in b, or removes the job when done.
-func advanceJob(b *pebble.Batch, j *store.Job, cursor []byte, done bool) error {
+func advanceJob(b *pebble.Batch, j *storage.Job, cursor []byte, done bool) error {
 	if done {
 		return b.Delete(key(pJob, j.ID), nil)
 	}
@@ -67,16 +68,16 @@ func advanceJob(b *pebble.Batch, j *store.Job, cursor []byte, done bool) error {
 	return setJob(b, &next)
 }
 
-// PendingJobs implements store.Backend. Jobs are keyed by ID, so key order
+// PendingJobs implements storage.Backend. Jobs are keyed by ID, so key order
 // is the order the contract asks for.
-func (s *Store) PendingJobs(_ context.Context) ([]*store.Job, error) {
+func (s *Store) PendingJobs(_ context.Context) ([]*storage.Job, error) {
 	p := []byte{pJob}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
 		return nil, fmt.Errorf("embedded iter: %w", err)
 	}
 	defer it.Close()
-	var out []*store.Job
+	var out []*storage.Job
 	for ok := it.First(); ok; ok = it.Next() {
 		j, err := decodeJob(it.Value())
 		if err != nil {
@@ -87,19 +88,19 @@ func (s *Store) PendingJobs(_ context.Context) ([]*store.Job, error) {
 	// The job with a chunk stored (one at most: jobs run one at a time)
 	// goes first, so that it ends before any backfill or rebuild looks at
 	// its message.
-	begun := func(j *store.Job) int {
+	begun := func(j *storage.Job) int {
 		if len(j.Cursor) > 0 {
 			return 0
 		}
 		return 1
 	}
-	slices.SortStableFunc(out, func(x, y *store.Job) int { return begun(x) - begun(y) })
+	slices.SortStableFunc(out, func(x, y *storage.Job) int { return begun(x) - begun(y) })
 	return out, it.Error()
 }
 
-// StoreJob implements store.Backend.
-func (s *Store) StoreJob(_ context.Context, j *store.Job) error {
-	if j.Kind != store.JobFollow && j.Kind != store.JobUnfollow {
+// StoreJob implements storage.Backend.
+func (s *Store) StoreJob(_ context.Context, j *storage.Job) error {
+	if j.Kind != storage.JobFollow && j.Kind != storage.JobUnfollow {
 		return fmt.Errorf("store job: kind %d is stored with its change, not by StoreJob", j.Kind)
 	}
 	s.inboxMu.Lock()
@@ -112,8 +113,8 @@ func (s *Store) StoreJob(_ context.Context, j *store.Job) error {
 	return s.commit(b)
 }
 
-// FinishJob implements store.Backend.
-func (s *Store) FinishJob(_ context.Context, j *store.Job) error {
+// FinishJob implements storage.Backend.
+func (s *Store) FinishJob(_ context.Context, j *storage.Job) error {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	stored, err := s.findJob(j)
@@ -126,7 +127,7 @@ func (s *Store) FinishJob(_ context.Context, j *store.Job) error {
 	defer b.Close()
 	_ = b.Delete(key(pJob, stored.ID), nil)
 	var heads []ownerHead
-	if stored.Kind == store.JobRebuild {
+	if stored.Kind == storage.JobRebuild {
 		h, _ := s.headOf(stored.OwnerID)
 		h.rebuilding = false
 		_ = b.Set(key(pHead, stored.OwnerID), s.stamp(h), nil)

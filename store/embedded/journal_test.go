@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // crash stops s as a killed process would: no last checkpoint.
@@ -48,12 +49,12 @@ func TestJournal_Replay(t *testing.T) {
 	deliver := func(text string) *store.Message {
 		t.Helper()
 		m := &store.Message{ID: store.NewID(tick()), AuthorID: author, Text: text, Kind: store.KindPost, CreatedAt: now}
-		job := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+		job := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: now}
 		require.NoError(t, s.CreateMessage(ctx, m, job))
-		_, err := s.DeliverInbox(ctx, store.Delivery{Job: job, Owners: owners[:3], At: now, Cursor: owners[2][:]})
+		_, err := s.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: owners[:3], At: now, Cursor: owners[2][:]})
 		require.NoError(t, err)
 		job.Cursor = owners[2][:]
-		changes, err := s.DeliverInbox(ctx, store.Delivery{Job: job, Owners: owners[3:], At: now, Done: true})
+		changes, err := s.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: owners[3:], At: now, Done: true})
 		require.Len(t, changes, 2)
 		require.NoError(t, err)
 		return m
@@ -62,7 +63,7 @@ func TestJournal_Replay(t *testing.T) {
 		t.Helper()
 		var cs []store.InboxCounts
 		for _, o := range owners {
-			items, c, err := s.ReadInbox(ctx, store.InboxFilter{Owner: o, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 100)})
+			items, c, err := s.ReadInbox(ctx, storage.InboxFilter{Owner: o, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 100)})
 			require.NoError(t, err)
 			require.Len(t, items, c.Total, "the counts agree with the entries")
 			cs = append(cs, c)
@@ -88,7 +89,7 @@ func TestJournal_Replay(t *testing.T) {
 	assert.Equal(t, 2, counts()[0].Total)
 
 	// A head written whole after records (mark-read) reflects them.
-	_, err = s.MarkInboxRead(ctx, owners[0], store.LayoutBuckets, m1.ID)
+	_, err = s.MarkInboxRead(ctx, owners[0], storage.LayoutBuckets, m1.ID)
 	require.NoError(t, err)
 	deliver("three")
 	reopen(false)
@@ -101,10 +102,10 @@ func TestJournal_Replay(t *testing.T) {
 	assert.Equal(t, 4, counts()[4].Total)
 
 	// A retraction writes the heads it changes whole.
-	require.NoError(t, s.DeleteMessage(ctx, m1.ID, &store.Job{ID: m1.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m1.ID, AuthorID: author, CreatedAt: now}))
+	require.NoError(t, s.DeleteMessage(ctx, m1.ID, &storage.Job{ID: m1.ID, Kind: storage.JobRetract, Layout: storage.LayoutBuckets, MessageID: m1.ID, AuthorID: author, CreatedAt: now}))
 	refs, _, err := s.FindDeliveries(ctx, m1.ID, nil, 100)
 	require.NoError(t, err)
-	_, err = s.RemoveInboxEntries(ctx, store.Removal{Job: &store.Job{ID: m1.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m1.ID, AuthorID: author}, Refs: refs, Done: true})
+	_, err = s.RemoveInboxEntries(ctx, storage.Removal{Job: &storage.Job{ID: m1.ID, Kind: storage.JobRetract, Layout: storage.LayoutBuckets, MessageID: m1.ID, AuthorID: author}, Refs: refs, Done: true})
 	require.NoError(t, err)
 	reopen(false)
 	assert.Equal(t, 3, counts()[1].Total)

@@ -8,10 +8,11 @@ import (
 
 	"herald/store"
 	"herald/store/internal/docs"
+	"herald/store/storage"
 )
 
-// CreateMessage implements store.Backend.
-func (s *Store) CreateMessage(_ context.Context, m *store.Message, job *store.Job) error {
+// CreateMessage implements storage.Backend.
+func (s *Store) CreateMessage(_ context.Context, m *store.Message, job *storage.Job) error {
 	unlock := s.lock(m.AuthorID[:])
 	defer unlock()
 	author, err := s.findUserDoc(m.AuthorID)
@@ -72,12 +73,12 @@ func (s *Store) findMessage(id store.ID) (*store.Message, error) {
 	return findDoc(s, key(pMessage, id), decodeMessage, "message not found")
 }
 
-// FindMessageByID implements store.Backend.
+// FindMessageByID implements storage.Backend.
 func (s *Store) FindMessageByID(_ context.Context, id store.ID) (*store.Message, error) {
 	return s.findMessage(id)
 }
 
-// FindMessagesByKeys implements store.Backend. Messages are keyed by id
+// FindMessagesByKeys implements storage.Backend. Messages are keyed by id
 // alone here; the author part of a key is for sharded backends.
 func (s *Store) FindMessagesByKeys(_ context.Context, keys []store.MessageKey) ([]*store.Message, error) {
 	ids := make([]store.ID, len(keys))
@@ -95,8 +96,8 @@ func (s *Store) FindMessagesByKeys(_ context.Context, keys []store.MessageKey) (
 	})
 }
 
-// FindMessages implements store.Backend.
-func (s *Store) FindMessages(_ context.Context, f store.MessageFilter) ([]*store.Message, error) {
+// FindMessages implements storage.Backend.
+func (s *Store) FindMessages(_ context.Context, f storage.MessageFilter) ([]*store.Message, error) {
 	p := key(pOutbox, f.AuthorID)
 	sp := spanOf(p, f.Range, true)
 	it, err := s.db.NewIter(sp.iterOptions())
@@ -118,8 +119,8 @@ func (s *Store) FindMessages(_ context.Context, f store.MessageFilter) ([]*store
 	return out, it.Error()
 }
 
-// UpdateMessage implements store.Backend.
-func (s *Store) UpdateMessage(_ context.Context, id store.ID, upd store.MessageUpdate) (*store.Message, error) {
+// UpdateMessage implements storage.Backend.
+func (s *Store) UpdateMessage(_ context.Context, id store.ID, upd storage.MessageUpdate) (*store.Message, error) {
 	m, err := s.findMessage(id)
 	if err != nil {
 		return nil, err
@@ -145,8 +146,8 @@ func (s *Store) UpdateMessage(_ context.Context, id store.ID, upd store.MessageU
 	return m, s.commit(b)
 }
 
-// DeleteMessage implements store.Backend.
-func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *store.Job) error {
+// DeleteMessage implements storage.Backend.
+func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *storage.Job) error {
 	m, err := s.findMessage(id)
 	if err != nil {
 		return err

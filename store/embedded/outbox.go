@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // The outbox index value holds what fan-out on read needs of a message, so
@@ -42,11 +43,11 @@ func decodeOutbox(author, id store.ID, v []byte) (outboxRow, error) {
 	}, nil
 }
 
-func (r outboxRow) matches(f store.PullFilter) bool {
+func (r outboxRow) matches(f storage.PullFilter) bool {
 	switch f {
-	case store.PushedOnly:
+	case storage.PushedOnly:
 		return !r.pulled
-	case store.PulledOnly:
+	case storage.PulledOnly:
 		return r.pulled
 	}
 	return true
@@ -74,7 +75,7 @@ func (h *outboxHeap) Pop() any {
 // nextOutbox returns author's row nearest to from (NilID: the newest, or
 // the oldest when up) on the side the reading goes, below from or (up)
 // above it, that passes the filter, using the shared iterator it.
-func nextOutbox(it *pebble.Iterator, author, from store.ID, up bool, f store.PullFilter) (outboxRow, bool, error) {
+func nextOutbox(it *pebble.Iterator, author, from store.ID, up bool, f storage.PullFilter) (outboxRow, bool, error) {
 	p := key(pOutbox, author)
 	var ok bool
 	switch {
@@ -104,10 +105,10 @@ func nextOutbox(it *pebble.Iterator, author, from store.ID, up bool, f store.Pul
 	return outboxRow{}, false, it.Error()
 }
 
-// FindOutbox implements store.Backend: a k-way merge over one iterator,
+// FindOutbox implements storage.Backend: a k-way merge over one iterator,
 // each author's next row found by a seek, so a page reads about Limit plus
 // one row per author whatever the outboxes' sizes.
-func (s *Store) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxEntry, error) {
+func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]storage.OutboxEntry, error) {
 	if f.Limit <= 0 || len(f.Authors) == 0 {
 		return nil, nil
 	}
@@ -137,10 +138,10 @@ func (s *Store) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.O
 		}
 	}
 	heap.Init(&h)
-	out := make([]store.OutboxEntry, 0, min(f.Limit, 1024))
+	out := make([]storage.OutboxEntry, 0, min(f.Limit, 1024))
 	for h.Len() > 0 && len(out) < f.Limit {
 		top := h.rows[0]
-		out = append(out, store.OutboxEntry{InboxEntry: top.entry})
+		out = append(out, storage.OutboxEntry{InboxEntry: top.entry})
 		row, ok, err := nextOutbox(it, top.entry.AuthorID, top.entry.MessageID, up, f.Pulled)
 		if err != nil {
 			return nil, err
@@ -164,13 +165,13 @@ func (s *Store) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.O
 		if err != nil {
 			return nil, err
 		}
-		out[i].Pending = j.Kind == store.JobDeliver
+		out[i].Pending = j.Kind == storage.JobDeliver
 	}
 	return out, nil
 }
 
-// CountOutbox implements store.Backend.
-func (s *Store) CountOutbox(ctx context.Context, f store.OutboxFilter) (int, error) {
+// CountOutbox implements storage.Backend.
+func (s *Store) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, error) {
 	n := 0
 	done := make(map[store.ID]struct{}, len(f.Authors))
 	for _, a := range f.Authors {
@@ -191,7 +192,7 @@ func (s *Store) CountOutbox(ctx context.Context, f store.OutboxFilter) (int, err
 			return 0, fmt.Errorf("embedded iter: %w", err)
 		}
 		for ok := it.First(); ok; ok = it.Next() {
-			if f.Pulled == store.AnyMessage {
+			if f.Pulled == storage.AnyMessage {
 				n++
 				continue
 			}
@@ -215,7 +216,7 @@ func (s *Store) CountOutbox(ctx context.Context, f store.OutboxFilter) (int, err
 	return n, nil
 }
 
-// ListPullAuthors implements store.Backend from the p index, which
+// ListPullAuthors implements storage.Backend from the p index, which
 // CreateMessage and DeleteMessage keep with PulledCount.
 func (s *Store) ListPullAuthors(_ context.Context) ([]store.ID, error) {
 	p := []byte{pPullers}

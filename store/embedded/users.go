@@ -10,9 +10,10 @@ import (
 
 	"herald/store"
 	"herald/store/internal/docs"
+	"herald/store/storage"
 )
 
-// CreateUser implements store.Backend.
+// CreateUser implements storage.Backend.
 func (s *Store) CreateUser(_ context.Context, u *store.User) error {
 	v, err := docs.Marshal(docs.FromUser(u))
 	if err != nil {
@@ -72,19 +73,19 @@ func (s *Store) findUserDoc(id store.ID) (*docs.User, error) {
 	return findDoc(s, key(pUser, id), decodeUserDoc, "user not found")
 }
 
-// FindUserByID implements store.Backend.
+// FindUserByID implements storage.Backend.
 func (s *Store) FindUserByID(_ context.Context, id store.ID) (*store.User, error) {
 	return s.findUser(id)
 }
 
-// FindUsersByIDs implements store.Backend.
+// FindUsersByIDs implements storage.Backend.
 func (s *Store) FindUsersByIDs(_ context.Context, ids []store.ID) ([]*store.User, error) {
 	// A user document decodes by reflection, which may keep slices of
 	// the bytes it reads (the password hash), so it decodes a copy.
 	return findDocs(s, pUser, ids, func(v []byte) (*store.User, error) { return s.decodeUser(bytes.Clone(v)) })
 }
 
-// FindUserByHandle implements store.Backend.
+// FindUserByHandle implements storage.Backend.
 func (s *Store) FindUserByHandle(_ context.Context, handle string) (*store.User, error) {
 	v, ok, err := s.get(key(pHandle, handle))
 	if err != nil {
@@ -97,8 +98,8 @@ func (s *Store) FindUserByHandle(_ context.Context, handle string) (*store.User,
 	return s.findUser(id)
 }
 
-// UpdateUser implements store.Backend.
-func (s *Store) UpdateUser(_ context.Context, id store.ID, upd store.UserUpdate) (*store.User, error) {
+// UpdateUser implements storage.Backend.
+func (s *Store) UpdateUser(_ context.Context, id store.ID, upd storage.UserUpdate) (*store.User, error) {
 	return s.changeUser(id, func(d *docs.User) {
 		if upd.DisplayName != nil {
 			d.Name = *upd.DisplayName
@@ -129,9 +130,9 @@ func (s *Store) changeUser(id store.ID, change func(d *docs.User)) (*store.User,
 	return u, nil
 }
 
-// MarkSeen implements store.Backend. The last-seen time is kept in the
+// MarkSeen implements storage.Backend. The last-seen time is kept in the
 // user document (User.LastSeenAt) and in the head, where fan-out reads it.
-func (s *Store) MarkSeen(_ context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *store.Job) (bool, error) {
+func (s *Store) MarkSeen(_ context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *storage.Job) (bool, error) {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	unlock := s.lock(user[:])
@@ -149,7 +150,7 @@ func (s *Store) MarkSeen(_ context.Context, user store.ID, at, inactiveBefore ti
 		return false, err
 	}
 	if returning {
-		if rebuild.Kind != store.JobRebuild || rebuild.OwnerID != user {
+		if rebuild.Kind != storage.JobRebuild || rebuild.OwnerID != user {
 			return false, fmt.Errorf("mark seen: rebuild job (kind %d) is not a JobRebuild of %s", rebuild.Kind, user)
 		}
 		h.rebuilding = true
@@ -174,7 +175,7 @@ func setUserDoc(b *pebble.Batch, d *docs.User) error {
 	return b.Set(key(pUser, store.ID(d.ID)), v, nil)
 }
 
-// RevokeTokens implements store.Backend: a read-modify-write of the user
+// RevokeTokens implements storage.Backend: a read-modify-write of the user
 // document under its stripe lock.
 func (s *Store) RevokeTokens(_ context.Context, id store.ID, r store.TokenRevocation) (*store.User, error) {
 	return s.changeUser(id, func(d *docs.User) {

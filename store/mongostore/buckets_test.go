@@ -13,6 +13,7 @@ import (
 
 	"herald/store"
 	"herald/store/mongostore"
+	"herald/store/storage"
 )
 
 // The bucket layout's placement (schema.go, collBuckets): buckets keyed by
@@ -29,12 +30,12 @@ func message(t *testing.T, st *mongostore.Store, author store.ID, at time.Time) 
 // deliverTo delivers m to owner in the bucket layout, in one chunk.
 func deliverTo(t *testing.T, st *mongostore.Store, m *store.Message, owner store.ID) {
 	ctx := context.Background()
-	j := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+	j := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
 	// Stored as a post with a job would be: the job rides in the message.
 	_, err := st.Database().Collection("messages").UpdateOne(ctx, bson.D{{Key: "_id", Value: primitive.ObjectID(m.ID)}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "j", Value: bson.D{{Key: "k", Value: int32(store.JobDeliver)}, {Key: "l", Value: int32(store.LayoutBuckets)}}}}}})
+		bson.D{{Key: "$set", Value: bson.D{{Key: "j", Value: bson.D{{Key: "k", Value: int32(storage.JobDeliver)}, {Key: "l", Value: int32(storage.LayoutBuckets)}}}}}})
 	require.NoError(t, err)
-	_, err = st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: []store.ID{owner}, At: tickClock(), Done: true})
+	_, err = st.DeliverInbox(ctx, storage.Delivery{Job: j, Owners: []store.ID{owner}, At: tickClock(), Done: true})
 	require.NoError(t, err)
 }
 
@@ -71,7 +72,7 @@ func pages(t *testing.T, st *mongostore.Store, owner store.ID, size int) []store
 	var all []store.ID
 	before := store.NilID
 	for {
-		items, _, err := st.ReadInbox(context.Background(), store.InboxFilter{Owner: owner, Layout: store.LayoutBuckets, Range: store.Forward(before, size)})
+		items, _, err := st.ReadInbox(context.Background(), storage.InboxFilter{Owner: owner, Layout: storage.LayoutBuckets, Range: store.Forward(before, size)})
 		require.NoError(t, err)
 		for _, it := range items {
 			all = append(all, it.MessageID)
@@ -114,13 +115,13 @@ func TestBuckets_Placement(t *testing.T) {
 		deliverTo(t, st, m, x)
 	}
 	// A backfill of messages older than every bucket.
-	follow := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobFollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: a}
+	follow := &storage.Job{ID: store.NewID(tickClock()), Kind: storage.JobFollow, Layout: storage.LayoutBuckets, OwnerID: x, AuthorID: a}
 	require.NoError(t, st.StoreJob(ctx, follow))
 	var es []store.InboxEntry
 	for _, m := range backfill {
 		es = append(es, store.InboxEntry{MessageID: m.ID, AuthorID: a, CreatedAt: m.CreatedAt})
 	}
-	changes, err := st.InsertInbox(ctx, store.Insertion{Job: follow, Entries: es, At: tickClock()})
+	changes, err := st.InsertInbox(ctx, storage.Insertion{Job: follow, Entries: es, At: tickClock()})
 	require.NoError(t, err)
 	require.Len(t, changes, 3)
 
@@ -134,13 +135,13 @@ func TestBuckets_Placement(t *testing.T) {
 	for _, size := range []int{1, 7, 50, 200} {
 		assert.Equal(t, want, pages(t, st, x, size), "pages of %d", size)
 	}
-	_, c, err := st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets})
+	_, c, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: x, Layout: storage.LayoutBuckets})
 	require.NoError(t, err)
 	assert.Equal(t, len(want), c.Total)
 	assert.Equal(t, len(want), c.Unread)
 
 	// The mark in the middle of a bucket: unread counts the entries above.
-	c, err = st.MarkInboxRead(ctx, x, store.LayoutBuckets, want[60])
+	c, err = st.MarkInboxRead(ctx, x, storage.LayoutBuckets, want[60])
 	require.NoError(t, err)
 	assert.Equal(t, 60, c.Unread)
 }
@@ -160,18 +161,18 @@ func TestFaults_InsertInboxInterrupted(t *testing.T) {
 		delivered = append(delivered, m)
 		backfill = append(backfill, message(t, st, b, base.Add(time.Duration(2*i+2)*time.Minute)))
 	}
-	follow := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobFollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: b}
+	follow := &storage.Job{ID: store.NewID(tickClock()), Kind: storage.JobFollow, Layout: storage.LayoutBuckets, OwnerID: x, AuthorID: b}
 	require.NoError(t, st.StoreJob(ctx, follow))
 	var es []store.InboxEntry
 	for _, m := range backfill {
 		es = append(es, store.InboxEntry{MessageID: m.ID, AuthorID: b, CreatedAt: m.CreatedAt})
 	}
 	f.bucketsBulk.Store(1)
-	_, err := st.InsertInbox(ctx, store.Insertion{Job: follow, Entries: es, At: tickClock()})
+	_, err := st.InsertInbox(ctx, storage.Insertion{Job: follow, Entries: es, At: tickClock()})
 	require.ErrorIs(t, err, errInjected)
 
 	// Counted, not yet written: a mark between the entries.
-	c, err := st.MarkInboxRead(ctx, x, store.LayoutBuckets, delivered[1].ID)
+	c, err := st.MarkInboxRead(ctx, x, storage.LayoutBuckets, delivered[1].ID)
 	require.NoError(t, err)
 	assert.Equal(t, store.InboxCounts{Total: 8, Unread: 5, ReadMark: delivered[1].ID}, c)
 
@@ -179,10 +180,10 @@ func TestFaults_InsertInboxInterrupted(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pending, 1)
 	assert.Equal(t, follow.ID, pending[0].ID, "the interrupted job is still stored")
-	changes, err := st.InsertInbox(ctx, store.Insertion{Job: pending[0], Entries: es[:2], At: tickClock()})
+	changes, err := st.InsertInbox(ctx, storage.Insertion{Job: pending[0], Entries: es[:2], At: tickClock()})
 	require.NoError(t, err)
 	assert.Len(t, changes, 4, "the stored plan, not the entries of the repeat")
-	items, c, err := st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 20)})
+	items, c, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: x, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 20)})
 	require.NoError(t, err)
 	assert.Len(t, items, 8)
 	assert.Equal(t, store.InboxCounts{Total: 8, Unread: 5, ReadMark: delivered[1].ID}, c)
@@ -195,23 +196,23 @@ func TestFaults_InsertInboxInterrupted(t *testing.T) {
 	refs, next, err := st.FindDeliveries(ctx, m.ID, nil, 10)
 	require.NoError(t, err)
 	require.Len(t, refs, 1)
-	_, err = st.RemoveInboxEntries(ctx, store.Removal{Job: r, Refs: refs, Cursor: next, Done: next == nil})
+	_, err = st.RemoveInboxEntries(ctx, storage.Removal{Job: r, Refs: refs, Cursor: next, Done: next == nil})
 	require.NoError(t, err)
-	items, c, err = st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 20)})
+	items, c, err = st.ReadInbox(ctx, storage.InboxFilter{Owner: x, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 20)})
 	require.NoError(t, err)
 	assert.Len(t, items, 7)
 	assert.Equal(t, store.InboxCounts{Total: 7, Unread: 4, ReadMark: delivered[1].ID}, c)
 
 	// An unfollow interrupted after its count step, run again.
-	unfollow := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobUnfollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: b}
+	unfollow := &storage.Job{ID: store.NewID(tickClock()), Kind: storage.JobUnfollow, Layout: storage.LayoutBuckets, OwnerID: x, AuthorID: b}
 	require.NoError(t, st.StoreJob(ctx, unfollow))
 	f.bucketsBulk.Store(1)
-	_, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: unfollow})
+	_, err = st.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: unfollow})
 	require.ErrorIs(t, err, errInjected)
-	changes, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: unfollow})
+	changes, err = st.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: unfollow})
 	require.NoError(t, err)
 	assert.Len(t, changes, 3)
-	items, c, err = st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 20)})
+	items, c, err = st.ReadInbox(ctx, storage.InboxFilter{Owner: x, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 20)})
 	require.NoError(t, err)
 	assert.Len(t, items, 4)
 	assert.Equal(t, store.InboxCounts{Total: 4, Unread: 2, ReadMark: delivered[1].ID}, c)

@@ -13,9 +13,10 @@ import (
 
 	"herald/store"
 	"herald/store/internal/docs"
+	"herald/store/storage"
 )
 
-var _ store.BulkLoader = (*Store)(nil)
+var _ storage.BulkLoader = (*Store)(nil)
 
 // Bulk loading writes the documents the primitives would have written for
 // the same history, each by an idempotent write keyed by its natural key
@@ -46,7 +47,7 @@ var _ store.BulkLoader = (*Store)(nil)
 // repaired by loading it again, which is what the progress record, written
 // last, is for.
 
-// LoadBulk implements store.BulkLoader. A malformed batch (a zero ID, a
+// LoadBulk implements storage.BulkLoader. A malformed batch (a zero ID, a
 // user, edge, message or inbox owner twice, a handle twice, too many
 // attributes, an inbox not newest first or with a message twice, inbox
 // items in a layout that stores none) is BAD_USER_INPUT and a handle held
@@ -55,7 +56,7 @@ var _ store.BulkLoader = (*Store)(nil)
 // once the batch's other writes are made (the batch's progress is not
 // stored). Inboxes in a layout that stores none must be empty; they are
 // ignored.
-func (s *Store) LoadBulk(ctx context.Context, b *store.Bulk) error {
+func (s *Store) LoadBulk(ctx context.Context, b *storage.Bulk) error {
 	if err := b.Validate(); err != nil {
 		return err
 	}
@@ -80,7 +81,7 @@ func (s *Store) LoadBulk(ctx context.Context, b *store.Bulk) error {
 	return wrap("bulk: progress", err)
 }
 
-// BulkProgress implements store.BulkLoader.
+// BulkProgress implements storage.BulkLoader.
 func (s *Store) BulkProgress(ctx context.Context, name string) ([]byte, error) {
 	var d struct {
 		Value []byte `bson:"v"`
@@ -245,7 +246,7 @@ func userSet(u *store.User, tokens map[string]int32) (bson.D, error) {
 
 // edgeTasks returns the writes of edges: both directions, each replaced
 // whole by its unique (u, o), as a finished Follow leaves them.
-func (s *Store) edgeTasks(ctx context.Context, edges []store.Edge) []func() error {
+func (s *Store) edgeTasks(ctx context.Context, edges []storage.Edge) []func() error {
 	if len(edges) == 0 {
 		return nil
 	}
@@ -289,7 +290,7 @@ func (s *Store) loadMessages(ctx context.Context, msgs []*store.Message) error {
 // top): the entries or buckets with the removal of any others of their
 // owners, the delivery records, and the owners' counts, three bulk writes
 // at once.
-func (s *Store) loadInboxes(ctx context.Context, lay store.Layout, inboxes []store.BulkInbox) error {
+func (s *Store) loadInboxes(ctx context.Context, lay storage.Layout, inboxes []storage.BulkInbox) error {
 	if len(inboxes) == 0 || !lay.Stores() {
 		return nil
 	}
@@ -310,7 +311,7 @@ func (s *Store) loadInboxes(ctx context.Context, lay store.Layout, inboxes []sto
 		n := int64(len(in.Items))
 		set := bson.D{}
 		unset := bson.D{{Key: "ir", Value: ""}, {Key: "rb", Value: ""}, {Key: "lj", Value: ""}, {Key: "lq", Value: ""}, {Key: "la", Value: ""}, {Key: "ll", Value: ""}}
-		if lay == store.LayoutEntries {
+		if lay == storage.LayoutEntries {
 			kept := make(bson.A, len(in.Items))
 			for j, it := range in.Items {
 				e := entryOf(it)
@@ -361,7 +362,7 @@ func (s *Store) loadInboxes(ctx context.Context, lay store.Layout, inboxes []sto
 			SetUpdate(bson.D{{Key: "$addToSet", Value: bson.D{{Key: "r", Value: bson.D{{Key: "$each", Value: rs}}}}}}).SetUpsert(true))
 	}
 	coll := s.entries
-	if lay == store.LayoutBuckets {
+	if lay == storage.LayoutBuckets {
 		coll = s.buckets
 	}
 	var matched int64

@@ -19,6 +19,9 @@ import (
 
 	"herald/store"
 	"herald/store/mongostore"
+	"herald/store/pubsub"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // bulkFixture is a small hand-built network loaded in bulk: authors a and
@@ -31,17 +34,17 @@ type bulkFixture struct {
 	trips   *atomic.Int64 // collection calls: round trips
 	docs    *atomic.Int64 // inbox documents read
 	clk     *measureClock
-	layout  store.Layout
+	layout  storage.Layout
 	a, b, c *store.User
 	x, y    *store.User
 	msgs    []*store.Message // oldest first
 	reply   *store.Message
 	pulled  *store.Message
 	inbox   []store.InboxItem // x's and y's, newest first
-	batches []*store.Bulk
+	batches []*storage.Bulk
 }
 
-func newBulkFixture(t *testing.T, layout store.Layout) *bulkFixture {
+func newBulkFixture(t *testing.T, layout storage.Layout) *bulkFixture {
 	t.Helper()
 	ctx := context.Background()
 	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
@@ -64,7 +67,7 @@ func newBulkFixture(t *testing.T, layout store.Layout) *bulkFixture {
 	f.x.Attributes = []store.Attribute{{Name: "city", Value: "Paris"}, {Name: "lang", Value: "fr"}}
 
 	followed := f.clk.now()
-	edges := []store.Edge{
+	edges := []storage.Edge{
 		{Follower: f.x.ID, Followee: f.a.ID, At: followed}, {Follower: f.x.ID, Followee: f.b.ID, At: followed},
 		{Follower: f.y.ID, Followee: f.a.ID, At: followed}, {Follower: f.y.ID, Followee: f.b.ID, At: followed},
 		{Follower: f.y.ID, Followee: f.c.ID, At: followed},
@@ -88,15 +91,15 @@ func newBulkFixture(t *testing.T, layout store.Layout) *bulkFixture {
 		m := f.msgs[i]
 		f.inbox = append(f.inbox, store.InboxItem{InboxEntry: store.InboxEntry{MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}, DeliveredAt: m.CreatedAt.Add(time.Second)})
 	}
-	progress := func(n int) *store.BulkProgress {
-		return &store.BulkProgress{Name: "test", Value: fmt.Appendf(nil, "batch %d", n)}
+	progress := func(n int) *storage.BulkProgress {
+		return &storage.BulkProgress{Name: "test", Value: fmt.Appendf(nil, "batch %d", n)}
 	}
-	f.batches = []*store.Bulk{
+	f.batches = []*storage.Bulk{
 		{Users: []*store.User{f.a, f.b, f.c, f.x, f.y}, Progress: progress(1)},
 		{Edges: edges, Progress: progress(2)},
 		{Messages: append(slices.Clone(f.msgs[:60]), f.pulled), Progress: progress(3)},
 		{Messages: f.msgs[60:], Progress: progress(4)},
-		{Layout: layout, Inboxes: []store.BulkInbox{{Owner: f.x.ID, Items: f.inbox}, {Owner: f.y.ID, Items: f.inbox}}, Progress: progress(5)},
+		{Layout: layout, Inboxes: []storage.BulkInbox{{Owner: f.x.ID, Items: f.inbox}, {Owner: f.y.ID, Items: f.inbox}}, Progress: progress(5)},
 	}
 	return f
 }
@@ -140,7 +143,7 @@ func ids(items []store.InboxItem) []store.ID {
 // readAll pages through owner's stored inbox with pages of size, forward
 // (newest first) or backward (oldest first: a backend reads nearest to
 // the cursor first), and returns the IDs newest first.
-func readAll(t *testing.T, st *mongostore.Store, owner store.ID, lay store.Layout, size int, backward bool) []store.ID {
+func readAll(t *testing.T, st *mongostore.Store, owner store.ID, lay storage.Layout, size int, backward bool) []store.ID {
 	t.Helper()
 	var all []store.ID
 	from := store.NilID
@@ -149,7 +152,7 @@ func readAll(t *testing.T, st *mongostore.Store, owner store.ID, lay store.Layou
 		if backward {
 			r = store.Backward(from, size)
 		}
-		items, _, err := st.ReadInbox(context.Background(), store.InboxFilter{Owner: owner, Layout: lay, Range: r})
+		items, _, err := st.ReadInbox(context.Background(), storage.InboxFilter{Owner: owner, Layout: lay, Range: r})
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(items), size)
 		got := ids(items)
@@ -168,8 +171,8 @@ func readAll(t *testing.T, st *mongostore.Store, owner store.ID, lay store.Layou
 
 func TestStore_LoadBulk(t *testing.T) {
 	ctx := context.Background()
-	for _, lay := range []store.Layout{store.LayoutBuckets, store.LayoutEntries} {
-		name := map[store.Layout]string{store.LayoutBuckets: "Buckets", store.LayoutEntries: "Entries"}[lay]
+	for _, lay := range []storage.Layout{storage.LayoutBuckets, storage.LayoutEntries} {
+		name := map[storage.Layout]string{storage.LayoutBuckets: "Buckets", storage.LayoutEntries: "Entries"}[lay]
 		t.Run(name, func(t *testing.T) {
 			f := newBulkFixture(t, lay)
 			v, err := f.st.BulkProgress(ctx, "test")
@@ -209,19 +212,19 @@ func TestStore_LoadBulk(t *testing.T) {
 			})
 
 			t.Run("OKMessages", func(t *testing.T) {
-				ms, err := st.FindMessages(ctx, store.MessageFilter{AuthorID: f.b.ID, Range: store.Forward(store.NilID, 50)})
+				ms, err := st.FindMessages(ctx, storage.MessageFilter{AuthorID: f.b.ID, Range: store.Forward(store.NilID, 50)})
 				require.NoError(t, err)
 				require.Len(t, ms, 10)
 				assert.Equal(t, f.msgs[119], ms[0], "newest first")
 				assert.Equal(t, f.reply, ms[9], "the reply, with what it replies to")
-				out, err := st.FindOutbox(ctx, store.OutboxFilter{Authors: []store.ID{f.a.ID, f.b.ID}, Range: store.Forward(store.NilID, 200)})
+				out, err := st.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{f.a.ID, f.b.ID}, Range: store.Forward(store.NilID, 200)})
 				require.NoError(t, err)
 				require.Len(t, out, 120)
 				for i, e := range out {
 					assert.Equal(t, f.inbox[i].InboxEntry, e.InboxEntry)
 					assert.False(t, e.Pending, "delivered: no job")
 				}
-				n, err := st.CountOutbox(ctx, store.OutboxFilter{Authors: []store.ID{f.c.ID}, Pulled: store.PulledOnly})
+				n, err := st.CountOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{f.c.ID}, Pulled: storage.PulledOnly})
 				require.NoError(t, err)
 				assert.Equal(t, 1, n)
 				got, err := st.FindMessageByID(ctx, f.pulled.ID)
@@ -235,7 +238,7 @@ func TestStore_LoadBulk(t *testing.T) {
 					assert.Equal(t, want, readAll(t, st, f.x.ID, lay, size, false), "forward, pages of %d", size)
 					assert.Equal(t, want, readAll(t, st, f.y.ID, lay, size, true), "backward, pages of %d", size)
 				}
-				items, c, err := st.ReadInbox(ctx, store.InboxFilter{Owner: f.x.ID, Layout: lay, Range: store.Forward(store.NilID, 3)})
+				items, c, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: f.x.ID, Layout: lay, Range: store.Forward(store.NilID, 3)})
 				require.NoError(t, err)
 				assert.Equal(t, f.inbox[:3], items, "entries as given, delivery times included")
 				assert.Equal(t, store.InboxCounts{Total: 120, Unread: 120}, c)
@@ -247,7 +250,7 @@ func TestStore_LoadBulk(t *testing.T) {
 				assert.Nil(t, next)
 				require.Len(t, refs, 2)
 				assert.ElementsMatch(t, []store.ID{f.x.ID, f.y.ID}, []store.ID{refs[0].Owner, refs[1].Owner})
-				if lay == store.LayoutBuckets {
+				if lay == storage.LayoutBuckets {
 					// The oldest bucket holds the oldest 50.
 					assert.Equal(t, f.msgs[0].ID, refs[0].Bucket)
 				} else {
@@ -258,7 +261,7 @@ func TestStore_LoadBulk(t *testing.T) {
 				assert.Empty(t, refs, "a pulled message is in no inbox")
 			})
 
-			if lay == store.LayoutBuckets {
+			if lay == storage.LayoutBuckets {
 				t.Run("OKBucketShape", func(t *testing.T) {
 					bs := bucketsOf(t, st, f.x.ID)
 					require.Len(t, bs, 3)
@@ -287,7 +290,7 @@ func TestStore_LoadBulk(t *testing.T) {
 				t.Run("OKPageOf50ReadsTwoBuckets", func(t *testing.T) {
 					f.trips.Store(0)
 					f.docs.Store(0)
-					items, _, err := st.ReadInbox(ctx, store.InboxFilter{Owner: f.x.ID, Layout: lay, Range: store.Forward(store.NilID, 50)})
+					items, _, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: f.x.ID, Layout: lay, Range: store.Forward(store.NilID, 50)})
 					require.NoError(t, err)
 					require.Len(t, items, 50)
 					t.Logf("a page of 50 of a loaded inbox: %d round trips, %d bucket documents", f.trips.Load(), f.docs.Load())
@@ -324,7 +327,7 @@ func TestStore_LoadBulk(t *testing.T) {
 // may change hands.
 func TestStore_LoadBulkConflict(t *testing.T) {
 	ctx := context.Background()
-	f := newBulkFixture(t, store.LayoutBuckets)
+	f := newBulkFixture(t, storage.LayoutBuckets)
 	st := f.st
 	f.load(t)
 	clk := f.clk
@@ -335,14 +338,14 @@ func TestStore_LoadBulkConflict(t *testing.T) {
 		before := dump(t, st)
 		fresh := &store.User{ID: store.NewID(clk.now()), Handle: "fresh", Attributes: []store.Attribute{{Name: "new_name", Value: "v"}}}
 		thief := &store.User{ID: store.NewID(clk.now()), Handle: "taken"}
-		err := st.LoadBulk(ctx, &store.Bulk{Users: []*store.User{fresh, thief}, Progress: &store.BulkProgress{Name: "test", Value: []byte("6")}})
+		err := st.LoadBulk(ctx, &storage.Bulk{Users: []*store.User{fresh, thief}, Progress: &storage.BulkProgress{Name: "test", Value: []byte("6")}})
 		assert.Equal(t, store.ECONFLICT, store.ErrorCode(err))
 		renamed := *f.a
 		renamed.Handle = "reader_x" // x's, and x keeps it
-		err = st.LoadBulk(ctx, &store.Bulk{Users: []*store.User{&renamed}})
+		err = st.LoadBulk(ctx, &storage.Bulk{Users: []*store.User{&renamed}})
 		assert.Equal(t, store.ECONFLICT, store.ErrorCode(err))
 		twice := &store.User{ID: store.NewID(clk.now()), Handle: "fresh"}
-		err = st.LoadBulk(ctx, &store.Bulk{Users: []*store.User{fresh, twice}})
+		err = st.LoadBulk(ctx, &storage.Bulk{Users: []*store.User{fresh, twice}})
 		assert.Equal(t, store.ECONFLICT, store.ErrorCode(err), "one handle twice in a batch")
 		assert.Equal(t, before, dump(t, st), "nothing of the batches written")
 	})
@@ -350,7 +353,7 @@ func TestStore_LoadBulkConflict(t *testing.T) {
 	t.Run("OKSwapHandles", func(t *testing.T) {
 		a, b := *f.a, *f.b
 		a.Handle, b.Handle = f.b.Handle, f.a.Handle
-		require.NoError(t, st.LoadBulk(ctx, &store.Bulk{Users: []*store.User{&a, &b}}))
+		require.NoError(t, st.LoadBulk(ctx, &storage.Bulk{Users: []*store.User{&a, &b}}))
 		got, err := st.FindUserByHandle(ctx, "author_a")
 		require.NoError(t, err)
 		assert.Equal(t, b.ID, got.ID)
@@ -365,24 +368,24 @@ func TestStore_LoadBulkConflict(t *testing.T) {
 	t.Run("ErrInvalid", func(t *testing.T) {
 		before := dump(t, st)
 		items := f.inbox[:3]
-		for name, b := range map[string]*store.Bulk{
-			"inbox in LayoutNone":  {Layout: store.LayoutNone, Inboxes: []store.BulkInbox{{Owner: f.x.ID, Items: items}}},
-			"oldest first":         {Layout: store.LayoutBuckets, Inboxes: []store.BulkInbox{{Owner: f.x.ID, Items: []store.InboxItem{items[1], items[0]}}}},
-			"a message twice":      {Layout: store.LayoutBuckets, Inboxes: []store.BulkInbox{{Owner: f.x.ID, Items: []store.InboxItem{items[0], items[0]}}}},
-			"an owner twice":       {Layout: store.LayoutEntries, Inboxes: []store.BulkInbox{{Owner: f.x.ID, Items: items}, {Owner: f.x.ID}}},
-			"an edge twice":        {Edges: []store.Edge{{Follower: f.x.ID, Followee: f.c.ID}, {Follower: f.x.ID, Followee: f.c.ID}}},
+		for name, b := range map[string]*storage.Bulk{
+			"inbox in LayoutNone":  {Layout: storage.LayoutNone, Inboxes: []storage.BulkInbox{{Owner: f.x.ID, Items: items}}},
+			"oldest first":         {Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: f.x.ID, Items: []store.InboxItem{items[1], items[0]}}}},
+			"a message twice":      {Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: f.x.ID, Items: []store.InboxItem{items[0], items[0]}}}},
+			"an owner twice":       {Layout: storage.LayoutEntries, Inboxes: []storage.BulkInbox{{Owner: f.x.ID, Items: items}, {Owner: f.x.ID}}},
+			"an edge twice":        {Edges: []storage.Edge{{Follower: f.x.ID, Followee: f.c.ID}, {Follower: f.x.ID, Followee: f.c.ID}}},
 			"a user without an ID": {Users: []*store.User{{Handle: "nobody"}}},
 		} {
 			err := st.LoadBulk(ctx, b)
 			assert.Equal(t, store.EINVALID, store.ErrorCode(err), name)
 		}
 		assert.Equal(t, before, dump(t, st))
-		err := st.LoadBulk(ctx, &store.Bulk{Layout: store.LayoutCache, Inboxes: []store.BulkInbox{{Owner: f.x.ID}}})
+		err := st.LoadBulk(ctx, &storage.Bulk{Layout: storage.LayoutCache, Inboxes: []storage.BulkInbox{{Owner: f.x.ID}}})
 		assert.NoError(t, err, "an empty inbox in a layout that stores none is ignored")
 	})
 
 	t.Run("ErrOwnerNotLoaded", func(t *testing.T) {
-		err := st.LoadBulk(ctx, &store.Bulk{Layout: store.LayoutEntries, Inboxes: []store.BulkInbox{{Owner: store.NewID(clk.now()), Items: f.inbox[:1]}}})
+		err := st.LoadBulk(ctx, &storage.Bulk{Layout: storage.LayoutEntries, Inboxes: []storage.BulkInbox{{Owner: store.NewID(clk.now()), Items: f.inbox[:1]}}})
 		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
 	})
 }
@@ -391,18 +394,18 @@ func TestStore_LoadBulkConflict(t *testing.T) {
 // held: a shorter one leaves no entry or bucket of the longer behind.
 func TestStore_LoadBulkReplacesInbox(t *testing.T) {
 	ctx := context.Background()
-	for _, lay := range []store.Layout{store.LayoutBuckets, store.LayoutEntries} {
+	for _, lay := range []storage.Layout{storage.LayoutBuckets, storage.LayoutEntries} {
 		f := newBulkFixture(t, lay)
 		f.load(t)
-		require.NoError(t, f.st.LoadBulk(ctx, &store.Bulk{Layout: lay, Inboxes: []store.BulkInbox{{Owner: f.x.ID, Items: f.inbox[70:]}, {Owner: f.y.ID}}}))
+		require.NoError(t, f.st.LoadBulk(ctx, &storage.Bulk{Layout: lay, Inboxes: []storage.BulkInbox{{Owner: f.x.ID, Items: f.inbox[70:]}, {Owner: f.y.ID}}}))
 		assert.Equal(t, ids(f.inbox[70:]), readAll(t, f.st, f.x.ID, lay, 50, false))
 		assert.Empty(t, readAll(t, f.st, f.y.ID, lay, 50, false))
 		for o, n := range map[store.ID]int{f.x.ID: 50, f.y.ID: 0} {
-			_, c, err := f.st.ReadInbox(ctx, store.InboxFilter{Owner: o, Layout: lay, Range: store.Forward(store.NilID, 1)})
+			_, c, err := f.st.ReadInbox(ctx, storage.InboxFilter{Owner: o, Layout: lay, Range: store.Forward(store.NilID, 1)})
 			require.NoError(t, err)
 			assert.Equal(t, store.InboxCounts{Total: n, Unread: n}, c)
 		}
-		if lay == store.LayoutBuckets {
+		if lay == storage.LayoutBuckets {
 			assert.Len(t, bucketsOf(t, f.st, f.x.ID), 1)
 			assert.Empty(t, bucketsOf(t, f.st, f.y.ID))
 		}
@@ -412,7 +415,7 @@ func TestStore_LoadBulkReplacesInbox(t *testing.T) {
 // TestStore_LoadBulkRoundTrips reports the round trips of each kind of
 // batch, which do not grow with its size.
 func TestStore_LoadBulkRoundTrips(t *testing.T) {
-	f := newBulkFixture(t, store.LayoutBuckets)
+	f := newBulkFixture(t, storage.LayoutBuckets)
 	want := []struct {
 		what  string
 		trips int64
@@ -444,7 +447,7 @@ func TestStore_LoadBulkRoundTrips(t *testing.T) {
 // a mark-read recounts loaded entries.
 func TestStore_LoadBulkService(t *testing.T) {
 	ctx := context.Background()
-	for _, strat := range []store.Strategy{store.StrategyBucket, store.StrategyWrite} {
+	for _, strat := range []service.Strategy{service.StrategyBucket, service.StrategyWrite} {
 		t.Run(string(strat), func(t *testing.T) {
 			lay := strat.Layout()
 			f := newBulkFixture(t, lay)
@@ -453,8 +456,8 @@ func TestStore_LoadBulkService(t *testing.T) {
 			clk := &measureClock{t: f.clk.now().Add(time.Hour)}
 			var mu sync.Mutex // the fan-out reads the clock too
 			now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clk.now() }
-			hub := store.NewHub()
-			svc := store.NewService(st, hub, store.Options{Strategy: strat, Now: now, PasswordCost: bcrypt.MinCost, ChunkSize: 7, Logger: slog.New(slog.DiscardHandler)})
+			hub := pubsub.NewHub()
+			svc := service.NewService(st, hub, service.Options{Strategy: strat, Now: now, PasswordCost: bcrypt.MinCost, ChunkSize: 7, Logger: slog.New(slog.DiscardHandler)})
 			require.NoError(t, svc.Start(ctx))
 			t.Cleanup(func() {
 				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -484,13 +487,13 @@ func TestStore_LoadBulkService(t *testing.T) {
 			assert.Equal(t, 109, a.MessageCount, "a loaded message is counted, so its deletion counts it out")
 
 			// A new post by a loaded author reaches the loaded followers.
-			m, err := svc.PostMessage(ctx, f.b.ID, store.PostInput{Text: "after the load"})
+			m, err := svc.PostMessage(ctx, f.b.ID, service.PostInput{Text: "after the load"})
 			require.NoError(t, err)
 			idle()
 			want = append([]store.ID{m.ID}, want...)
 			check(f.x.ID, want)
 			check(f.y.ID, want)
-			if lay == store.LayoutBuckets {
+			if lay == storage.LayoutBuckets {
 				bs := bucketsOf(t, st, f.x.ID)
 				require.Len(t, bs, 3, "into the newest bucket, which had 20")
 				assert.Len(t, bs[2].Entries, 21)

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // cacheDoc is a cached inbox (LayoutCache, after Inbox caches:
@@ -27,9 +28,9 @@ type cacheDoc struct {
 	Version  int64              `bson:"cv"`
 }
 
-// ReadInboxCache implements store.Backend. A cache past its expiry may
+// ReadInboxCache implements storage.Backend. A cache past its expiry may
 // still be stored until the TTL monitor runs; it reads as none.
-func (s *Store) ReadInboxCache(ctx context.Context, owner store.ID, now time.Time) (*store.InboxCache, error) {
+func (s *Store) ReadInboxCache(ctx context.Context, owner store.ID, now time.Time) (*storage.InboxCache, error) {
 	var d cacheDoc
 	err := s.caches.FindOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "x", Value: bson.D{{Key: "$gte", Value: now}}}}).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -37,7 +38,7 @@ func (s *Store) ReadInboxCache(ctx context.Context, owner store.ID, now time.Tim
 	} else if err != nil {
 		return nil, wrap("read inbox cache", err)
 	}
-	c := &store.InboxCache{Owner: owner, Complete: d.Complete, Expires: d.Expires.UTC(), Items: make([]store.InboxItem, len(d.Entries))}
+	c := &storage.InboxCache{Owner: owner, Complete: d.Complete, Expires: d.Expires.UTC(), Items: make([]store.InboxItem, len(d.Entries))}
 	slices.SortFunc(d.Entries, func(x, y entryDoc) int { return cmpID(y.Message, x.Message) })
 	for i, e := range d.Entries {
 		c.Items[i] = e.item()
@@ -45,12 +46,12 @@ func (s *Store) ReadInboxCache(ctx context.Context, owner store.ID, now time.Tim
 	return c, nil
 }
 
-// PutInboxCache implements store.Backend: the merge is computed from the
+// PutInboxCache implements storage.Backend: the merge is computed from the
 // stored cache and written back conditionally on its version, so an entry
 // a delivery pushed meanwhile is not lost (the merge is then redone). A
 // cache past its expiry that the TTL monitor has not removed yet is merged
 // into like any other: the backend has no clock of its own to tell.
-func (s *Store) PutInboxCache(ctx context.Context, c *store.InboxCache, capacity int) error {
+func (s *Store) PutInboxCache(ctx context.Context, c *storage.InboxCache, capacity int) error {
 	if capacity <= 0 {
 		capacity = bucketSize
 	}
@@ -108,7 +109,7 @@ func (s *Store) PutInboxCache(ctx context.Context, c *store.InboxCache, capacity
 	}
 }
 
-// DropInboxCache implements store.Backend.
+// DropInboxCache implements storage.Backend.
 func (s *Store) DropInboxCache(ctx context.Context, owner store.ID) error {
 	_, err := s.caches.DeleteOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}})
 	return wrap("drop inbox cache", err)
@@ -145,15 +146,15 @@ func (s *Store) pushToCaches(ctx context.Context, owners []store.ID, entry entry
 
 // retractCached removes a message from the caches of refs' owners; every
 // owner is reported (the message leaves their fan-out on read too).
-func (s *Store) retractCached(ctx context.Context, job *store.Job, refs []store.InboxRef) ([]store.InboxChange, error) {
+func (s *Store) retractCached(ctx context.Context, job *storage.Job, refs []storage.InboxRef) ([]storage.InboxChange, error) {
 	msg := oid(job.MessageID)
 	models := make([]mongo.WriteModel, len(refs))
-	changes := make([]store.InboxChange, len(refs))
+	changes := make([]storage.InboxChange, len(refs))
 	for i, ref := range refs {
 		models[i] = mongo.NewUpdateOneModel().
 			SetFilter(bson.D{{Key: "_id", Value: oid(ref.Owner)}, {Key: "e.m", Value: msg}}).
 			SetUpdate(bson.D{{Key: "$pull", Value: bson.D{{Key: "e", Value: bson.D{{Key: "m", Value: msg}}}}}, {Key: "$inc", Value: bson.D{{Key: "cv", Value: int64(1)}}}})
-		changes[i] = store.InboxChange{InboxRef: store.InboxRef{Owner: ref.Owner}, MessageID: job.MessageID, NoCounts: true}
+		changes[i] = storage.InboxChange{InboxRef: storage.InboxRef{Owner: ref.Owner}, MessageID: job.MessageID, NoCounts: true}
 	}
 	if _, err := s.caches.BulkWrite(ctx, models, unordered); err != nil {
 		return nil, wrap("retract: caches", err)

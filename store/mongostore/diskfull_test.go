@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/mongo"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // A MongoDB whose disk is full answers writes with error code 14031
@@ -47,7 +48,7 @@ func TestDiskFull_MapsToStorageFull(t *testing.T) {
 				"CreateUser":    st.CreateUser(ctx, carol),
 				"CreateMessage": st.CreateMessage(ctx, m, nil),
 				"Follow":        second(st.Follow(ctx, bob.ID, alice.ID, now)),
-				"UpdateUser":    second(st.UpdateUser(ctx, alice.ID, store.UserUpdate{DisplayName: &name})),
+				"UpdateUser":    second(st.UpdateUser(ctx, alice.ID, storage.UserUpdate{DisplayName: &name})),
 			} {
 				require.Error(t, err, what)
 				assert.Equal(t, store.ESTORAGEFULL, store.ErrorCode(err), "%s: %v", what, err)

@@ -17,6 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
+	"herald/store/pubsub"
 )
 
 // Inbox events cross between Herald processes through MongoDB itself: a
@@ -136,15 +137,15 @@ type EventsOptions struct {
 	Now func() time.Time
 }
 
-// Events is the store.Events of Herald processes sharing one MongoDB:
+// Events is the pubsub.Events of Herald processes sharing one MongoDB:
 // Publish writes to the events collection and a change stream on it feeds
-// a local store.Hub, which holds this process's subscribers. Call Run to
+// a local pubsub.Hub, which holds this process's subscribers. Call Run to
 // start the change stream and Close to stop it. Publish and Subscribe are
 // safe for concurrent use.
 type Events struct {
 	coll     lungo.ICollection
 	embedded bool // lungo's engine: no change stream pipelines
-	hub      *store.Hub
+	hub      *pubsub.Hub
 	log      *slog.Logger
 	opts     EventsOptions
 
@@ -160,7 +161,7 @@ type Events struct {
 	testHookReopen func()
 }
 
-var _ store.Events = (*Events)(nil)
+var _ pubsub.Events = (*Events)(nil)
 
 // NewEvents returns Events over db's events collection. Nothing is read
 // until Run.
@@ -184,13 +185,13 @@ func NewEvents(db lungo.IDatabase, opts EventsOptions) *Events {
 	return &Events{
 		coll:     db.Collection(collEvents),
 		embedded: embedded,
-		hub:      store.NewHub(),
+		hub:      pubsub.NewHub(),
 		log:      opts.Logger,
 		opts:     opts,
 	}
 }
 
-// Publish implements store.Events: it inserts evs as one document (more
+// Publish implements pubsub.Events: it inserts evs as one document (more
 // only past maxEventsPerDoc events). The events reach subscribers, here
 // and in every other process, through the change stream, so they are not
 // delivered before Run. Publish returns after at most PublishTimeout; a
@@ -235,7 +236,7 @@ func (e *Events) Publish(ctx context.Context, evs ...store.Event) {
 	}
 }
 
-// Subscribe implements store.Events through the local hub: the channel is
+// Subscribe implements pubsub.Events through the local hub: the channel is
 // buffered, a subscriber that falls behind is dropped (its channel
 // closed), and the channel is closed when ctx ends or Close is called.
 // After Close it returns INTERNAL.
@@ -243,7 +244,7 @@ func (e *Events) Subscribe(ctx context.Context, userID store.ID) (<-chan store.E
 	return e.hub.Subscribe(ctx, userID)
 }
 
-// SubscribeFunc implements store.Events through the local hub, so an
+// SubscribeFunc implements pubsub.Events through the local hub, so an
 // idle subscriber costs no goroutine here either.
 func (e *Events) SubscribeFunc(ctx context.Context, userID store.ID, deliver func(store.Event) bool, end func()) error {
 	return e.hub.SubscribeFunc(ctx, userID, deliver, end)
@@ -253,7 +254,7 @@ func (e *Events) SubscribeFunc(ctx context.Context, userID store.ID, deliver fun
 func (e *Events) Len() int { return e.hub.Len() }
 
 // Stats returns the counters of this process's hub.
-func (e *Events) Stats() store.HubStats { return e.hub.Stats() }
+func (e *Events) Stats() pubsub.HubStats { return e.hub.Stats() }
 
 // Run opens the change stream, starting from now (older events are not
 // replayed), and starts the goroutine that feeds the hub from it until

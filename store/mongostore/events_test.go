@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/bson/primitive"
 
 	"herald/store"
+	"herald/store/pubsub"
 )
 
 // lockedBuffer is a log sink safe for the watcher's writes and the test's
@@ -347,8 +348,8 @@ func TestEvents_Subscribe(t *testing.T) {
 		e := startEvents(t, client, "herald", EventsOptions{})
 		slow, fast := store.NewID(time.Now()), store.NewID(time.Now())
 		chSlow, chFast := subscribe(t, e, slow), subscribe(t, e, fast)
-		evs := make([]store.Event, 0, 2*store.HubBuffer+2)
-		for i := range store.HubBuffer + 1 {
+		evs := make([]store.Event, 0, 2*pubsub.HubBuffer+2)
+		for i := range pubsub.HubBuffer + 1 {
 			evs = append(evs, store.Event{Type: store.EventAdded, UserID: slow, MessageID: slow, Counts: store.InboxCounts{Total: i + 1}})
 		}
 		evs = append(evs, store.Event{Type: store.EventAdded, UserID: fast, MessageID: fast})
@@ -358,7 +359,7 @@ func TestEvents_Subscribe(t *testing.T) {
 		for range chSlow {
 			n++
 		}
-		assert.Equal(t, store.HubBuffer, n, "the slow subscriber is dropped once its buffer is full")
+		assert.Equal(t, pubsub.HubBuffer, n, "the slow subscriber is dropped once its buffer is full")
 	})
 }
 

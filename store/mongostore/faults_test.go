@@ -16,6 +16,7 @@ import (
 
 	"herald/store"
 	"herald/store/mongostore"
+	"herald/store/storage"
 )
 
 // Fault injection for the backend's multi-step writes: a wrapper of the
@@ -166,21 +167,21 @@ func mkUser(t *testing.T, st *mongostore.Store, h string) store.ID {
 	return u.ID
 }
 
-func mkPost(t *testing.T, st *mongostore.Store, author store.ID) (*store.Message, *store.Job) {
+func mkPost(t *testing.T, st *mongostore.Store, author store.ID) (*store.Message, *storage.Job) {
 	now := tickClock()
 	m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: "hi", Kind: store.KindPost, CreatedAt: now}
-	j := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+	j := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: now}
 	require.NoError(t, st.CreateMessage(context.Background(), m, j))
 	return m, j
 }
 
 // retractJob is the JobRetract of m in the buckets layout.
-func retractJob(m *store.Message) *store.Job {
-	return &store.Job{ID: m.ID, Kind: store.JobRetract, Layout: store.LayoutBuckets, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+func retractJob(m *store.Message) *storage.Job {
+	return &storage.Job{ID: m.ID, Kind: storage.JobRetract, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
 }
 
 func inboxCounts(t *testing.T, st *mongostore.Store, owner store.ID) (store.InboxCounts, int) {
-	items, c, err := st.ReadInbox(context.Background(), store.InboxFilter{Owner: owner, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 100)})
+	items, c, err := st.ReadInbox(context.Background(), storage.InboxFilter{Owner: owner, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 100)})
 	require.NoError(t, err)
 	return c, len(items)
 }
@@ -192,7 +193,7 @@ func TestFaults_MarkReadFreshUser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	c, err := st.MarkInboxRead(ctx, x, store.LayoutBuckets, store.NewID(time.Now()))
+	c, err := st.MarkInboxRead(ctx, x, storage.LayoutBuckets, store.NewID(time.Now()))
 	t.Logf("MarkInboxRead on fresh user: counts=%+v err=%v after %v", c, err, time.Since(start))
 	require.NoError(t, err)
 }
@@ -209,8 +210,8 @@ func TestFaults_RetractReorderDoubleDecrement(t *testing.T) {
 	require.NoError(t, err)
 	mOld, jOld := mkPost(t, st, a)
 	mNew, jNew := mkPost(t, st, a)
-	for _, j := range []*store.Job{jOld, jNew} {
-		_, err := st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: []store.ID{x}, At: tickClock(), Done: true})
+	for _, j := range []*storage.Job{jOld, jNew} {
+		_, err := st.DeliverInbox(ctx, storage.Delivery{Job: j, Owners: []store.ID{x}, At: tickClock(), Done: true})
 		require.NoError(t, err)
 	}
 	c, n := inboxCounts(t, st, x)
@@ -226,7 +227,7 @@ func TestFaults_RetractReorderDoubleDecrement(t *testing.T) {
 	refs, next, err := st.FindDeliveries(ctx, mNew.ID, nil, 1000)
 	require.NoError(t, err)
 	f.bucketsBulk.Store(1)
-	_, err = st.RemoveInboxEntries(ctx, store.Removal{Job: rNew, Refs: refs, Cursor: next, Done: next == nil})
+	_, err = st.RemoveInboxEntries(ctx, storage.Removal{Job: rNew, Refs: refs, Cursor: next, Done: next == nil})
 	require.ErrorIs(t, err, errInjected)
 
 	// Restart: pending jobs in the order PendingJobs gives.
@@ -236,7 +237,7 @@ func TestFaults_RetractReorderDoubleDecrement(t *testing.T) {
 		t.Logf("pending after restart: kind=%d msg=%s (old=%v)", j.Kind, j.MessageID, j.MessageID == mOld.ID)
 		refs, next, err := st.FindDeliveries(ctx, j.MessageID, j.Cursor, 1000)
 		require.NoError(t, err)
-		_, err = st.RemoveInboxEntries(ctx, store.Removal{Job: j, Refs: refs, Cursor: next, Done: next == nil})
+		_, err = st.RemoveInboxEntries(ctx, storage.Removal{Job: j, Refs: refs, Cursor: next, Done: next == nil})
 		require.NoError(t, err)
 	}
 	c, n = inboxCounts(t, st, x)
@@ -258,7 +259,7 @@ func TestFaults_DeliverReorderPhantom(t *testing.T) {
 	_, j2 := mkPost(t, st, b) // newer, queued first by the leader
 
 	f.bucketsBulk.Store(1)
-	_, err := st.DeliverInbox(ctx, store.Delivery{Job: j2, Owners: []store.ID{x}, At: tickClock(), Done: true})
+	_, err := st.DeliverInbox(ctx, storage.Delivery{Job: j2, Owners: []store.ID{x}, At: tickClock(), Done: true})
 	require.ErrorIs(t, err, errInjected)
 
 	pending, err := st.PendingJobs(ctx)
@@ -267,7 +268,7 @@ func TestFaults_DeliverReorderPhantom(t *testing.T) {
 		t.Logf("pending after restart: msg=%s (j1=%v)", j.MessageID, j.MessageID == j1.MessageID)
 		fs, err := st.ListFollowers(ctx, j.AuthorID, store.Forward(store.NilID, 1000))
 		require.NoError(t, err)
-		_, err = st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: fs, At: tickClock(), Done: true})
+		_, err = st.DeliverInbox(ctx, storage.Delivery{Job: j, Owners: fs, At: tickClock(), Done: true})
 		require.NoError(t, err)
 	}
 	c, n := inboxCounts(t, st, x)
@@ -284,14 +285,14 @@ func TestFaults_DeleteBeforeCounted(t *testing.T) {
 	a := mkUser(t, st, "aaa")
 	now := tickClock()
 	m := &store.Message{ID: store.NewID(now), AuthorID: a, Text: "hi", Kind: store.KindPost, CreatedAt: now}
-	j := &store.Job{ID: m.ID, Kind: store.JobDeliver, MessageID: m.ID, AuthorID: a, CreatedAt: now}
+	j := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, MessageID: m.ID, AuthorID: a, CreatedAt: now}
 	f.usersUpdate.Store(1)
 	err := st.CreateMessage(ctx, m, j)
 	t.Logf("CreateMessage: %v", err)
-	r := &store.Job{ID: m.ID, Kind: store.JobRetract, MessageID: m.ID, AuthorID: a, CreatedAt: now}
+	r := &storage.Job{ID: m.ID, Kind: storage.JobRetract, MessageID: m.ID, AuthorID: a, CreatedAt: now}
 	require.NoError(t, st.DeleteMessage(ctx, m.ID, r))
 	// The retraction runs to its end.
-	_, err = st.RemoveInboxEntries(ctx, store.Removal{Job: r, Done: true})
+	_, err = st.RemoveInboxEntries(ctx, storage.Removal{Job: r, Done: true})
 	require.NoError(t, err)
 	u, err := st.FindUserByID(ctx, a)
 	require.NoError(t, err)

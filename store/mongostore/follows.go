@@ -75,7 +75,7 @@ func (s *Store) lockPair(ctx context.Context, follower, followee store.ID) (func
 	}
 }
 
-// Follow implements store.Backend.
+// Follow implements storage.Backend.
 func (s *Store) Follow(ctx context.Context, follower, followee store.ID, at time.Time) (bool, error) {
 	if err := s.usersExist(ctx, follower, followee); err != nil {
 		return false, err
@@ -138,7 +138,7 @@ func (s *Store) finishFollow(ctx context.Context, e *edgeDoc) error {
 	return s.forgetOp(ctx, followee, e.Op)
 }
 
-// Unfollow implements store.Backend.
+// Unfollow implements storage.Backend.
 func (s *Store) Unfollow(ctx context.Context, follower, followee store.ID) (bool, error) {
 	if err := s.usersExist(ctx, follower, followee); err != nil {
 		return false, err
@@ -196,7 +196,7 @@ func (s *Store) finishUnfollow(ctx context.Context, e *edgeDoc) error {
 	return s.forgetOp(ctx, followee, e.UnOp)
 }
 
-// FindFollowing implements store.Backend.
+// FindFollowing implements storage.Backend.
 func (s *Store) FindFollowing(ctx context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
 	out := make([]bool, len(targets))
 	if len(targets) == 0 {
@@ -216,12 +216,12 @@ func (s *Store) FindFollowing(ctx context.Context, follower store.ID, targets []
 	return out, nil
 }
 
-// ListFollowers implements store.Backend.
+// ListFollowers implements storage.Backend.
 func (s *Store) ListFollowers(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error) {
 	return s.listEdges(ctx, s.followers, user, r)
 }
 
-// ListFollowing implements store.Backend.
+// ListFollowing implements storage.Backend.
 func (s *Store) ListFollowing(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error) {
 	return s.listEdges(ctx, s.followees, user, r)
 }

@@ -16,11 +16,12 @@ import (
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // Inbox writes touch several documents (the owner's counters, the entries,
 // the delivery records, the job), so each is a sequence of idempotent
-// steps, and fan-out runs one job at a time (store.Leaser), the job a
+// steps, and fan-out runs one job at a time (storage.Leaser), the job a
 // crashed holder had begun first. Every job that changes an inbox's counts
 // does it in one count step, an update of the user document that is
 // conditional on the job's marker (lj) not being there and sets it, with
@@ -88,7 +89,7 @@ func cmpID(a, b primitive.ObjectID) int { return bytes.Compare(a[:], b[:]) }
 // between storing the message and counting it; and before any write of the
 // chunk it records the job as running (beginJob). Every message filter
 // names the author, the shard key's prefix, so it goes to one shard.
-func (s *Store) startChunk(ctx context.Context, j *store.Job) (*store.Job, *chunkPlan, error) {
+func (s *Store) startChunk(ctx context.Context, j *storage.Job) (*storage.Job, *chunkPlan, error) {
 	var d messageDoc
 	err := s.messages.FindOne(ctx, msgKey(j.MessageID, j.AuthorID),
 		options.FindOne().SetProjection(bson.D{{Key: "t", Value: 0}})).Decode(&d)
@@ -103,7 +104,7 @@ func (s *Store) startChunk(ctx context.Context, j *store.Job) (*store.Job, *chun
 		return nil, nil, nil
 	}
 	if len(stored.Cursor) == 0 {
-		if err := s.count(ctx, &d, stored.Kind == store.JobRetract); err != nil {
+		if err := s.count(ctx, &d, stored.Kind == storage.JobRetract); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -111,7 +112,7 @@ func (s *Store) startChunk(ctx context.Context, j *store.Job) (*store.Job, *chun
 }
 
 // jobFilter matches j's message while its job is j's kind at j's cursor.
-func jobFilter(j *store.Job) bson.D {
+func jobFilter(j *storage.Job) bson.D {
 	filter := append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: "j.k", Value: int32(j.Kind)})
 	if len(j.Cursor) == 0 {
 		return append(filter, bson.E{Key: "j.cur", Value: bson.D{{Key: "$exists", Value: false}}})
@@ -122,11 +123,11 @@ func jobFilter(j *store.Job) bson.D {
 // advanceJob moves a job from its cursor to the next, dropping the chunk's
 // plan, or ends it. The update names the old cursor, so of two processes
 // running one chunk only one moves the job on.
-func (s *Store) advanceJob(ctx context.Context, j *store.Job, cursor []byte, done bool) error {
+func (s *Store) advanceJob(ctx context.Context, j *storage.Job, cursor []byte, done bool) error {
 	filter := jobFilter(j)
 	var err error
 	switch {
-	case done && j.Kind == store.JobRetract:
+	case done && j.Kind == storage.JobRetract:
 		_, err = s.messages.DeleteOne(ctx, filter)
 	case done:
 		_, err = s.messages.UpdateOne(ctx, filter, bson.D{{Key: "$unset", Value: bson.D{{Key: "j", Value: ""}}}})
@@ -167,7 +168,7 @@ func placement(h *userDoc, msg primitive.ObjectID) (primitive.ObjectID, bool) {
 // delivery of msg into bucket (LayoutBuckets, see placement), and the
 // update that makes them so. The step's plan (lq) names the bucket, so a
 // repeat, or a retraction, finds where the entry goes without asking.
-func countDelivery(h *userDoc, lay store.Layout, msg, bucket primitive.ObjectID, mark string) (*userDoc, bson.D) {
+func countDelivery(h *userDoc, lay storage.Layout, msg, bucket primitive.ObjectID, mark string) (*userDoc, bson.D) {
 	a := *h
 	inc := bson.D{{Key: totalField(lay), Value: int64(1)}, {Key: "iv", Value: int64(1)}}
 	unread := cmpID(msg, h.ReadMark) > 0
@@ -179,7 +180,7 @@ func countDelivery(h *userDoc, lay store.Layout, msg, bucket primitive.ObjectID,
 	a.Version++
 	a.LastJob, a.LastEntries, a.LastAdded, a.LastLayout = mark, lq, true, int32(lay)
 	var upd bson.D
-	if lay == store.LayoutEntries {
+	if lay == storage.LayoutEntries {
 		a.EntriesTotal++
 		if unread {
 			a.EntriesUnread++
@@ -207,15 +208,15 @@ func countDelivery(h *userDoc, lay store.Layout, msg, bucket primitive.ObjectID,
 	return &a, append(bson.D{{Key: "$inc", Value: inc}, {Key: "$set", Value: set}}, upd...)
 }
 
-// DeliverInbox implements store.Backend in a fixed number of round trips
+// DeliverInbox implements storage.Backend in a fixed number of round trips
 // per chunk, whatever its size (see deliverStored and deliverUnstored),
 // then moves the job on, conditional on its cursor.
-func (s *Store) DeliverInbox(ctx context.Context, d store.Delivery) ([]store.InboxChange, error) {
+func (s *Store) DeliverInbox(ctx context.Context, d storage.Delivery) ([]storage.InboxChange, error) {
 	job, plan, err := s.startChunk(ctx, d.Job)
 	if err != nil || job == nil {
 		return nil, err
 	}
-	var changes []store.InboxChange
+	var changes []storage.InboxChange
 	switch {
 	case job.Layout.Stores() && (len(d.Owners) > 0 || plan != nil):
 		changes, err = s.deliverStored(ctx, job, plan, d)
@@ -252,7 +253,7 @@ func (s *Store) DeliverInbox(ctx context.Context, d store.Delivery) ([]store.Inb
 //     entry already there, or inserts against the unique (o, m);
 //  6. the chunk's delivery record is upserted, its refs added to a set,
 //     so a repeat completes it rather than colliding with it.
-func (s *Store) deliverStored(ctx context.Context, job *store.Job, plan *chunkPlan, d store.Delivery) ([]store.InboxChange, error) {
+func (s *Store) deliverStored(ctx context.Context, job *storage.Job, plan *chunkPlan, d storage.Delivery) ([]storage.InboxChange, error) {
 	lay := job.Layout
 	msg := oid(job.MessageID)
 	mark := deliverMark(job.MessageID)
@@ -332,7 +333,7 @@ func (s *Store) deliverStored(ctx context.Context, job *store.Job, plan *chunkPl
 		return nil, nil
 	}
 	buckets := make([]primitive.ObjectID, len(counted))
-	if lay == store.LayoutBuckets {
+	if lay == storage.LayoutBuckets {
 		if err := s.placeCounted(ctx, msg, counted, buckets); err != nil {
 			return nil, err
 		}
@@ -340,9 +341,9 @@ func (s *Store) deliverStored(ctx context.Context, job *store.Job, plan *chunkPl
 	entry := entryDoc{Message: msg, Author: oid(job.AuthorID), Created: job.CreatedAt, Delivered: d.At}
 	writes := make([]mongo.WriteModel, len(counted))
 	refs := make([]deliveryRef, len(counted))
-	changes := make([]store.InboxChange, len(counted))
+	changes := make([]storage.InboxChange, len(counted))
 	for i, h := range counted {
-		if lay == store.LayoutBuckets {
+		if lay == storage.LayoutBuckets {
 			writes[i] = mongo.NewUpdateOneModel().
 				SetFilter(bson.D{{Key: "o", Value: h.ID}, {Key: "k", Value: buckets[i]}, {Key: "e.m", Value: bson.D{{Key: "$ne", Value: msg}}}}).
 				SetUpdate(bson.D{{Key: "$push", Value: bson.D{{Key: "e", Value: entry}}}}).
@@ -351,10 +352,10 @@ func (s *Store) deliverStored(ctx context.Context, job *store.Job, plan *chunkPl
 			writes[i] = mongo.NewInsertOneModel().SetDocument(entryRow{Owner: h.ID, Entry: entry})
 		}
 		refs[i] = deliveryRef{Owner: h.ID, Bucket: buckets[i]}
-		changes[i] = store.InboxChange{InboxRef: store.InboxRef{Owner: store.ID(h.ID), Bucket: store.ID(buckets[i])}, MessageID: job.MessageID, Counts: h.counts(lay)}
+		changes[i] = storage.InboxChange{InboxRef: storage.InboxRef{Owner: store.ID(h.ID), Bucket: store.ID(buckets[i])}, MessageID: job.MessageID, Counts: h.counts(lay)}
 	}
 	coll := s.entries
-	if lay == store.LayoutBuckets {
+	if lay == storage.LayoutBuckets {
 		coll = s.buckets
 	}
 	if _, err := coll.BulkWrite(ctx, writes, unordered); err != nil && !onlyDuplicates(err) {
@@ -379,7 +380,7 @@ type chunkPlan struct {
 // inbox fields of d's owners (and the plan's); inactive owners of d are
 // left out (a rebuild brings the message when they return), while a
 // planned owner stays: it may be counted already.
-func (s *Store) storePlan(ctx context.Context, job *store.Job, plan *chunkPlan, d store.Delivery, heads []*userDoc) (*chunkPlan, error) {
+func (s *Store) storePlan(ctx context.Context, job *storage.Job, plan *chunkPlan, d storage.Delivery, heads []*userDoc) (*chunkPlan, error) {
 	found := make(map[primitive.ObjectID]*userDoc, len(heads))
 	for _, h := range heads {
 		found[h.ID] = h
@@ -443,9 +444,9 @@ func (s *Store) record(ctx context.Context, msg, key primitive.ObjectID, refs []
 // (LayoutBuckets; none in LayoutEntries): by placement, else the covering
 // bucket, found by one query per owner, run at once; an entry older than
 // every bucket keys a bucket of its own.
-func (s *Store) placeAll(ctx context.Context, lay store.Layout, msg primitive.ObjectID, pending []*userDoc) ([]primitive.ObjectID, error) {
+func (s *Store) placeAll(ctx context.Context, lay storage.Layout, msg primitive.ObjectID, pending []*userDoc) ([]primitive.ObjectID, error) {
 	buckets := make([]primitive.ObjectID, len(pending))
-	if lay != store.LayoutBuckets {
+	if lay != storage.LayoutBuckets {
 		return buckets, nil
 	}
 	var lookup []*userDoc
@@ -544,7 +545,7 @@ func (s *Store) coveringBucket(ctx context.Context, owner, m primitive.ObjectID)
 // counts), each live cache gets the entry (LayoutCache), and every active
 // owner is recorded and reported, without counts: the message reaches
 // their inbox through fan-out on read.
-func (s *Store) deliverUnstored(ctx context.Context, job *store.Job, d store.Delivery) ([]store.InboxChange, error) {
+func (s *Store) deliverUnstored(ctx context.Context, job *storage.Job, d storage.Delivery) ([]storage.InboxChange, error) {
 	active := d.Owners
 	if !d.ActiveSince.IsZero() {
 		var err error
@@ -556,17 +557,17 @@ func (s *Store) deliverUnstored(ctx context.Context, job *store.Job, d store.Del
 		return nil, nil
 	}
 	msg := oid(job.MessageID)
-	if job.Layout == store.LayoutCache {
+	if job.Layout == storage.LayoutCache {
 		entry := entryDoc{Message: msg, Author: oid(job.AuthorID), Created: job.CreatedAt, Delivered: d.At}
 		if err := s.pushToCaches(ctx, active, entry, d.At, d.CacheCap); err != nil {
 			return nil, err
 		}
 	}
 	refs := make([]deliveryRef, len(active))
-	changes := make([]store.InboxChange, len(active))
+	changes := make([]storage.InboxChange, len(active))
 	for i, o := range active {
 		refs[i] = deliveryRef{Owner: oid(o)}
-		changes[i] = store.InboxChange{InboxRef: store.InboxRef{Owner: o}, MessageID: job.MessageID, NoCounts: true}
+		changes[i] = storage.InboxChange{InboxRef: storage.InboxRef{Owner: o}, MessageID: job.MessageID, NoCounts: true}
 	}
 	if err := s.record(ctx, msg, oid(d.Owners[len(d.Owners)-1]), refs); err != nil {
 		return nil, err
@@ -617,7 +618,7 @@ func onlyDuplicates(err error) bool {
 	return true
 }
 
-// ReadInbox implements store.Backend: the entries, each layout in one
+// ReadInbox implements storage.Backend: the entries, each layout in one
 // query (more only for a bucket page that retractions left short), then
 // the owner's counts. In that order, because a delivery counts an entry
 // before it writes it: a page never shows an entry its counts lack, as it
@@ -626,16 +627,16 @@ func onlyDuplicates(err error) bool {
 // count step, if it removes, are left out of the page: its counts have
 // dropped them already, and its writes may still be under way. A page
 // that loses entries so is read again, a little longer.
-func (s *Store) ReadInbox(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
+func (s *Store) ReadInbox(ctx context.Context, f storage.InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
 	want := f.Limit
 	for attempt := 1; ; attempt++ {
 		var items []store.InboxItem
 		var err error
 		if f.Limit > 0 {
 			switch f.Layout {
-			case store.LayoutEntries:
+			case storage.LayoutEntries:
 				items, err = s.readEntries(ctx, f)
-			case store.LayoutBuckets:
+			case storage.LayoutBuckets:
 				items, err = s.readBuckets(ctx, f)
 			}
 		}
@@ -660,7 +661,7 @@ func (s *Store) ReadInbox(ctx context.Context, f store.InboxFilter) ([]store.Inb
 }
 
 // readEntries is one range read of the (o, m) index.
-func (s *Store) readEntries(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, error) {
+func (s *Store) readEntries(ctx context.Context, f storage.InboxFilter) ([]store.InboxItem, error) {
 	cond, sort := idRange("m", f.Range, true)
 	filter := append(bson.D{{Key: "o", Value: oid(f.Owner)}}, cond...)
 	cur, err := s.entries.Find(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(f.Limit)))
@@ -685,7 +686,7 @@ func (s *Store) readEntries(ctx context.Context, f store.InboxFilter) ([]store.I
 // the cursor covers it (see collBuckets); read oldest first (a Reverse
 // range), the covering bucket has a key not above the cursor and may hold
 // entries above it, so it is read first, on its own.
-func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.InboxItem, error) {
+func (s *Store) readBuckets(ctx context.Context, f storage.InboxFilter) ([]store.InboxItem, error) {
 	owner, from := oid(f.Owner), oid(f.From)
 	dir := -1 // the order of reading: -1 newest first, 1 oldest first
 	if f.Reverse {
@@ -747,14 +748,14 @@ func (s *Store) readBuckets(ctx context.Context, f store.InboxFilter) ([]store.I
 	}
 }
 
-// MarkInboxRead implements store.Backend in one conditional write: the
+// MarkInboxRead implements storage.Backend in one conditional write: the
 // inbox fields are read, the entries above the new mark counted, and the
 // mark and the unread count stored together, conditionally on the inbox
 // version and the old mark, so a count step or another mark in between
 // makes it read and count again. A cut anywhere leaves the old mark and
 // count, and a retry starts over. The last count step's plan is counted as
 // it will be once written, since its writes may still be under way.
-func (s *Store) MarkInboxRead(ctx context.Context, owner store.ID, layout store.Layout, mark store.ID) (store.InboxCounts, error) {
+func (s *Store) MarkInboxRead(ctx context.Context, owner store.ID, layout storage.Layout, mark store.ID) (store.InboxCounts, error) {
 	m := oid(mark)
 	for attempt := 1; ; attempt++ {
 		d, found, err := s.findInboxHead(ctx, owner)
@@ -803,7 +804,7 @@ func (s *Store) MarkInboxRead(ctx context.Context, owner store.ID, layout store.
 // countAbove counts the entries of owner's stored inbox above d's read
 // mark, as they will be once d's last count step is written: the step's
 // plan is left out of the scan and counted as added or removed.
-func (s *Store) countAbove(ctx context.Context, owner store.ID, layout store.Layout, d *userDoc) (int, error) {
+func (s *Store) countAbove(ctx context.Context, owner store.ID, layout storage.Layout, d *userDoc) (int, error) {
 	mark := d.ReadMark
 	var pending []primitive.ObjectID
 	n := 0
@@ -815,7 +816,7 @@ func (s *Store) countAbove(ctx context.Context, owner store.ID, layout store.Lay
 			}
 		}
 	}
-	if layout == store.LayoutEntries {
+	if layout == storage.LayoutEntries {
 		filter := bson.D{{Key: "o", Value: oid(owner)}, {Key: "m", Value: bson.D{{Key: "$gt", Value: mark}}}}
 		if len(pending) > 0 {
 			filter[1].Value = bson.D{{Key: "$gt", Value: mark}, {Key: "$nin", Value: pending}}
@@ -847,10 +848,10 @@ func (s *Store) countAbove(ctx context.Context, owner store.ID, layout store.Lay
 	return n, wrap("count unread", cur.Err())
 }
 
-// FindDeliveries implements store.Backend. The cursor is the key of a
+// FindDeliveries implements storage.Backend. The cursor is the key of a
 // record and the number of its refs already returned (4 bytes), so a page
 // may end inside a record.
-func (s *Store) FindDeliveries(ctx context.Context, messageID store.ID, cursor []byte, limit int) ([]store.InboxRef, []byte, error) {
+func (s *Store) FindDeliveries(ctx context.Context, messageID store.ID, cursor []byte, limit int) ([]storage.InboxRef, []byte, error) {
 	filter := bson.D{{Key: "m", Value: oid(messageID)}}
 	skip := 0
 	if len(cursor) == deliveryCursorLen {
@@ -868,7 +869,7 @@ func (s *Store) FindDeliveries(ctx context.Context, messageID store.ID, cursor [
 		return nil, nil, wrap("find deliveries", err)
 	}
 	defer cur.Close(ctx)
-	var refs []store.InboxRef
+	var refs []storage.InboxRef
 	var next []byte
 	for len(refs) < limit && cur.Next(ctx) {
 		var d deliveryDoc
@@ -878,7 +879,7 @@ func (s *Store) FindDeliveries(ctx context.Context, messageID store.ID, cursor [
 		rs := d.Refs[min(skip, len(d.Refs)):]
 		n := min(len(rs), limit-len(refs))
 		for _, r := range rs[:n] {
-			refs = append(refs, store.InboxRef{Owner: store.ID(r.Owner), Bucket: store.ID(r.Bucket)})
+			refs = append(refs, storage.InboxRef{Owner: store.ID(r.Owner), Bucket: store.ID(r.Bucket)})
 		}
 		next = deliveryCursor(d.Key, 0)
 		if n < len(rs) {
@@ -905,26 +906,26 @@ func deliveryCursor(key primitive.ObjectID, done int) []byte {
 	return c
 }
 
-// RemoveInboxEntries implements store.Backend. In the stored layouts the
+// RemoveInboxEntries implements storage.Backend. In the stored layouts the
 // owners that still hold the entry are found first, their counts go down
 // in one count step (ordered pairs: unread or read), and the entry is
 // removed; a repeat finds the entries not yet removed and the marker on
 // the counted owners. Caches only lose the entry.
-func (s *Store) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]store.InboxChange, error) {
+func (s *Store) RemoveInboxEntries(ctx context.Context, r storage.Removal) ([]storage.InboxChange, error) {
 	job, plan, err := s.startChunk(ctx, r.Job)
 	if err != nil || job == nil {
 		return nil, err
 	}
-	var changes []store.InboxChange
+	var changes []storage.InboxChange
 	if len(r.Refs) > 0 || (plan != nil && job.Layout.Stores()) {
 		switch job.Layout {
-		case store.LayoutEntries, store.LayoutBuckets:
+		case storage.LayoutEntries, storage.LayoutBuckets:
 			changes, err = s.retractStored(ctx, job, plan, r.Refs)
-		case store.LayoutCache:
+		case storage.LayoutCache:
 			changes, err = s.retractCached(ctx, job, r.Refs)
 		default:
 			for _, ref := range r.Refs {
-				changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: ref.Owner}, MessageID: job.MessageID, NoCounts: true})
+				changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: ref.Owner}, MessageID: job.MessageID, NoCounts: true})
 			}
 		}
 		if err != nil {
@@ -948,7 +949,7 @@ func (s *Store) RemoveInboxEntries(ctx context.Context, r store.Removal) ([]stor
 // names the delivery were counted, whether or not their entry was written
 // or recorded, so they are holders too, in the bucket their count step
 // recorded.
-func (s *Store) retractStored(ctx context.Context, job *store.Job, plan *chunkPlan, refs []store.InboxRef) ([]store.InboxChange, error) {
+func (s *Store) retractStored(ctx context.Context, job *storage.Job, plan *chunkPlan, refs []storage.InboxRef) ([]storage.InboxChange, error) {
 	lay := job.Layout
 	msg := oid(job.MessageID)
 	bucketOf := make(map[store.ID]store.ID, len(refs))
@@ -968,7 +969,7 @@ func (s *Store) retractStored(ctx context.Context, job *store.Job, plan *chunkPl
 			return nil, err
 		}
 		buckets := make([]primitive.ObjectID, len(heads))
-		if lay == store.LayoutBuckets {
+		if lay == storage.LayoutBuckets {
 			if err := s.placeCounted(ctx, msg, heads, buckets); err != nil {
 				return nil, err
 			}
@@ -991,7 +992,7 @@ func (s *Store) retractStored(ctx context.Context, job *store.Job, plan *chunkPl
 	}
 	var present []store.ID
 	var err error
-	if lay == store.LayoutEntries {
+	if lay == storage.LayoutEntries {
 		present, err = s.holders(ctx, s.entries, bson.D{{Key: "o", Value: bson.D{{Key: "$in", Value: oids(owners)}}}, {Key: "m", Value: msg}})
 	} else {
 		present, err = s.holders(ctx, s.buckets, bson.D{{Key: "$or", Value: or}, {Key: "e.m", Value: msg}})
@@ -1021,7 +1022,7 @@ func (s *Store) retractStored(ctx context.Context, job *store.Job, plan *chunkPl
 	if _, err := s.users.BulkWrite(ctx, models, ordered); err != nil {
 		return nil, wrap("retract: count", err)
 	}
-	if lay == store.LayoutEntries {
+	if lay == storage.LayoutEntries {
 		_, err = s.entries.DeleteMany(ctx, bson.D{{Key: "o", Value: bson.D{{Key: "$in", Value: oids(present)}}}, {Key: "m", Value: msg}})
 	} else {
 		pulls := make([]mongo.WriteModel, len(present))
@@ -1040,10 +1041,10 @@ func (s *Store) retractStored(ctx context.Context, job *store.Job, plan *chunkPl
 	if err != nil {
 		return nil, err
 	}
-	changes := make([]store.InboxChange, len(heads))
+	changes := make([]storage.InboxChange, len(heads))
 	for i, h := range heads {
 		id := store.ID(h.ID)
-		changes[i] = store.InboxChange{InboxRef: store.InboxRef{Owner: id, Bucket: bucketOf[id]}, MessageID: job.MessageID, Counts: h.counts(lay)}
+		changes[i] = storage.InboxChange{InboxRef: storage.InboxRef{Owner: id, Bucket: bucketOf[id]}, MessageID: job.MessageID, Counts: h.counts(lay)}
 	}
 	return changes, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"herald/store"
 	"herald/store/internal/docs"
+	"herald/store/storage"
 )
 
 // A JobFollow, JobUnfollow or JobRebuild writes one owner's inbox in one
@@ -25,7 +26,7 @@ import (
 
 // ownerJob is a stored whole-inbox job about to run.
 type ownerJob struct {
-	job *store.Job
+	job *storage.Job
 	// inst names this run of the job: its ID, or the rebuild's instance
 	// (a user's rebuilds share the user's ID).
 	inst  primitive.ObjectID
@@ -35,10 +36,10 @@ type ownerJob struct {
 
 // startOwnerJob returns j as stored (NOT_FOUND if it is not) and records
 // it as running.
-func (s *Store) startOwnerJob(ctx context.Context, j *store.Job) (*ownerJob, error) {
+func (s *Store) startOwnerJob(ctx context.Context, j *storage.Job) (*ownerJob, error) {
 	oj := &ownerJob{}
 	switch j.Kind {
-	case store.JobFollow, store.JobUnfollow:
+	case storage.JobFollow, storage.JobUnfollow:
 		var d docs.Job
 		if err := s.jobs.FindOne(ctx, bson.D{{Key: "_id", Value: oid(j.ID)}, {Key: "k", Value: int32(j.Kind)}}).Decode(&d); err != nil {
 			return nil, missing(err, "job not found", "find job")
@@ -48,7 +49,7 @@ func (s *Store) startOwnerJob(ctx context.Context, j *store.Job) (*ownerJob, err
 		if oj.head, oj.found, err = s.findInboxHead(ctx, oj.job.OwnerID); err != nil {
 			return nil, err
 		}
-	case store.JobRebuild:
+	case storage.JobRebuild:
 		var d userDoc
 		err := s.users.FindOne(ctx, bson.D{{Key: "_id", Value: oid(j.OwnerID)}, {Key: "rb", Value: bson.D{{Key: "$exists", Value: true}}}},
 			options.FindOne().SetProjection(inboxProjection)).Decode(&d)
@@ -66,7 +67,7 @@ func (s *Store) startOwnerJob(ctx context.Context, j *store.Job) (*ownerJob, err
 // rebuild (a newer one stays).
 func (s *Store) endOwnerJob(ctx context.Context, oj *ownerJob) error {
 	var err error
-	if oj.job.Kind == store.JobRebuild {
+	if oj.job.Kind == storage.JobRebuild {
 		_, err = s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(oj.job.OwnerID)}, {Key: "rb.i", Value: oj.inst}},
 			bson.D{{Key: "$unset", Value: bson.D{{Key: "rb", Value: ""}}}})
 	} else {
@@ -134,12 +135,12 @@ func (s *Store) countStep(ctx context.Context, oj *ownerJob, mark string, added 
 	}
 }
 
-// InsertInbox implements store.Backend. The plan holds the entries that
+// InsertInbox implements storage.Backend. The plan holds the entries that
 // are live messages not in the inbox yet, each with its bucket (see
 // planBuckets); it is counted, written, and recorded for retraction, one
 // record per message keyed by this run of the job.
-func (s *Store) InsertInbox(ctx context.Context, ins store.Insertion) ([]store.InboxChange, error) {
-	if ins.Job.Kind != store.JobFollow && ins.Job.Kind != store.JobRebuild {
+func (s *Store) InsertInbox(ctx context.Context, ins storage.Insertion) ([]storage.InboxChange, error) {
+	if ins.Job.Kind != storage.JobFollow && ins.Job.Kind != storage.JobRebuild {
 		return nil, store.Errorf(store.EINTERNAL, "InsertInbox runs follow and rebuild jobs, not kind %d", ins.Job.Kind)
 	}
 	oj, err := s.startOwnerJob(ctx, ins.Job)
@@ -147,7 +148,7 @@ func (s *Store) InsertInbox(ctx context.Context, ins store.Insertion) ([]store.I
 		return nil, err
 	}
 	lay, owner := oj.job.Layout, oj.job.OwnerID
-	var changes []store.InboxChange
+	var changes []storage.InboxChange
 	if lay.Stores() && len(ins.Entries) > 0 {
 		plan, after, err := s.countStep(ctx, oj, insertMark(oj.inst), true, func(head *userDoc) ([]planItem, bson.D, error) {
 			return s.planInsertion(ctx, owner, lay, head, ins.Entries)
@@ -159,13 +160,13 @@ func (s *Store) InsertInbox(ctx context.Context, ins store.Insertion) ([]store.I
 			return nil, err
 		}
 		for _, p := range plan {
-			changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: owner, Bucket: store.ID(p.Bucket)}, MessageID: store.ID(p.Message), Counts: after.counts(lay)})
+			changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner, Bucket: store.ID(p.Bucket)}, MessageID: store.ID(p.Message), Counts: after.counts(lay)})
 		}
 	}
 	if err := s.endOwnerJob(ctx, oj); err != nil {
 		return nil, err
 	}
-	if oj.job.Kind == store.JobRebuild {
+	if oj.job.Kind == storage.JobRebuild {
 		for i := range changes {
 			changes[i].Counts.Rebuilding = false // ended with the job
 		}
@@ -198,7 +199,7 @@ func (s *Store) writeInsertion(ctx context.Context, oj *ownerJob, plan []planIte
 // more to do for. If the job's count step was applied (a run cut short
 // after it), its stored plan is written first: the counts already have it,
 // whatever changed since (the edge back, or nothing left to bring).
-func (s *Store) finishOwnerJob(ctx context.Context, j *store.Job) error {
+func (s *Store) finishOwnerJob(ctx context.Context, j *storage.Job) error {
 	oj, err := s.startOwnerJob(ctx, j)
 	if store.ErrorCode(err) == store.ENOTFOUND {
 		return nil // finished already
@@ -206,14 +207,14 @@ func (s *Store) finishOwnerJob(ctx context.Context, j *store.Job) error {
 		return err
 	}
 	mark := insertMark(oj.inst)
-	if oj.job.Kind == store.JobUnfollow {
+	if oj.job.Kind == storage.JobUnfollow {
 		mark = unfollowMark(oj.job.ID)
 	}
 	if h := oj.head; oj.found && h.LastJob == mark && len(h.LastEntries) > 0 {
 		if h.LastAdded {
 			err = s.writeInsertion(ctx, oj, h.LastEntries, time.Now().UTC())
 		} else {
-			err = s.writePlan(ctx, oj.job.OwnerID, store.Layout(h.LastLayout), h.LastEntries, time.Time{}, false)
+			err = s.writePlan(ctx, oj.job.OwnerID, storage.Layout(h.LastLayout), h.LastEntries, time.Time{}, false)
 		}
 		if err != nil {
 			return err
@@ -225,7 +226,7 @@ func (s *Store) finishOwnerJob(ctx context.Context, j *store.Job) error {
 // planInsertion returns the entries of es to add to owner's inbox, oldest
 // first, and the count step's update. Entries already there, repeated in
 // es, or of deleted messages are left out.
-func (s *Store) planInsertion(ctx context.Context, owner store.ID, lay store.Layout, head *userDoc, es []store.InboxEntry) ([]planItem, bson.D, error) {
+func (s *Store) planInsertion(ctx context.Context, owner store.ID, lay storage.Layout, head *userDoc, es []store.InboxEntry) ([]planItem, bson.D, error) {
 	byID := make(map[primitive.ObjectID]store.InboxEntry, len(es))
 	ids := make([]primitive.ObjectID, 0, len(es))
 	authors := bson.A{}
@@ -249,7 +250,7 @@ func (s *Store) planInsertion(ctx context.Context, owner store.ID, lay store.Lay
 	}
 	var present map[primitive.ObjectID]bool
 	var keys []primitive.ObjectID // LayoutBuckets: the buckets that cover ids, newest first
-	if lay == store.LayoutEntries {
+	if lay == storage.LayoutEntries {
 		present, err = s.idSet(ctx, s.entries, "m", bson.D{{Key: "o", Value: oid(owner)}, {Key: "m", Value: bson.D{{Key: "$in", Value: ids}}}})
 	} else {
 		present, keys, err = s.scanBuckets(ctx, owner, ids[0], ids[len(ids)-1])
@@ -274,7 +275,7 @@ func (s *Store) planInsertion(ctx context.Context, owner store.ID, lay store.Lay
 	}
 	n := int64(len(plan))
 	upd := bson.D{{Key: "$inc", Value: bson.D{{Key: totalField(lay), Value: n}, {Key: unreadField(lay), Value: unread}, {Key: "iv", Value: int64(1)}}}}
-	if lay == store.LayoutBuckets {
+	if lay == storage.LayoutBuckets {
 		upd = planBuckets(head, keys, plan, upd)
 	}
 	return plan, upd, nil
@@ -401,9 +402,9 @@ func (s *Store) idSet(ctx context.Context, coll lungo.ICollection, field string,
 // inserted against the unique (o, m), or pushed per bucket by an upsert
 // that applies only if none of its entries is there: a push is atomic, so
 // all or none of them are) or removes. Every write may be repeated.
-func (s *Store) writePlan(ctx context.Context, owner store.ID, lay store.Layout, plan []planItem, at time.Time, add bool) error {
+func (s *Store) writePlan(ctx context.Context, owner store.ID, lay storage.Layout, plan []planItem, at time.Time, add bool) error {
 	o := oid(owner)
-	if lay == store.LayoutEntries {
+	if lay == storage.LayoutEntries {
 		if !add {
 			ms := make(bson.A, len(plan))
 			for i, p := range plan {
@@ -454,12 +455,12 @@ func (s *Store) writePlan(ctx context.Context, owner store.ID, lay store.Layout,
 	return nil
 }
 
-// RemoveAuthorEntries implements store.Backend. The plan is the author's
+// RemoveAuthorEntries implements storage.Backend. The plan is the author's
 // entries in the inbox, found through the (o, a) index of entries, or by
 // reading the owner's buckets that hold any (an unfollow is rare; an index
 // on the entries' authors would cost every delivery a write).
-func (s *Store) RemoveAuthorEntries(ctx context.Context, r store.AuthorRemoval) ([]store.InboxChange, error) {
-	if r.Job.Kind != store.JobUnfollow {
+func (s *Store) RemoveAuthorEntries(ctx context.Context, r storage.AuthorRemoval) ([]storage.InboxChange, error) {
+	if r.Job.Kind != storage.JobUnfollow {
 		return nil, store.Errorf(store.EINTERNAL, "RemoveAuthorEntries runs unfollow jobs, not kind %d", r.Job.Kind)
 	}
 	oj, err := s.startOwnerJob(ctx, r.Job)
@@ -467,7 +468,7 @@ func (s *Store) RemoveAuthorEntries(ctx context.Context, r store.AuthorRemoval) 
 		return nil, err
 	}
 	lay, owner, author := oj.job.Layout, oj.job.OwnerID, oj.job.AuthorID
-	var changes []store.InboxChange
+	var changes []storage.InboxChange
 	switch {
 	case lay.Stores():
 		plan, after, err := s.countStep(ctx, oj, unfollowMark(oj.job.ID), false, func(head *userDoc) ([]planItem, bson.D, error) {
@@ -482,15 +483,15 @@ func (s *Store) RemoveAuthorEntries(ctx context.Context, r store.AuthorRemoval) 
 			}
 		}
 		for _, p := range plan {
-			changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: owner, Bucket: store.ID(p.Bucket)}, MessageID: store.ID(p.Message), Counts: after.counts(lay)})
+			changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner, Bucket: store.ID(p.Bucket)}, MessageID: store.ID(p.Message), Counts: after.counts(lay)})
 		}
-	case lay == store.LayoutCache:
+	case lay == storage.LayoutCache:
 		removed, err := s.removeAuthorFromCache(ctx, owner, author)
 		if err != nil {
 			return nil, err
 		}
 		for _, e := range removed {
-			changes = append(changes, store.InboxChange{InboxRef: store.InboxRef{Owner: owner}, MessageID: store.ID(e.Message), NoCounts: true})
+			changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner}, MessageID: store.ID(e.Message), NoCounts: true})
 		}
 	}
 	if err := s.endOwnerJob(ctx, oj); err != nil {
@@ -501,9 +502,9 @@ func (s *Store) RemoveAuthorEntries(ctx context.Context, r store.AuthorRemoval) 
 
 // planRemoval returns author's entries in owner's inbox and the count
 // step's update.
-func (s *Store) planRemoval(ctx context.Context, owner, author store.ID, lay store.Layout, head *userDoc) ([]planItem, bson.D, error) {
+func (s *Store) planRemoval(ctx context.Context, owner, author store.ID, lay storage.Layout, head *userDoc) ([]planItem, bson.D, error) {
 	var plan []planItem
-	if lay == store.LayoutEntries {
+	if lay == storage.LayoutEntries {
 		cur, err := s.entries.Find(ctx, bson.D{{Key: "o", Value: oid(owner)}, {Key: "a", Value: oid(author)}},
 			options.Find().SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "m", Value: 1}}))
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"herald/store"
 	"herald/store/mongostore"
+	"herald/store/storage"
 )
 
 // countingClient counts every collection call: each is one round trip to
@@ -121,16 +122,16 @@ func (c *measureClock) now() time.Time {
 }
 
 // post stores a message by author with its JobDeliver in layout lay.
-func post(t *testing.T, b *mongostore.Store, clk *measureClock, author store.ID, lay store.Layout, text string) *store.Job {
+func post(t *testing.T, b *mongostore.Store, clk *measureClock, author store.ID, lay storage.Layout, text string) *storage.Job {
 	now := clk.now()
 	m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: text, Kind: store.KindPost, CreatedAt: now}
-	j := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: lay, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+	j := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: lay, MessageID: m.ID, AuthorID: author, CreatedAt: now}
 	require.NoError(t, b.CreateMessage(context.Background(), m, j))
 	return j
 }
 
 // deliver runs a JobDeliver as the fan-out does: followers in chunks.
-func deliver(t *testing.T, b *mongostore.Store, j *store.Job, chunk int, at time.Time) (chunks int) {
+func deliver(t *testing.T, b *mongostore.Store, j *storage.Job, chunk int, at time.Time) (chunks int) {
 	ctx := context.Background()
 	for {
 		after := store.NilID
@@ -139,7 +140,7 @@ func deliver(t *testing.T, b *mongostore.Store, j *store.Job, chunk int, at time
 		}
 		fs, err := b.ListFollowers(ctx, j.AuthorID, store.Forward(after, chunk))
 		require.NoError(t, err)
-		d := store.Delivery{Job: j, Owners: fs, At: at, CacheCap: 50, Done: len(fs) < chunk}
+		d := storage.Delivery{Job: j, Owners: fs, At: at, CacheCap: 50, Done: len(fs) < chunk}
 		if len(fs) > 0 {
 			d.Cursor = fs[len(fs)-1][:]
 		}
@@ -187,24 +188,24 @@ func TestRoundTrips(t *testing.T) {
 	_, err = st.Follow(ctx, followers[0], other.ID, clk.now())
 	require.NoError(t, err)
 	for _, f := range followers {
-		require.NoError(t, st.PutInboxCache(ctx, &store.InboxCache{Owner: f, Complete: true, Expires: clk.t.Add(time.Hour)}, 50))
+		require.NoError(t, st.PutInboxCache(ctx, &storage.InboxCache{Owner: f, Complete: true, Expires: clk.t.Add(time.Hour)}, 50))
 	}
 
 	for _, lay := range []struct {
 		name      string
-		layout    store.Layout
+		layout    storage.Layout
 		perChunk  int64
 		perJob    int64
 		postTrips int64
 	}{
 		// list followers, check job, read owners, store the chunk's plan,
 		// count, write entries, record, advance
-		{"entries", store.LayoutEntries, 8, 1, 5},
-		{"buckets", store.LayoutBuckets, 8, 1, 5},
+		{"entries", storage.LayoutEntries, 8, 1, 5},
+		{"buckets", storage.LayoutBuckets, 8, 1, 5},
 		// list followers, check job, write caches, record, advance (no activity filter)
-		{"cache", store.LayoutCache, 5, 1, 5},
+		{"cache", storage.LayoutCache, 5, 1, 5},
 		// list followers, check job, record, advance
-		{"none", store.LayoutNone, 4, 1, 5},
+		{"none", storage.LayoutNone, 4, 1, 5},
 	} {
 		t.Run(lay.name, func(t *testing.T) {
 			n.Store(0)
@@ -225,7 +226,7 @@ func TestRoundTrips(t *testing.T) {
 			for _, size := range []int{5, 50, 100} {
 				n.Store(0)
 				docs.Store(0)
-				items, c, err := st.ReadInbox(ctx, store.InboxFilter{Owner: followers[0], Layout: lay.layout, Range: store.Forward(store.NilID, size)})
+				items, c, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: followers[0], Layout: lay.layout, Range: store.Forward(store.NilID, size)})
 				require.NoError(t, err)
 				read, touched := n.Load(), docs.Load()
 				_, err = st.FindMessagesByKeys(ctx, keysOf(items))
@@ -236,7 +237,7 @@ func TestRoundTrips(t *testing.T) {
 					lay.name, size, n.Load(), touched)
 				assert.Equal(t, int64(3), n.Load(), "entries, counts, then messages")
 				assert.Equal(t, int64(2), read)
-				if lay.layout == store.LayoutBuckets {
+				if lay.layout == storage.LayoutBuckets {
 					assert.LessOrEqual(t, touched, int64(map[int]int{5: 2, 50: 2, 100: 3}[size]), "Social Inboxes: 2 documents for 50 items, 3 for 100")
 				}
 				if size == 50 {
@@ -246,7 +247,7 @@ func TestRoundTrips(t *testing.T) {
 			// A deep page starts at its place.
 			n.Store(0)
 			docs.Store(0)
-			items, _, err := st.ReadInbox(ctx, store.InboxFilter{Owner: followers[0], Layout: lay.layout, Range: store.Forward(before, 5)})
+			items, _, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: followers[0], Layout: lay.layout, Range: store.Forward(before, 5)})
 			require.NoError(t, err)
 			require.Len(t, items, 5)
 			t.Logf("%s: a page of 5 below the 50th entry: %d round trips; %d inbox documents read", lay.name, n.Load(), docs.Load())
@@ -291,17 +292,17 @@ func TestBytes(t *testing.T) {
 	}
 	_, err = st.Follow(ctx, bob.ID, alice.ID, clk.now())
 	require.NoError(t, err)
-	require.NoError(t, st.PutInboxCache(ctx, &store.InboxCache{Owner: bob.ID, Expires: clk.t.Add(time.Hour)}, 50))
+	require.NoError(t, st.PutInboxCache(ctx, &storage.InboxCache{Owner: bob.ID, Expires: clk.t.Add(time.Hour)}, 50))
 	var last store.ID
-	for _, lay := range []store.Layout{store.LayoutEntries, store.LayoutBuckets, store.LayoutCache} {
+	for _, lay := range []storage.Layout{storage.LayoutEntries, storage.LayoutBuckets, storage.LayoutCache} {
 		now := clk.now()
 		m := &store.Message{ID: store.NewID(now), AuthorID: alice.ID, Text: strings.Repeat("x", 80), Kind: store.KindPost, CreatedAt: now}
-		j := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: lay, MessageID: m.ID, AuthorID: alice.ID, CreatedAt: now}
+		j := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: lay, MessageID: m.ID, AuthorID: alice.ID, CreatedAt: now}
 		require.NoError(t, st.CreateMessage(ctx, m, j))
 		deliver(t, st, j, 100, clk.now())
 		last = m.ID
 	}
-	_, err = st.MarkInboxRead(ctx, bob.ID, store.LayoutBuckets, last)
+	_, err = st.MarkInboxRead(ctx, bob.ID, storage.LayoutBuckets, last)
 	require.NoError(t, err)
 	// A user who logged out once: the revoked token stays until it expires.
 	_, err = st.RevokeTokens(ctx, alice.ID, store.TokenRevocation{TokenID: strings.Repeat("t", 22), Expires: clk.t.Add(24 * time.Hour), Now: clk.t})
@@ -341,7 +342,7 @@ func TestBytes(t *testing.T) {
 	}
 	// A bucket's own fields, shared by its 50 entries.
 	hdr := len(bucket) - len(bucket.Lookup("e").Array())
-	t.Logf("bucket header (o, k, _id), shared by up to %d entries: %d bytes", store.BucketSize, hdr)
+	t.Logf("bucket header (o, k, _id), shared by up to %d entries: %d bytes", storage.BucketSize, hdr)
 }
 
 // longNames returns doc with every field renamed to its long name in

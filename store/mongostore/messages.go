@@ -12,6 +12,7 @@ import (
 
 	"herald/store"
 	"herald/store/internal/docs"
+	"herald/store/storage"
 )
 
 // messageDoc is a stored message with its pending job and deletion mark.
@@ -36,16 +37,16 @@ type jobDoc struct {
 	Plan *chunkPlan `bson:"p,omitempty"`
 }
 
-func newJobDoc(j *store.Job) *jobDoc {
+func newJobDoc(j *storage.Job) *jobDoc {
 	return &jobDoc{Kind: int32(j.Kind), Layout: int32(j.Layout), Cursor: j.Cursor}
 }
 
-func (d *messageDoc) job() *store.Job {
+func (d *messageDoc) job() *storage.Job {
 	if d.Job == nil {
 		return nil
 	}
-	return &store.Job{
-		ID: store.ID(d.ID), Kind: store.JobKind(d.Job.Kind), Layout: store.Layout(d.Job.Layout),
+	return &storage.Job{
+		ID: store.ID(d.ID), Kind: storage.JobKind(d.Job.Kind), Layout: storage.Layout(d.Job.Layout),
 		MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC(), Cursor: d.Job.Cursor,
 	}
 }
@@ -70,10 +71,10 @@ func msgKey(id, author store.ID) bson.D {
 func postedOp(id store.ID) string  { return "m" + id.String() }
 func deletedOp(id store.ID) string { return "d" + id.String() }
 
-// CreateMessage implements store.Backend. The message and its job are one
+// CreateMessage implements storage.Backend. The message and its job are one
 // document, so they are stored together; the author's count follows (see
 // count), and the job repeats that step in case a crash came between.
-func (s *Store) CreateMessage(ctx context.Context, m *store.Message, job *store.Job) error {
+func (s *Store) CreateMessage(ctx context.Context, m *store.Message, job *storage.Job) error {
 	if err := s.usersExist(ctx, m.AuthorID); err != nil {
 		return err
 	}
@@ -149,7 +150,7 @@ func (s *Store) liveKey(ctx context.Context, id store.ID, label string) (bson.D,
 	return append(msgKey(id, store.ID(d.Author)), live), nil
 }
 
-// FindMessageByID implements store.Backend. Without the author it may ask
+// FindMessageByID implements storage.Backend. Without the author it may ask
 // every shard; hot paths use FindMessagesByKeys.
 func (s *Store) FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error) {
 	var d messageDoc
@@ -159,7 +160,7 @@ func (s *Store) FindMessageByID(ctx context.Context, id store.ID) (*store.Messag
 	return d.Store(), nil
 }
 
-// FindMessagesByKeys implements store.Backend. When every key names its
+// FindMessagesByKeys implements storage.Backend. When every key names its
 // author the query names the shard key's prefix, so it goes only to the
 // shards of those authors.
 func (s *Store) FindMessagesByKeys(ctx context.Context, keys []store.MessageKey) ([]*store.Message, error) {
@@ -218,15 +219,15 @@ func (s *Store) findMessages(ctx context.Context, filter bson.D, opts *options.F
 	return out, nil
 }
 
-// FindMessages implements store.Backend: the outbox, through the (a, _id) index.
-func (s *Store) FindMessages(ctx context.Context, f store.MessageFilter) ([]*store.Message, error) {
+// FindMessages implements storage.Backend: the outbox, through the (a, _id) index.
+func (s *Store) FindMessages(ctx context.Context, f storage.MessageFilter) ([]*store.Message, error) {
 	cond, sort := idRange("_id", f.Range, true)
 	filter := append(bson.D{{Key: "a", Value: oid(f.AuthorID)}, live}, cond...)
 	return s.findMessages(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(f.Limit)))
 }
 
-// UpdateMessage implements store.Backend.
-func (s *Store) UpdateMessage(ctx context.Context, id store.ID, upd store.MessageUpdate) (*store.Message, error) {
+// UpdateMessage implements storage.Backend.
+func (s *Store) UpdateMessage(ctx context.Context, id store.ID, upd storage.MessageUpdate) (*store.Message, error) {
 	set := bson.D{}
 	if upd.Text != nil {
 		set = append(set, bson.E{Key: "t", Value: *upd.Text})
@@ -250,10 +251,10 @@ func (s *Store) UpdateMessage(ctx context.Context, id store.ID, upd store.Messag
 	return d.Store(), nil
 }
 
-// DeleteMessage implements store.Backend. The deletion mark and the
+// DeleteMessage implements storage.Backend. The deletion mark and the
 // retraction job replace the pending job in one update of the message
 // document; the message document itself goes when the retraction ends.
-func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *store.Job) error {
+func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *storage.Job) error {
 	filter, err := s.liveKey(ctx, id, "delete message")
 	if err != nil {
 		return err
@@ -287,11 +288,11 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *store.J
 	return s.count(ctx, &d, true)
 }
 
-// FindOutbox implements store.Backend: one query through the outbox
+// FindOutbox implements storage.Backend: one query through the outbox
 // index, {a: {$in: authors}, _id < from} newest first (or _id > from, oldest
 // first, for a Reverse range), which goes only to
 // the authors' shards. Pending is read from the message's own job.
-func (s *Store) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxEntry, error) {
+func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]storage.OutboxEntry, error) {
 	if len(f.Authors) == 0 || f.Limit <= 0 {
 		return nil, nil
 	}
@@ -311,18 +312,18 @@ func (s *Store) FindOutbox(ctx context.Context, f store.OutboxFilter) ([]store.O
 	if err := cur.All(ctx, &ds); err != nil {
 		return nil, wrap("find outbox", err)
 	}
-	out := make([]store.OutboxEntry, len(ds))
+	out := make([]storage.OutboxEntry, len(ds))
 	for i, d := range ds {
-		out[i] = store.OutboxEntry{
+		out[i] = storage.OutboxEntry{
 			InboxEntry: store.InboxEntry{MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC()},
-			Pending:    d.Job != nil && store.JobKind(d.Job.Kind) == store.JobDeliver,
+			Pending:    d.Job != nil && storage.JobKind(d.Job.Kind) == storage.JobDeliver,
 		}
 	}
 	return out, nil
 }
 
-// CountOutbox implements store.Backend: a count over the outbox index.
-func (s *Store) CountOutbox(ctx context.Context, f store.OutboxFilter) (int, error) {
+// CountOutbox implements storage.Backend: a count over the outbox index.
+func (s *Store) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, error) {
 	if len(f.Authors) == 0 {
 		return 0, nil
 	}
@@ -334,20 +335,20 @@ func (s *Store) CountOutbox(ctx context.Context, f store.OutboxFilter) (int, err
 	return int(n), wrap("count outbox", err)
 }
 
-func outboxFilter(f store.OutboxFilter) bson.D {
+func outboxFilter(f storage.OutboxFilter) bson.D {
 	filter := bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: oids(f.Authors)}}}, live}
 	switch f.Pulled {
-	case store.PushedOnly:
+	case storage.PushedOnly:
 		filter = append(filter, bson.E{Key: "pl", Value: bson.D{{Key: "$ne", Value: true}}})
-	case store.PulledOnly:
+	case storage.PulledOnly:
 		filter = append(filter, bson.E{Key: "pl", Value: true})
 	}
 	return filter
 }
 
-// StoreJob implements store.Backend. Storing a job again is no error.
-func (s *Store) StoreJob(ctx context.Context, j *store.Job) error {
-	if j.Kind != store.JobFollow && j.Kind != store.JobUnfollow {
+// StoreJob implements storage.Backend. Storing a job again is no error.
+func (s *Store) StoreJob(ctx context.Context, j *storage.Job) error {
+	if j.Kind != storage.JobFollow && j.Kind != storage.JobUnfollow {
 		return store.Errorf(store.EINTERNAL, "StoreJob stores follow and unfollow jobs, not kind %d", j.Kind)
 	}
 	_, err := s.jobs.InsertOne(ctx, docs.FromJob(j))
@@ -357,19 +358,19 @@ func (s *Store) StoreJob(ctx context.Context, j *store.Job) error {
 	return wrap("store job", err)
 }
 
-// FinishJob implements store.Backend: each kind is removed where it is
+// FinishJob implements storage.Backend: each kind is removed where it is
 // stored, conditionally on its kind, so a newer job in its place stays. A
 // whole-inbox job whose count step was applied writes its plan first (see
 // finishOwnerJob).
-func (s *Store) FinishJob(ctx context.Context, j *store.Job) error {
+func (s *Store) FinishJob(ctx context.Context, j *storage.Job) error {
 	var err error
 	switch j.Kind {
-	case store.JobFollow, store.JobUnfollow, store.JobRebuild:
+	case storage.JobFollow, storage.JobUnfollow, storage.JobRebuild:
 		return s.finishOwnerJob(ctx, j)
-	case store.JobDeliver:
+	case storage.JobDeliver:
 		_, err = s.messages.UpdateOne(ctx, append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: "j.k", Value: int32(j.Kind)}),
 			bson.D{{Key: "$unset", Value: bson.D{{Key: "j", Value: ""}}}})
-	case store.JobRetract:
+	case storage.JobRetract:
 		// Its records first: the message's document is what keeps the job.
 		if _, err = s.deliveries.DeleteMany(ctx, bson.D{{Key: "m", Value: oid(j.MessageID)}}); err == nil {
 			_, err = s.messages.DeleteOne(ctx, append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: "j.k", Value: int32(j.Kind)}))
@@ -380,10 +381,10 @@ func (s *Store) FinishJob(ctx context.Context, j *store.Job) error {
 	return wrap("finish job", err)
 }
 
-// PendingJobs implements store.Backend: the jobs kept in messages (through
+// PendingJobs implements storage.Backend: the jobs kept in messages (through
 // the partial jobs index), in the jobs collection, and as users' rebuilding
 // flags (through the partial rebuilding index), merged by ID.
-func (s *Store) PendingJobs(ctx context.Context) ([]*store.Job, error) {
+func (s *Store) PendingJobs(ctx context.Context) ([]*storage.Job, error) {
 	cur, err := s.messages.Find(ctx, bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}},
 		options.Find().SetProjection(bson.D{{Key: "t", Value: 0}}))
 	if err != nil {
@@ -393,7 +394,7 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*store.Job, error) {
 	if err := cur.All(ctx, &ds); err != nil {
 		return nil, wrap("find jobs", err)
 	}
-	out := make([]*store.Job, 0, len(ds))
+	out := make([]*storage.Job, 0, len(ds))
 	planned := map[store.ID]bool{} // jobs with a chunk's plan stored: begun
 	for _, d := range ds {
 		out = append(out, d.job())
@@ -424,7 +425,7 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*store.Job, error) {
 	for _, u := range us {
 		out = append(out, rebuildJob(u))
 	}
-	slices.SortFunc(out, func(a, b *store.Job) int {
+	slices.SortFunc(out, func(a, b *storage.Job) int {
 		if c := bytes.Compare(a.ID[:], b.ID[:]); c != 0 {
 			return c
 		}
@@ -433,19 +434,19 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*store.Job, error) {
 	// A job begun (a chunk stored, or planned: a delivery cut short, or
 	// the retraction that took its place) goes first: its cursor may be
 	// past owners that a backfill or rebuild would leave to it.
-	begun := func(j *store.Job) int {
+	begun := func(j *storage.Job) int {
 		if len(j.Cursor) > 0 || (j.MessageID == j.ID && planned[j.ID]) {
 			return 0
 		}
 		return 1
 	}
-	slices.SortStableFunc(out, func(a, b *store.Job) int { return begun(a) - begun(b) })
+	slices.SortStableFunc(out, func(a, b *storage.Job) int { return begun(a) - begun(b) })
 	// The job a lease holder had begun goes first (see beginJob).
 	running, ok, err := s.runningJob(ctx)
 	if err != nil || !ok {
 		return out, err
 	}
-	if i := slices.IndexFunc(out, func(j *store.Job) bool { return j.ID == running.id && j.Kind == running.kind }); i > 0 {
+	if i := slices.IndexFunc(out, func(j *storage.Job) bool { return j.ID == running.id && j.Kind == running.kind }); i > 0 {
 		j := out[i]
 		copy(out[1:i+1], out[:i])
 		out[0] = j
@@ -454,9 +455,9 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*store.Job, error) {
 }
 
 // rebuildJob is the JobRebuild that user d's rebuilding flag stands for.
-func rebuildJob(d *userDoc) *store.Job {
-	return &store.Job{
-		ID: store.ID(d.ID), Kind: store.JobRebuild, Layout: store.Layout(d.Rebuild.Layout),
+func rebuildJob(d *userDoc) *storage.Job {
+	return &storage.Job{
+		ID: store.ID(d.ID), Kind: storage.JobRebuild, Layout: storage.Layout(d.Rebuild.Layout),
 		OwnerID: store.ID(d.ID), CreatedAt: d.Rebuild.Created.UTC(),
 	}
 }

@@ -11,13 +11,13 @@ import (
 	"github.com/256dpi/lungo"
 	"github.com/stretchr/testify/require"
 
-	"herald/store"
 	"herald/store/mongostore"
+	"herald/store/storage"
 	"herald/store/storetest"
 )
 
 // openLungo returns a store over a fresh in-memory lungo engine.
-func openLungo(t *testing.T) store.Backend {
+func openLungo(t *testing.T) storage.Backend {
 	t.Helper()
 	client, engine, err := lungo.Open(context.Background(), lungo.Options{Store: lungo.NewMemoryStore()})
 	require.NoError(t, err)
@@ -46,7 +46,7 @@ func TestStore_MongoDB(t *testing.T) {
 	t.Cleanup(func() { _ = client.Disconnect(ctx) })
 	require.NoError(t, client.Ping(ctx, nil), "HERALD_TEST_MONGODB_URI is set but MongoDB does not answer")
 	run := time.Now().UnixNano()
-	storetest.Run(t, func(t *testing.T) store.Backend {
+	storetest.Run(t, func(t *testing.T) storage.Backend {
 		name := fmt.Sprintf("herald_test_%d_%d", run, dbSeq.Add(1))
 		s := mongostore.New(client, name, mongostore.Options{})
 		require.NoError(t, s.EnsureIndexes(ctx))

@@ -16,6 +16,7 @@ import (
 
 	"herald/store"
 	"herald/store/internal/docs"
+	"herald/store/storage"
 )
 
 // namesPerDoc is how many names one name-store document holds (Field names
@@ -153,7 +154,7 @@ func (s *Store) attributes(ctx context.Context, as []docs.Attr) ([]store.Attribu
 	return out, nil
 }
 
-// SetAttributes implements store.Backend: read, change, and write back
+// SetAttributes implements storage.Backend: read, change, and write back
 // conditionally on the attributes' version, retrying if another writer
 // came between.
 func (s *Store) SetAttributes(ctx context.Context, id store.ID, changes []store.AttributeChange) (*store.User, error) {
@@ -212,7 +213,7 @@ func attrFilter(tok int32, value string) bson.D {
 	return bson.D{{Key: "at", Value: bson.D{{Key: "$elemMatch", Value: bson.D{{Key: "k", Value: tok}, {Key: "v", Value: value}}}}}}
 }
 
-// FindUsersByAttribute implements store.Backend, through the attributes index.
+// FindUsersByAttribute implements storage.Backend, through the attributes index.
 func (s *Store) FindUsersByAttribute(ctx context.Context, name, value string, r store.Range) ([]*store.User, error) {
 	tok, ok, err := s.token(ctx, name, false)
 	if err != nil || !ok {
@@ -233,7 +234,7 @@ func (s *Store) FindUsersByAttribute(ctx context.Context, name, value string, r 
 	return out, nil
 }
 
-// CountUsersByAttribute implements store.Backend.
+// CountUsersByAttribute implements storage.Backend.
 func (s *Store) CountUsersByAttribute(ctx context.Context, name, value string) (int, error) {
 	tok, ok, err := s.token(ctx, name, false)
 	if err != nil || !ok {
@@ -243,7 +244,7 @@ func (s *Store) CountUsersByAttribute(ctx context.Context, name, value string) (
 	return int(n), wrap("count users", err)
 }
 
-// ReleaseFanoutLease implements store.Leaser: the lease expires now.
+// ReleaseFanoutLease implements storage.Leaser: the lease expires now.
 func (s *Store) ReleaseFanoutLease(ctx context.Context, holder string) error {
 	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "fanout"}, {Key: "h", Value: holder}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: time.Unix(0, 0).UTC()}}}})
@@ -255,7 +256,7 @@ func (s *Store) ReleaseFanoutLease(ctx context.Context, holder string) error {
 // idempotent (lj, lq) hold only the last job per inbox, so a chunk cut
 // short must be finished before any other job touches those inboxes; the
 // next holder reads this record to run that job first (PendingJobs).
-func (s *Store) beginJob(ctx context.Context, j *store.Job) error {
+func (s *Store) beginJob(ctx context.Context, j *storage.Job) error {
 	k := jobKey{j.ID, j.Kind}
 	if s.inFlight.Load() != nil && *s.inFlight.Load() == k {
 		return nil
@@ -272,7 +273,7 @@ func (s *Store) beginJob(ctx context.Context, j *store.Job) error {
 
 type jobKey struct {
 	id   store.ID
-	kind store.JobKind
+	kind storage.JobKind
 }
 
 // runningJob returns the job last begun by a lease holder, if any.
@@ -287,10 +288,10 @@ func (s *Store) runningJob(ctx context.Context) (jobKey, bool, error) {
 	} else if err != nil {
 		return jobKey{}, false, wrap("read running job", err)
 	}
-	return jobKey{store.ID(*d.Msg), store.JobKind(d.Kind)}, true, nil
+	return jobKey{store.ID(*d.Msg), storage.JobKind(d.Kind)}, true, nil
 }
 
-// TryFanoutLease implements store.Leaser: the lease document is taken if
+// TryFanoutLease implements storage.Leaser: the lease document is taken if
 // it is free, expired or already this holder's; another holder's live
 // lease makes the upsert collide with its _id.
 func (s *Store) TryFanoutLease(ctx context.Context, holder string, ttl time.Duration) (bool, error) {

@@ -11,6 +11,7 @@ import (
 
 	"herald/store"
 	"herald/store/mongostore"
+	"herald/store/storage"
 )
 
 // Regression tests of a review of the backend's multi-step writes, each a
@@ -19,9 +20,9 @@ import (
 // entries.
 
 // deliverAll runs j's delivery to owners in one chunk.
-func deliverAll(t *testing.T, st *mongostore.Store, j *store.Job, owners ...store.ID) {
+func deliverAll(t *testing.T, st *mongostore.Store, j *storage.Job, owners ...store.ID) {
 	t.Helper()
-	_, err := st.DeliverInbox(context.Background(), store.Delivery{Job: j, Owners: owners, At: tickClock(), Done: true})
+	_, err := st.DeliverInbox(context.Background(), storage.Delivery{Job: j, Owners: owners, At: tickClock(), Done: true})
 	require.NoError(t, err)
 }
 
@@ -31,7 +32,7 @@ func TestReview_MarkEmptyInboxThenDeliver(t *testing.T) {
 	ctx := context.Background()
 	st, _ := openFaulty(t)
 	a, x, y := mkUser(t, st, "author"), mkUser(t, st, "xxx"), mkUser(t, st, "yyy")
-	c, err := st.MarkInboxRead(ctx, x, store.LayoutBuckets, store.NilID)
+	c, err := st.MarkInboxRead(ctx, x, storage.LayoutBuckets, store.NilID)
 	require.NoError(t, err)
 	require.Equal(t, store.InboxCounts{}, c)
 	var raw bson.M
@@ -44,7 +45,7 @@ func TestReview_MarkEmptyInboxThenDeliver(t *testing.T) {
 	_, j := mkPost(t, st, a)
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err = st.DeliverInbox(dctx, store.Delivery{Job: j, Owners: []store.ID{x, y}, At: tickClock(), Done: true})
+	_, err = st.DeliverInbox(dctx, storage.Delivery{Job: j, Owners: []store.ID{x, y}, At: tickClock(), Done: true})
 	require.NoError(t, err)
 	for _, o := range []store.ID{x, y} {
 		c, n := inboxCounts(t, st, o)
@@ -67,12 +68,12 @@ func TestReview_MarkReadCutShort(t *testing.T) {
 		last = m.ID
 	}
 	f.usersUpdate.Store(1) // the mark's write fails (the process is killed)
-	_, err := st.MarkInboxRead(ctx, x, store.LayoutBuckets, last)
+	_, err := st.MarkInboxRead(ctx, x, storage.LayoutBuckets, last)
 	require.Error(t, err)
 	c, n := inboxCounts(t, st, x)
 	require.Equal(t, store.InboxCounts{Total: 3, Unread: 3}, c, "nothing moved")
 	require.Equal(t, 3, n)
-	c, err = st.MarkInboxRead(ctx, x, store.LayoutBuckets, last) // the user taps again
+	c, err = st.MarkInboxRead(ctx, x, storage.LayoutBuckets, last) // the user taps again
 	require.NoError(t, err)
 	require.Equal(t, 0, c.Unread)
 	require.Equal(t, last, c.ReadMark)
@@ -107,25 +108,25 @@ func TestReview_UnfollowCountedThenFollowAgain(t *testing.T) {
 	}
 	_, err = st.Unfollow(ctx, x, a)
 	require.NoError(t, err)
-	u := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobUnfollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: a}
+	u := &storage.Job{ID: store.NewID(tickClock()), Kind: storage.JobUnfollow, Layout: storage.LayoutBuckets, OwnerID: x, AuthorID: a}
 	require.NoError(t, st.StoreJob(ctx, u))
 	f.bucketsBulk.Store(1)
-	_, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: u})
+	_, err = st.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: u})
 	require.ErrorIs(t, err, errInjected)
 
-	fj := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobFollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: a}
+	fj := &storage.Job{ID: store.NewID(tickClock()), Kind: storage.JobFollow, Layout: storage.LayoutBuckets, OwnerID: x, AuthorID: a}
 	require.NoError(t, st.StoreJob(ctx, fj))
 	_, err = st.Follow(ctx, x, a, tickClock())
 	require.NoError(t, err)
 	require.NoError(t, st.FinishJob(ctx, u)) // followed again since
 	require.Equal(t, 0, checkInbox(t, st, x))
-	out, err := st.FindOutbox(ctx, store.OutboxFilter{Authors: []store.ID{a}, Range: store.Forward(store.NilID, 50)})
+	out, err := st.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{a}, Range: store.Forward(store.NilID, 50)})
 	require.NoError(t, err)
 	var es []store.InboxEntry
 	for _, e := range out {
 		es = append(es, e.InboxEntry)
 	}
-	_, err = st.InsertInbox(ctx, store.Insertion{Job: fj, Entries: es, At: tickClock()})
+	_, err = st.InsertInbox(ctx, storage.Insertion{Job: fj, Entries: es, At: tickClock()})
 	require.NoError(t, err)
 	require.Equal(t, 2, checkInbox(t, st, x))
 }
@@ -142,15 +143,15 @@ func TestReview_FollowCountedThenUnfollow(t *testing.T) {
 		m := message(t, st, a, tickClock())
 		es = append(es, store.InboxEntry{MessageID: m.ID, AuthorID: a, CreatedAt: m.CreatedAt})
 	}
-	fj := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobFollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: a}
+	fj := &storage.Job{ID: store.NewID(tickClock()), Kind: storage.JobFollow, Layout: storage.LayoutBuckets, OwnerID: x, AuthorID: a}
 	require.NoError(t, st.StoreJob(ctx, fj))
 	_, err := st.Follow(ctx, x, a, tickClock())
 	require.NoError(t, err)
 	f.bucketsBulk.Store(1)
-	_, err = st.InsertInbox(ctx, store.Insertion{Job: fj, Entries: es, At: tickClock()})
+	_, err = st.InsertInbox(ctx, storage.Insertion{Job: fj, Entries: es, At: tickClock()})
 	require.ErrorIs(t, err, errInjected)
 
-	u := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobUnfollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: a}
+	u := &storage.Job{ID: store.NewID(tickClock()), Kind: storage.JobUnfollow, Layout: storage.LayoutBuckets, OwnerID: x, AuthorID: a}
 	require.NoError(t, st.StoreJob(ctx, u))
 	_, err = st.Unfollow(ctx, x, a)
 	require.NoError(t, err)
@@ -159,7 +160,7 @@ func TestReview_FollowCountedThenUnfollow(t *testing.T) {
 	refs, _, err := st.FindDeliveries(ctx, es[0].MessageID, nil, 10)
 	require.NoError(t, err)
 	require.Len(t, refs, 1, "the written entries are recorded")
-	_, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: u})
+	_, err = st.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: u})
 	require.NoError(t, err)
 	require.Equal(t, 0, checkInbox(t, st, x))
 }
@@ -180,12 +181,12 @@ func runRetractions(t *testing.T, st *mongostore.Store) {
 	pending, err := st.PendingJobs(ctx)
 	require.NoError(t, err)
 	for _, j := range pending {
-		require.Equal(t, store.JobRetract, j.Kind)
+		require.Equal(t, storage.JobRetract, j.Kind)
 		for done := false; !done; {
 			refs, next, err := st.FindDeliveries(ctx, j.MessageID, j.Cursor, 1000)
 			require.NoError(t, err)
 			done = next == nil
-			_, err = st.RemoveInboxEntries(ctx, store.Removal{Job: j, Refs: refs, Cursor: next, Done: done})
+			_, err = st.RemoveInboxEntries(ctx, storage.Removal{Job: j, Refs: refs, Cursor: next, Done: done})
 			require.NoError(t, err)
 			j.Cursor = next
 		}
@@ -201,7 +202,7 @@ func TestReview_DeliverCountedThenDeleted(t *testing.T) {
 	a, x, y := mkUser(t, st, "author"), mkUser(t, st, "xxx"), mkUser(t, st, "yyy")
 	m, j := mkPost(t, st, a)
 	f.bucketsBulk.Store(1)
-	_, err := st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: []store.ID{x, y}, At: tickClock(), Done: true})
+	_, err := st.DeliverInbox(ctx, storage.Delivery{Job: j, Owners: []store.ID{x, y}, At: tickClock(), Done: true})
 	require.ErrorIs(t, err, errInjected)
 	deleteAndRetract(t, st, m)
 	for _, o := range []store.ID{x, y} {
@@ -227,10 +228,10 @@ func TestReview_DeliverCountedThenFollowersChange(t *testing.T) {
 	}
 	m, j := mkPost(t, st, a)
 	f.bucketsBulk.Store(1)
-	_, err := st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: []store.ID{x, z}, At: tickClock(), Done: true})
+	_, err := st.DeliverInbox(ctx, storage.Delivery{Job: j, Owners: []store.ID{x, z}, At: tickClock(), Done: true})
 	require.ErrorIs(t, err, errInjected)
 
-	u := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobUnfollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: a}
+	u := &storage.Job{ID: store.NewID(tickClock()), Kind: storage.JobUnfollow, Layout: storage.LayoutBuckets, OwnerID: x, AuthorID: a}
 	require.NoError(t, st.StoreJob(ctx, u))
 	_, err = st.Unfollow(ctx, x, a)
 	require.NoError(t, err)
@@ -251,7 +252,7 @@ func TestReview_DeliverCountedThenFollowersChange(t *testing.T) {
 	refs, _, err := st.FindDeliveries(ctx, m.ID, nil, 10)
 	require.NoError(t, err)
 	require.Len(t, refs, 3)
-	_, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: u})
+	_, err = st.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: u})
 	require.NoError(t, err)
 	require.Equal(t, 0, checkInbox(t, st, x))
 
@@ -276,7 +277,7 @@ func TestReview_DeliverRecordedThenNewFollower(t *testing.T) {
 	m, j := mkPost(t, st, a)
 	f.msgsSkip.Store(1)   // the plan is stored,
 	f.msgsUpdate.Store(1) // the advance fails
-	_, err := st.DeliverInbox(ctx, store.Delivery{Job: j, Owners: []store.ID{x, z}, At: tickClock(), Done: true})
+	_, err := st.DeliverInbox(ctx, storage.Delivery{Job: j, Owners: []store.ID{x, z}, At: tickClock(), Done: true})
 	require.ErrorIs(t, err, errInjected)
 	_, err = st.Follow(ctx, fo, a, tickClock())
 	require.NoError(t, err)
@@ -308,13 +309,13 @@ func TestReview_PageDuringUnfollow(t *testing.T) {
 	}
 	_, err := st.Unfollow(ctx, x, b)
 	require.NoError(t, err)
-	u := &store.Job{ID: store.NewID(tickClock()), Kind: store.JobUnfollow, Layout: store.LayoutBuckets, OwnerID: x, AuthorID: b}
+	u := &storage.Job{ID: store.NewID(tickClock()), Kind: storage.JobUnfollow, Layout: storage.LayoutBuckets, OwnerID: x, AuthorID: b}
 	require.NoError(t, st.StoreJob(ctx, u))
 	f.bucketsBulk.Store(1) // stands for the window between the count step and the removal
-	_, err = st.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: u})
+	_, err = st.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: u})
 	require.ErrorIs(t, err, errInjected)
 	require.Equal(t, 2, checkInbox(t, st, x))
-	items, _, err := st.ReadInbox(ctx, store.InboxFilter{Owner: x, Layout: store.LayoutBuckets, Range: store.Forward(store.NilID, 2)})
+	items, _, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: x, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 2)})
 	require.NoError(t, err)
 	require.Len(t, items, 2)
 	for _, it := range items {
@@ -330,12 +331,12 @@ func TestReview_MessageWritesNameTheShardKey(t *testing.T) {
 	st, f := openFaulty(t)
 	a, x := mkUser(t, st, "author"), mkUser(t, st, "xxx")
 	m1, j1 := mkPost(t, st, a)
-	_, err := st.DeliverInbox(ctx, store.Delivery{Job: j1, Owners: []store.ID{x}, At: tickClock(), Cursor: x[:]})
+	_, err := st.DeliverInbox(ctx, storage.Delivery{Job: j1, Owners: []store.ID{x}, At: tickClock(), Cursor: x[:]})
 	require.NoError(t, err)
 	j1.Cursor = x[:]
 	deliverAll(t, st, j1)
 	text := "edited"
-	_, err = st.UpdateMessage(ctx, m1.ID, store.MessageUpdate{Text: &text})
+	_, err = st.UpdateMessage(ctx, m1.ID, storage.MessageUpdate{Text: &text})
 	require.NoError(t, err)
 	deleteAndRetract(t, st, m1)
 	m2, j2 := mkPost(t, st, a)

@@ -127,7 +127,7 @@ const (
 	// steps of one follow or unfollow of a pair run one operation at a time.
 	collLocks = "locks"
 	// progress: {_id: name, v: value} — the progress records of bulk loads
-	// (store.BulkLoader), written after each batch. Few: not sharded.
+	// (storage.BulkLoader), written after each batch. Few: not sharded.
 	collProgress = "progress"
 )
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
+	"herald/store/service"
 )
 
 // TestSessions_OtherInstance checks that a logOut made through one Herald
@@ -22,17 +23,17 @@ func TestSessions_OtherInstance(t *testing.T) {
 	c1, engine := newEngine(t, lungo.Options{})
 	c2 := lungo.NewClient(engine)
 	log := slog.New(slog.DiscardHandler)
-	start := func(client lungo.IClient) *store.Service {
+	start := func(client lungo.IClient) *service.Service {
 		st := New(client, "herald", Options{})
 		require.NoError(t, st.EnsureIndexes(ctx))
 		ev := startEvents(t, client, "herald", EventsOptions{})
-		svc := store.NewService(st, ev, store.Options{Logger: log, PasswordCost: 4})
+		svc := service.NewService(st, ev, service.Options{Logger: log, PasswordCost: 4})
 		require.NoError(t, svc.Start(ctx))
 		t.Cleanup(func() { _ = svc.Close(ctx) })
 		return svc
 	}
 	a, b := start(c1), start(c2)
-	u, err := a.SignUp(ctx, store.SignUpInput{Handle: "alice", Password: "password1"})
+	u, err := a.SignUp(ctx, service.SignUpInput{Handle: "alice", Password: "password1"})
 	require.NoError(t, err)
 	now := time.Now()
 	sess := store.Session{UserID: u.ID, TokenID: "t1", IssuedAt: now, ExpiresAt: now.Add(time.Hour)}

@@ -27,6 +27,7 @@ import (
 	"go.mongodb.org/mongo-driver/mongo/writeconcern"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // Options configure a Store.
@@ -53,8 +54,8 @@ type Store struct {
 }
 
 var (
-	_ store.Backend = (*Store)(nil)
-	_ store.Leaser  = (*Store)(nil)
+	_ storage.Backend = (*Store)(nil)
+	_ storage.Leaser  = (*Store)(nil)
 )
 
 // ConnectOptions configure a connection to a real MongoDB.

@@ -13,6 +13,7 @@ import (
 
 	"herald/store"
 	"herald/store/internal/docs"
+	"herald/store/storage"
 )
 
 // userDoc is a stored user: the shared document plus what only this
@@ -59,15 +60,15 @@ type planItem struct {
 }
 
 // Counter fields of the stored layouts.
-func totalField(l store.Layout) string {
-	if l == store.LayoutEntries {
+func totalField(l storage.Layout) string {
+	if l == storage.LayoutEntries {
 		return "et"
 	}
 	return "bt"
 }
 
-func unreadField(l store.Layout) string {
-	if l == store.LayoutEntries {
+func unreadField(l storage.Layout) string {
+	if l == storage.LayoutEntries {
 		return "eu"
 	}
 	return "bu"
@@ -82,12 +83,12 @@ var inboxProjection = bson.D{
 
 // counts returns the inbox counts of layout l: Total and Unread only for the
 // layouts that keep them.
-func (d *userDoc) counts(l store.Layout) store.InboxCounts {
+func (d *userDoc) counts(l storage.Layout) store.InboxCounts {
 	c := store.InboxCounts{ReadMark: store.ID(d.ReadMark), Rebuilding: d.Rebuild != nil}
 	switch l {
-	case store.LayoutEntries:
+	case storage.LayoutEntries:
 		c.Total, c.Unread = int(d.EntriesTotal), int(d.EntriesUnread)
-	case store.LayoutBuckets:
+	case storage.LayoutBuckets:
 		c.Total, c.Unread = int(d.BucketsTotal), int(d.BucketsUnread)
 	}
 	return c
@@ -135,7 +136,7 @@ func oids(ids []store.ID) bson.A {
 	return a
 }
 
-// CreateUser implements store.Backend. The user document goes first and
+// CreateUser implements storage.Backend. The user document goes first and
 // the handle claim second: a crash between them leaves an unreachable user
 // document, never a handle claimed by nobody.
 func (s *Store) CreateUser(ctx context.Context, u *store.User) error {
@@ -165,7 +166,7 @@ func (s *Store) findUserDoc(ctx context.Context, id store.ID) (*userDoc, error) 
 	return &d, nil
 }
 
-// FindUserByID implements store.Backend.
+// FindUserByID implements storage.Backend.
 func (s *Store) FindUserByID(ctx context.Context, id store.ID) (*store.User, error) {
 	d, err := s.findUserDoc(ctx, id)
 	if err != nil {
@@ -174,7 +175,7 @@ func (s *Store) FindUserByID(ctx context.Context, id store.ID) (*store.User, err
 	return s.decodeUser(ctx, d)
 }
 
-// FindUsersByIDs implements store.Backend.
+// FindUsersByIDs implements storage.Backend.
 func (s *Store) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error) {
 	out := make([]*store.User, len(ids))
 	if len(ids) == 0 {
@@ -207,7 +208,7 @@ func (s *Store) findUserDocs(ctx context.Context, filter bson.D, opts ...*option
 	return docs, wrap("find users", cur.All(ctx, &docs))
 }
 
-// FindUserByHandle implements store.Backend.
+// FindUserByHandle implements storage.Backend.
 func (s *Store) FindUserByHandle(ctx context.Context, handle string) (*store.User, error) {
 	var claim struct {
 		User primitive.ObjectID `bson:"u"`
@@ -218,8 +219,8 @@ func (s *Store) FindUserByHandle(ctx context.Context, handle string) (*store.Use
 	return s.FindUserByID(ctx, store.ID(claim.User))
 }
 
-// UpdateUser implements store.Backend.
-func (s *Store) UpdateUser(ctx context.Context, id store.ID, upd store.UserUpdate) (*store.User, error) {
+// UpdateUser implements storage.Backend.
+func (s *Store) UpdateUser(ctx context.Context, id store.ID, upd storage.UserUpdate) (*store.User, error) {
 	set := bson.D{}
 	if upd.DisplayName != nil {
 		set = append(set, bson.E{Key: "n", Value: *upd.DisplayName})
@@ -252,11 +253,11 @@ func (s *Store) usersExist(ctx context.Context, ids ...store.ID) error {
 	return nil
 }
 
-// MarkSeen implements store.Backend. A returning user's flag and last-seen
+// MarkSeen implements storage.Backend. A returning user's flag and last-seen
 // time are one conditional update, so a user is found returning, and a
 // rebuild stored, once. The flag is set only if none is pending: a pending
 // rebuild may be half done, and its instance is what makes it idempotent.
-func (s *Store) MarkSeen(ctx context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *store.Job) (bool, error) {
+func (s *Store) MarkSeen(ctx context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *storage.Job) (bool, error) {
 	if rebuild != nil {
 		rb := rebuildDoc{Instance: primitive.NewObjectID(), Layout: int32(rebuild.Layout), Created: rebuild.CreatedAt}
 		res, err := s.users.UpdateOne(ctx,
@@ -282,7 +283,7 @@ func (s *Store) MarkSeen(ctx context.Context, user store.ID, at, inactiveBefore 
 	return rebuild != nil && before.Seen.Before(inactiveBefore) && before.Rebuild != nil, nil
 }
 
-// ListPullAuthors implements store.Backend, through the partial index of
+// ListPullAuthors implements storage.Backend, through the partial index of
 // users with pulled messages.
 func (s *Store) ListPullAuthors(ctx context.Context) ([]store.ID, error) {
 	cur, err := s.users.Find(ctx, bson.D{{Key: "pc", Value: bson.D{{Key: "$gt", Value: 0}}}},
@@ -314,7 +315,7 @@ func (s *Store) findInboxHead(ctx context.Context, owner store.ID) (*userDoc, bo
 	return &d, err == nil, wrap("read inbox head", err)
 }
 
-// RevokeTokens implements store.Backend. It reads the user, applies r,
+// RevokeTokens implements storage.Backend. It reads the user, applies r,
 // and writes the result only if the token fields are still as read, so
 // that concurrent revocations each apply on top of the other (a retry
 // re-reads): 2 round trips when uncontended.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"herald/store"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // progressName names the progress record of a load.
@@ -56,7 +58,7 @@ func (n *Network) key() string {
 }
 
 func (n *Network) pullAbove() int {
-	if n.cfg.Strategy == store.StrategyHybrid {
+	if n.cfg.Strategy == service.StrategyHybrid {
 		return n.cfg.CelebrityThreshold
 	}
 	return -1
@@ -65,7 +67,7 @@ func (n *Network) pullAbove() int {
 // batch is one planned batch: its size and how to build it.
 type batch struct {
 	records int
-	build   func() *store.Bulk
+	build   func() *storage.Bulk
 }
 
 // plan cuts the load into batches of about size records, in the order the
@@ -74,8 +76,8 @@ func (n *Network) plan(opts LoadOptions, size int) []batch {
 	var plan []batch
 	for lo := 0; lo < n.cfg.Users; lo += size {
 		hi := min(lo+size, n.cfg.Users)
-		plan = append(plan, batch{hi - lo, func() *store.Bulk {
-			b := &store.Bulk{Users: make([]*store.User, 0, hi-lo)}
+		plan = append(plan, batch{hi - lo, func() *storage.Bulk {
+			b := &storage.Bulk{Users: make([]*store.User, 0, hi-lo)}
 			for i := lo; i < hi; i++ {
 				b.Users = append(b.Users, n.user(i, opts.PasswordHash, opts.LastSeen))
 			}
@@ -84,13 +86,13 @@ func (n *Network) plan(opts LoadOptions, size int) []batch {
 	}
 	// Edges, grouped by follower.
 	n.groups(size, func(i int) int { return len(n.following[i]) }, func(lo, hi, records int) {
-		plan = append(plan, batch{records, func() *store.Bulk {
-			b := &store.Bulk{Edges: make([]store.Edge, 0, records)}
+		plan = append(plan, batch{records, func() *storage.Bulk {
+			b := &storage.Bulk{Edges: make([]storage.Edge, 0, records)}
 			at := n.followTime()
 			for u := lo; u < hi; u++ {
 				id := n.UserID(u)
 				for _, v := range n.following[u] {
-					b.Edges = append(b.Edges, store.Edge{Follower: id, Followee: n.UserID(int(v)), At: at})
+					b.Edges = append(b.Edges, storage.Edge{Follower: id, Followee: n.UserID(int(v)), At: at})
 				}
 			}
 			return b
@@ -98,8 +100,8 @@ func (n *Network) plan(opts LoadOptions, size int) []batch {
 	})
 	for lo := 0; lo < n.cfg.Messages; lo += size {
 		hi := min(lo+size, n.cfg.Messages)
-		plan = append(plan, batch{hi - lo, func() *store.Bulk {
-			b := &store.Bulk{Messages: make([]*store.Message, 0, hi-lo)}
+		plan = append(plan, batch{hi - lo, func() *storage.Bulk {
+			b := &storage.Bulk{Messages: make([]*store.Message, 0, hi-lo)}
 			for k := lo; k < hi; k++ {
 				b.Messages = append(b.Messages, n.message(k))
 			}
@@ -109,8 +111,8 @@ func (n *Network) plan(opts LoadOptions, size int) []batch {
 	layout := n.cfg.Strategy.Layout()
 	if layout.Stores() {
 		n.groups(size, n.InboxSize, func(lo, hi, records int) {
-			plan = append(plan, batch{records, func() *store.Bulk {
-				b := &store.Bulk{Layout: layout, Inboxes: make([]store.BulkInbox, 0, hi-lo)}
+			plan = append(plan, batch{records, func() *storage.Bulk {
+				b := &storage.Bulk{Layout: layout, Inboxes: make([]storage.BulkInbox, 0, hi-lo)}
 				for u := lo; u < hi; u++ {
 					b.Inboxes = append(b.Inboxes, n.inbox(u))
 				}
@@ -142,7 +144,7 @@ func (n *Network) groups(size int, count func(i int) int, add func(lo, hi, recor
 // earlier load of the same network, the batches it loaded are skipped; a
 // progress record of a different network is an error, since the two
 // would mix. It returns the number of batches it loaded (not skipped).
-func Load(ctx context.Context, l store.BulkLoader, n *Network, opts LoadOptions) (int, error) {
+func Load(ctx context.Context, l storage.BulkLoader, n *Network, opts LoadOptions) (int, error) {
 	size := opts.BatchRecords
 	if size <= 0 {
 		size = DefaultBatchRecords
@@ -170,7 +172,7 @@ func Load(ctx context.Context, l store.BulkLoader, n *Network, opts LoadOptions)
 	// Build the next batch while the store writes this one.
 	type built struct {
 		i int
-		b *store.Bulk
+		b *storage.Bulk
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -191,7 +193,7 @@ func Load(ctx context.Context, l store.BulkLoader, n *Network, opts LoadOptions)
 		if err != nil {
 			return loaded, err
 		}
-		nb.b.Progress = &store.BulkProgress{Name: progressName, Value: val}
+		nb.b.Progress = &storage.BulkProgress{Name: progressName, Value: val}
 		if err := l.LoadBulk(ctx, nb.b); err != nil {
 			return loaded, fmt.Errorf("seed: batch %d of %d: %w", nb.i+1, len(plan), err)
 		}

@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"herald/store"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // Epoch is when the generated history starts: users are created at Epoch,
@@ -55,7 +57,7 @@ type Config struct {
 	// Strategy decides what is stored: the inboxes of its layout, and
 	// under StrategyHybrid which messages are pulled (those whose author
 	// has more than CelebrityThreshold followers).
-	Strategy           store.Strategy
+	Strategy           service.Strategy
 	CelebrityThreshold int
 }
 
@@ -93,7 +95,7 @@ func Generate(cfg Config) (*Network, error) {
 		}
 	}
 	if cfg.Strategy == "" {
-		cfg.Strategy = store.StrategyBucket
+		cfg.Strategy = service.StrategyBucket
 	}
 	n := &Network{cfg: cfg}
 	h := fnv.New32a()
@@ -184,7 +186,7 @@ func (n *Network) follow(rng *rand.Rand) {
 		}
 	}
 	n.pulled = make([]bool, users)
-	if n.cfg.Strategy == store.StrategyHybrid {
+	if n.cfg.Strategy == service.StrategyHybrid {
 		for v, c := range counts {
 			n.pulled[v] = c > n.cfg.CelebrityThreshold
 		}
@@ -328,7 +330,7 @@ func (n *Network) user(i int, passwordHash []byte, seen time.Time) *store.User {
 }
 
 // inbox is user i's inbox, newest first.
-func (n *Network) inbox(i int) store.BulkInbox {
+func (n *Network) inbox(i int) storage.BulkInbox {
 	ks := make([]uint32, 0, n.InboxSize(i))
 	for _, v := range n.following[i] {
 		if !n.pulled[v] {
@@ -344,5 +346,5 @@ func (n *Network) inbox(i int) store.BulkInbox {
 			DeliveredAt: t,
 		}
 	}
-	return store.BulkInbox{Owner: n.UserID(i), Items: items}
+	return storage.BulkInbox{Owner: n.UserID(i), Items: items}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 func TestGenerate_Deterministic(t *testing.T) {
@@ -64,7 +66,7 @@ func TestGenerate_Pinned(t *testing.T) {
 }
 
 func TestGenerate_Hybrid(t *testing.T) {
-	n, err := Generate(Config{Seed: 1, Users: 500, AvgFollows: 10, Messages: 2000, Strategy: store.StrategyHybrid, CelebrityThreshold: 100})
+	n, err := Generate(Config{Seed: 1, Users: 500, AvgFollows: 10, Messages: 2000, Strategy: service.StrategyHybrid, CelebrityThreshold: 100})
 	require.NoError(t, err)
 	pulled := 0
 	for k := range 2000 {
@@ -141,7 +143,7 @@ func newMemLoader() *memLoader {
 	}
 }
 
-func (m *memLoader) LoadBulk(_ context.Context, b *store.Bulk) error {
+func (m *memLoader) LoadBulk(_ context.Context, b *storage.Bulk) error {
 	if m.batches == m.failAt {
 		m.failAt = -1
 		return errors.New("disk full")

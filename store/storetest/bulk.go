@@ -10,11 +10,13 @@ import (
 
 	"herald/store"
 	"herald/store/seed"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // noProgress hides a loader's progress, so that a load writes every
 // batch again.
-type noProgress struct{ store.BulkLoader }
+type noProgress struct{ storage.BulkLoader }
 
 func (noProgress) BulkProgress(context.Context, string) ([]byte, error) { return nil, nil }
 
@@ -24,10 +26,10 @@ func (noProgress) BulkProgress(context.Context, string) ([]byte, error) { return
 // live writes that must work on loaded data: a post fanned out to loaded
 // followers, the deletion of a loaded message, an unfollow.
 func testBulk(t *testing.T, open OpenFunc) {
-	for _, st := range store.Strategies {
+	for _, st := range service.Strategies {
 		t.Run(string(st), func(t *testing.T) {
 			b := openBackend(t, open)
-			bl, ok := b.(store.BulkLoader)
+			bl, ok := b.(storage.BulkLoader)
 			require.True(t, ok, "the backend loads in bulk")
 			c := newClock()
 			c.ms.Store(seed.Epoch.Add(60 * 24 * time.Hour).UnixMilli())
@@ -43,8 +45,8 @@ func testBulk(t *testing.T, open OpenFunc) {
 			_, err = seed.Load(ctx, noProgress{bl}, n, opts)
 			require.NoError(t, err)
 
-			svc, _ := newServiceWith(t, b, c, store.Options{Strategy: st, CelebrityThreshold: 20})
-			ref, _ := newServiceStopped(t, b, c, store.Options{Strategy: store.StrategyRead})
+			svc, _ := newServiceWith(t, b, c, service.Options{Strategy: st, CelebrityThreshold: 20})
+			ref, _ := newServiceStopped(t, b, c, service.Options{Strategy: service.StrategyRead})
 			owners := make([]store.ID, n.Users())
 			for i := range owners {
 				owners[i] = n.UserID(i)
@@ -78,7 +80,7 @@ func testBulk(t *testing.T, open OpenFunc) {
 			sameAsRead(t, "loaded")
 
 			// A post by the most followed author reaches every follower.
-			m, err := svc.PostMessage(ctx, owners[big], store.PostInput{Text: "after the load"})
+			m, err := svc.PostMessage(ctx, owners[big], service.PostInput{Text: "after the load"})
 			require.NoError(t, err)
 			waitIdle(t, svc)
 			assert.Equal(t, "after the load", inboxTexts(t, svc, owners[first], 50)[0])

@@ -10,27 +10,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // storedLayouts are the layouts whose entries and counts a backend keeps.
-var storedLayouts = []store.Layout{store.LayoutEntries, store.LayoutBuckets}
+var storedLayouts = []storage.Layout{storage.LayoutEntries, storage.LayoutBuckets}
 
-func layoutName(l store.Layout) string {
+func layoutName(l storage.Layout) string {
 	switch l {
-	case store.LayoutNone:
+	case storage.LayoutNone:
 		return "None"
-	case store.LayoutEntries:
+	case storage.LayoutEntries:
 		return "Entries"
-	case store.LayoutBuckets:
+	case storage.LayoutBuckets:
 		return "Buckets"
-	case store.LayoutCache:
+	case storage.LayoutCache:
 		return "Cache"
 	}
 	return fmt.Sprintf("Layout%d", l)
 }
 
 // forStoredLayouts runs test once per stored layout, each on a fresh backend.
-func forStoredLayouts(t *testing.T, open OpenFunc, name string, test func(t *testing.T, b store.Backend, c *clock, l store.Layout)) {
+func forStoredLayouts(t *testing.T, open OpenFunc, name string, test func(t *testing.T, b storage.Backend, c *clock, l storage.Layout)) {
 	for _, l := range storedLayouts {
 		t.Run(name+"/"+layoutName(l), func(t *testing.T) {
 			b, c := openBackend(t, open), newClock()
@@ -39,39 +40,39 @@ func forStoredLayouts(t *testing.T, open OpenFunc, name string, test func(t *tes
 	}
 }
 
-func newDeliverJob(m *store.Message, l store.Layout) *store.Job {
-	return &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: l, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+func newDeliverJob(m *store.Message, l storage.Layout) *storage.Job {
+	return &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: l, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
 }
 
-func newRetractJob(m *store.Message, l store.Layout) *store.Job {
-	return &store.Job{ID: m.ID, Kind: store.JobRetract, Layout: l, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+func newRetractJob(m *store.Message, l storage.Layout) *storage.Job {
+	return &storage.Job{ID: m.ID, Kind: storage.JobRetract, Layout: l, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
 }
 
 // newOwnerJob returns a JobFollow or JobUnfollow of owner and author, with
 // an ID of its own.
-func newOwnerJob(c *clock, kind store.JobKind, l store.Layout, owner, author store.ID) *store.Job {
-	return &store.Job{ID: store.NewID(c.Now()), Kind: kind, Layout: l, OwnerID: owner, AuthorID: author}
+func newOwnerJob(c *clock, kind storage.JobKind, l storage.Layout, owner, author store.ID) *storage.Job {
+	return &storage.Job{ID: store.NewID(c.Now()), Kind: kind, Layout: l, OwnerID: owner, AuthorID: author}
 }
 
-func newRebuildJob(l store.Layout, owner store.ID) *store.Job {
-	return &store.Job{ID: owner, Kind: store.JobRebuild, Layout: l, OwnerID: owner}
+func newRebuildJob(l storage.Layout, owner store.ID) *storage.Job {
+	return &storage.Job{ID: owner, Kind: storage.JobRebuild, Layout: l, OwnerID: owner}
 }
 
 // post stores a message by author with its JobDeliver and delivers it to
 // owners in one chunk, ending the job.
-func post(t *testing.T, b store.Backend, c *clock, l store.Layout, author store.ID, owners ...store.ID) *store.Message {
+func post(t *testing.T, b storage.Backend, c *clock, l storage.Layout, author store.ID, owners ...store.ID) *store.Message {
 	t.Helper()
 	m := newMessage(c, author, "hello")
 	job := newDeliverJob(m, l)
 	require.NoError(t, b.CreateMessage(ctx, m, job))
-	_, err := b.DeliverInbox(ctx, store.Delivery{Job: job, Owners: owners, At: c.Now(), Done: true})
+	_, err := b.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: owners, At: c.Now(), Done: true})
 	require.NoError(t, err)
 	return m
 }
 
 // storeMessage stores a message by author that no job delivers: what a
 // follow or a rebuild brings in.
-func storeMessage(t *testing.T, b store.Backend, c *clock, author store.ID) *store.Message {
+func storeMessage(t *testing.T, b storage.Backend, c *clock, author store.ID) *store.Message {
 	t.Helper()
 	m := newMessage(c, author, "stored")
 	require.NoError(t, b.CreateMessage(ctx, m, nil))
@@ -107,36 +108,36 @@ func itemIDs(items []store.InboxItem) []store.ID {
 	return ids(items, func(it store.InboxItem) store.ID { return it.MessageID })
 }
 
-func changeIDs(changes []store.InboxChange) []store.ID {
-	return ids(changes, func(c store.InboxChange) store.ID { return c.MessageID })
+func changeIDs(changes []storage.InboxChange) []store.ID {
+	return ids(changes, func(c storage.InboxChange) store.ID { return c.MessageID })
 }
 
-func changeOwners(changes []store.InboxChange) []store.ID {
-	return ids(changes, func(c store.InboxChange) store.ID { return c.Owner })
+func changeOwners(changes []storage.InboxChange) []store.ID {
+	return ids(changes, func(c storage.InboxChange) store.ID { return c.Owner })
 }
 
 // inboxOf returns owner's whole inbox (up to 1000 entries) and its counts.
-func inboxOf(t *testing.T, b store.Backend, owner store.ID, l store.Layout) ([]store.ID, store.InboxCounts) {
+func inboxOf(t *testing.T, b storage.Backend, owner store.ID, l storage.Layout) ([]store.ID, store.InboxCounts) {
 	t.Helper()
-	items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner, Layout: l, Range: store.Forward(store.NilID, 1000)})
+	items, counts, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: owner, Layout: l, Range: store.Forward(store.NilID, 1000)})
 	require.NoError(t, err)
 	return itemIDs(items), counts
 }
 
-func countsOf(t *testing.T, b store.Backend, owner store.ID, l store.Layout) store.InboxCounts {
+func countsOf(t *testing.T, b storage.Backend, owner store.ID, l storage.Layout) store.InboxCounts {
 	t.Helper()
-	_, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner, Layout: l})
+	_, counts, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: owner, Layout: l})
 	require.NoError(t, err)
 	return counts
 }
 
 // pageAll pages through an inbox with Before and the given page size.
-func pageAll(t *testing.T, b store.Backend, owner store.ID, l store.Layout, size int) []store.ID {
+func pageAll(t *testing.T, b storage.Backend, owner store.ID, l storage.Layout, size int) []store.ID {
 	t.Helper()
 	var all []store.ID
 	before := store.NilID
 	for {
-		items, _, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner, Layout: l, Range: store.Forward(before, size)})
+		items, _, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: owner, Layout: l, Range: store.Forward(before, size)})
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(items), size)
 		all = append(all, itemIDs(items)...)
@@ -148,16 +149,16 @@ func pageAll(t *testing.T, b store.Backend, owner store.ID, l store.Layout, size
 }
 
 // retract deletes m and runs its whole JobRetract in chunks of two refs.
-func retract(t *testing.T, b store.Backend, m *store.Message, l store.Layout) []store.InboxChange {
+func retract(t *testing.T, b storage.Backend, m *store.Message, l storage.Layout) []storage.InboxChange {
 	t.Helper()
 	job := newRetractJob(m, l)
 	require.NoError(t, b.DeleteMessage(ctx, m.ID, job))
-	var changes []store.InboxChange
+	var changes []storage.InboxChange
 	for {
 		refs, next, err := b.FindDeliveries(ctx, m.ID, job.Cursor, 2)
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(refs), 2)
-		got, err := b.RemoveInboxEntries(ctx, store.Removal{Job: job, Refs: refs, Cursor: next, Done: next == nil})
+		got, err := b.RemoveInboxEntries(ctx, storage.Removal{Job: job, Refs: refs, Cursor: next, Done: next == nil})
 		require.NoError(t, err)
 		changes = append(changes, got...)
 		if next == nil {
@@ -174,14 +175,14 @@ func reversed(ids []store.ID) []store.ID {
 }
 
 func testInbox(t *testing.T, open OpenFunc) {
-	forStoredLayouts(t, open, "Paging", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+	forStoredLayouts(t, open, "Paging", func(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
 		author, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
 		var msgs []store.ID
 		for _, n := range []int{49, 50, 51, 100, 101} {
 			for len(msgs) < n {
 				msgs = append(msgs, post(t, b, c, l, author.ID, owner.ID).ID)
 			}
-			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, 50)})
+			items, counts, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, 50)})
 			require.NoError(t, err)
 			assert.Equal(t, store.InboxCounts{Total: n, Unread: n}, counts, "%d entries", n)
 			require.Len(t, items, min(n, 50))
@@ -192,28 +193,28 @@ func testInbox(t *testing.T, open OpenFunc) {
 			}
 		}
 	})
-	forStoredLayouts(t, open, "OutOfOrder", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+	forStoredLayouts(t, open, "OutOfOrder", func(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
 		author, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
 		m1, m2, m3 := storeMessage(t, b, c, author.ID), storeMessage(t, b, c, author.ID), storeMessage(t, b, c, author.ID)
 		m4 := post(t, b, c, l, author.ID, owner.ID)
 		m5 := storeMessage(t, b, c, author.ID)
 		// A backfill brings older messages after a newer one, in any order.
-		follow := newOwnerJob(c, store.JobFollow, l, owner.ID, author.ID)
+		follow := newOwnerJob(c, storage.JobFollow, l, owner.ID, author.ID)
 		require.NoError(t, b.StoreJob(ctx, follow))
 		at := c.Now()
-		changes, err := b.InsertInbox(ctx, store.Insertion{Job: follow, Entries: entriesOf(m1, m5, m3), At: at})
+		changes, err := b.InsertInbox(ctx, storage.Insertion{Job: follow, Entries: entriesOf(m1, m5, m3), At: at})
 		require.NoError(t, err)
 		assert.ElementsMatch(t, idsOf(m1, m5, m3), changeIDs(changes))
 		for _, ch := range changes {
 			assert.Equal(t, owner.ID, ch.Owner)
 		}
-		follow = newOwnerJob(c, store.JobFollow, l, owner.ID, author.ID)
+		follow = newOwnerJob(c, storage.JobFollow, l, owner.ID, author.ID)
 		require.NoError(t, b.StoreJob(ctx, follow))
-		_, err = b.InsertInbox(ctx, store.Insertion{Job: follow, Entries: entriesOf(m2), At: c.Now()})
+		_, err = b.InsertInbox(ctx, storage.Insertion{Job: follow, Entries: entriesOf(m2), At: c.Now()})
 		require.NoError(t, err)
 
 		want := idsOf(m5, m4, m3, m2, m1)
-		items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, 10)})
+		items, counts, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, 10)})
 		require.NoError(t, err)
 		assert.Equal(t, want, itemIDs(items), "ordered by message, not by arrival")
 		assert.Equal(t, store.InboxCounts{Total: 5, Unread: 5}, counts)
@@ -221,11 +222,11 @@ func testInbox(t *testing.T, open OpenFunc) {
 		for _, size := range []int{1, 2, 3} {
 			assert.Equal(t, want, pageAll(t, b, owner.ID, l, size), "pages of %d", size)
 		}
-		below, _, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(m4.ID, 2)})
+		below, _, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(m4.ID, 2)})
 		require.NoError(t, err)
 		assert.Equal(t, idsOf(m3, m2), itemIDs(below))
 	})
-	forStoredLayouts(t, open, "Counts", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+	forStoredLayouts(t, open, "Counts", func(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
 		a, o, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
 		a1 := post(t, b, c, l, a.ID, owner.ID)
 		b1 := storeMessage(t, b, c, o.ID)
@@ -240,9 +241,9 @@ func testInbox(t *testing.T, open OpenFunc) {
 		assert.Equal(t, store.InboxCounts{Total: 2, Unread: 0, ReadMark: a2.ID}, counts, "an older mark does not move the mark back")
 
 		// An entry older than the mark arrives read.
-		follow := newOwnerJob(c, store.JobFollow, l, owner.ID, o.ID)
+		follow := newOwnerJob(c, storage.JobFollow, l, owner.ID, o.ID)
 		require.NoError(t, b.StoreJob(ctx, follow))
-		changes, err := b.InsertInbox(ctx, store.Insertion{Job: follow, Entries: entriesOf(b1), At: c.Now()})
+		changes, err := b.InsertInbox(ctx, storage.Insertion{Job: follow, Entries: entriesOf(b1), At: c.Now()})
 		require.NoError(t, err)
 		require.Len(t, changes, 1)
 		assert.Equal(t, store.InboxCounts{Total: 3, Unread: 0, ReadMark: a2.ID}, changes[0].Counts)
@@ -251,9 +252,9 @@ func testInbox(t *testing.T, open OpenFunc) {
 		a3 := post(t, b, c, l, a.ID, owner.ID)
 		assert.Equal(t, store.InboxCounts{Total: 4, Unread: 1, ReadMark: a2.ID}, countsOf(t, b, owner.ID, l))
 		b2 := storeMessage(t, b, c, o.ID)
-		follow = newOwnerJob(c, store.JobFollow, l, owner.ID, o.ID)
+		follow = newOwnerJob(c, storage.JobFollow, l, owner.ID, o.ID)
 		require.NoError(t, b.StoreJob(ctx, follow))
-		changes, err = b.InsertInbox(ctx, store.Insertion{Job: follow, Entries: entriesOf(b2, b1), At: c.Now()})
+		changes, err = b.InsertInbox(ctx, storage.Insertion{Job: follow, Entries: entriesOf(b2, b1), At: c.Now()})
 		require.NoError(t, err)
 		assert.Equal(t, idsOf(b2), changeIDs(changes), "an entry already there is not inserted again")
 		assert.Equal(t, store.InboxCounts{Total: 5, Unread: 2, ReadMark: a2.ID}, changes[0].Counts)
@@ -268,9 +269,9 @@ func testInbox(t *testing.T, open OpenFunc) {
 		require.Len(t, changes, 1)
 		assert.Equal(t, store.InboxCounts{Total: 3, Unread: 1, ReadMark: a2.ID}, changes[0].Counts, "retracting a read entry")
 
-		unfollow := newOwnerJob(c, store.JobUnfollow, l, owner.ID, o.ID)
+		unfollow := newOwnerJob(c, storage.JobUnfollow, l, owner.ID, o.ID)
 		require.NoError(t, b.StoreJob(ctx, unfollow))
-		changes, err = b.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: unfollow})
+		changes, err = b.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: unfollow})
 		require.NoError(t, err)
 		assert.ElementsMatch(t, idsOf(b2, b1), changeIDs(changes))
 		ids, counts = inboxOf(t, b, owner.ID, l)
@@ -290,7 +291,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 	})
 	// A page and its counts are read together: while deliveries land, a
 	// reader never sees more items than the total beside them.
-	forStoredLayouts(t, open, "PageAndCountsAgree", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+	forStoredLayouts(t, open, "PageAndCountsAgree", func(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
 		author, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
 		const posts = 30
 		done := make(chan error, 1)
@@ -303,7 +304,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 					done <- err
 					return
 				}
-				if _, err := b.DeliverInbox(ctx, store.Delivery{Job: job, Owners: []store.ID{owner.ID}, At: c.Now(), Done: true}); err != nil {
+				if _, err := b.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: []store.ID{owner.ID}, At: c.Now(), Done: true}); err != nil {
 					done <- err
 					return
 				}
@@ -319,7 +320,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 				finished = true
 			default:
 			}
-			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, posts+1)})
+			items, counts, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, posts+1)})
 			if err != nil || len(items) > counts.Total {
 				if bad++; firstBad == "" {
 					firstBad = fmt.Sprintf("read %d: %d items, total %d, err %v", reads, len(items), counts.Total, err)
@@ -334,8 +335,8 @@ func testInbox(t *testing.T, open OpenFunc) {
 	t.Run("EmptyInbox", func(t *testing.T) {
 		b, c := openBackend(t, open), newClock()
 		u := mustCreateUser(t, b, c)
-		for _, l := range []store.Layout{store.LayoutNone, store.LayoutEntries, store.LayoutBuckets, store.LayoutCache} {
-			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: u.ID, Layout: l, Range: store.Forward(store.NilID, 50)})
+		for _, l := range []storage.Layout{storage.LayoutNone, storage.LayoutEntries, storage.LayoutBuckets, storage.LayoutCache} {
+			items, counts, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: u.ID, Layout: l, Range: store.Forward(store.NilID, 50)})
 			require.NoError(t, err)
 			assert.Empty(t, items, layoutName(l))
 			assert.Equal(t, store.InboxCounts{}, counts, layoutName(l))
@@ -344,7 +345,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 	t.Run("UnstoredLayouts", func(t *testing.T) {
 		// LayoutNone and LayoutCache keep only the read mark (and the
 		// rebuilding flag): ReadInbox has no entries and no totals.
-		for _, l := range []store.Layout{store.LayoutNone, store.LayoutCache} {
+		for _, l := range []storage.Layout{storage.LayoutNone, storage.LayoutCache} {
 			t.Run(layoutName(l), func(t *testing.T) {
 				b, c := openBackend(t, open), newClock()
 				a, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
@@ -355,7 +356,7 @@ func testInbox(t *testing.T, open OpenFunc) {
 				counts, err = b.MarkInboxRead(ctx, owner.ID, l, m1.ID)
 				require.NoError(t, err)
 				assert.Equal(t, store.InboxCounts{ReadMark: m2.ID}, counts)
-				items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, 50)})
+				items, counts, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: owner.ID, Layout: l, Range: store.Forward(store.NilID, 50)})
 				require.NoError(t, err)
 				assert.Empty(t, items)
 				assert.Equal(t, store.InboxCounts{ReadMark: m2.ID}, counts)
@@ -382,7 +383,7 @@ func testInboxCache(t *testing.T, open OpenFunc) {
 		m = append(m, storeMessage(t, b, c, a.ID))
 	}
 	now := c.Now()
-	read := func(at time.Time) *store.InboxCache {
+	read := func(at time.Time) *storage.InboxCache {
 		t.Helper()
 		got, err := b.ReadInboxCache(ctx, owner.ID, at)
 		require.NoError(t, err)
@@ -392,32 +393,32 @@ func testInboxCache(t *testing.T, open OpenFunc) {
 
 	// Created empty while it is being filled, then filled: complete.
 	expires := now.Add(time.Hour)
-	require.NoError(t, b.PutInboxCache(ctx, &store.InboxCache{Owner: owner.ID, Expires: expires}, 3))
+	require.NoError(t, b.PutInboxCache(ctx, &storage.InboxCache{Owner: owner.ID, Expires: expires}, 3))
 	got := read(now)
 	require.NotNil(t, got)
 	assert.Empty(t, got.Items)
 	assert.False(t, got.Complete)
-	require.NoError(t, b.PutInboxCache(ctx, &store.InboxCache{Owner: owner.ID, Items: cacheItems(m[0], m[1]), Complete: true, Expires: expires}, 3))
+	require.NoError(t, b.PutInboxCache(ctx, &storage.InboxCache{Owner: owner.ID, Items: cacheItems(m[0], m[1]), Complete: true, Expires: expires}, 3))
 	got = read(now)
 	require.NotNil(t, got)
-	assert.Equal(t, &store.InboxCache{Owner: owner.ID, Items: cacheItems(m[1], m[0]), Complete: true, Expires: expires}, got, "items newest first")
+	assert.Equal(t, &storage.InboxCache{Owner: owner.ID, Items: cacheItems(m[1], m[0]), Complete: true, Expires: expires}, got, "items newest first")
 
 	// Merge: an entry already there is kept once.
-	require.NoError(t, b.PutInboxCache(ctx, &store.InboxCache{Owner: owner.ID, Items: cacheItems(m[2], m[1]), Complete: true, Expires: expires}, 3))
+	require.NoError(t, b.PutInboxCache(ctx, &storage.InboxCache{Owner: owner.ID, Items: cacheItems(m[2], m[1]), Complete: true, Expires: expires}, 3))
 	got = read(now)
 	assert.Equal(t, idsOf(m[2], m[1], m[0]), itemIDs(got.Items))
 	assert.True(t, got.Complete)
 
 	// A put with no items only extends the cache's life.
 	later := expires.Add(time.Hour)
-	require.NoError(t, b.PutInboxCache(ctx, &store.InboxCache{Owner: owner.ID, Expires: later}, 3))
+	require.NoError(t, b.PutInboxCache(ctx, &storage.InboxCache{Owner: owner.ID, Expires: later}, 3))
 	got = read(now)
 	assert.Equal(t, idsOf(m[2], m[1], m[0]), itemIDs(got.Items))
 	assert.True(t, got.Complete)
 	assert.Equal(t, later, got.Expires)
 
 	// Over capacity: the newest are kept and the cache is no longer complete.
-	require.NoError(t, b.PutInboxCache(ctx, &store.InboxCache{Owner: owner.ID, Items: cacheItems(m[4], m[3]), Complete: true, Expires: later}, 3))
+	require.NoError(t, b.PutInboxCache(ctx, &storage.InboxCache{Owner: owner.ID, Items: cacheItems(m[4], m[3]), Complete: true, Expires: later}, 3))
 	got = read(now)
 	assert.Equal(t, idsOf(m[4], m[3], m[2]), itemIDs(got.Items))
 	assert.False(t, got.Complete)
@@ -432,7 +433,7 @@ func testInboxCache(t *testing.T, open OpenFunc) {
 }
 
 func testCacheDelivery(t *testing.T, open OpenFunc) {
-	l := store.LayoutCache
+	l := storage.LayoutCache
 	b, c := openBackend(t, open), newClock()
 	a := mustCreateUser(t, b, c)
 	idle := mustCreateUser(t, b, c) // last seen at sign-up, before activeSince
@@ -442,7 +443,7 @@ func testCacheDelivery(t *testing.T, open OpenFunc) {
 	at := c.Now()
 	put := func(owner store.ID, expires time.Time) {
 		t.Helper()
-		require.NoError(t, b.PutInboxCache(ctx, &store.InboxCache{Owner: owner, Items: cacheItems(old2, old1), Complete: true, Expires: expires}, 10))
+		require.NoError(t, b.PutInboxCache(ctx, &storage.InboxCache{Owner: owner, Items: cacheItems(old2, old1), Complete: true, Expires: expires}, 10))
 	}
 	put(live.ID, at.Add(time.Hour))
 	put(stale.ID, at.Add(-time.Millisecond))
@@ -451,7 +452,7 @@ func testCacheDelivery(t *testing.T, open OpenFunc) {
 	m := newMessage(c, a.ID, "new")
 	job := newDeliverJob(m, l)
 	require.NoError(t, b.CreateMessage(ctx, m, job))
-	changes, err := b.DeliverInbox(ctx, store.Delivery{
+	changes, err := b.DeliverInbox(ctx, storage.Delivery{
 		Job: job, Owners: []store.ID{idle.ID, live.ID, stale.ID, none.ID},
 		ActiveSince: activeSince, At: at, CacheCap: 2, Done: true,
 	})
@@ -484,7 +485,7 @@ func testCacheDelivery(t *testing.T, open OpenFunc) {
 }
 
 func testJobs(t *testing.T, open OpenFunc) {
-	forStoredLayouts(t, open, "ChunksApplyOnce", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+	forStoredLayouts(t, open, "ChunksApplyOnce", func(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
 		author := mustCreateUser(t, b, c)
 		var owners []store.ID
 		for range 4 {
@@ -498,7 +499,7 @@ func testJobs(t *testing.T, open OpenFunc) {
 		require.Len(t, pending, 1)
 		assert.Equal(t, job, pending[0])
 
-		first := store.Delivery{Job: job, Owners: owners[:2], At: c.Now(), Cursor: owners[1][:]}
+		first := storage.Delivery{Job: job, Owners: owners[:2], At: c.Now(), Cursor: owners[1][:]}
 		changes, err := b.DeliverInbox(ctx, first)
 		require.NoError(t, err)
 		assert.ElementsMatch(t, owners[:2], changeOwners(changes))
@@ -517,12 +518,12 @@ func testJobs(t *testing.T, open OpenFunc) {
 		require.Len(t, pending, 1)
 		assert.Equal(t, owners[1][:], pending[0].Cursor, "progress is stored with the chunk")
 		// A chunk for another cursor than the stored one changes nothing.
-		changes, err = b.DeliverInbox(ctx, store.Delivery{Job: job, Owners: owners[2:], At: c.Now(), Done: true})
+		changes, err = b.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: owners[2:], At: c.Now(), Done: true})
 		require.NoError(t, err)
 		assert.Empty(t, changes)
 		assert.Equal(t, 0, countsOf(t, b, owners[2], l).Total)
 
-		second := store.Delivery{Job: pending[0], Owners: owners[2:], At: c.Now(), Done: true}
+		second := storage.Delivery{Job: pending[0], Owners: owners[2:], At: c.Now(), Done: true}
 		changes, err = b.DeliverInbox(ctx, second)
 		require.NoError(t, err)
 		assert.Len(t, changes, 2)
@@ -537,20 +538,20 @@ func testJobs(t *testing.T, open OpenFunc) {
 		_, err = b.DeliverInbox(ctx, second)
 		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "the job is done")
 	})
-	forStoredLayouts(t, open, "DeletionCancelsDelivery", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+	forStoredLayouts(t, open, "DeletionCancelsDelivery", func(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
 		author, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
 		m := newMessage(c, author.ID, "oops")
 		job := newDeliverJob(m, l)
 		require.NoError(t, b.CreateMessage(ctx, m, job))
 		require.NoError(t, b.DeleteMessage(ctx, m.ID, nil))
-		_, err := b.DeliverInbox(ctx, store.Delivery{Job: job, Owners: []store.ID{owner.ID}, At: c.Now(), Done: true})
+		_, err := b.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: []store.ID{owner.ID}, At: c.Now(), Done: true})
 		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
 		assert.Equal(t, 0, countsOf(t, b, owner.ID, l).Total)
 		pending, err := b.PendingJobs(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, pending)
 	})
-	forStoredLayouts(t, open, "ActiveSince", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+	forStoredLayouts(t, open, "ActiveSince", func(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
 		author, idle, back, fresh := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
 		since := fresh.LastSeenAt // fresh was last seen exactly then
 		_, err := b.MarkSeen(ctx, back.ID, c.Now(), time.Time{}, nil)
@@ -558,7 +559,7 @@ func testJobs(t *testing.T, open OpenFunc) {
 		m := newMessage(c, author.ID, "hi")
 		job := newDeliverJob(m, l)
 		require.NoError(t, b.CreateMessage(ctx, m, job))
-		changes, err := b.DeliverInbox(ctx, store.Delivery{Job: job, Owners: []store.ID{idle.ID, back.ID, fresh.ID}, ActiveSince: since, At: c.Now(), Done: true})
+		changes, err := b.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: []store.ID{idle.ID, back.ID, fresh.ID}, ActiveSince: since, At: c.Now(), Done: true})
 		require.NoError(t, err)
 		assert.ElementsMatch(t, []store.ID{back.ID, fresh.ID}, changeOwners(changes), "owners last seen before ActiveSince are skipped")
 		assert.Equal(t, 0, countsOf(t, b, idle.ID, l).Total)
@@ -568,21 +569,21 @@ func testJobs(t *testing.T, open OpenFunc) {
 		assert.Nil(t, next)
 		assert.ElementsMatch(t, []store.ID{back.ID, fresh.ID}, refOwners(refs), "a skipped owner has no delivery")
 	})
-	forStoredLayouts(t, open, "InsertAndRetract", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+	forStoredLayouts(t, open, "InsertAndRetract", func(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
 		author, owner, other := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
 		// One chunk delivered m1 to other and owner, owner last: an
 		// insertion of m1 into owner's inbox must not lose other's record.
 		m1 := post(t, b, c, l, author.ID, other.ID, owner.ID)
 		m2, m3 := storeMessage(t, b, c, author.ID), storeMessage(t, b, c, author.ID)
-		unfollow := newOwnerJob(c, store.JobUnfollow, l, owner.ID, author.ID)
+		unfollow := newOwnerJob(c, storage.JobUnfollow, l, owner.ID, author.ID)
 		require.NoError(t, b.StoreJob(ctx, unfollow))
-		changes, err := b.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: unfollow})
+		changes, err := b.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: unfollow})
 		require.NoError(t, err)
 		assert.Equal(t, idsOf(m1), changeIDs(changes))
 
-		follow := newOwnerJob(c, store.JobFollow, l, owner.ID, author.ID)
+		follow := newOwnerJob(c, storage.JobFollow, l, owner.ID, author.ID)
 		require.NoError(t, b.StoreJob(ctx, follow))
-		changes, err = b.InsertInbox(ctx, store.Insertion{Job: follow, Entries: entriesOf(m3, m1, m2, m2), At: c.Now()})
+		changes, err = b.InsertInbox(ctx, storage.Insertion{Job: follow, Entries: entriesOf(m3, m1, m2, m2), At: c.Now()})
 		require.NoError(t, err)
 		assert.ElementsMatch(t, idsOf(m3, m1, m2), changeIDs(changes), "each entry once")
 		ids, counts := inboxOf(t, b, owner.ID, l)
@@ -592,7 +593,7 @@ func testJobs(t *testing.T, open OpenFunc) {
 		require.NoError(t, err)
 		assert.Empty(t, pending, "the insertion ends its job")
 
-		changes, err = b.InsertInbox(ctx, store.Insertion{Job: follow, Entries: entriesOf(m3), At: c.Now()})
+		changes, err = b.InsertInbox(ctx, storage.Insertion{Job: follow, Entries: entriesOf(m3), At: c.Now()})
 		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "the job is gone")
 		assert.Empty(t, changes)
 		assert.Equal(t, 3, countsOf(t, b, owner.ID, l).Total)
@@ -611,7 +612,7 @@ func testJobs(t *testing.T, open OpenFunc) {
 		require.NoError(t, err)
 		assert.Empty(t, refs, "delivery records are dropped with the retraction")
 	})
-	forStoredLayouts(t, open, "DeliveryPages", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+	forStoredLayouts(t, open, "DeliveryPages", func(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
 		author := mustCreateUser(t, b, c)
 		var owners []store.ID
 		for range 5 {
@@ -621,7 +622,7 @@ func testJobs(t *testing.T, open OpenFunc) {
 		job := newDeliverJob(m, l)
 		require.NoError(t, b.CreateMessage(ctx, m, job))
 		for i, chunk := range [][]store.ID{owners[:3], owners[3:]} {
-			_, err := b.DeliverInbox(ctx, store.Delivery{Job: job, Owners: chunk, At: c.Now(), Cursor: chunk[len(chunk)-1][:], Done: i == 1})
+			_, err := b.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: chunk, At: c.Now(), Cursor: chunk[len(chunk)-1][:], Done: i == 1})
 			require.NoError(t, err)
 			job.Cursor = chunk[len(chunk)-1][:]
 		}
@@ -641,7 +642,7 @@ func testJobs(t *testing.T, open OpenFunc) {
 			assert.ElementsMatch(t, owners, all, "limit %d", limit)
 		}
 	})
-	forStoredLayouts(t, open, "RemoveAuthorEntries", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+	forStoredLayouts(t, open, "RemoveAuthorEntries", func(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
 		a, o, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
 		a1 := post(t, b, c, l, a.ID, owner.ID)
 		o1 := post(t, b, c, l, o.ID, owner.ID)
@@ -650,9 +651,9 @@ func testJobs(t *testing.T, open OpenFunc) {
 		o2 := post(t, b, c, l, o.ID, owner.ID)
 		_, err := b.MarkInboxRead(ctx, owner.ID, l, o1.ID)
 		require.NoError(t, err)
-		unfollow := newOwnerJob(c, store.JobUnfollow, l, owner.ID, a.ID)
+		unfollow := newOwnerJob(c, storage.JobUnfollow, l, owner.ID, a.ID)
 		require.NoError(t, b.StoreJob(ctx, unfollow))
-		changes, err := b.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: unfollow})
+		changes, err := b.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: unfollow})
 		require.NoError(t, err)
 		assert.ElementsMatch(t, idsOf(a1, a2), changeIDs(changes))
 		for _, ch := range changes {
@@ -664,22 +665,22 @@ func testJobs(t *testing.T, open OpenFunc) {
 		pending, err := b.PendingJobs(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, pending, "the removal ends its job")
-		_, err = b.RemoveAuthorEntries(ctx, store.AuthorRemoval{Job: unfollow})
+		_, err = b.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: unfollow})
 		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
 	})
-	for _, l := range []store.Layout{store.LayoutNone, store.LayoutEntries, store.LayoutBuckets, store.LayoutCache} {
+	for _, l := range []storage.Layout{storage.LayoutNone, storage.LayoutEntries, storage.LayoutBuckets, storage.LayoutCache} {
 		t.Run("Rebuild/"+layoutName(l), func(t *testing.T) { testRebuild(t, open, l) })
 	}
 	t.Run("PendingOrder", func(t *testing.T) { testPendingOrder(t, open) })
 }
 
-func refOwners(refs []store.InboxRef) []store.ID {
-	return ids(refs, func(r store.InboxRef) store.ID { return r.Owner })
+func refOwners(refs []storage.InboxRef) []store.ID {
+	return ids(refs, func(r storage.InboxRef) store.ID { return r.Owner })
 }
 
 // testRebuild: a user returning after being inactive gets a JobRebuild and
 // a rebuilding flag, which ending the job clears.
-func testRebuild(t *testing.T, open OpenFunc, l store.Layout) {
+func testRebuild(t *testing.T, open OpenFunc, l storage.Layout) {
 	b, c := openBackend(t, open), newClock()
 	a, u := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
 	rebuild := newRebuildJob(l, u.ID)
@@ -704,7 +705,7 @@ func testRebuild(t *testing.T, open OpenFunc, l store.Layout) {
 	assert.Equal(t, back, mustUser(t, b, u.ID).LastSeenAt)
 	pending, err = b.PendingJobs(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, []*store.Job{rebuild}, pending)
+	assert.Equal(t, []*storage.Job{rebuild}, pending)
 	assert.True(t, countsOf(t, b, u.ID, l).Rebuilding)
 	returning, err = b.MarkSeen(ctx, u.ID, c.Now(), back, rebuild)
 	require.NoError(t, err)
@@ -712,7 +713,7 @@ func testRebuild(t *testing.T, open OpenFunc, l store.Layout) {
 
 	if l.Stores() {
 		m := storeMessage(t, b, c, a.ID)
-		changes, err := b.InsertInbox(ctx, store.Insertion{Job: rebuild, Entries: entriesOf(m), At: c.Now()})
+		changes, err := b.InsertInbox(ctx, storage.Insertion{Job: rebuild, Entries: entriesOf(m), At: c.Now()})
 		require.NoError(t, err)
 		require.Len(t, changes, 1)
 		assert.Equal(t, store.InboxCounts{Total: 1, Unread: 1}, changes[0].Counts)
@@ -734,13 +735,13 @@ func testRebuild(t *testing.T, open OpenFunc, l store.Layout) {
 
 func testPendingOrder(t *testing.T, open OpenFunc) {
 	b, c := openBackend(t, open), newClock()
-	l := store.LayoutBuckets
+	l := storage.LayoutBuckets
 	a, u, v := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
-	follow := newOwnerJob(c, store.JobFollow, l, u.ID, a.ID)
+	follow := newOwnerJob(c, storage.JobFollow, l, u.ID, a.ID)
 	m := newMessage(c, a.ID, "hi")
 	deliver := newDeliverJob(m, l)
 	require.NoError(t, b.CreateMessage(ctx, m, deliver))
-	unfollow := newOwnerJob(c, store.JobUnfollow, l, v.ID, a.ID)
+	unfollow := newOwnerJob(c, storage.JobUnfollow, l, v.ID, a.ID)
 	// Stored out of ID order, listed in ID order.
 	require.NoError(t, b.StoreJob(ctx, unfollow))
 	require.NoError(t, b.StoreJob(ctx, follow))
@@ -751,13 +752,13 @@ func testPendingOrder(t *testing.T, open OpenFunc) {
 
 	pending, err := b.PendingJobs(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, []*store.Job{rebuild, follow, deliver, unfollow}, pending)
+	assert.Equal(t, []*storage.Job{rebuild, follow, deliver, unfollow}, pending)
 
 	require.NoError(t, b.FinishJob(ctx, follow))
 	require.NoError(t, b.FinishJob(ctx, deliver), "a JobDeliver with no one to deliver to")
 	pending, err = b.PendingJobs(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, []*store.Job{rebuild, unfollow}, pending)
+	assert.Equal(t, []*storage.Job{rebuild, unfollow}, pending)
 	assert.True(t, countsOf(t, b, u.ID, l).Rebuilding)
 	require.NoError(t, b.FinishJob(ctx, rebuild))
 	assert.False(t, countsOf(t, b, u.ID, l).Rebuilding)
@@ -769,7 +770,7 @@ func testPendingOrder(t *testing.T, open OpenFunc) {
 	require.NoError(t, b.DeleteMessage(ctx, m2.ID, retraction))
 	pending, err = b.PendingJobs(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, []*store.Job{unfollow, retraction}, pending)
+	assert.Equal(t, []*storage.Job{unfollow, retraction}, pending)
 
 	// A job one of whose chunks is stored comes first, whatever its ID: a
 	// rebuild or backfill run before it would take its message for one it
@@ -781,7 +782,7 @@ func testPendingOrder(t *testing.T, open OpenFunc) {
 	half := newDeliverJob(m3, l)
 	require.NoError(t, b.CreateMessage(ctx, m3, half))
 	first := v.ID // v's id is below w's: the chunk delivers to v and ends past it
-	_, err = b.DeliverInbox(ctx, store.Delivery{Job: half, Owners: []store.ID{first}, At: c.Now(), Cursor: first[:]})
+	_, err = b.DeliverInbox(ctx, storage.Delivery{Job: half, Owners: []store.ID{first}, At: c.Now(), Cursor: first[:]})
 	require.NoError(t, err)
 	rebuildW := newRebuildJob(l, w.ID)
 	returning, err = b.MarkSeen(ctx, w.ID, c.Now(), c.Now(), rebuildW)

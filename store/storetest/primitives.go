@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 func testUsers(t *testing.T, open OpenFunc) {
@@ -52,7 +53,7 @@ func testUsers(t *testing.T, open OpenFunc) {
 		b, c := openBackend(t, open), newClock()
 		u := mustCreateUser(t, b, c)
 		name := "New Name"
-		got, err := b.UpdateUser(ctx, u.ID, store.UserUpdate{DisplayName: &name})
+		got, err := b.UpdateUser(ctx, u.ID, storage.UserUpdate{DisplayName: &name})
 		require.NoError(t, err)
 		assert.Equal(t, name, got.DisplayName)
 		assert.Equal(t, name, mustUser(t, b, u.ID).DisplayName)
@@ -139,9 +140,9 @@ func testMessages(t *testing.T, open OpenFunc) {
 			ids = append(ids, m.ID)
 		}
 		assert.Equal(t, 5, mustUser(t, b, a.ID).MessageCount)
-		page1, err := b.FindMessages(ctx, store.MessageFilter{AuthorID: a.ID, Range: store.Forward(store.NilID, 3)})
+		page1, err := b.FindMessages(ctx, storage.MessageFilter{AuthorID: a.ID, Range: store.Forward(store.NilID, 3)})
 		require.NoError(t, err)
-		page2, err := b.FindMessages(ctx, store.MessageFilter{AuthorID: a.ID, Range: store.Forward(page1[2].ID, 3)})
+		page2, err := b.FindMessages(ctx, storage.MessageFilter{AuthorID: a.ID, Range: store.Forward(page1[2].ID, 3)})
 		require.NoError(t, err)
 		var got []store.ID
 		for _, m := range append(page1, page2...) {
@@ -160,7 +161,7 @@ func testMessages(t *testing.T, open OpenFunc) {
 		require.NoError(t, b.CreateMessage(ctx, reply, nil))
 
 		text, at := "edited", c.Now()
-		got, err := b.UpdateMessage(ctx, m.ID, store.MessageUpdate{Text: &text, EditedAt: &at})
+		got, err := b.UpdateMessage(ctx, m.ID, storage.MessageUpdate{Text: &text, EditedAt: &at})
 		require.NoError(t, err)
 		assert.Equal(t, "edited", got.Text)
 		got, err = b.FindMessageByID(ctx, m.ID)
@@ -176,13 +177,13 @@ func testMessages(t *testing.T, open OpenFunc) {
 		_, err = b.FindMessageByID(ctx, m.ID)
 		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
 		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(b.DeleteMessage(ctx, m.ID, nil)))
-		_, err = b.UpdateMessage(ctx, m.ID, store.MessageUpdate{Text: &text})
+		_, err = b.UpdateMessage(ctx, m.ID, storage.MessageUpdate{Text: &text})
 		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
 		batch, err := b.FindMessagesByKeys(ctx, []store.MessageKey{m.Key(), {ID: reply.ID}})
 		require.NoError(t, err)
 		assert.Nil(t, batch[0])
 		assert.Equal(t, reply.ID, batch[1].ID)
-		outbox, err := b.FindMessages(ctx, store.MessageFilter{AuthorID: a.ID, Range: store.Forward(store.NilID, 10)})
+		outbox, err := b.FindMessages(ctx, storage.MessageFilter{AuthorID: a.ID, Range: store.Forward(store.NilID, 10)})
 		require.NoError(t, err)
 		require.Len(t, outbox, 1)
 		assert.Equal(t, reply.ID, outbox[0].ID)
@@ -266,7 +267,7 @@ func testPulledCount(t *testing.T, open OpenFunc) {
 }
 
 // outboxIDs returns the message IDs of entries.
-func outboxIDs(entries []store.OutboxEntry) []store.ID {
+func outboxIDs(entries []storage.OutboxEntry) []store.ID {
 	ids := make([]store.ID, len(entries))
 	for i, e := range entries {
 		ids[i] = e.MessageID
@@ -280,9 +281,9 @@ func testOutbox(t *testing.T, open OpenFunc) {
 	create := func(author store.ID, pulled bool, job bool) *store.Message {
 		m := newMessage(c, author, "m")
 		m.Pulled = pulled
-		var j *store.Job
+		var j *storage.Job
 		if job {
-			j = newDeliverJob(m, store.LayoutBuckets)
+			j = newDeliverJob(m, storage.LayoutBuckets)
 		}
 		require.NoError(t, b.CreateMessage(ctx, m, j))
 		return m
@@ -295,14 +296,14 @@ func testOutbox(t *testing.T, open OpenFunc) {
 	a3 := create(a.ID, false, true) // its JobDeliver is still stored
 	authors := []store.ID{a.ID, bb.ID}
 
-	find := func(f store.OutboxFilter) []store.OutboxEntry {
+	find := func(f storage.OutboxFilter) []storage.OutboxEntry {
 		t.Helper()
 		f.Authors = authors
 		got, err := b.FindOutbox(ctx, f)
 		require.NoError(t, err)
 		return got
 	}
-	all := find(store.OutboxFilter{Range: store.Forward(store.NilID, 10)})
+	all := find(storage.OutboxFilter{Range: store.Forward(store.NilID, 10)})
 	assert.Equal(t, []store.ID{a3.ID, b2.ID, a2.ID, b1.ID, a1.ID}, outboxIDs(all), "merged newest first")
 	for _, e := range all {
 		assert.Equal(t, e.MessageID == a3.ID, e.Pending, "pending is the stored JobDeliver")
@@ -313,7 +314,7 @@ func testOutbox(t *testing.T, open OpenFunc) {
 	var paged []store.ID
 	before := store.NilID
 	for range 4 {
-		page := find(store.OutboxFilter{Range: store.Forward(before, 2)})
+		page := find(storage.OutboxFilter{Range: store.Forward(before, 2)})
 		paged = append(paged, outboxIDs(page)...)
 		if len(page) < 2 {
 			break
@@ -322,31 +323,31 @@ func testOutbox(t *testing.T, open OpenFunc) {
 	}
 	assert.Equal(t, outboxIDs(all), paged)
 
-	assert.Equal(t, []store.ID{b2.ID, a2.ID}, outboxIDs(find(store.OutboxFilter{Range: store.Forward(store.NilID, 10), Pulled: store.PulledOnly})))
-	assert.Equal(t, []store.ID{a3.ID, b1.ID, a1.ID}, outboxIDs(find(store.OutboxFilter{Range: store.Forward(store.NilID, 10), Pulled: store.PushedOnly})))
-	assert.Equal(t, []store.ID{b1.ID}, outboxIDs(find(store.OutboxFilter{Range: store.Forward(a2.ID, 1), Pulled: store.PushedOnly})))
+	assert.Equal(t, []store.ID{b2.ID, a2.ID}, outboxIDs(find(storage.OutboxFilter{Range: store.Forward(store.NilID, 10), Pulled: storage.PulledOnly})))
+	assert.Equal(t, []store.ID{a3.ID, b1.ID, a1.ID}, outboxIDs(find(storage.OutboxFilter{Range: store.Forward(store.NilID, 10), Pulled: storage.PushedOnly})))
+	assert.Equal(t, []store.ID{b1.ID}, outboxIDs(find(storage.OutboxFilter{Range: store.Forward(a2.ID, 1), Pulled: storage.PushedOnly})))
 
-	count := func(f store.OutboxFilter) int {
+	count := func(f storage.OutboxFilter) int {
 		t.Helper()
 		f.Authors = authors
 		n, err := b.CountOutbox(ctx, f)
 		require.NoError(t, err)
 		return n
 	}
-	assert.Equal(t, 5, count(store.OutboxFilter{}))
-	assert.Equal(t, 2, count(store.OutboxFilter{After: a2.ID}))
-	assert.Equal(t, 2, count(store.OutboxFilter{Pulled: store.PulledOnly}))
-	assert.Equal(t, 1, count(store.OutboxFilter{After: a2.ID, Pulled: store.PushedOnly}))
+	assert.Equal(t, 5, count(storage.OutboxFilter{}))
+	assert.Equal(t, 2, count(storage.OutboxFilter{After: a2.ID}))
+	assert.Equal(t, 2, count(storage.OutboxFilter{Pulled: storage.PulledOnly}))
+	assert.Equal(t, 1, count(storage.OutboxFilter{After: a2.ID, Pulled: storage.PushedOnly}))
 
 	// Once its job has delivered it, a3 is no longer pending.
-	_, err := b.DeliverInbox(ctx, store.Delivery{Job: newDeliverJob(a3, store.LayoutBuckets), Owners: []store.ID{fan.ID}, At: c.Now(), Done: true})
+	_, err := b.DeliverInbox(ctx, storage.Delivery{Job: newDeliverJob(a3, storage.LayoutBuckets), Owners: []store.ID{fan.ID}, At: c.Now(), Done: true})
 	require.NoError(t, err)
-	assert.False(t, find(store.OutboxFilter{Range: store.Forward(store.NilID, 1)})[0].Pending)
+	assert.False(t, find(storage.OutboxFilter{Range: store.Forward(store.NilID, 1)})[0].Pending)
 
 	require.NoError(t, b.DeleteMessage(ctx, b1.ID, nil))
-	assert.Equal(t, []store.ID{a3.ID, b2.ID, a2.ID, a1.ID}, outboxIDs(find(store.OutboxFilter{Range: store.Forward(store.NilID, 10)})), "a deleted message leaves the outbox")
-	assert.Equal(t, 4, count(store.OutboxFilter{}))
-	none, err := b.FindOutbox(ctx, store.OutboxFilter{Authors: []store.ID{fan.ID}, Range: store.Forward(store.NilID, 10)})
+	assert.Equal(t, []store.ID{a3.ID, b2.ID, a2.ID, a1.ID}, outboxIDs(find(storage.OutboxFilter{Range: store.Forward(store.NilID, 10)})), "a deleted message leaves the outbox")
+	assert.Equal(t, 4, count(storage.OutboxFilter{}))
+	none, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{fan.ID}, Range: store.Forward(store.NilID, 10)})
 	require.NoError(t, err)
 	assert.Empty(t, none)
 }

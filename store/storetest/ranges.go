@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // testRanges checks every ranged read against what its store.Range selects
@@ -68,7 +69,7 @@ func testRanges(t *testing.T, open OpenFunc) {
 		}
 		slices.Reverse(want)
 		checkRanges(t, want, true, func(r store.Range) []store.ID {
-			ms, err := b.FindMessages(ctx, store.MessageFilter{AuthorID: author.ID, Range: r})
+			ms, err := b.FindMessages(ctx, storage.MessageFilter{AuthorID: author.ID, Range: r})
 			require.NoError(t, err)
 			return idsOf(ms...)
 		})
@@ -86,7 +87,7 @@ func testRanges(t *testing.T, open OpenFunc) {
 		}
 		slices.Reverse(want)
 		checkRanges(t, want, true, func(r store.Range) []store.ID {
-			es, err := b.FindOutbox(ctx, store.OutboxFilter{Authors: []store.ID{a1.ID, a2.ID}, Range: r})
+			es, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{a1.ID, a2.ID}, Range: r})
 			require.NoError(t, err)
 			return outboxIDs(es)
 		})
@@ -94,7 +95,7 @@ func testRanges(t *testing.T, open OpenFunc) {
 	// Inboxes: buckets of 50 are crossed, and entries that arrive late (a
 	// follow's backfill) join older buckets, so a range starts inside a
 	// bucket that also holds entries on the other side of its cursor.
-	forStoredLayouts(t, open, "Inbox", func(t *testing.T, b store.Backend, c *clock, l store.Layout) {
+	forStoredLayouts(t, open, "Inbox", func(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
 		owner, early, late := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
 		var lateMsgs []*store.Message
 		for i := range 120 {
@@ -104,15 +105,15 @@ func testRanges(t *testing.T, open OpenFunc) {
 			}
 			post(t, b, c, l, early.ID, owner.ID)
 		}
-		follow := newOwnerJob(c, store.JobFollow, l, owner.ID, late.ID)
+		follow := newOwnerJob(c, storage.JobFollow, l, owner.ID, late.ID)
 		require.NoError(t, b.StoreJob(ctx, follow))
-		_, err := b.InsertInbox(ctx, store.Insertion{Job: follow, Entries: entriesOf(lateMsgs...), At: c.Now()})
+		_, err := b.InsertInbox(ctx, storage.Insertion{Job: follow, Entries: entriesOf(lateMsgs...), At: c.Now()})
 		require.NoError(t, err)
 		want, counts := inboxOf(t, b, owner.ID, l)
 		require.Len(t, want, 120)
 		require.Equal(t, 120, counts.Total)
 		checkRanges(t, want, true, func(r store.Range) []store.ID {
-			items, _, err := b.ReadInbox(ctx, store.InboxFilter{Owner: owner.ID, Layout: l, Range: r})
+			items, _, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: owner.ID, Layout: l, Range: r})
 			require.NoError(t, err)
 			return itemIDs(items)
 		})

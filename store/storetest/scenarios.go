@@ -12,17 +12,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
-func mustSignUp(t *testing.T, svc *store.Service, handle string) *store.User {
+func mustSignUp(t *testing.T, svc *service.Service, handle string) *store.User {
 	t.Helper()
-	u, err := svc.SignUp(ctx, store.SignUpInput{Handle: handle, Password: "password1"})
+	u, err := svc.SignUp(ctx, service.SignUpInput{Handle: handle, Password: "password1"})
 	require.NoError(t, err)
 	return u
 }
 
 // inboxTexts pages through a whole inbox through the service.
-func inboxTexts(t *testing.T, svc *store.Service, owner store.ID, pageSize int) []string {
+func inboxTexts(t *testing.T, svc *service.Service, owner store.ID, pageSize int) []string {
 	t.Helper()
 	var texts []string
 	before := store.NilID
@@ -44,7 +46,7 @@ func inboxTexts(t *testing.T, svc *store.Service, owner store.ID, pageSize int) 
 // oldest item toward the newest, and returns the texts in the inbox's
 // order (newest first). Each page must come in that order too, and its
 // HasMore must say whether newer items remain.
-func inboxTextsBackward(t *testing.T, svc *store.Service, owner store.ID, pageSize int) []string {
+func inboxTextsBackward(t *testing.T, svc *service.Service, owner store.ID, pageSize int) []string {
 	t.Helper()
 	var texts []string
 	from := store.NilID
@@ -81,10 +83,10 @@ func nextEvent(t *testing.T, ch <-chan store.Event) store.Event {
 	return store.Event{}
 }
 
-func testService(t *testing.T, open OpenFunc, st store.Strategy) {
+func testService(t *testing.T, open OpenFunc, st service.Strategy) {
 	t.Run("Timeline", func(t *testing.T) {
 		b, c := openBackend(t, open), newClock()
-		svc, hub := newServiceWith(t, b, c, store.Options{Strategy: st})
+		svc, hub := newServiceWith(t, b, c, service.Options{Strategy: st})
 		alice := mustSignUp(t, svc, "Alice")
 		assert.Equal(t, "alice", alice.Handle, "handles are stored lowercase")
 		bob := mustSignUp(t, svc, "bob")
@@ -106,11 +108,11 @@ func testService(t *testing.T, open OpenFunc, st store.Strategy) {
 
 		var posted []*store.Message
 		for i := range 55 {
-			m, err := svc.PostMessage(ctx, alice.ID, store.PostInput{Text: fmt.Sprintf("post %d", i)})
+			m, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: fmt.Sprintf("post %d", i)})
 			require.NoError(t, err)
 			posted = append(posted, m)
 		}
-		reply, err := svc.PostMessage(ctx, alice.ID, store.PostInput{Text: "a reply", ReplyToID: posted[0].ID})
+		reply, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "a reply", ReplyToID: posted[0].ID})
 		require.NoError(t, err)
 		assert.Equal(t, store.KindReply, reply.Kind)
 		assert.Equal(t, posted[0].ID, reply.ReplyToID)
@@ -178,7 +180,7 @@ func testService(t *testing.T, open OpenFunc, st store.Strategy) {
 	})
 	t.Run("Validation", func(t *testing.T) {
 		b, c := openBackend(t, open), newClock()
-		svc, _ := newServiceWith(t, b, c, store.Options{Strategy: st})
+		svc, _ := newServiceWith(t, b, c, service.Options{Strategy: st})
 		alice, bob := mustSignUp(t, svc, "alice"), mustSignUp(t, svc, "bob")
 		for _, tc := range []struct {
 			name string
@@ -201,9 +203,9 @@ func testService(t *testing.T, open OpenFunc, st store.Strategy) {
 				assert.Equal(t, tc.code, store.ErrorCode(tc.err), "%v", tc.err)
 			})
 		}
-		_, err := svc.PostMessage(ctx, alice.ID, store.PostInput{Text: strings.Repeat("é", store.MessageMaxLen)})
+		_, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: strings.Repeat("é", store.MessageMaxLen)})
 		assert.NoError(t, err, "exactly the limit is fine")
-		m, err := svc.PostMessage(ctx, alice.ID, store.PostInput{Text: "mine"})
+		m, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "mine"})
 		require.NoError(t, err)
 		_, err = svc.EditMessage(ctx, bob.ID, m.ID, "theirs")
 		assert.Equal(t, store.EFORBIDDEN, store.ErrorCode(err))
@@ -212,7 +214,7 @@ func testService(t *testing.T, open OpenFunc, st store.Strategy) {
 		require.NoError(t, err)
 		assert.Equal(t, alice.ID, u.ID)
 	})
-	if st == store.StrategyRead {
+	if st == service.StrategyRead {
 		return // it stores no fan-out jobs
 	}
 	t.Run("ResumesStoredJobs", func(t *testing.T) {
@@ -221,9 +223,9 @@ func testService(t *testing.T, open OpenFunc, st store.Strategy) {
 		mustFollow(t, b, c, owner.ID, author.ID)
 		// A job stored by a process that stopped before running it.
 		m := newMessage(c, author.ID, "left behind")
-		job := &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: st.Layout(), MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+		job := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: st.Layout(), MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
 		require.NoError(t, b.CreateMessage(ctx, m, job))
-		svc, _ := newServiceWith(t, b, c, store.Options{Strategy: st})
+		svc, _ := newServiceWith(t, b, c, service.Options{Strategy: st})
 		waitIdle(t, svc)
 		assert.Equal(t, []string{"left behind"}, inboxTexts(t, svc, owner.ID, 10))
 		pending, err := b.PendingJobs(ctx)
@@ -232,22 +234,22 @@ func testService(t *testing.T, open OpenFunc, st store.Strategy) {
 	})
 }
 
-func signUpErr(svc *store.Service, h, p string) error {
-	_, err := svc.SignUp(ctx, store.SignUpInput{Handle: h, Password: p})
+func signUpErr(svc *service.Service, h, p string) error {
+	_, err := svc.SignUp(ctx, service.SignUpInput{Handle: h, Password: p})
 	return err
 }
 
-func loginErr(svc *store.Service, h, p string) error {
+func loginErr(svc *service.Service, h, p string) error {
 	_, err := svc.LogIn(ctx, h, p)
 	return err
 }
 
-func postErr(svc *store.Service, author store.ID, text string, replyTo store.ID) error {
-	_, err := svc.PostMessage(ctx, author, store.PostInput{Text: text, ReplyToID: replyTo})
+func postErr(svc *service.Service, author store.ID, text string, replyTo store.ID) error {
+	_, err := svc.PostMessage(ctx, author, service.PostInput{Text: text, ReplyToID: replyTo})
 	return err
 }
 
-func followErr(svc *store.Service, a, b store.ID) error {
+func followErr(svc *service.Service, a, b store.ID) error {
 	_, err := svc.Follow(ctx, a, b)
 	return err
 }
@@ -255,10 +257,10 @@ func followErr(svc *store.Service, a, b store.ID) error {
 // testConcurrency has many users follow and post at once, then checks every
 // count and inbox exactly. Follows made while posts fan out target users who
 // never post, so every inbox's contents are determined.
-func testConcurrency(t *testing.T, open OpenFunc, st store.Strategy) {
+func testConcurrency(t *testing.T, open OpenFunc, st service.Strategy) {
 	const posters, quiet, posts = 10, 4, 6
 	b, c := openBackend(t, open), newClock()
-	svc, _ := newServiceWith(t, b, c, store.Options{Strategy: st})
+	svc, _ := newServiceWith(t, b, c, service.Options{Strategy: st})
 	var users []*store.User
 	for i := range posters + quiet {
 		users = append(users, mustSignUp(t, svc, fmt.Sprintf("conc_%02d", i)))
@@ -291,7 +293,7 @@ func testConcurrency(t *testing.T, open OpenFunc, st store.Strategy) {
 	// Everyone posts while also following every quiet user.
 	run(posters, func(i int) error {
 		for k := range posts {
-			if _, err := svc.PostMessage(ctx, users[i].ID, store.PostInput{Text: fmt.Sprintf("%d/%d", i, k)}); err != nil {
+			if _, err := svc.PostMessage(ctx, users[i].ID, service.PostInput{Text: fmt.Sprintf("%d/%d", i, k)}); err != nil {
 				return err
 			}
 			if k < quiet {
@@ -338,7 +340,7 @@ func testSeen(t *testing.T, open OpenFunc) {
 	assert.True(t, first.After(signedUp), "a request after sign-up is recorded")
 	svc.Seen(ctx, u.ID)
 	assert.Equal(t, first, mustUser(t, b, u.ID).LastSeenAt, "not written again within the hour")
-	c.ms.Add(store.SeenEvery.Milliseconds())
+	c.ms.Add(service.SeenEvery.Milliseconds())
 	svc.Seen(ctx, u.ID)
 	assert.True(t, mustUser(t, b, u.ID).LastSeenAt.After(first), "written again after an hour")
 }

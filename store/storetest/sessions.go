@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
+	"herald/store/service"
 )
 
 // testRevokeTokens checks the one storage primitive of logging out: the
@@ -104,7 +105,7 @@ func testSessions(t *testing.T, open OpenFunc) {
 	b := openBackend(t, open)
 	c := newClock()
 	svc, _ := newService(t, b, c)
-	u, err := svc.SignUp(ctx, store.SignUpInput{Handle: "sessions_user", Password: "password1"})
+	u, err := svc.SignUp(ctx, service.SignUpInput{Handle: "sessions_user", Password: "password1"})
 	require.NoError(t, err)
 	session := func(version int, id string) store.Session {
 		now := c.Now()

@@ -1,6 +1,6 @@
-// Package storetest is the conformance suite every store.Backend passes:
+// Package storetest is the conformance suite every storage.Backend passes:
 // the storage primitives one by one, then the timeline scenarios run by a
-// store.Service over the backend, concurrency included.
+// service.Service over the backend, concurrency included.
 package storetest
 
 import (
@@ -16,10 +16,13 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"herald/store"
+	"herald/store/pubsub"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // OpenFunc returns a fresh, empty backend for one test; the suite closes it.
-type OpenFunc func(t *testing.T) store.Backend
+type OpenFunc func(t *testing.T) storage.Backend
 
 // Run runs the whole suite against backends made by open.
 func Run(t *testing.T, open OpenFunc) {
@@ -32,7 +35,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, open) })
 	t.Run("Ranges", func(t *testing.T) { testRanges(t, open) })
 	t.Run("Jobs", func(t *testing.T) { testJobs(t, open) })
-	for _, st := range store.Strategies {
+	for _, st := range service.Strategies {
 		t.Run("Service/"+string(st), func(t *testing.T) { testService(t, open, st) })
 		t.Run("Concurrency/"+string(st), func(t *testing.T) { testConcurrency(t, open, st) })
 	}
@@ -59,7 +62,7 @@ func newClock() *clock {
 
 func (c *clock) Now() time.Time { return time.UnixMilli(c.ms.Add(1)).UTC() }
 
-func openBackend(t *testing.T, open OpenFunc) store.Backend {
+func openBackend(t *testing.T, open OpenFunc) storage.Backend {
 	t.Helper()
 	b := open(t)
 	t.Cleanup(func() { _ = b.Close() })
@@ -68,7 +71,7 @@ func openBackend(t *testing.T, open OpenFunc) store.Backend {
 
 var userSeq atomic.Int64
 
-func mustCreateUser(t *testing.T, b store.Backend, c *clock) *store.User {
+func mustCreateUser(t *testing.T, b storage.Backend, c *clock) *store.User {
 	t.Helper()
 	now := c.Now()
 	u := &store.User{ID: store.NewID(now), Handle: fmt.Sprintf("user_%d", userSeq.Add(1)), DisplayName: "User", PasswordHash: []byte("x"), CreatedAt: now, LastSeenAt: now}
@@ -76,14 +79,14 @@ func mustCreateUser(t *testing.T, b store.Backend, c *clock) *store.User {
 	return u
 }
 
-func mustFollow(t *testing.T, b store.Backend, c *clock, follower, followee store.ID) {
+func mustFollow(t *testing.T, b storage.Backend, c *clock, follower, followee store.ID) {
 	t.Helper()
 	created, err := b.Follow(ctx, follower, followee, c.Now())
 	require.NoError(t, err)
 	require.True(t, created)
 }
 
-func mustUser(t *testing.T, b store.Backend, id store.ID) *store.User {
+func mustUser(t *testing.T, b storage.Backend, id store.ID) *store.User {
 	t.Helper()
 	u, err := b.FindUserByID(ctx, id)
 	require.NoError(t, err)
@@ -95,14 +98,14 @@ func newMessage(c *clock, author store.ID, text string) *store.Message {
 	return &store.Message{ID: store.NewID(now), AuthorID: author, Text: text, Kind: store.KindPost, CreatedAt: now}
 }
 
-func newService(t *testing.T, b store.Backend, c *clock) (*store.Service, *store.Hub) {
+func newService(t *testing.T, b storage.Backend, c *clock) (*service.Service, *pubsub.Hub) {
 	t.Helper()
-	return newServiceWith(t, b, c, store.Options{})
+	return newServiceWith(t, b, c, service.Options{})
 }
 
 // newServiceWith starts a Service with opts, completed with the test clock,
 // a cheap password hash and fan-out chunks of 7 followers.
-func newServiceWith(t *testing.T, b store.Backend, c *clock, opts store.Options) (*store.Service, *store.Hub) {
+func newServiceWith(t *testing.T, b storage.Backend, c *clock, opts service.Options) (*service.Service, *pubsub.Hub) {
 	t.Helper()
 	svc, hub := newServiceStopped(t, b, c, opts)
 	require.NoError(t, svc.Start(ctx))
@@ -111,11 +114,11 @@ func newServiceWith(t *testing.T, b store.Backend, c *clock, opts store.Options)
 
 // newServiceStopped is newServiceWith without Start: its fan-out runs
 // nothing until the test starts it.
-func newServiceStopped(t *testing.T, b store.Backend, c *clock, opts store.Options) (*store.Service, *store.Hub) {
+func newServiceStopped(t *testing.T, b storage.Backend, c *clock, opts service.Options) (*service.Service, *pubsub.Hub) {
 	t.Helper()
-	hub := store.NewHub()
+	hub := pubsub.NewHub()
 	opts.Now, opts.PasswordCost, opts.ChunkSize, opts.Logger = c.Now, bcrypt.MinCost, 7, slog.New(slog.DiscardHandler)
-	svc := store.NewService(b, hub, opts)
+	svc := service.NewService(b, hub, opts)
 	t.Cleanup(func() {
 		cctx, cancel := contextWithTimeout()
 		defer cancel()
@@ -130,7 +133,7 @@ func contextWithTimeout() (context.Context, context.CancelFunc) {
 }
 
 // waitIdle waits until the service has no fan-out work left.
-func waitIdle(t *testing.T, svc *store.Service) {
+func waitIdle(t *testing.T, svc *service.Service) {
 	t.Helper()
 	require.Eventually(t, svc.Idle, 20*time.Second, 2*time.Millisecond, "fan-out did not finish")
 }

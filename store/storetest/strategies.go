@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
+	"herald/store/service"
+	"herald/store/storage"
 )
 
 // timeline is what a reader sees: the whole inbox, newest first, and its counts.
@@ -20,7 +22,7 @@ type timeline struct {
 	Total, Unread int
 }
 
-func readTimeline(t *testing.T, svc *store.Service, owner store.ID) timeline {
+func readTimeline(t *testing.T, svc *service.Service, owner store.ID) timeline {
 	t.Helper()
 	texts := inboxTexts(t, svc, owner, 50)
 	// Every page size pages to the same timeline, across the boundaries of
@@ -42,15 +44,15 @@ func readTimeline(t *testing.T, svc *store.Service, owner store.ID) timeline {
 // celebrity threshold both ways) under every strategy, and requires every
 // strategy to show every reader the same timeline with the same counts.
 func testSameTimelines(t *testing.T, open OpenFunc) {
-	got := make(map[store.Strategy]map[string]timeline)
-	for _, st := range store.Strategies {
+	got := make(map[service.Strategy]map[string]timeline)
+	for _, st := range service.Strategies {
 		t.Run(string(st), func(t *testing.T) {
 			b, c := openBackend(t, open), newClock()
-			svc, _ := newServiceWith(t, b, c, store.Options{Strategy: st, CelebrityThreshold: 2})
+			svc, _ := newServiceWith(t, b, c, service.Options{Strategy: st, CelebrityThreshold: 2})
 			got[st] = playHistory(t, svc)
 		})
 	}
-	want := got[store.StrategyBucket]
+	want := got[service.StrategyBucket]
 	require.NotNil(t, want)
 	r1 := want["r1"]
 	assert.Len(t, r1.Texts, 104, "r1's timeline: ann's 75 but one deleted, cel's 32 but two deleted")
@@ -58,15 +60,15 @@ func testSameTimelines(t *testing.T, open OpenFunc) {
 	assert.Contains(t, r1.Texts, "ann 10, edited")
 	assert.NotContains(t, r1.Texts, "bo 0", "r1 unfollowed bo")
 	assert.Equal(t, timeline{Texts: r1.Texts, Total: 104, Unread: 22}, r1, "unread: ann 60–74 and cel 25–31, posted after the mark")
-	for _, st := range store.Strategies[1:] {
+	for _, st := range service.Strategies[1:] {
 		if got[st] != nil {
-			assert.Equal(t, want, got[st], "strategy %s against %s", st, store.StrategyBucket)
+			assert.Equal(t, want, got[st], "strategy %s against %s", st, service.StrategyBucket)
 		}
 	}
 }
 
 // playHistory runs the shared history on svc and returns each reader's timeline.
-func playHistory(t *testing.T, svc *store.Service) map[string]timeline {
+func playHistory(t *testing.T, svc *service.Service) map[string]timeline {
 	users := make(map[string]store.ID)
 	for _, h := range []string{"ann", "bo", "cel", "r1", "r2", "r3"} {
 		users[h] = mustSignUp(t, svc, "user_"+h).ID
@@ -86,7 +88,7 @@ func playHistory(t *testing.T, svc *store.Service) map[string]timeline {
 		t.Helper()
 		for i := from; i < to; i++ {
 			text := fmt.Sprintf("%s %d", who, i)
-			m, err := svc.PostMessage(ctx, users[who], store.PostInput{Text: text})
+			m, err := svc.PostMessage(ctx, users[who], service.PostInput{Text: text})
 			require.NoError(t, err)
 			posted[text] = m.ID
 		}
@@ -97,7 +99,7 @@ func playHistory(t *testing.T, svc *store.Service) map[string]timeline {
 	follow("r2", "ann")
 	post("ann", 0, 30)
 	post("bo", 0, 20)
-	reply, err := svc.PostMessage(ctx, users["r1"], store.PostInput{Text: "r1 replies", ReplyToID: posted["ann 5"]})
+	reply, err := svc.PostMessage(ctx, users["r1"], service.PostInput{Text: "r1 replies", ReplyToID: posted["ann 5"]})
 	require.NoError(t, err)
 	require.Equal(t, store.KindReply, reply.Kind)
 	// cel posts with no followers, then gains three: above the threshold (2).
@@ -141,10 +143,10 @@ func playHistory(t *testing.T, svc *store.Service) map[string]timeline {
 // to what fan-out on read shows, with a post racing the rebuild delivered
 // once.
 func testInactive(t *testing.T, open OpenFunc) {
-	for _, st := range []store.Strategy{store.StrategyWrite, store.StrategyBucket, store.StrategyHybrid} {
+	for _, st := range []service.Strategy{service.StrategyWrite, service.StrategyBucket, service.StrategyHybrid} {
 		t.Run(string(st), func(t *testing.T) {
 			b, c := openBackend(t, open), newClock()
-			opts := store.Options{Strategy: st, InactiveAfter: 30 * 24 * time.Hour}
+			opts := service.Options{Strategy: st, InactiveAfter: 30 * 24 * time.Hour}
 			svc, _ := newServiceWith(t, b, c, opts)
 			author, reader, fresh := mustSignUp(t, svc, "author"), mustSignUp(t, svc, "reader"), mustSignUp(t, svc, "fresh")
 			for _, u := range []*store.User{reader, fresh} {
@@ -154,11 +156,11 @@ func testInactive(t *testing.T, open OpenFunc) {
 			c.ms.Add((31 * 24 * time.Hour).Milliseconds())
 			svc.Seen(ctx, fresh.ID) // fresh stays active; reader is idle
 			for i := range 3 {
-				_, err := svc.PostMessage(ctx, author.ID, store.PostInput{Text: fmt.Sprintf("while away %d", i)})
+				_, err := svc.PostMessage(ctx, author.ID, service.PostInput{Text: fmt.Sprintf("while away %d", i)})
 				require.NoError(t, err)
 			}
 			waitIdle(t, svc)
-			items, counts, err := b.ReadInbox(ctx, store.InboxFilter{Owner: reader.ID, Layout: st.Layout(), Range: store.Forward(store.NilID, 10)})
+			items, counts, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: reader.ID, Layout: st.Layout(), Range: store.Forward(store.NilID, 10)})
 			require.NoError(t, err)
 			assert.Empty(t, items, "an idle user gets no entries")
 			assert.Zero(t, counts.Total)
@@ -174,7 +176,7 @@ func testInactive(t *testing.T, open OpenFunc) {
 			page, err := svc2.Inbox(ctx, reader.ID, store.Forward(store.NilID, 10))
 			require.NoError(t, err)
 			assert.True(t, page.Counts.Rebuilding, "rebuilding until the job is done")
-			_, err = svc2.PostMessage(ctx, author.ID, store.PostInput{Text: "during the rebuild"})
+			_, err = svc2.PostMessage(ctx, author.ID, service.PostInput{Text: "during the rebuild"})
 			require.NoError(t, err)
 			require.NoError(t, svc2.Start(ctx))
 			waitIdle(t, svc2)
@@ -187,7 +189,7 @@ func testInactive(t *testing.T, open OpenFunc) {
 			assert.Equal(t, 4, page.Counts.Total)
 			assert.Equal(t, 4, page.Counts.Unread)
 
-			read, _ := newServiceWith(t, b, c, store.Options{Strategy: store.StrategyRead})
+			read, _ := newServiceWith(t, b, c, service.Options{Strategy: service.StrategyRead})
 			assert.Equal(t, readTimeline(t, read, reader.ID), readTimeline(t, svc2, reader.ID), "the rebuilt inbox is what fan-out on read shows")
 		})
 	}
@@ -198,7 +200,7 @@ func testInactive(t *testing.T, open OpenFunc) {
 // every reader sees every item once, as fan-out on read would show it.
 func testHybrid(t *testing.T, open OpenFunc) {
 	b, c := openBackend(t, open), newClock()
-	svc, _ := newServiceWith(t, b, c, store.Options{Strategy: store.StrategyHybrid, CelebrityThreshold: 2})
+	svc, _ := newServiceWith(t, b, c, service.Options{Strategy: service.StrategyHybrid, CelebrityThreshold: 2})
 	author := mustSignUp(t, svc, "star")
 	var fans []store.ID
 	for i := range 4 {
@@ -207,7 +209,7 @@ func testHybrid(t *testing.T, open OpenFunc) {
 	n := 0
 	post := func() {
 		t.Helper()
-		_, err := svc.PostMessage(ctx, author.ID, store.PostInput{Text: fmt.Sprintf("star %d", n)})
+		_, err := svc.PostMessage(ctx, author.ID, service.PostInput{Text: fmt.Sprintf("star %d", n)})
 		require.NoError(t, err)
 		n++
 	}
@@ -229,7 +231,7 @@ func testHybrid(t *testing.T, open OpenFunc) {
 	post() // three again: pulled
 	waitIdle(t, svc)
 
-	read, _ := newServiceWith(t, b, c, store.Options{Strategy: store.StrategyRead})
+	read, _ := newServiceWith(t, b, c, service.Options{Strategy: service.StrategyRead})
 	for i, f := range fans {
 		got := readTimeline(t, svc, f)
 		assert.Equal(t, readTimeline(t, read, f), got, "fan %d", i)
@@ -254,10 +256,10 @@ func testHybrid(t *testing.T, open OpenFunc) {
 // the author crosses the threshold midway.
 func testFollowWhilePosting(t *testing.T, open OpenFunc) {
 	const readers, posts = 8, 20
-	for _, st := range []store.Strategy{store.StrategyWrite, store.StrategyBucket, store.StrategyHybrid} {
+	for _, st := range []service.Strategy{service.StrategyWrite, service.StrategyBucket, service.StrategyHybrid} {
 		t.Run(string(st), func(t *testing.T) {
 			b, c := openBackend(t, open), newClock()
-			svc, _ := newServiceWith(t, b, c, store.Options{Strategy: st, CelebrityThreshold: 3})
+			svc, _ := newServiceWith(t, b, c, service.Options{Strategy: st, CelebrityThreshold: 3})
 			author := mustSignUp(t, svc, "author")
 			ids := make([]store.ID, readers)
 			for i := range ids {
@@ -267,7 +269,7 @@ func testFollowWhilePosting(t *testing.T, open OpenFunc) {
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				for i := range posts {
-					if _, err := svc.PostMessage(ctx, author.ID, store.PostInput{Text: fmt.Sprintf("post %02d", i)}); err != nil {
+					if _, err := svc.PostMessage(ctx, author.ID, service.PostInput{Text: fmt.Sprintf("post %02d", i)}); err != nil {
 						errs <- err
 						return
 					}
@@ -291,7 +293,7 @@ func testFollowWhilePosting(t *testing.T, open OpenFunc) {
 			for i := posts - 1; i >= 0; i-- {
 				want = append(want, fmt.Sprintf("post %02d", i))
 			}
-			read, _ := newServiceWith(t, b, c, store.Options{Strategy: store.StrategyRead})
+			read, _ := newServiceWith(t, b, c, service.Options{Strategy: service.StrategyRead})
 			for i, id := range ids {
 				got := readTimeline(t, svc, id)
 				assert.Equal(t, timeline{Texts: want, Total: posts, Unread: posts}, got, "reader %d", i)
@@ -306,17 +308,17 @@ func testFollowWhilePosting(t *testing.T, open OpenFunc) {
 // one message (the second's notice was once dropped as a duplicate), and a
 // cache holding an author no longer followed.
 func testEdgeCases(t *testing.T, open OpenFunc) {
-	for _, st := range store.Strategies {
+	for _, st := range service.Strategies {
 		t.Run("MarkEmptyRead/"+string(st), func(t *testing.T) {
 			b, c := openBackend(t, open), newClock()
-			svc, _ := newServiceWith(t, b, c, store.Options{Strategy: st})
+			svc, _ := newServiceWith(t, b, c, service.Options{Strategy: st})
 			author, reader := mustSignUp(t, svc, "author"), mustSignUp(t, svc, "reader")
 			_, err := svc.Follow(ctx, reader.ID, author.ID)
 			require.NoError(t, err)
 			counts, err := svc.MarkInboxRead(ctx, reader.ID)
 			require.NoError(t, err)
 			assert.Equal(t, store.InboxCounts{}, counts)
-			_, err = svc.PostMessage(ctx, author.ID, store.PostInput{Text: "after an empty mark"})
+			_, err = svc.PostMessage(ctx, author.ID, service.PostInput{Text: "after an empty mark"})
 			require.NoError(t, err)
 			waitIdle(t, svc)
 			assert.Equal(t, timeline{Texts: []string{"after an empty mark"}, Total: 1, Unread: 1}, readTimeline(t, svc, reader.ID))
@@ -328,7 +330,7 @@ func testEdgeCases(t *testing.T, open OpenFunc) {
 		author, reader := mustSignUp(t, svc, "author"), mustSignUp(t, svc, "reader")
 		_, err := svc.Follow(ctx, reader.ID, author.ID)
 		require.NoError(t, err)
-		m, err := svc.PostMessage(ctx, author.ID, store.PostInput{Text: "v1"})
+		m, err := svc.PostMessage(ctx, author.ID, service.PostInput{Text: "v1"})
 		require.NoError(t, err)
 		waitIdle(t, svc)
 		sctx, cancel := context.WithCancel(ctx)
@@ -347,12 +349,12 @@ func testEdgeCases(t *testing.T, open OpenFunc) {
 	})
 	t.Run("CacheOfUnfollowedAuthor", func(t *testing.T) {
 		b, c := openBackend(t, open), newClock()
-		svc, _ := newServiceWith(t, b, c, store.Options{Strategy: store.StrategyCache})
+		svc, _ := newServiceWith(t, b, c, service.Options{Strategy: service.StrategyCache})
 		kept, gone, reader := mustSignUp(t, svc, "kept"), mustSignUp(t, svc, "gone"), mustSignUp(t, svc, "reader")
 		for _, a := range []*store.User{kept, gone} {
 			_, err := svc.Follow(ctx, reader.ID, a.ID)
 			require.NoError(t, err)
-			_, err = svc.PostMessage(ctx, a.ID, store.PostInput{Text: a.Handle})
+			_, err = svc.PostMessage(ctx, a.ID, service.PostInput{Text: a.Handle})
 			require.NoError(t, err)
 		}
 		waitIdle(t, svc)

@@ -29,6 +29,7 @@ import (
 	"go.mongodb.org/mongo-driver/x/bsonx/bsoncore"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // User is a stored user.
@@ -185,7 +186,7 @@ func fromOpt(o *primitive.ObjectID) store.ID {
 }
 
 // FromJob returns the stored form of j.
-func FromJob(j *store.Job) *Job {
+func FromJob(j *storage.Job) *Job {
 	return &Job{
 		ID: primitive.ObjectID(j.ID), Kind: int32(j.Kind), Layout: int32(j.Layout),
 		Message: optID(j.MessageID), Author: primitive.ObjectID(j.AuthorID), Owner: optID(j.OwnerID),
@@ -194,9 +195,9 @@ func FromJob(j *store.Job) *Job {
 }
 
 // Store returns the domain form of d.
-func (d *Job) Store() *store.Job {
-	return &store.Job{
-		ID: store.ID(d.ID), Kind: store.JobKind(d.Kind), Layout: store.Layout(d.Layout),
+func (d *Job) Store() *storage.Job {
+	return &storage.Job{
+		ID: store.ID(d.ID), Kind: storage.JobKind(d.Kind), Layout: storage.Layout(d.Layout),
 		MessageID: fromOpt(d.Message), AuthorID: store.ID(d.Author), OwnerID: fromOpt(d.Owner),
 		CreatedAt: d.Created.UTC(), Cursor: d.Cursor,
 	}

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/bson/primitive"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // longUser is the same document with descriptive field names, to measure
@@ -64,9 +65,9 @@ func TestMessage_RoundTrip(t *testing.T) {
 
 func TestJob_RoundTrip(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	for _, j := range []*store.Job{
-		{ID: store.NewID(now), Kind: store.JobDeliver, Layout: store.LayoutBuckets, MessageID: store.NewID(now), AuthorID: store.NewID(now), CreatedAt: now, Cursor: []byte{1, 2}},
-		{ID: store.NewID(now), Kind: store.JobFollow, Layout: store.LayoutEntries, AuthorID: store.NewID(now), OwnerID: store.NewID(now), CreatedAt: now},
+	for _, j := range []*storage.Job{
+		{ID: store.NewID(now), Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: store.NewID(now), AuthorID: store.NewID(now), CreatedAt: now, Cursor: []byte{1, 2}},
+		{ID: store.NewID(now), Kind: storage.JobFollow, Layout: storage.LayoutEntries, AuthorID: store.NewID(now), OwnerID: store.NewID(now), CreatedAt: now},
 	} {
 		b, err := bson.Marshal(FromJob(j))
 		require.NoError(t, err)

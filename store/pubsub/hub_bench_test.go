@@ -1,4 +1,4 @@
-package store_test
+package pubsub_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"herald/store"
+	"herald/store/pubsub"
 )
 
 // BenchmarkHubPublish measures event routing: a delivery chunk's events
@@ -17,7 +18,7 @@ import (
 //	go test -run '^$' -bench HubPublish -benchmem ./store/
 func BenchmarkHubPublish(b *testing.B) {
 	const users, chunk = 10_000, 1_000
-	hub := store.NewHub()
+	hub := pubsub.NewHub()
 	defer hub.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

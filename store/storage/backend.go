@@ -1,72 +1,99 @@
-package store
+package storage
 
 import (
 	"context"
 	"time"
+
+	"herald/store"
 )
 
-// Backend is the storage contract. Each method is one round trip to storage
-// and is safe for concurrent use. Physical layout (keys, documents, buckets,
-// indexes) is private to each implementation; every backend passes the
-// conformance suite in store/storetest.
+// Backend is the storage contract: every backend implements all of it.
+// Each method is one round trip to storage and is safe for concurrent use.
+// Physical layout (keys, documents, buckets, indexes) is private to each
+// implementation; every backend passes the conformance suite in
+// store/storetest. The contract is split by entity so that a wrapper or a
+// fake can implement only the part it wraps, embedding the rest.
 //
 // Reads of missing objects return NOT_FOUND, except the batch reads
 // (FindUsersByIDs, FindMessagesByKeys), which return a slice aligned with the
 // keys and nil where an object is missing or deleted.
 type Backend interface {
+	Users
+	Follows
+	Messages
+	Outboxes
+	Inboxes
+	Caches
+	Jobs
+
+	// Close releases the backend. No method may be called after it.
+	Close() error
+}
+
+// Users stores user accounts: profiles, sessions and custom attributes.
+type Users interface {
 	// CreateUser stores a new user. The handle must be lowercase; a taken
 	// handle is CONFLICT.
-	CreateUser(ctx context.Context, u *User) error
-	FindUserByID(ctx context.Context, id ID) (*User, error)
-	FindUsersByIDs(ctx context.Context, ids []ID) ([]*User, error)
-	FindUserByHandle(ctx context.Context, handle string) (*User, error)
-	UpdateUser(ctx context.Context, id ID, upd UserUpdate) (*User, error)
+	CreateUser(ctx context.Context, u *store.User) error
+	FindUserByID(ctx context.Context, id store.ID) (*store.User, error)
+	FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error)
+	FindUserByHandle(ctx context.Context, handle string) (*store.User, error)
+	UpdateUser(ctx context.Context, id store.ID, upd UserUpdate) (*store.User, error)
 	// RevokeTokens changes a user's token version and revoked tokens as
 	// r.Apply does, atomically (concurrent revocations all apply), and
 	// returns the user.
-	RevokeTokens(ctx context.Context, id ID, r TokenRevocation) (*User, error)
+	RevokeTokens(ctx context.Context, id store.ID, r store.TokenRevocation) (*store.User, error)
 	// SetAttributes applies changes to a user's custom attributes, names
 	// stored under name-store tokens, and returns the user. More than
 	// MaxAttributes attributes is BAD_USER_INPUT, and nothing changes.
-	SetAttributes(ctx context.Context, id ID, changes []AttributeChange) (*User, error)
+	SetAttributes(ctx context.Context, id store.ID, changes []store.AttributeChange) (*store.User, error)
 	// FindUsersByAttribute returns the users whose attribute name has
 	// exactly value, in ID order, within r.
-	FindUsersByAttribute(ctx context.Context, name, value string, r Range) ([]*User, error)
+	FindUsersByAttribute(ctx context.Context, name, value string, r store.Range) ([]*store.User, error)
 	// CountUsersByAttribute counts the users whose attribute name has
 	// exactly value. It may cost a scan of the matching index entries.
 	CountUsersByAttribute(ctx context.Context, name, value string) (int, error)
+}
 
+// Follows stores the follow graph: both edges of a follow and both counters, together.
+type Follows interface {
 	// Follow makes follower follow followee, both edges and both counters in
 	// one atomic step. It reports false if the edge already existed (nothing
 	// changes). Unfollow is the reverse. Both return NOT_FOUND for an unknown user.
-	Follow(ctx context.Context, follower, followee ID, at time.Time) (bool, error)
-	Unfollow(ctx context.Context, follower, followee ID) (bool, error)
+	Follow(ctx context.Context, follower, followee store.ID, at time.Time) (bool, error)
+	Unfollow(ctx context.Context, follower, followee store.ID) (bool, error)
 	// FindFollowing reports, for each target, whether follower follows it.
-	FindFollowing(ctx context.Context, follower ID, targets []ID) ([]bool, error)
+	FindFollowing(ctx context.Context, follower store.ID, targets []store.ID) ([]bool, error)
 	// ListFollowers returns followers of user in ID order, within r. Only
 	// IDs: a backend answers from the edge index alone.
-	ListFollowers(ctx context.Context, user ID, r Range) ([]ID, error)
+	ListFollowers(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error)
 	// ListFollowing returns users that user follows in ID order, within r.
-	ListFollowing(ctx context.Context, user ID, r Range) ([]ID, error)
+	ListFollowing(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error)
+}
 
+// Messages stores messages in their authors' outboxes, with the fan-out job each change starts.
+type Messages interface {
 	// CreateMessage stores m in its author's outbox, increments the author's
 	// message count (and PulledCount if m.Pulled), and stores job (if not
 	// nil) in the same atomic step.
-	CreateMessage(ctx context.Context, m *Message, job *Job) error
+	CreateMessage(ctx context.Context, m *store.Message, job *Job) error
 	// FindMessageByID returns NOT_FOUND for a deleted message.
-	FindMessageByID(ctx context.Context, id ID) (*Message, error)
-	FindMessagesByKeys(ctx context.Context, keys []MessageKey) ([]*Message, error)
+	FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error)
+	FindMessagesByKeys(ctx context.Context, keys []store.MessageKey) ([]*store.Message, error)
 	// FindMessages returns an author's messages, newest first, within
 	// f.Range.
-	FindMessages(ctx context.Context, f MessageFilter) ([]*Message, error)
-	UpdateMessage(ctx context.Context, id ID, upd MessageUpdate) (*Message, error)
+	FindMessages(ctx context.Context, f MessageFilter) ([]*store.Message, error)
+	UpdateMessage(ctx context.Context, id store.ID, upd MessageUpdate) (*store.Message, error)
 	// DeleteMessage removes the message from its author's outbox, decrements
 	// the author's message count (and PulledCount), cancels the message's
 	// pending job and stores retract (if not nil) in its place, in one
 	// atomic step. A delivery racing with it either lands before (and is
 	// retracted) or fails.
-	DeleteMessage(ctx context.Context, id ID, retract *Job) error
+	DeleteMessage(ctx context.Context, id store.ID, retract *Job) error
+}
 
+// Outboxes reads several authors' outboxes at once: fan-out on read.
+type Outboxes interface {
 	// FindOutbox merges the outboxes of f.Authors: their messages within
 	// f.Range, newest first, as inbox entries, each saying whether its
 	// JobDeliver is still pending. It is fan-out on read, in one call.
@@ -75,8 +102,11 @@ type Backend interface {
 	// all of them). It costs a scan of the counted index entries.
 	CountOutbox(ctx context.Context, f OutboxFilter) (int, error)
 	// ListPullAuthors returns every user whose PulledCount is above zero.
-	ListPullAuthors(ctx context.Context) ([]ID, error)
+	ListPullAuthors(ctx context.Context) ([]store.ID, error)
+}
 
+// Inboxes stores inboxes in the layout each job or filter names, and the records of where each message went.
+type Inboxes interface {
 	// DeliverInbox delivers d.Job's entry to each of d.Owners last seen at
 	// or after d.ActiveSince, in layout d.Job.Layout, records where each
 	// entry went (for FindDeliveries), and advances the stored job to
@@ -108,23 +138,26 @@ type Backend interface {
 	// ReadInbox returns the entries of a stored inbox within f.Range, newest
 	// first, with its counts. For LayoutNone and LayoutCache it returns no
 	// entries, and counts with only ReadMark and Rebuilding set.
-	ReadInbox(ctx context.Context, f InboxFilter) ([]InboxItem, InboxCounts, error)
+	ReadInbox(ctx context.Context, f InboxFilter) ([]store.InboxItem, store.InboxCounts, error)
 	// MarkInboxRead moves the read mark to mark if that is newer, and
 	// recounts unread (the entries above the mark) for the stored layouts.
-	MarkInboxRead(ctx context.Context, owner ID, layout Layout, mark ID) (InboxCounts, error)
+	MarkInboxRead(ctx context.Context, owner store.ID, layout Layout, mark store.ID) (store.InboxCounts, error)
 	// FindDeliveries returns where a message was delivered, up to limit refs
 	// after the opaque cursor, and the cursor that follows them (nil at the end).
-	FindDeliveries(ctx context.Context, messageID ID, cursor []byte, limit int) ([]InboxRef, []byte, error)
+	FindDeliveries(ctx context.Context, messageID store.ID, cursor []byte, limit int) ([]InboxRef, []byte, error)
 	// RemoveInboxEntries deletes r.Job's message from the inboxes of r.Refs
 	// (found by FindDeliveries), adjusting each inbox's counts (a ref
 	// already removed changes nothing), and advances the stored job to
 	// r.Cursor or removes it when r.Done, in one atomic step, under the rule
 	// of DeliverInbox.
 	RemoveInboxEntries(ctx context.Context, r Removal) ([]InboxChange, error)
+}
 
+// Caches stores cached inboxes (LayoutCache).
+type Caches interface {
 	// ReadInboxCache returns owner's cached inbox, or nil if there is none
 	// or it expired before now.
-	ReadInboxCache(ctx context.Context, owner ID, now time.Time) (*InboxCache, error)
+	ReadInboxCache(ctx context.Context, owner store.ID, now time.Time) (*InboxCache, error)
 	// PutInboxCache merges c.Items into owner's cache, creating it if
 	// needed: entries already there are kept once, the newest capacity
 	// are kept (Complete becomes false if any is dropped), and Expires is
@@ -132,8 +165,11 @@ type Backend interface {
 	// one that deliveries append to while it is being filled.
 	PutInboxCache(ctx context.Context, c *InboxCache, capacity int) error
 	// DropInboxCache removes owner's cache; a missing one is no error.
-	DropInboxCache(ctx context.Context, owner ID) error
+	DropInboxCache(ctx context.Context, owner store.ID) error
+}
 
+// Jobs stores durable fan-out jobs that are not stored with a message, and finds the pending ones.
+type Jobs interface {
 	// StoreJob stores a JobFollow or JobUnfollow.
 	StoreJob(ctx context.Context, j *Job) error
 	// FinishJob removes a stored job (a JobRebuild: clears the rebuilding
@@ -145,7 +181,7 @@ type Backend interface {
 	// the user was last seen before inactiveBefore, it also sets the user's
 	// rebuilding flag and stores rebuild (a JobRebuild), in the same atomic
 	// step, and reports true.
-	MarkSeen(ctx context.Context, user ID, at, inactiveBefore time.Time, rebuild *Job) (bool, error)
+	MarkSeen(ctx context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *Job) (bool, error)
 	// PendingJobs returns every stored job not yet done, oldest first (by
 	// ID), except that a job already begun comes first: one with a chunk
 	// stored (a non-empty cursor) or, on a backend shared by several
@@ -154,9 +190,6 @@ type Backend interface {
 	// its message as one it will still deliver, though its cursor may be
 	// past the owner.
 	PendingJobs(ctx context.Context) ([]*Job, error)
-
-	// Close releases the backend. No method may be called after it.
-	Close() error
 }
 
 // UserUpdate changes a user; nil fields are left as they are. The last-seen
@@ -167,8 +200,8 @@ type UserUpdate struct {
 
 // MessageFilter selects an author's messages.
 type MessageFilter struct {
-	AuthorID ID
-	Range
+	AuthorID store.ID
+	store.Range
 }
 
 // MessageUpdate changes a message; nil fields are left as they are.
@@ -179,17 +212,17 @@ type MessageUpdate struct {
 
 // InboxFilter selects a page of one stored inbox.
 type InboxFilter struct {
-	Owner  ID
+	Owner  store.ID
 	Layout Layout
-	Range
+	store.Range
 }
 
 // OutboxFilter selects messages of several authors.
 type OutboxFilter struct {
-	Authors []ID
-	Range      // FindOutbox
-	After   ID // CountOutbox: above this message (NilID: all)
-	Pulled  PullFilter
+	Authors     []store.ID
+	store.Range          // FindOutbox
+	After       store.ID // CountOutbox: above this message (NilID: all)
+	Pulled      PullFilter
 }
 
 // PullFilter selects messages by whether fan-out pushes them (Message.Pulled).
@@ -204,7 +237,7 @@ const (
 
 // OutboxEntry is a message found by FindOutbox.
 type OutboxEntry struct {
-	InboxEntry
+	store.InboxEntry
 	// Pending is true while the message's JobDeliver is stored: the job,
 	// not a backfill, brings it to the author's followers.
 	Pending bool
@@ -213,7 +246,7 @@ type OutboxEntry struct {
 // Delivery is one chunk of a JobDeliver.
 type Delivery struct {
 	Job    *Job
-	Owners []ID
+	Owners []store.ID
 	// ActiveSince skips owners last seen before it (zero: none skipped).
 	ActiveSince time.Time
 	At          time.Time
@@ -226,7 +259,7 @@ type Delivery struct {
 // a JobRebuild.
 type Insertion struct {
 	Job     *Job
-	Entries []InboxEntry
+	Entries []store.InboxEntry
 	At      time.Time
 }
 
@@ -246,8 +279,8 @@ type Removal struct {
 // InboxCache is a cached inbox (strategy cache, after Inbox caches:
 // docs/design.md#cached-inboxes): a user's newest entries in one record.
 type InboxCache struct {
-	Owner ID
-	Items []InboxItem // newest first
+	Owner store.ID
+	Items []store.InboxItem // newest first
 	// Complete is true when Items held every entry of the inbox when the
 	// cache was built, so that a page older than Items is empty rather than
 	// a fall back to fan-out on read.

@@ -1,4 +1,4 @@
-package store_test
+package service_test
 
 import (
 	"context"
@@ -16,6 +16,9 @@ import (
 
 	"herald/store"
 	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/service"
+	"herald/store/storage"
 	"herald/store/storetest"
 )
 
@@ -67,7 +70,7 @@ type bench struct {
 	tb    testing.TB
 	st    *embedded.Store
 	calls *storetest.Counting
-	svc   *store.Service
+	svc   *service.Service
 
 	mu       sync.Mutex
 	timeline []store.ID // every message of the reader's followees
@@ -134,7 +137,7 @@ func buildGraph(tb testing.TB, g strategyGraph) *graph {
 
 // newBench opens a copy of gr, stores the authors' first messages as
 // strategy would, and runs their fan-out.
-func newBench(tb testing.TB, gr *graph, g strategyGraph, strategy store.Strategy) *bench {
+func newBench(tb testing.TB, gr *graph, g strategyGraph, strategy service.Strategy) *bench {
 	tb.Helper()
 	ctx := context.Background()
 	dir := tb.TempDir()
@@ -150,7 +153,7 @@ func newBench(tb testing.TB, gr *graph, g strategyGraph, strategy store.Strategy
 
 	// Under hybrid the celebrity is above the threshold and ordinary
 	// authors below it.
-	x.svc = store.NewService(x.calls, store.NewHub(), store.Options{
+	x.svc = service.NewService(x.calls, pubsub.NewHub(), service.Options{
 		Strategy:           strategy,
 		CelebrityThreshold: g.CelebFollowers / 2,
 		Logger:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -159,16 +162,16 @@ func newBench(tb testing.TB, gr *graph, g strategyGraph, strategy store.Strategy
 	// Messages are stored with the job PostMessage would store; Start then
 	// runs the jobs, as after a restart.
 	parallel(len(x.authors)+1, func(i int) {
-		author, pulled := x.celeb, strategy == store.StrategyHybrid
+		author, pulled := x.celeb, strategy == service.StrategyHybrid
 		if i < len(x.authors) {
 			author, pulled = x.authors[i], false
 		}
 		for range g.Messages {
 			at := time.Now().UTC().Truncate(time.Millisecond)
 			m := &store.Message{ID: store.NewID(at), AuthorID: author, Text: messageText, Kind: store.KindPost, CreatedAt: at, Pulled: pulled}
-			var job *store.Job
-			if layout := strategy.Layout(); layout != store.LayoutNone && !pulled {
-				job = &store.Job{ID: m.ID, Kind: store.JobDeliver, Layout: layout, MessageID: m.ID, AuthorID: author, CreatedAt: at}
+			var job *storage.Job
+			if layout := strategy.Layout(); layout != storage.LayoutNone && !pulled {
+				job = &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: layout, MessageID: m.ID, AuthorID: author, CreatedAt: at}
 			}
 			if err := st.CreateMessage(ctx, m, job); err != nil {
 				tb.Error(err) // Fatal may not be called from the parallel writers
@@ -269,7 +272,7 @@ func (x *bench) liveBytes() (int64, map[byte]embedded.Usage) {
 
 // checkPage fails unless page is the newest pageSize messages of the
 // reader's followees, with its total count.
-func (x *bench) checkPage(page store.InboxPage) {
+func (x *bench) checkPage(page service.InboxPage) {
 	x.tb.Helper()
 	x.mu.Lock()
 	want := slices.Clone(x.timeline)
@@ -361,7 +364,7 @@ func (x *bench) posts(n int, iter int) writeCost {
 	for i := range n {
 		author := x.authors[(iter*n+i)%len(x.authors)]
 		start := time.Now()
-		m, err := x.svc.PostMessage(ctx, author, store.PostInput{Text: messageText})
+		m, err := x.svc.PostMessage(ctx, author, service.PostInput{Text: messageText})
 		if err != nil {
 			x.tb.Fatal(err)
 		}
@@ -387,7 +390,7 @@ func (x *bench) fanout() writeCost {
 	x.calls.Reset()
 	before := x.stats()
 	start := time.Now()
-	m, err := x.svc.PostMessage(ctx, x.celeb, store.PostInput{Text: messageText})
+	m, err := x.svc.PostMessage(ctx, x.celeb, service.PostInput{Text: messageText})
 	if err != nil {
 		x.tb.Fatal(err)
 	}
@@ -405,8 +408,8 @@ func (x *bench) fanout() writeCost {
 
 // readVariants are the reads measured per strategy: the cache strategy's
 // miss and hit separately.
-func readVariants(s store.Strategy) []string {
-	if s == store.StrategyCache {
+func readVariants(s service.Strategy) []string {
+	if s == service.StrategyCache {
 		return []string{"read-miss", "read-hit"}
 	}
 	return []string{"read"}
@@ -414,7 +417,7 @@ func readVariants(s store.Strategy) []string {
 
 func TestStrategiesBenchSmoke(t *testing.T) {
 	gr := buildGraph(t, smokeGraph)
-	for _, s := range store.Strategies {
+	for _, s := range service.Strategies {
 		t.Run(string(s), func(t *testing.T) {
 			x := newBench(t, gr, smokeGraph, s)
 			for _, v := range readVariants(s) {
@@ -459,7 +462,7 @@ func BenchmarkStrategies(b *testing.B) {
 	start := time.Now()
 	gr := buildGraph(b, g)
 	fmt.Printf("graph: %d users, %d follows, built in %v\n", 2+g.Authors+g.CelebFollowers, g.CelebFollowers+g.Authors*g.AuthorFollowers+g.Authors+1, time.Since(start).Round(time.Millisecond))
-	for _, s := range store.Strategies {
+	for _, s := range service.Strategies {
 		b.Run(string(s), func(b *testing.B) {
 			x := newBench(b, gr, g, s)
 			for _, v := range readVariants(s) {
@@ -553,7 +556,7 @@ func strategyTable(g strategyGraph) string {
 	fmt.Fprintf(&sb, "| strategy | post to %d followers: keys written | WAL bytes | bytes stored | until delivered (median) | post to %s followers: keys written | WAL bytes | until delivered | deliveries/s | inbox read of %d, reader following %d: backend calls | Pebble blocks (cache misses) | µs (median) |\n",
 		g.AuthorFollowers+1, countString(float64(g.CelebFollowers)), pageSize, g.Authors+1)
 	sb.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	for _, s := range store.Strategies {
+	for _, s := range service.Strategies {
 		if strategyResults[string(s)] == nil {
 			continue
 		}

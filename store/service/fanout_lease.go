@@ -1,8 +1,10 @@
-package store
+package service
 
 import (
 	"context"
 	"time"
+
+	"herald/store/storage"
 )
 
 // isLeader reports whether this process may run stored jobs.
@@ -70,8 +72,8 @@ func (f *fanout) enqueuePending() {
 // first polled less than Options.EdgeJobGrace ago: the request that stored
 // it may not have changed the edge yet (see EdgeJobGrace), and queues it
 // itself once it has.
-func (f *fanout) edgeChangeMayBePending(j *Job, now time.Time) bool {
-	if j.Kind != JobFollow && j.Kind != JobUnfollow {
+func (f *fanout) edgeChangeMayBePending(j *storage.Job, now time.Time) bool {
+	if j.Kind != storage.JobFollow && j.Kind != storage.JobUnfollow {
 		return false
 	}
 	k := jobKey{j.ID, j.Kind}
@@ -103,7 +105,7 @@ func (f *fanout) tryLease() {
 	f.mu.Lock()
 	gaining := held && !f.leader
 	f.mu.Unlock()
-	var pending []*Job
+	var pending []*storage.Job
 	if gaining {
 		// The queue is filled from the backend before this process accepts
 		// any stored job, so that a job queued by a request cannot run
@@ -133,7 +135,7 @@ func (f *fanout) tryLease() {
 
 // resetOrderedLocked replaces the queue of stored jobs with jobs, in their
 // order, leaving out any job that is running. Callers hold mu.
-func (f *fanout) resetOrderedLocked(jobs []*Job) {
+func (f *fanout) resetOrderedLocked(jobs []*storage.Job) {
 	for _, j := range f.ordered {
 		delete(f.known, jobKey{j.ID, j.Kind})
 	}

@@ -1,4 +1,4 @@
-package store
+package service
 
 import (
 	"context"
@@ -7,11 +7,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"herald/store"
+	"herald/store/storage"
 )
 
 type jobKey struct {
-	id   ID
-	kind JobKind
+	id   store.ID
+	kind storage.JobKind
 }
 
 // fanout runs work on two lanes, each one item at a time in the order
@@ -29,14 +32,14 @@ type jobKey struct {
 type fanout struct {
 	s        *Service
 	chunk    int
-	leaser   Leaser
+	leaser   storage.Leaser
 	holder   string
 	leaseTTL time.Duration
 	poll     time.Duration
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	ordered []*Job // stored jobs, first in first out
+	ordered []*storage.Job // stored jobs, first in first out
 	notices []*notice
 	known   map[jobKey]bool
 	// polledAt is when polling first found each follow or unfollow job not
@@ -66,9 +69,9 @@ type fanout struct {
 	stopLead sync.Once // Close may be called twice
 
 	// Counters for Service.Stats, since the start.
-	done      [JobRebuild + 1]atomic.Uint64 // stored jobs finished, by kind
-	delivered atomic.Uint64                 // inbox entries added by JobDeliver
-	rebuilds  atomic.Uint64                 // JobRebuild stored by Seen
+	done      [storage.JobRebuild + 1]atomic.Uint64 // stored jobs finished, by kind
+	delivered atomic.Uint64                         // inbox entries added by JobDeliver
+	rebuilds  atomic.Uint64                         // JobRebuild stored by Seen
 }
 
 func newFanout(s *Service, opts Options) *fanout {
@@ -76,7 +79,7 @@ func newFanout(s *Service, opts Options) *fanout {
 		polledAt: make(map[jobKey]time.Time), edgeGrace: opts.EdgeJobGrace}
 	f.cond = sync.NewCond(&f.mu)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	if l, ok := s.backend.(Leaser); ok {
+	if l, ok := storage.LeaserOf(s.backend); ok {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		f.leaser, f.holder = l, hex.EncodeToString(b[:])
@@ -86,7 +89,7 @@ func newFanout(s *Service, opts Options) *fanout {
 	return f
 }
 
-func (f *fanout) start(pending []*Job) {
+func (f *fanout) start(pending []*storage.Job) {
 	if f.leaser != nil {
 		// Take the lease now if it is free, so a restarted process resumes
 		// its jobs at once (in the backend's order) rather than at the
@@ -110,7 +113,7 @@ func (f *fanout) start(pending []*Job) {
 
 // enqueue queues j unless it is already queued or running. Stored jobs are
 // queued only by the lease holder; the others leave them to it.
-func (f *fanout) enqueue(j *Job) {
+func (f *fanout) enqueue(j *storage.Job) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closing {
@@ -199,15 +202,15 @@ func runLane[T any](f *fanout, lane *[]T, run func(T), begin, end func(T)) {
 	}
 }
 
-func (f *fanout) jobBegun(*Job) { f.storedRunning++ }
+func (f *fanout) jobBegun(*storage.Job) { f.storedRunning++ }
 
-func (f *fanout) jobEnded(j *Job) {
+func (f *fanout) jobEnded(j *storage.Job) {
 	f.storedRunning--
 	delete(f.known, jobKey{j.ID, j.Kind})
 }
 
 // runJob runs a stored job to its end.
-func (f *fanout) runJob(j *Job) {
+func (f *fanout) runJob(j *storage.Job) {
 	f.retry(func() error { return f.step(j) }, true, "kind", j.Kind, "message", j.MessageID.String())
 }
 
@@ -218,7 +221,7 @@ func (f *fanout) retry(step func() error, stored bool, logArgs ...any) {
 	backoff := 10 * time.Millisecond
 	for {
 		err := step()
-		if err == nil || ErrorCode(err) == ENOTFOUND {
+		if err == nil || store.ErrorCode(err) == store.ENOTFOUND {
 			return // done, or the job was cancelled by a deletion
 		}
 		if f.ctx.Err() != nil {
@@ -240,7 +243,7 @@ func (f *fanout) retry(step func() error, stored bool, logArgs ...any) {
 // step runs j from its current cursor to the end. It returns nil when the
 // job is done. j.Cursor advances only after a chunk is stored, so a failed
 // chunk is retried from where the stored job stands.
-func (f *fanout) step(j *Job) error {
+func (f *fanout) step(j *storage.Job) error {
 	ctx := f.ctx
 	var next *followerPage
 	for {

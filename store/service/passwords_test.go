@@ -1,4 +1,4 @@
-package store_test
+package service_test
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"herald/store"
 	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/service"
 )
 
 // TestService_PasswordsWaitTheirTurn checks that password checks run a few
@@ -23,11 +24,11 @@ func TestService_PasswordsWaitTheirTurn(t *testing.T) {
 	be, err := embedded.Open(t.TempDir(), embedded.Options{Logger: log})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = be.Close() })
-	hub := store.NewHub()
+	hub := pubsub.NewHub()
 	t.Cleanup(hub.Close)
-	svc := store.NewService(be, hub, store.Options{Logger: log, PasswordCost: 12, PasswordWorkers: 1})
+	svc := service.NewService(be, hub, service.Options{Logger: log, PasswordCost: 12, PasswordWorkers: 1})
 	ctx := context.Background()
-	_, err = svc.SignUp(ctx, store.SignUpInput{Handle: "alice", Password: "correct horse"})
+	_, err = svc.SignUp(ctx, service.SignUpInput{Handle: "alice", Password: "correct horse"})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, svc.Stats().PasswordChecks)
 

@@ -1,9 +1,11 @@
-package store
+package pubsub
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"herald/store"
 )
 
 // Events carries inbox events from the store to live subscribers.
@@ -12,12 +14,12 @@ type Events interface {
 	// It never blocks on a subscriber. Publishers pass a fan-out chunk's
 	// events together, so an implementation that crosses processes can
 	// carry them in one message.
-	Publish(ctx context.Context, evs ...Event)
+	Publish(ctx context.Context, evs ...store.Event)
 	// Subscribe returns a channel of the events of one user's inbox. The
 	// channel is closed when ctx ends or when the subscriber falls too far
 	// behind and is dropped; the Events implementation closes it, never the
 	// subscriber.
-	Subscribe(ctx context.Context, userID ID) (<-chan Event, error)
+	Subscribe(ctx context.Context, userID store.ID) (<-chan store.Event, error)
 	// SubscribeFunc is Subscribe handing the events to a function instead
 	// of a channel, so that a waiting subscriber costs no goroutine: the
 	// implementation runs one only while the subscriber has events to
@@ -28,7 +30,7 @@ type Events interface {
 	// behind (the events already waiting are delivered first), or when
 	// deliver returns false; then end is called, once, after the last
 	// deliver has returned. end must not block.
-	SubscribeFunc(ctx context.Context, userID ID, deliver func(Event) bool, end func()) error
+	SubscribeFunc(ctx context.Context, userID store.ID, deliver func(store.Event) bool, end func()) error
 }
 
 // HubBuffer is how many undelivered events a subscriber may have before the
@@ -47,7 +49,7 @@ const HubBuffer = 64
 // watching goroutine each came to some 11 KiB a subscriber.
 type Hub struct {
 	mu     sync.Mutex
-	subs   map[ID]map[*hubSub]struct{}
+	subs   map[store.ID]map[*hubSub]struct{}
 	closed bool
 	done   chan struct{} // closed by Close, to stop Subscribe's sends
 	// open and dropped are written under mu and read without it, so
@@ -69,29 +71,29 @@ type HubStats struct {
 // deliver and end. Lock order: Hub.mu, then hubSub.mu.
 type hubSub struct {
 	hub     *Hub
-	userID  ID
-	deliver func(Event) bool
+	userID  store.ID
+	deliver func(store.Event) bool
 	end     func()
 
 	mu      sync.Mutex
-	stop    func() bool // stops the AfterFunc watching ctx
-	queue   []Event     // waiting for the pump; nil when empty
-	pending int         // events queued or being delivered
-	pumping bool        // a pump runs; once removed, stays true (end is the pump's)
-	removed bool        // out of the hub: nothing more is queued
-	flush   bool        // removed for falling behind: deliver the queue first
+	stop    func() bool   // stops the AfterFunc watching ctx
+	queue   []store.Event // waiting for the pump; nil when empty
+	pending int           // events queued or being delivered
+	pumping bool          // a pump runs; once removed, stays true (end is the pump's)
+	removed bool          // out of the hub: nothing more is queued
+	flush   bool          // removed for falling behind: deliver the queue first
 }
 
 var _ Events = (*Hub)(nil)
 
 // NewHub returns an empty hub.
 func NewHub() *Hub {
-	return &Hub{subs: make(map[ID]map[*hubSub]struct{}), done: make(chan struct{})}
+	return &Hub{subs: make(map[store.ID]map[*hubSub]struct{}), done: make(chan struct{})}
 }
 
 // Publish implements Events. It holds the hub's lock while it queues, and
 // starts a pump for each subscriber that had nothing queued.
-func (h *Hub) Publish(_ context.Context, evs ...Event) {
+func (h *Hub) Publish(_ context.Context, evs ...store.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, ev := range evs {
@@ -118,9 +120,9 @@ func (h *Hub) Publish(_ context.Context, evs ...Event) {
 // Subscribe implements Events over SubscribeFunc: the channel is
 // unbuffered, the events waiting for the receiver being queued in the hub.
 // After Close it returns INTERNAL.
-func (h *Hub) Subscribe(ctx context.Context, userID ID) (<-chan Event, error) {
-	ch := make(chan Event)
-	deliver := func(ev Event) bool {
+func (h *Hub) Subscribe(ctx context.Context, userID store.ID) (<-chan store.Event, error) {
+	ch := make(chan store.Event)
+	deliver := func(ev store.Event) bool {
 		select {
 		case ch <- ev:
 			return true
@@ -137,12 +139,12 @@ func (h *Hub) Subscribe(ctx context.Context, userID ID) (<-chan Event, error) {
 }
 
 // SubscribeFunc implements Events. After Close it returns INTERNAL.
-func (h *Hub) SubscribeFunc(ctx context.Context, userID ID, deliver func(Event) bool, end func()) error {
+func (h *Hub) SubscribeFunc(ctx context.Context, userID store.ID, deliver func(store.Event) bool, end func()) error {
 	s := &hubSub{hub: h, userID: userID, deliver: deliver, end: end}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return Errorf(EINTERNAL, "event hub is closed")
+		return store.Errorf(store.EINTERNAL, "event hub is closed")
 	}
 	m := h.subs[userID]
 	if m == nil {
@@ -150,7 +152,7 @@ func (h *Hub) SubscribeFunc(ctx context.Context, userID ID, deliver func(Event) 
 		h.subs[userID] = m
 	}
 	m[s] = struct{}{}
-	if userID != SessionsTopic {
+	if userID != store.SessionsTopic {
 		h.open.Add(1)
 	}
 	h.mu.Unlock()
@@ -193,7 +195,7 @@ func (h *Hub) removeLocked(s *hubSub, flush bool) {
 	if len(m) == 0 {
 		delete(h.subs, s.userID)
 	}
-	if s.userID != SessionsTopic {
+	if s.userID != store.SessionsTopic {
 		h.open.Add(-1)
 	}
 
@@ -243,7 +245,7 @@ func (s *hubSub) pump() {
 }
 
 // Subscribers returns the number of open subscriptions of one user.
-func (h *Hub) Subscribers(userID ID) int {
+func (h *Hub) Subscribers(userID store.ID) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.subs[userID])

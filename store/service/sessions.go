@@ -1,9 +1,12 @@
-package store
+package service
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"herald/store"
+	"herald/store/pubsub"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 )
@@ -23,28 +26,28 @@ const sessionCacheSize = 100_000
 type sessionState struct {
 	exists  bool
 	version int
-	revoked []RevokedToken
+	revoked []store.RevokedToken
 	read    time.Time
 }
 
 // sessions caches users' session state for Authenticate, and tells
 // listeners (the websocket transport) when a user's tokens were ended.
 type sessions struct {
-	cache *lru.Cache[ID, *sessionState]
+	cache *lru.Cache[store.ID, *sessionState]
 
 	mu        sync.Mutex
-	listeners []func(user ID)
+	listeners []func(user store.ID)
 }
 
 func newSessions() *sessions {
-	c, err := lru.New[ID, *sessionState](sessionCacheSize)
+	c, err := lru.New[store.ID, *sessionState](sessionCacheSize)
 	if err != nil {
 		panic(err)
 	}
 	return &sessions{cache: c}
 }
 
-func stateOf(u *User, at time.Time) *sessionState {
+func stateOf(u *store.User, at time.Time) *sessionState {
 	return &sessionState{exists: true, version: u.TokenVersion, revoked: u.RevokedTokens, read: at}
 }
 
@@ -52,16 +55,16 @@ func stateOf(u *User, at time.Time) *sessionState {
 // user exists, and it was not ended by LogOut or LogOutEverywhere. Any
 // failure is UNAUTHENTICATED. It reads the user at most once per
 // SessionRecheck per process.
-func (s *Service) Authenticate(ctx context.Context, sess Session) error {
+func (s *Service) Authenticate(ctx context.Context, sess store.Session) error {
 	now := s.now()
 	if !sess.ExpiresAt.After(now) {
-		return Errorf(EUNAUTHENTICATED, "the token expired: log in again")
+		return store.Errorf(store.EUNAUTHENTICATED, "the token expired: log in again")
 	}
 	st, ok := s.sessions.cache.Get(sess.UserID)
 	if !ok || now.Sub(st.read) >= SessionRecheck {
 		u, err := s.backend.FindUserByID(ctx, sess.UserID)
 		switch {
-		case ErrorCode(err) == ENOTFOUND:
+		case store.ErrorCode(err) == store.ENOTFOUND:
 			st = &sessionState{read: now}
 		case err != nil:
 			return err
@@ -72,13 +75,13 @@ func (s *Service) Authenticate(ctx context.Context, sess Session) error {
 	}
 	switch {
 	case !st.exists:
-		return Errorf(EUNAUTHENTICATED, "the account of this token no longer exists")
+		return store.Errorf(store.EUNAUTHENTICATED, "the account of this token no longer exists")
 	case sess.Version != st.version:
-		return Errorf(EUNAUTHENTICATED, "this token was logged out: log in again")
+		return store.Errorf(store.EUNAUTHENTICATED, "this token was logged out: log in again")
 	}
 	for _, t := range st.revoked {
 		if t.ID == sess.TokenID {
-			return Errorf(EUNAUTHENTICATED, "this token was logged out: log in again")
+			return store.Errorf(store.EUNAUTHENTICATED, "this token was logged out: log in again")
 		}
 	}
 	return nil
@@ -86,22 +89,22 @@ func (s *Service) Authenticate(ctx context.Context, sess Session) error {
 
 // LogOut ends sess's token: from now on Authenticate refuses it, on every
 // process sharing the store.
-func (s *Service) LogOut(ctx context.Context, sess Session) error {
-	return s.revoke(ctx, sess.UserID, TokenRevocation{TokenID: sess.TokenID, Expires: sess.ExpiresAt, Now: s.clock()})
+func (s *Service) LogOut(ctx context.Context, sess store.Session) error {
+	return s.revoke(ctx, sess.UserID, store.TokenRevocation{TokenID: sess.TokenID, Expires: sess.ExpiresAt, Now: s.clock()})
 }
 
 // LogOutEverywhere ends every token of user issued until now.
-func (s *Service) LogOutEverywhere(ctx context.Context, user ID) error {
-	return s.revoke(ctx, user, TokenRevocation{All: true, Now: s.clock()})
+func (s *Service) LogOutEverywhere(ctx context.Context, user store.ID) error {
+	return s.revoke(ctx, user, store.TokenRevocation{All: true, Now: s.clock()})
 }
 
-func (s *Service) revoke(ctx context.Context, user ID, r TokenRevocation) error {
+func (s *Service) revoke(ctx context.Context, user store.ID, r store.TokenRevocation) error {
 	u, err := s.backend.RevokeTokens(ctx, user, r)
 	if err != nil {
 		return err
 	}
 	s.sessions.cache.Add(user, stateOf(u, s.now()))
-	s.events.Publish(ctx, Event{Type: EventSessionsRevoked, UserID: SessionsTopic, Subject: user})
+	s.events.Publish(ctx, store.Event{Type: store.EventSessionsRevoked, UserID: store.SessionsTopic, Subject: user})
 	s.sessionsChanged(user)
 	return nil
 }
@@ -110,13 +113,13 @@ func (s *Service) revoke(ctx context.Context, user ID, r TokenRevocation) error 
 // ended, by this process or (through Events) another. fn runs on the
 // caller's or the event's goroutine and must not block; it may call
 // Authenticate, which then reads the user's new state.
-func (s *Service) OnSessionsRevoked(fn func(user ID)) {
+func (s *Service) OnSessionsRevoked(fn func(user store.ID)) {
 	s.sessions.mu.Lock()
 	s.sessions.listeners = append(s.sessions.listeners, fn)
 	s.sessions.mu.Unlock()
 }
 
-func (s *Service) sessionsChanged(user ID) {
+func (s *Service) sessionsChanged(user store.ID) {
 	s.sessions.mu.Lock()
 	ls := s.sessions.listeners
 	s.sessions.mu.Unlock()
@@ -129,11 +132,11 @@ func (s *Service) sessionsChanged(user ID) {
 // An in-process Hub carries only this process's own, which revoke has
 // already applied, so there is nothing to listen to.
 func (s *Service) watchSessions(ctx context.Context) error {
-	if _, local := s.events.(*Hub); local {
+	if _, local := s.events.(*pubsub.Hub); local {
 		return nil
 	}
-	deliver := func(ev Event) bool {
-		if ev.Type == EventSessionsRevoked {
+	deliver := func(ev store.Event) bool {
+		if ev.Type == store.EventSessionsRevoked {
 			s.sessions.cache.Remove(ev.Subject)
 			s.sessionsChanged(ev.Subject)
 		}
@@ -147,9 +150,9 @@ func (s *Service) watchSessions(ctx context.Context) error {
 		// Dropped for falling behind: what was missed is unknown, so
 		// forget every user's state and listen again.
 		s.sessions.cache.Purge()
-		if err := s.events.SubscribeFunc(ctx, SessionsTopic, deliver, end); err != nil {
+		if err := s.events.SubscribeFunc(ctx, store.SessionsTopic, deliver, end); err != nil {
 			s.log.ErrorContext(ctx, "listening for revoked sessions again", "err", err)
 		}
 	}
-	return s.events.SubscribeFunc(ctx, SessionsTopic, deliver, end)
+	return s.events.SubscribeFunc(ctx, store.SessionsTopic, deliver, end)
 }

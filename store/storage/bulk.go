@@ -1,8 +1,10 @@
-package store
+package storage
 
 import (
 	"context"
 	"time"
+
+	"herald/store"
 )
 
 // BulkLoader is implemented by backends that load a generated dataset in
@@ -32,12 +34,12 @@ type BulkLoader interface {
 type Bulk struct {
 	// Users are complete: counters, PasswordHash and LastSeenAt included.
 	// Loading one replaces it, attributes included.
-	Users []*User
+	Users []*store.User
 	// Edges are follow edges; the counters they imply come with Users.
 	Edges []Edge
 	// Messages are stored in their authors' outboxes; the counters they
 	// imply (MessageCount, PulledCount) come with Users.
-	Messages []*Message
+	Messages []*store.Message
 	// Inboxes are whole stored inboxes in Layout (LayoutEntries or
 	// LayoutBuckets; other layouts store no entries and take none). Each
 	// replaces its owner's counts: Total is the number of items, all of
@@ -51,15 +53,15 @@ type Bulk struct {
 
 // Edge is a follow edge: Follower follows Followee since At.
 type Edge struct {
-	Follower, Followee ID
+	Follower, Followee store.ID
 	At                 time.Time
 }
 
 // BulkInbox is one owner's stored inbox. Items are newest first (by
 // MessageID, as every inbox is ordered), each with its DeliveredAt.
 type BulkInbox struct {
-	Owner ID
-	Items []InboxItem
+	Owner store.ID
+	Items []store.InboxItem
 }
 
 // BulkProgress is a named record a bulk load keeps its progress in.
@@ -74,8 +76,8 @@ type BulkProgress struct {
 // first without repeats is BAD_USER_INPUT; a handle twice in the batch is
 // CONFLICT. Backends call it before writing anything.
 func (b *Bulk) Validate() error {
-	invalid := func(format string, args ...any) error { return Errorf(EINVALID, "bulk: "+format, args...) }
-	ids := make(map[ID]bool, len(b.Users))
+	invalid := func(format string, args ...any) error { return store.Errorf(store.EINVALID, "bulk: "+format, args...) }
+	ids := make(map[store.ID]bool, len(b.Users))
 	handles := make(map[string]bool, len(b.Users))
 	for _, u := range b.Users {
 		switch {
@@ -84,9 +86,9 @@ func (b *Bulk) Validate() error {
 		case ids[u.ID]:
 			return invalid("user %s twice in a batch", u.ID)
 		case handles[u.Handle]:
-			return Errorf(ECONFLICT, "handle %q is taken", u.Handle)
-		case len(u.Attributes) > MaxAttributes:
-			return invalid("user %s has more than %d attributes", u.ID, MaxAttributes)
+			return store.Errorf(store.ECONFLICT, "handle %q is taken", u.Handle)
+		case len(u.Attributes) > store.MaxAttributes:
+			return invalid("user %s has more than %d attributes", u.ID, store.MaxAttributes)
 		}
 		ids[u.ID], handles[u.Handle] = true, true
 		names := make(map[string]bool, len(u.Attributes))
@@ -97,9 +99,9 @@ func (b *Bulk) Validate() error {
 			names[a.Name] = true
 		}
 	}
-	pairs := make(map[[2]ID]bool, len(b.Edges))
+	pairs := make(map[[2]store.ID]bool, len(b.Edges))
 	for _, e := range b.Edges {
-		k := [2]ID{e.Follower, e.Followee}
+		k := [2]store.ID{e.Follower, e.Followee}
 		switch {
 		case e.Follower.IsZero() || e.Followee.IsZero():
 			return invalid("an edge without a user")
@@ -108,7 +110,7 @@ func (b *Bulk) Validate() error {
 		}
 		pairs[k] = true
 	}
-	msgs := make(map[ID]bool, len(b.Messages))
+	msgs := make(map[store.ID]bool, len(b.Messages))
 	for _, m := range b.Messages {
 		switch {
 		case m == nil || m.ID.IsZero() || m.AuthorID.IsZero():
@@ -118,7 +120,7 @@ func (b *Bulk) Validate() error {
 		}
 		msgs[m.ID] = true
 	}
-	owners := make(map[ID]bool, len(b.Inboxes))
+	owners := make(map[store.ID]bool, len(b.Inboxes))
 	for _, in := range b.Inboxes {
 		switch {
 		case in.Owner.IsZero():

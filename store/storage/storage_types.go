@@ -1,12 +1,16 @@
-package store
+package storage
 
-import "time"
+import (
+	"time"
+
+	"herald/store"
+)
 
 // InboxRef locates one stored entry: its owner and, in the bucket layout,
 // the bucket holding it (NilID in the others).
 type InboxRef struct {
-	Owner  ID
-	Bucket ID
+	Owner  store.ID
+	Bucket store.ID
 }
 
 // InboxChange reports one inbox changed by a delivery or a removal: where
@@ -14,8 +18,8 @@ type InboxRef struct {
 // NoCounts (the layout keeps none: the reader computes them).
 type InboxChange struct {
 	InboxRef
-	MessageID ID
-	Counts    InboxCounts
+	MessageID store.ID
+	Counts    store.InboxCounts
 	NoCounts  bool
 }
 
@@ -78,14 +82,14 @@ const (
 type Job struct {
 	// ID names the job: the message's ID for JobDeliver and JobRetract, the
 	// owner's for JobRebuild, an ID of its own for JobFollow and JobUnfollow.
-	ID     ID
+	ID     store.ID
 	Kind   JobKind
 	Layout Layout // the layout the job writes, fixed when it is stored
 	// MessageID, AuthorID and CreatedAt are the message's (JobDeliver,
 	// JobRetract); AuthorID is the followee for JobFollow and JobUnfollow.
-	MessageID ID
-	AuthorID  ID
-	OwnerID   ID // the inbox owner of JobFollow, JobUnfollow and JobRebuild
+	MessageID store.ID
+	AuthorID  store.ID
+	OwnerID   store.ID // the inbox owner of JobFollow, JobUnfollow and JobRebuild
 	CreatedAt time.Time
 	// Cursor is the progress so far, opaque to everything but the step that
 	// made it: the last follower delivered to, or the position in the
@@ -94,6 +98,6 @@ type Job struct {
 }
 
 // Entry returns the inbox entry a JobDeliver delivers.
-func (j *Job) Entry() InboxEntry {
-	return InboxEntry{MessageID: j.MessageID, AuthorID: j.AuthorID, CreatedAt: j.CreatedAt}
+func (j *Job) Entry() store.InboxEntry {
+	return store.InboxEntry{MessageID: j.MessageID, AuthorID: j.AuthorID, CreatedAt: j.CreatedAt}
 }

@@ -1,4 +1,4 @@
-package store
+package service
 
 import (
 	"container/heap"
@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"herald/store"
+	"herald/store/storage"
 )
 
 // Strategy is how home timelines are built (docs/design.md#strategies).
@@ -46,35 +49,35 @@ func ParseStrategy(s string) (Strategy, error) {
 }
 
 // Layout returns how the strategy stores inboxes.
-func (st Strategy) Layout() Layout {
+func (st Strategy) Layout() storage.Layout {
 	switch st {
 	case StrategyWrite:
-		return LayoutEntries
+		return storage.LayoutEntries
 	case StrategyBucket, StrategyHybrid:
-		return LayoutBuckets
+		return storage.LayoutBuckets
 	case StrategyCache:
-		return LayoutCache
+		return storage.LayoutCache
 	default:
-		return LayoutNone
+		return storage.LayoutNone
 	}
 }
 
 // pullFilter is which messages a strategy brings into inboxes by backfill
 // and rebuild: under hybrid, pulled messages come from the outbox at read
 // time instead, and stored copies would show twice.
-func (st Strategy) pullFilter() PullFilter {
+func (st Strategy) pullFilter() storage.PullFilter {
 	if st == StrategyHybrid {
-		return PushedOnly
+		return storage.PushedOnly
 	}
-	return AnyMessage
+	return storage.AnyMessage
 }
 
 // following returns every user owner follows.
-func (s *Service) following(ctx context.Context, owner ID) ([]ID, error) {
-	var all []ID
-	after := NilID
+func (s *Service) following(ctx context.Context, owner store.ID) ([]store.ID, error) {
+	var all []store.ID
+	after := store.NilID
 	for {
-		ids, err := s.backend.ListFollowing(ctx, owner, Forward(after, followPageSize))
+		ids, err := s.backend.ListFollowing(ctx, owner, store.Forward(after, followPageSize))
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +93,7 @@ const followPageSize = 1000
 
 // pullAuthors returns the users owner follows whose pulled messages its
 // timeline merges in (strategy hybrid).
-func (s *Service) pullAuthors(ctx context.Context, owner ID) ([]ID, error) {
+func (s *Service) pullAuthors(ctx context.Context, owner store.ID) ([]store.ID, error) {
 	all, err := s.pulls.get(ctx, s)
 	if err != nil || len(all) == 0 {
 		return nil, err
@@ -99,7 +102,7 @@ func (s *Service) pullAuthors(ctx context.Context, owner ID) ([]ID, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []ID
+	var out []store.ID
 	for i, ok := range follows {
 		if ok {
 			out = append(out, all[i])
@@ -114,13 +117,13 @@ func (s *Service) pullAuthors(ctx context.Context, owner ID) ([]ID, error) {
 // pulled message shows here within pullRefresh.
 type pullSet struct {
 	mu      sync.Mutex
-	ids     []ID
+	ids     []store.ID
 	fetched time.Time
 }
 
 const pullRefresh = time.Second
 
-func (p *pullSet) get(ctx context.Context, s *Service) ([]ID, error) {
+func (p *pullSet) get(ctx context.Context, s *Service) ([]store.ID, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if now := time.Now(); p.fetched.IsZero() || now.Sub(p.fetched) >= pullRefresh {
@@ -134,7 +137,7 @@ func (p *pullSet) get(ctx context.Context, s *Service) ([]ID, error) {
 }
 
 // add records that author has a pulled message now.
-func (p *pullSet) add(author ID) {
+func (p *pullSet) add(author store.ID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !slices.Contains(p.ids, author) {
@@ -148,16 +151,16 @@ func (p *pullSet) add(author ID) {
 // and the counts make, concurrently or not.
 type timelineRead struct {
 	s       *Service
-	owner   ID
+	owner   store.ID
 	once    sync.Once
-	sources []ID
+	sources []store.ID
 	err     error
 }
 
-func (s *Service) newRead(owner ID) *timelineRead { return &timelineRead{s: s, owner: owner} }
+func (s *Service) newRead(owner store.ID) *timelineRead { return &timelineRead{s: s, owner: owner} }
 
 // authors returns the users whose outboxes the timeline reads.
-func (r *timelineRead) authors(ctx context.Context) ([]ID, error) {
+func (r *timelineRead) authors(ctx context.Context) ([]store.ID, error) {
 	r.once.Do(func() {
 		switch r.s.strategy {
 		case StrategyHybrid:
@@ -172,42 +175,42 @@ func (r *timelineRead) authors(ctx context.Context) ([]ID, error) {
 // page reads the items within r (of the timeline, newest first) nearest
 // first, without their messages, and the inbox's counts when the same read
 // gives them (ok; the stored layouts).
-func (tr *timelineRead) page(ctx context.Context, r Range) (_ []InboxItem, _ InboxCounts, ok bool, _ error) {
+func (tr *timelineRead) page(ctx context.Context, r store.Range) (_ []store.InboxItem, _ store.InboxCounts, ok bool, _ error) {
 	s := tr.s
 	switch s.strategy {
 	case StrategyWrite, StrategyBucket:
-		items, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: tr.owner, Layout: s.layout, Range: r})
+		items, c, err := s.backend.ReadInbox(ctx, storage.InboxFilter{Owner: tr.owner, Layout: s.layout, Range: r})
 		return items, c, true, err
 	case StrategyHybrid:
-		items, c, err := s.backend.ReadInbox(ctx, InboxFilter{Owner: tr.owner, Layout: s.layout, Range: r})
+		items, c, err := s.backend.ReadInbox(ctx, storage.InboxFilter{Owner: tr.owner, Layout: s.layout, Range: r})
 		if err != nil {
-			return nil, InboxCounts{}, false, err
+			return nil, store.InboxCounts{}, false, err
 		}
 		pulls, err := tr.authors(ctx)
 		if err != nil || len(pulls) == 0 {
 			return items, c, err == nil, err
 		}
-		more, err := s.backend.FindOutbox(ctx, OutboxFilter{Authors: pulls, Range: r, Pulled: PulledOnly})
+		more, err := s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: pulls, Range: r, Pulled: storage.PulledOnly})
 		if err != nil {
-			return nil, InboxCounts{}, false, err
+			return nil, store.InboxCounts{}, false, err
 		}
 		return mergeItems(r.Limit, r.Ascending(true), items, outboxItems(more)), c, true, nil
 	case StrategyCache:
 		items, err := tr.cachedPage(ctx, r)
-		return items, InboxCounts{}, false, err
+		return items, store.InboxCounts{}, false, err
 	default:
 		items, err := tr.readPage(ctx, r)
-		return items, InboxCounts{}, false, err
+		return items, store.InboxCounts{}, false, err
 	}
 }
 
 // readPage is fan-out on read: the followees' outboxes merged.
-func (tr *timelineRead) readPage(ctx context.Context, r Range) ([]InboxItem, error) {
+func (tr *timelineRead) readPage(ctx context.Context, r store.Range) ([]store.InboxItem, error) {
 	followees, err := tr.authors(ctx)
 	if err != nil || len(followees) == 0 {
 		return nil, err
 	}
-	es, err := tr.s.backend.FindOutbox(ctx, OutboxFilter{Authors: followees, Range: r})
+	es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: followees, Range: r})
 	return outboxItems(es), err
 }
 
@@ -220,7 +223,7 @@ func (tr *timelineRead) readPage(ctx context.Context, r Range) ([]InboxItem, err
 // the page fills, and a page read backward (toward the newest) when it
 // starts within the cache: at a cursor no older than the oldest cached
 // entry, or anywhere if the cache is complete.
-func (tr *timelineRead) cachedPage(ctx context.Context, r Range) ([]InboxItem, error) {
+func (tr *timelineRead) cachedPage(ctx context.Context, r store.Range) ([]store.InboxItem, error) {
 	s := tr.s
 	now := s.clock()
 	c, err := s.backend.ReadInboxCache(ctx, tr.owner, now)
@@ -237,7 +240,7 @@ func (tr *timelineRead) cachedPage(ctx context.Context, r Range) ([]InboxItem, e
 		// Extend the life of a cache in use, at most twice per TTL; not
 		// in its last moments, when a delivery may already have found it
 		// expired and passed it by: it then expires and is built again.
-		if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: tr.owner, Expires: now.Add(s.opts.CacheTTL)}, s.cacheCap()); err != nil {
+		if err := s.backend.PutInboxCache(ctx, &storage.InboxCache{Owner: tr.owner, Expires: now.Add(s.opts.CacheTTL)}, s.cacheCap()); err != nil {
 			return nil, err
 		}
 	}
@@ -245,7 +248,7 @@ func (tr *timelineRead) cachedPage(ctx context.Context, r Range) ([]InboxItem, e
 	if err != nil {
 		return nil, err
 	}
-	followed := make(map[ID]bool, len(followees))
+	followed := make(map[store.ID]bool, len(followees))
 	for _, id := range followees {
 		followed[id] = true
 	}
@@ -254,7 +257,7 @@ func (tr *timelineRead) cachedPage(ctx context.Context, r Range) ([]InboxItem, e
 		if !held {
 			return tr.readPage(ctx, r)
 		}
-		items := make([]InboxItem, 0, min(r.Limit, len(c.Items)))
+		items := make([]store.InboxItem, 0, min(r.Limit, len(c.Items)))
 		for i := len(c.Items) - 1; i >= 0 && len(items) < r.Limit; i-- {
 			if it := c.Items[i]; r.Admits(it.MessageID, true) && followed[it.AuthorID] {
 				items = append(items, it)
@@ -262,7 +265,7 @@ func (tr *timelineRead) cachedPage(ctx context.Context, r Range) ([]InboxItem, e
 		}
 		return items, nil
 	}
-	items := make([]InboxItem, 0, min(r.Limit, len(c.Items)))
+	items := make([]store.InboxItem, 0, min(r.Limit, len(c.Items)))
 	for _, it := range c.Items {
 		if r.Admits(it.MessageID, true) && followed[it.AuthorID] {
 			items = append(items, it)
@@ -288,7 +291,7 @@ func cacheExtendMargin(ttl time.Duration) time.Duration { return min(time.Minute
 // the build (a follow or an unfollow, which drops the cache, may have come
 // before the fill re-created it), the cache is dropped again: the next read
 // builds it anew.
-func (r *timelineRead) buildCache(ctx context.Context, now time.Time) (*InboxCache, error) {
+func (r *timelineRead) buildCache(ctx context.Context, now time.Time) (*storage.InboxCache, error) {
 	s := r.s
 	expires := now.Add(s.opts.CacheTTL)
 	// An expired cache not yet removed must not come back to life with
@@ -296,14 +299,14 @@ func (r *timelineRead) buildCache(ctx context.Context, now time.Time) (*InboxCac
 	if err := s.backend.DropInboxCache(ctx, r.owner); err != nil {
 		return nil, err
 	}
-	if err := s.backend.PutInboxCache(ctx, &InboxCache{Owner: r.owner, Expires: expires}, s.cacheCap()); err != nil {
+	if err := s.backend.PutInboxCache(ctx, &storage.InboxCache{Owner: r.owner, Expires: expires}, s.cacheCap()); err != nil {
 		return nil, err
 	}
-	items, err := r.readPage(ctx, Forward(NilID, s.cacheCap()))
+	items, err := r.readPage(ctx, store.Forward(store.NilID, s.cacheCap()))
 	if err != nil {
 		return nil, err
 	}
-	c := &InboxCache{Owner: r.owner, Items: items, Complete: len(items) < s.cacheCap(), Expires: expires}
+	c := &storage.InboxCache{Owner: r.owner, Items: items, Complete: len(items) < s.cacheCap(), Expires: expires}
 	if err := s.backend.PutInboxCache(ctx, c, s.cacheCap()); err != nil {
 		return nil, err
 	}
@@ -333,10 +336,10 @@ func (s *Service) cacheCap() int { return s.opts.InboxCap + 1 }
 // for the stored layouts, computed from the followees' outboxes (their
 // message counts, and a count of messages above the read mark) for the
 // others, and both for hybrid's pulled messages.
-func (r *timelineRead) counts(ctx context.Context) (InboxCounts, error) {
-	_, c, err := r.s.backend.ReadInbox(ctx, InboxFilter{Owner: r.owner, Layout: r.s.layout})
+func (r *timelineRead) counts(ctx context.Context) (store.InboxCounts, error) {
+	_, c, err := r.s.backend.ReadInbox(ctx, storage.InboxFilter{Owner: r.owner, Layout: r.s.layout})
 	if err != nil {
-		return InboxCounts{}, err
+		return store.InboxCounts{}, err
 	}
 	return r.outboxCounts(ctx, c)
 }
@@ -344,13 +347,13 @@ func (r *timelineRead) counts(ctx context.Context) (InboxCounts, error) {
 // outboxCounts adds to c, the backend's counts, what the timeline reads
 // from outboxes: everything under read and cache, pulled messages under
 // hybrid.
-func (r *timelineRead) outboxCounts(ctx context.Context, c InboxCounts) (InboxCounts, error) {
-	filter := PulledOnly
+func (r *timelineRead) outboxCounts(ctx context.Context, c store.InboxCounts) (store.InboxCounts, error) {
+	filter := storage.PulledOnly
 	switch r.s.strategy {
 	case StrategyWrite, StrategyBucket:
 		return c, nil
 	case StrategyRead, StrategyCache:
-		c.Total, c.Unread, filter = 0, 0, AnyMessage
+		c.Total, c.Unread, filter = 0, 0, storage.AnyMessage
 	}
 	authors, err := r.authors(ctx)
 	if err != nil || len(authors) == 0 {
@@ -358,21 +361,21 @@ func (r *timelineRead) outboxCounts(ctx context.Context, c InboxCounts) (InboxCo
 	}
 	users, err := r.s.backend.FindUsersByIDs(ctx, authors)
 	if err != nil {
-		return InboxCounts{}, err
+		return store.InboxCounts{}, err
 	}
 	for _, u := range users {
 		if u == nil {
 			continue
 		}
-		if filter == PulledOnly {
+		if filter == storage.PulledOnly {
 			c.Total += u.PulledCount
 		} else {
 			c.Total += u.MessageCount
 		}
 	}
-	unread, err := r.s.backend.CountOutbox(ctx, OutboxFilter{Authors: authors, After: c.ReadMark, Pulled: filter})
+	unread, err := r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, After: c.ReadMark, Pulled: filter})
 	if err != nil {
-		return InboxCounts{}, err
+		return store.InboxCounts{}, err
 	}
 	c.Unread += unread
 	return c, nil
@@ -380,10 +383,10 @@ func (r *timelineRead) outboxCounts(ctx context.Context, c InboxCounts) (InboxCo
 
 // outboxItems turns outbox entries into timeline items; an item read from
 // an outbox reached the inbox when it was posted.
-func outboxItems(es []OutboxEntry) []InboxItem {
-	items := make([]InboxItem, len(es))
+func outboxItems(es []storage.OutboxEntry) []store.InboxItem {
+	items := make([]store.InboxItem, len(es))
 	for i, e := range es {
-		items[i] = InboxItem{InboxEntry: e.InboxEntry, DeliveredAt: e.CreatedAt}
+		items[i] = store.InboxItem{InboxEntry: e.InboxEntry, DeliveredAt: e.CreatedAt}
 	}
 	return items
 }
@@ -391,15 +394,15 @@ func outboxItems(es []OutboxEntry) []InboxItem {
 // mergeItems merges lists sorted by message ID, highest first or (asc)
 // lowest first, into one in the same order, keeping the first n, each
 // message once.
-func mergeItems(n int, asc bool, lists ...[]InboxItem) []InboxItem {
-	h := itemHeap{asc: asc, lists: make([][]InboxItem, 0, len(lists))}
+func mergeItems(n int, asc bool, lists ...[]store.InboxItem) []store.InboxItem {
+	h := itemHeap{asc: asc, lists: make([][]store.InboxItem, 0, len(lists))}
 	for _, l := range lists {
 		if len(l) > 0 {
 			h.lists = append(h.lists, l)
 		}
 	}
 	heap.Init(&h)
-	out := make([]InboxItem, 0, n)
+	out := make([]store.InboxItem, 0, n)
 	for len(h.lists) > 0 && len(out) < n {
 		top := &h.lists[0]
 		it := (*top)[0]
@@ -418,7 +421,7 @@ func mergeItems(n int, asc bool, lists ...[]InboxItem) []InboxItem {
 // itemHeap is a heap of lists by their first item's message ID: the highest
 // on top, or the lowest when asc.
 type itemHeap struct {
-	lists [][]InboxItem
+	lists [][]store.InboxItem
 	asc   bool
 }
 
@@ -427,7 +430,7 @@ func (h itemHeap) Less(i, j int) bool {
 	return (h.lists[i][0].MessageID.Compare(h.lists[j][0].MessageID) > 0) != h.asc
 }
 func (h itemHeap) Swap(i, j int) { h.lists[i], h.lists[j] = h.lists[j], h.lists[i] }
-func (h *itemHeap) Push(x any)   { h.lists = append(h.lists, x.([]InboxItem)) }
+func (h *itemHeap) Push(x any)   { h.lists = append(h.lists, x.([]store.InboxItem)) }
 func (h *itemHeap) Pop() any {
 	x := h.lists[len(h.lists)-1]
 	h.lists = h.lists[:len(h.lists)-1]

@@ -1,21 +1,24 @@
-package store
+package service
 
 import (
 	"bytes"
 	"context"
+
+	"herald/store"
+	"herald/store/storage"
 )
 
 // followerPage is a page of followers read ahead, while the chunk before
 // it is stored: the two overlap on two cores.
 type followerPage struct {
 	after []byte // the job's cursor the page follows
-	ids   []ID
+	ids   []store.ID
 	err   error
 	done  chan struct{}
 }
 
 // readAhead starts reading the followers after cursor.
-func (f *fanout) readAhead(ctx context.Context, j *Job, cursor []byte) *followerPage {
+func (f *fanout) readAhead(ctx context.Context, j *storage.Job, cursor []byte) *followerPage {
 	p := &followerPage{after: cursor, done: make(chan struct{})}
 	author := j.AuthorID
 	go func() {
@@ -27,15 +30,15 @@ func (f *fanout) readAhead(ctx context.Context, j *Job, cursor []byte) *follower
 
 // runChunk runs one chunk of j and reports whether j is done. next holds
 // the page of followers read ahead for the job's next chunk, if any.
-func (f *fanout) runChunk(ctx context.Context, j *Job, next **followerPage) (bool, error) {
+func (f *fanout) runChunk(ctx context.Context, j *storage.Job, next **followerPage) (bool, error) {
 	switch j.Kind {
-	case JobDeliver:
+	case storage.JobDeliver:
 		return f.deliver(ctx, j, next)
-	case JobRetract:
+	case storage.JobRetract:
 		return f.retract(ctx, j)
-	case JobFollow, JobRebuild:
+	case storage.JobFollow, storage.JobRebuild:
 		return f.insert(ctx, j)
-	case JobUnfollow:
+	case storage.JobUnfollow:
 		return f.removeAuthor(ctx, j)
 	default:
 		f.s.log.Error("unknown fan-out job kind; dropped", "kind", j.Kind)
@@ -44,9 +47,9 @@ func (f *fanout) runChunk(ctx context.Context, j *Job, next **followerPage) (boo
 }
 
 // deliver delivers the next chunk of a JobDeliver to its author's followers.
-func (f *fanout) deliver(ctx context.Context, j *Job, next **followerPage) (bool, error) {
+func (f *fanout) deliver(ctx context.Context, j *storage.Job, next **followerPage) (bool, error) {
 	s, b := f.s, f.s.backend
-	var fs []ID
+	var fs []store.ID
 	var err error
 	if p := *next; p != nil && bytes.Equal(p.after, j.Cursor) {
 		<-p.done
@@ -58,8 +61,8 @@ func (f *fanout) deliver(ctx context.Context, j *Job, next **followerPage) (bool
 	if err != nil {
 		return false, err
 	}
-	d := Delivery{Job: j, Owners: fs, At: s.clock(), CacheCap: s.cacheCap(), Done: len(fs) < f.chunk}
-	if j.Layout != LayoutCache {
+	d := storage.Delivery{Job: j, Owners: fs, At: s.clock(), CacheCap: s.cacheCap(), Done: len(fs) < f.chunk}
+	if j.Layout != storage.LayoutCache {
 		// A cache is appended to while it lives, whoever owns it:
 		// nothing rebuilds a cache an idle owner missed an entry of.
 		d.ActiveSince = s.activeSince()
@@ -76,26 +79,26 @@ func (f *fanout) deliver(ctx context.Context, j *Job, next **followerPage) (bool
 		return false, err
 	}
 	f.delivered.Add(uint64(len(changes)))
-	f.publish(ctx, EventAdded, j, changes)
+	f.publish(ctx, store.EventAdded, j, changes)
 	j.Cursor = d.Cursor
 	return d.Done, nil
 }
 
 // retract removes a JobRetract's message from the next chunk of the inboxes
 // it reached.
-func (f *fanout) retract(ctx context.Context, j *Job) (bool, error) {
+func (f *fanout) retract(ctx context.Context, j *storage.Job) (bool, error) {
 	b := f.s.backend
 	refs, next, err := b.FindDeliveries(ctx, j.MessageID, j.Cursor, f.chunk)
 	if err != nil {
 		return false, err
 	}
-	r := Removal{Job: j, Refs: refs, Cursor: next, Done: next == nil}
+	r := storage.Removal{Job: j, Refs: refs, Cursor: next, Done: next == nil}
 	changes, err := b.RemoveInboxEntries(ctx, r)
 	if err != nil {
 		return false, err
 	}
 	if j.Layout.Stores() { // a cache's owners hear of it by a notice
-		f.publish(ctx, EventDeleted, j, changes)
+		f.publish(ctx, store.EventDeleted, j, changes)
 	}
 	j.Cursor = next
 	return r.Done, nil
@@ -103,7 +106,7 @@ func (f *fanout) retract(ctx context.Context, j *Job) (bool, error) {
 
 // insert brings a JobFollow's or a JobRebuild's backfill into its owner's
 // inbox, in one step.
-func (f *fanout) insert(ctx context.Context, j *Job) (bool, error) {
+func (f *fanout) insert(ctx context.Context, j *storage.Job) (bool, error) {
 	s, b := f.s, f.s.backend
 	entries, err := f.backfill(ctx, j)
 	if err != nil {
@@ -112,21 +115,21 @@ func (f *fanout) insert(ctx context.Context, j *Job) (bool, error) {
 	if entries == nil {
 		return true, b.FinishJob(ctx, j)
 	}
-	changes, err := b.InsertInbox(ctx, Insertion{Job: j, Entries: entries, At: s.clock()})
+	changes, err := b.InsertInbox(ctx, storage.Insertion{Job: j, Entries: entries, At: s.clock()})
 	if err != nil {
 		return false, err
 	}
-	authors := make(map[ID]ID, len(entries))
+	authors := make(map[store.ID]store.ID, len(entries))
 	for _, e := range entries {
 		authors[e.MessageID] = e.AuthorID
 	}
-	f.publishWith(ctx, EventAdded, j, changes, func(m ID) ID { return authors[m] })
+	f.publishWith(ctx, store.EventAdded, j, changes, func(m store.ID) store.ID { return authors[m] })
 	return true, nil
 }
 
 // removeAuthor removes a JobUnfollow's author's entries from its owner's
 // inbox, in one step.
-func (f *fanout) removeAuthor(ctx context.Context, j *Job) (bool, error) {
+func (f *fanout) removeAuthor(ctx context.Context, j *storage.Job) (bool, error) {
 	b := f.s.backend
 	follows, err := f.edgeExists(ctx, j)
 	if err != nil {
@@ -136,19 +139,19 @@ func (f *fanout) removeAuthor(ctx context.Context, j *Job) (bool, error) {
 		// Followed again since: the entries stay.
 		return true, b.FinishJob(ctx, j)
 	}
-	changes, err := b.RemoveAuthorEntries(ctx, AuthorRemoval{Job: j})
+	changes, err := b.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: j})
 	if err != nil {
 		return false, err
 	}
-	f.publish(ctx, EventDeleted, j, changes)
+	f.publish(ctx, store.EventDeleted, j, changes)
 	return true, nil
 }
 
 // edgeExists reports whether the owner of a JobFollow or JobUnfollow
 // follows its author now: the job does its work only if the edge is as it
 // left it.
-func (f *fanout) edgeExists(ctx context.Context, j *Job) (bool, error) {
-	follows, err := f.s.backend.FindFollowing(ctx, j.OwnerID, []ID{j.AuthorID})
+func (f *fanout) edgeExists(ctx context.Context, j *storage.Job) (bool, error) {
+	follows, err := f.s.backend.FindFollowing(ctx, j.OwnerID, []store.ID{j.AuthorID})
 	if err != nil {
 		return false, err
 	}
@@ -157,18 +160,18 @@ func (f *fanout) edgeExists(ctx context.Context, j *Job) (bool, error) {
 
 // nextFollowers returns the chunk of the author's followers after the
 // job's cursor, the last follower of the chunk before.
-func (f *fanout) nextFollowers(ctx context.Context, j *Job) ([]ID, error) {
+func (f *fanout) nextFollowers(ctx context.Context, j *storage.Job) ([]store.ID, error) {
 	return f.followersAfter(ctx, j.AuthorID, j.Cursor)
 }
 
 // followersAfter returns the chunk of author's followers after cursor (a
 // follower's id; empty: from the first).
-func (f *fanout) followersAfter(ctx context.Context, author ID, cursor []byte) ([]ID, error) {
-	after := NilID
+func (f *fanout) followersAfter(ctx context.Context, author store.ID, cursor []byte) ([]store.ID, error) {
+	after := store.NilID
 	if len(cursor) == len(after) {
 		copy(after[:], cursor)
 	}
-	return f.s.backend.ListFollowers(ctx, author, Forward(after, f.chunk))
+	return f.s.backend.ListFollowers(ctx, author, store.Forward(after, f.chunk))
 }
 
 // backfill returns the entries a JobFollow or JobRebuild brings into its
@@ -177,11 +180,11 @@ func (f *fanout) followersAfter(ctx context.Context, author ID, cursor []byte) (
 // JobDeliver is still stored: that job delivers them, and ordered after
 // this one on the lane, or already past this owner, it cannot be
 // duplicated by this one. It returns nil when there is nothing to bring.
-func (f *fanout) backfill(ctx context.Context, j *Job) ([]InboxEntry, error) {
+func (f *fanout) backfill(ctx context.Context, j *storage.Job) ([]store.InboxEntry, error) {
 	s, b := f.s, f.s.backend
-	var authors []ID
+	var authors []store.ID
 	limit := s.opts.InboxCap
-	if j.Kind == JobFollow {
+	if j.Kind == storage.JobFollow {
 		follows, err := f.edgeExists(ctx, j)
 		if err != nil {
 			return nil, err
@@ -189,7 +192,7 @@ func (f *fanout) backfill(ctx context.Context, j *Job) ([]InboxEntry, error) {
 		if !follows {
 			return nil, nil // unfollowed since
 		}
-		authors, limit = []ID{j.AuthorID}, s.opts.FollowBackfill
+		authors, limit = []store.ID{j.AuthorID}, s.opts.FollowBackfill
 	} else {
 		var err error
 		if authors, err = s.following(ctx, j.OwnerID); err != nil {
@@ -199,11 +202,11 @@ func (f *fanout) backfill(ctx context.Context, j *Job) ([]InboxEntry, error) {
 	if len(authors) == 0 || limit <= 0 {
 		return nil, nil
 	}
-	es, err := b.FindOutbox(ctx, OutboxFilter{Authors: authors, Range: Forward(NilID, limit), Pulled: s.strategy.pullFilter()})
+	es, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, limit), Pulled: s.strategy.pullFilter()})
 	if err != nil {
 		return nil, err
 	}
-	entries := make([]InboxEntry, 0, len(es))
+	entries := make([]store.InboxEntry, 0, len(es))
 	for _, e := range es {
 		if !e.Pending {
 			entries = append(entries, e.InboxEntry)
@@ -217,22 +220,22 @@ func (f *fanout) backfill(ctx context.Context, j *Job) ([]InboxEntry, error) {
 
 // publish tells the owners of changes of the change, each on j's message
 // (or, for jobs of several messages, the change's).
-func (f *fanout) publish(ctx context.Context, t EventType, j *Job, changes []InboxChange) {
-	f.publishWith(ctx, t, j, changes, func(ID) ID { return j.AuthorID })
+func (f *fanout) publish(ctx context.Context, t store.EventType, j *storage.Job, changes []storage.InboxChange) {
+	f.publishWith(ctx, t, j, changes, func(store.ID) store.ID { return j.AuthorID })
 }
 
 // publishWith is publish with the author of each change's message given by author.
-func (f *fanout) publishWith(ctx context.Context, t EventType, j *Job, changes []InboxChange, author func(message ID) ID) {
+func (f *fanout) publishWith(ctx context.Context, t store.EventType, j *storage.Job, changes []storage.InboxChange, author func(message store.ID) store.ID) {
 	if len(changes) == 0 {
 		return
 	}
-	evs := make([]Event, len(changes))
+	evs := make([]store.Event, len(changes))
 	for i, c := range changes {
 		m := c.MessageID
 		if m.IsZero() {
 			m = j.MessageID
 		}
-		evs[i] = Event{Type: t, UserID: c.Owner, MessageID: m, AuthorID: author(m), Counts: c.Counts, NoCounts: c.NoCounts}
+		evs[i] = store.Event{Type: t, UserID: c.Owner, MessageID: m, AuthorID: author(m), Counts: c.Counts, NoCounts: c.NoCounts}
 	}
 	f.s.events.Publish(ctx, evs...)
 }

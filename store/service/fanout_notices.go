@@ -1,6 +1,10 @@
-package store
+package service
 
-import "context"
+import (
+	"context"
+
+	"herald/store"
+)
 
 // notice tells the subscriptions of a message's readers of an event that no
 // stored job reports: an edit, or a post, a reply or a deletion that is not
@@ -8,9 +12,9 @@ import "context"
 // never stored: a missed event loses nothing, since inboxes point at
 // messages or read them from outboxes, and show the change anyway.
 type notice struct {
-	event   EventType
-	message ID
-	author  ID
+	event   store.EventType
+	message store.ID
+	author  store.ID
 	// deliveries: the readers are the message's delivery records (the
 	// layout stores inboxes); otherwise its author's followers.
 	deliveries bool
@@ -18,9 +22,9 @@ type notice struct {
 }
 
 // noticeOf returns the notice of event t on m.
-func (s *Service) noticeOf(t EventType, m *Message) *notice {
+func (s *Service) noticeOf(t store.EventType, m *store.Message) *notice {
 	return &notice{event: t, message: m.ID, author: m.AuthorID,
-		deliveries: s.layout.Stores() && !m.Pulled && t == EventEdited}
+		deliveries: s.layout.Stores() && !m.Pulled && t == store.EventEdited}
 }
 
 // enqueueNotice queues n on the notices' lane. Notices are never
@@ -50,9 +54,9 @@ func (f *fanout) notify(n *notice) error {
 		if err != nil {
 			return err
 		}
-		evs := make([]Event, len(readers))
+		evs := make([]store.Event, len(readers))
 		for i, o := range readers {
-			evs[i] = Event{Type: n.event, UserID: o, MessageID: n.message, AuthorID: n.author, NoCounts: true}
+			evs[i] = store.Event{Type: n.event, UserID: o, MessageID: n.message, AuthorID: n.author, NoCounts: true}
 		}
 		f.s.events.Publish(f.ctx, evs...)
 		n.cursor = next
@@ -64,13 +68,13 @@ func (f *fanout) notify(n *notice) error {
 
 // noticeReaders returns the next chunk of n's readers and the cursor after
 // them (nil at the end).
-func (f *fanout) noticeReaders(ctx context.Context, n *notice) ([]ID, []byte, error) {
+func (f *fanout) noticeReaders(ctx context.Context, n *notice) ([]store.ID, []byte, error) {
 	if n.deliveries {
 		refs, next, err := f.s.backend.FindDeliveries(ctx, n.message, n.cursor, f.chunk)
 		if err != nil {
 			return nil, nil, err
 		}
-		owners := make([]ID, len(refs))
+		owners := make([]store.ID, len(refs))
 		for i, r := range refs {
 			owners[i] = r.Owner
 		}

@@ -1,10 +1,12 @@
-package store_test
+package pubsub_test
 
 import (
 	"context"
-	"herald/store"
 	"testing"
 	"time"
+
+	"herald/store"
+	"herald/store/pubsub"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,7 +14,7 @@ import (
 
 func TestHub(t *testing.T) {
 	t.Run("DeliversToTheUsersSubscribers", func(t *testing.T) {
-		hub := store.NewHub()
+		hub := pubsub.NewHub()
 		defer hub.Close()
 		alice, bob := store.NewID(time.Now()), store.NewID(time.Now())
 		ctx, cancel := context.WithCancel(context.Background())
@@ -29,7 +31,7 @@ func TestHub(t *testing.T) {
 		assert.Empty(t, b1)
 	})
 	t.Run("SlowSubscriberIsDropped", func(t *testing.T) {
-		hub := store.NewHub()
+		hub := pubsub.NewHub()
 		defer hub.Close()
 		u := store.NewID(time.Now())
 		ctx := context.Background()
@@ -37,7 +39,7 @@ func TestHub(t *testing.T) {
 		require.NoError(t, err)
 		done := make(chan struct{})
 		go func() {
-			for range store.HubBuffer + 10 {
+			for range pubsub.HubBuffer + 10 {
 				hub.Publish(ctx, store.Event{Type: store.EventAdded, UserID: u})
 			}
 			close(done)
@@ -51,11 +53,11 @@ func TestHub(t *testing.T) {
 		for range slow {
 			n++
 		}
-		assert.Equal(t, store.HubBuffer, n, "the buffered events arrive, then the channel closes")
+		assert.Equal(t, pubsub.HubBuffer, n, "the buffered events arrive, then the channel closes")
 		assert.Equal(t, 0, hub.Subscribers(u))
 	})
 	t.Run("EndsWithContext", func(t *testing.T) {
-		hub := store.NewHub()
+		hub := pubsub.NewHub()
 		defer hub.Close()
 		u := store.NewID(time.Now())
 		ctx, cancel := context.WithCancel(context.Background())
@@ -68,7 +70,7 @@ func TestHub(t *testing.T) {
 		assert.Equal(t, 0, hub.Len())
 	})
 	t.Run("Close", func(t *testing.T) {
-		hub := store.NewHub()
+		hub := pubsub.NewHub()
 		ch, err := hub.Subscribe(context.Background(), store.NewID(time.Now()))
 		require.NoError(t, err)
 		hub.Close()
@@ -82,7 +84,7 @@ func TestHub(t *testing.T) {
 // TestHub_Stats checks the hub's counters: open subscriptions, and a
 // subscriber dropped for a full buffer counted once.
 func TestHub_Stats(t *testing.T) {
-	h := store.NewHub()
+	h := pubsub.NewHub()
 	defer h.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	user := store.NewID(time.Now())
@@ -90,13 +92,13 @@ func TestHub_Stats(t *testing.T) {
 	require.NoError(t, err)
 	_, err = h.Subscribe(context.Background(), store.NewID(time.Now()))
 	require.NoError(t, err)
-	assert.Equal(t, store.HubStats{Subscriptions: 2}, h.Stats())
+	assert.Equal(t, pubsub.HubStats{Subscriptions: 2}, h.Stats())
 
-	for range store.HubBuffer + 1 {
+	for range pubsub.HubBuffer + 1 {
 		h.Publish(context.Background(), store.Event{Type: store.EventRead, UserID: user})
 	}
-	assert.Equal(t, store.HubStats{Subscriptions: 1, Dropped: 1}, h.Stats())
+	assert.Equal(t, pubsub.HubStats{Subscriptions: 1, Dropped: 1}, h.Stats())
 	cancel() // already dropped: ending it counts nothing more
 	h.Publish(context.Background(), store.Event{Type: store.EventRead, UserID: user})
-	assert.Equal(t, store.HubStats{Subscriptions: 1, Dropped: 1}, h.Stats())
+	assert.Equal(t, pubsub.HubStats{Subscriptions: 1, Dropped: 1}, h.Stats())
 }

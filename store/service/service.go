@@ -1,4 +1,4 @@
-package store
+package service
 
 import (
 	"context"
@@ -7,6 +7,10 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"herald/store"
+	"herald/store/pubsub"
+	"herald/store/storage"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -66,11 +70,11 @@ const DefaultChunkSize = 1000
 // Service is Herald's domain API: validation, authorization, the timeline
 // strategy and the fan-out workers, over a Backend and an Events.
 type Service struct {
-	backend   Backend
-	events    Events
+	backend   storage.Backend
+	events    pubsub.Events
 	opts      Options
 	strategy  Strategy
-	layout    Layout
+	layout    storage.Layout
 	now       func() time.Time
 	log       *slog.Logger
 	fanout    *fanout
@@ -84,7 +88,7 @@ type Service struct {
 
 // NewService returns a Service over backend and events. Call Start to run
 // the fan-out workers and Close to stop them.
-func NewService(backend Backend, events Events, opts Options) *Service {
+func NewService(backend storage.Backend, events pubsub.Events, opts Options) *Service {
 	if opts.Strategy == "" {
 		opts.Strategy = StrategyBucket
 	}
@@ -181,7 +185,7 @@ type Stats struct {
 	// JobsDone counts the stored jobs run to their end, indexed by
 	// JobKind. A job cancelled by a deletion, or stopped by a shutdown or a
 	// lost lease, is not counted.
-	JobsDone [JobRebuild + 1]uint64
+	JobsDone [storage.JobRebuild + 1]uint64
 	// Delivered counts the inbox entries delivery jobs added; on
 	// StrategyCache, the active followers a post was delivered to.
 	Delivered uint64
@@ -193,7 +197,7 @@ type Stats struct {
 	PasswordChecks   uint64
 	PasswordsWaiting int
 	// Events are the counters of the Events, if it keeps any (Hub does).
-	Events HubStats
+	Events pubsub.HubStats
 }
 
 // Stats returns the current counters. It is cheap and safe to call
@@ -210,7 +214,7 @@ func (s *Service) Stats() Stats {
 	st.PasswordChecks = s.passwords.checks.Load()
 	st.PasswordsWaiting = int(s.passwords.waiting.Load())
 	st.RebuildsStarted = f.rebuilds.Load()
-	if e, ok := s.events.(interface{ Stats() HubStats }); ok {
+	if e, ok := s.events.(interface{ Stats() pubsub.HubStats }); ok {
 		st.Events = e.Stats()
 	}
 	return st
@@ -227,23 +231,23 @@ const SeenEvery = time.Hour
 // (strategies that store inboxes): the rebuild job is stored with the
 // last-seen time, so the inbox says rebuilding from this request on. A
 // failure is logged, not returned, since the request itself succeeded.
-func (s *Service) Seen(ctx context.Context, user ID) {
+func (s *Service) Seen(ctx context.Context, user store.ID) {
 	now := s.clock()
 	if last, ok := s.seen.Load(user); ok && now.Sub(last.(time.Time)) < SeenEvery {
 		return
 	}
 	s.seen.Store(user, now)
-	var rebuild *Job
+	var rebuild *storage.Job
 	var inactiveBefore time.Time
 	if s.opts.InactiveAfter > 0 {
 		inactiveBefore = now.Add(-s.opts.InactiveAfter)
 		if s.layout.Stores() {
-			rebuild = &Job{ID: user, Kind: JobRebuild, Layout: s.layout, OwnerID: user, CreatedAt: now}
+			rebuild = &storage.Job{ID: user, Kind: storage.JobRebuild, Layout: s.layout, OwnerID: user, CreatedAt: now}
 		}
 	}
 	started, err := s.backend.MarkSeen(ctx, user, now, inactiveBefore, rebuild)
 	if err != nil {
-		if ErrorCode(err) != ENOTFOUND {
+		if store.ErrorCode(err) != store.ENOTFOUND {
 			s.seen.Delete(user)
 			s.log.WarnContext(ctx, "recording last seen", "user", user.String(), "err", err)
 		}
@@ -273,27 +277,27 @@ type SignUpInput struct {
 
 // SignUp creates a user. It returns BAD_USER_INPUT for an invalid handle,
 // password or display name and CONFLICT for a taken handle.
-func (s *Service) SignUp(ctx context.Context, in SignUpInput) (*User, error) {
-	handle, err := NormalizeHandle(in.Handle)
+func (s *Service) SignUp(ctx context.Context, in SignUpInput) (*store.User, error) {
+	handle, err := store.NormalizeHandle(in.Handle)
 	if err != nil {
 		return nil, err
 	}
-	if err := validatePassword(in.Password); err != nil {
+	if err := store.ValidatePassword(in.Password); err != nil {
 		return nil, err
 	}
-	name, err := normalizeDisplayName(in.DisplayName, handle)
+	name, err := store.NormalizeDisplayName(in.DisplayName, handle)
 	if err != nil {
 		return nil, err
 	}
 	var hash []byte
-	if werr := s.passwords.do(ctx, func() { hash, err = HashPassword(in.Password, s.opts.PasswordCost) }); werr != nil {
+	if werr := s.passwords.do(ctx, func() { hash, err = store.HashPassword(in.Password, s.opts.PasswordCost) }); werr != nil {
 		return nil, werr
 	}
 	if err != nil {
 		return nil, err
 	}
 	now := s.clock()
-	u := &User{ID: NewID(now), Handle: handle, DisplayName: name, PasswordHash: hash, CreatedAt: now, LastSeenAt: now}
+	u := &store.User{ID: store.NewID(now), Handle: handle, DisplayName: name, PasswordHash: hash, CreatedAt: now, LastSeenAt: now}
 	if err := s.backend.CreateUser(ctx, u); err != nil {
 		return nil, err
 	}
@@ -302,14 +306,14 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (*User, error) {
 
 // LogIn checks a handle and password. Any mismatch, including an unknown
 // handle, is UNAUTHENTICATED with the same message.
-func (s *Service) LogIn(ctx context.Context, handle, password string) (*User, error) {
-	bad := Errorf(EUNAUTHENTICATED, "wrong handle or password")
-	h, err := NormalizeHandle(handle)
+func (s *Service) LogIn(ctx context.Context, handle, password string) (*store.User, error) {
+	bad := store.Errorf(store.EUNAUTHENTICATED, "wrong handle or password")
+	h, err := store.NormalizeHandle(handle)
 	if err != nil {
 		return nil, bad
 	}
 	u, err := s.backend.FindUserByHandle(ctx, h)
-	if err != nil && ErrorCode(err) != ENOTFOUND {
+	if err != nil && store.ErrorCode(err) != store.ENOTFOUND {
 		return nil, err
 	}
 	hash := dummyHash
@@ -331,20 +335,20 @@ func (s *Service) LogIn(ctx context.Context, handle, password string) (*User, er
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("herald-timing-equalizer"), bcrypt.DefaultCost)
 
 // FindUserByID returns a user or NOT_FOUND.
-func (s *Service) FindUserByID(ctx context.Context, id ID) (*User, error) {
+func (s *Service) FindUserByID(ctx context.Context, id store.ID) (*store.User, error) {
 	return s.backend.FindUserByID(ctx, id)
 }
 
 // FindUsersByIDs returns users aligned with ids, nil where missing.
-func (s *Service) FindUsersByIDs(ctx context.Context, ids []ID) ([]*User, error) {
+func (s *Service) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error) {
 	return s.backend.FindUsersByIDs(ctx, ids)
 }
 
 // FindUserByHandle returns a user by handle (any case) or NOT_FOUND.
-func (s *Service) FindUserByHandle(ctx context.Context, handle string) (*User, error) {
-	h, err := NormalizeHandle(handle)
+func (s *Service) FindUserByHandle(ctx context.Context, handle string) (*store.User, error) {
+	h, err := store.NormalizeHandle(handle)
 	if err != nil {
-		return nil, Errorf(ENOTFOUND, "user not found")
+		return nil, store.Errorf(store.ENOTFOUND, "user not found")
 	}
 	return s.backend.FindUserByHandle(ctx, h)
 }
@@ -355,11 +359,11 @@ func (s *Service) FindUserByHandle(ctx context.Context, handle string) (*User, e
 // durable job (stored before the edge, so a crash between the two leaves a
 // job that finds no edge and does nothing), or, for the cache, by dropping
 // the cache, which the next read rebuilds.
-func (s *Service) Follow(ctx context.Context, viewer, target ID) (*User, error) {
+func (s *Service) Follow(ctx context.Context, viewer, target store.ID) (*store.User, error) {
 	if viewer == target {
-		return nil, Errorf(EINVALID, "you cannot follow yourself")
+		return nil, store.Errorf(store.EINVALID, "you cannot follow yourself")
 	}
-	if err := s.changeFollow(ctx, viewer, target, JobFollow); err != nil {
+	if err := s.changeFollow(ctx, viewer, target, storage.JobFollow); err != nil {
 		return nil, err
 	}
 	return s.backend.FindUserByID(ctx, target)
@@ -368,34 +372,34 @@ func (s *Service) Follow(ctx context.Context, viewer, target ID) (*User, error) 
 // Unfollow makes viewer stop following target and returns target. The
 // unfollowed author's messages leave viewer's timeline, by a durable job
 // or by dropping the cache, as for Follow.
-func (s *Service) Unfollow(ctx context.Context, viewer, target ID) (*User, error) {
+func (s *Service) Unfollow(ctx context.Context, viewer, target store.ID) (*store.User, error) {
 	if viewer == target {
-		return nil, Errorf(EINVALID, "you cannot unfollow yourself")
+		return nil, store.Errorf(store.EINVALID, "you cannot unfollow yourself")
 	}
-	if err := s.changeFollow(ctx, viewer, target, JobUnfollow); err != nil {
+	if err := s.changeFollow(ctx, viewer, target, storage.JobUnfollow); err != nil {
 		return nil, err
 	}
 	return s.backend.FindUserByID(ctx, target)
 }
 
-func (s *Service) changeFollow(ctx context.Context, viewer, target ID, kind JobKind) error {
+func (s *Service) changeFollow(ctx context.Context, viewer, target store.ID, kind storage.JobKind) error {
 	edge := func() (bool, error) {
-		if kind == JobFollow {
+		if kind == storage.JobFollow {
 			return s.backend.Follow(ctx, viewer, target, s.clock())
 		}
 		return s.backend.Unfollow(ctx, viewer, target)
 	}
-	if !s.layout.Stores() || (kind == JobFollow && s.opts.FollowBackfill < 0) {
+	if !s.layout.Stores() || (kind == storage.JobFollow && s.opts.FollowBackfill < 0) {
 		if _, err := edge(); err != nil {
 			return err
 		}
-		if s.layout == LayoutCache {
+		if s.layout == storage.LayoutCache {
 			return s.backend.DropInboxCache(ctx, viewer)
 		}
 		return nil
 	}
 	now := s.clock()
-	job := &Job{ID: NewID(now), Kind: kind, Layout: s.layout, AuthorID: target, OwnerID: viewer, CreatedAt: now}
+	job := &storage.Job{ID: store.NewID(now), Kind: kind, Layout: s.layout, AuthorID: target, OwnerID: viewer, CreatedAt: now}
 	if err := s.backend.StoreJob(ctx, job); err != nil {
 		return err
 	}
@@ -413,7 +417,7 @@ func (s *Service) changeFollow(ctx context.Context, viewer, target ID, kind JobK
 }
 
 // FindFollowing reports, for each target, whether viewer follows it.
-func (s *Service) FindFollowing(ctx context.Context, viewer ID, targets []ID) ([]bool, error) {
+func (s *Service) FindFollowing(ctx context.Context, viewer store.ID, targets []store.ID) ([]bool, error) {
 	return s.backend.FindFollowing(ctx, viewer, targets)
 }
 
@@ -421,33 +425,33 @@ func (s *Service) FindFollowing(ctx context.Context, viewer ID, targets []ID) ([
 // order. HasMore says whether more IDs lie beyond the page in the direction
 // it was read (see Range).
 type FollowPage struct {
-	IDs     []ID
+	IDs     []store.ID
 	HasMore bool
 }
 
 // Followers returns a page of user's followers in ID order, within r.
-func (s *Service) Followers(ctx context.Context, user ID, r Range) (FollowPage, error) {
+func (s *Service) Followers(ctx context.Context, user store.ID, r store.Range) (FollowPage, error) {
 	ids, err := s.backend.ListFollowers(ctx, user, plusOne(r))
 	ids, more := trimPage(ids, r)
 	return FollowPage{IDs: ids, HasMore: more}, err
 }
 
 // Following returns a page of the users user follows in ID order, within r.
-func (s *Service) Following(ctx context.Context, user ID, r Range) (FollowPage, error) {
+func (s *Service) Following(ctx context.Context, user store.ID, r store.Range) (FollowPage, error) {
 	ids, err := s.backend.ListFollowing(ctx, user, plusOne(r))
 	ids, more := trimPage(ids, r)
 	return FollowPage{IDs: ids, HasMore: more}, err
 }
 
 // plusOne returns r reading one more item, which tells whether more follow.
-func plusOne(r Range) Range {
+func plusOne(r store.Range) store.Range {
 	r.Limit++
 	return r
 }
 
 // trimPage cuts items, read by plusOne(r) nearest first, to r.Limit, and
 // puts them in their list's order. It reports whether items were cut.
-func trimPage[T any](items []T, r Range) ([]T, bool) {
+func trimPage[T any](items []T, r store.Range) ([]T, bool) {
 	more := len(items) > r.Limit
 	if more {
 		items = items[:r.Limit]
@@ -462,8 +466,8 @@ func trimPage[T any](items []T, r Range) ([]T, bool) {
 // returns the user. Names are 1–64 characters of any text (including `$`
 // and `.`: they are stored under tokens), values at most 1 KiB; a user has
 // at most MaxAttributes. Invalid input is BAD_USER_INPUT.
-func (s *Service) SetAttributes(ctx context.Context, viewer ID, changes []AttributeChange) (*User, error) {
-	if err := validateAttributeChanges(changes); err != nil {
+func (s *Service) SetAttributes(ctx context.Context, viewer store.ID, changes []store.AttributeChange) (*store.User, error) {
+	if err := store.ValidateAttributeChanges(changes); err != nil {
 		return nil, err
 	}
 	return s.backend.SetAttributes(ctx, viewer, changes)
@@ -471,8 +475,8 @@ func (s *Service) SetAttributes(ctx context.Context, viewer ID, changes []Attrib
 
 // FindUsersByAttribute returns a page of users whose attribute name equals
 // value, in ID order, within r, and whether more lie beyond it.
-func (s *Service) FindUsersByAttribute(ctx context.Context, name, value string, r Range) ([]*User, bool, error) {
-	if err := validateAttribute(name, &value); err != nil {
+func (s *Service) FindUsersByAttribute(ctx context.Context, name, value string, r store.Range) ([]*store.User, bool, error) {
+	if err := store.ValidateAttribute(name, &value); err != nil {
 		return nil, false, err
 	}
 	us, err := s.backend.FindUsersByAttribute(ctx, name, value, plusOne(r))
@@ -485,7 +489,7 @@ func (s *Service) FindUsersByAttribute(ctx context.Context, name, value string, 
 
 // CountUsersByAttribute counts the users whose attribute name equals value.
 func (s *Service) CountUsersByAttribute(ctx context.Context, name, value string) (int, error) {
-	if err := validateAttribute(name, &value); err != nil {
+	if err := store.ValidateAttribute(name, &value); err != nil {
 		return 0, err
 	}
 	return s.backend.CountUsersByAttribute(ctx, name, value)
@@ -494,7 +498,7 @@ func (s *Service) CountUsersByAttribute(ctx context.Context, name, value string)
 // PostInput is a new message.
 type PostInput struct {
 	Text      string
-	ReplyToID ID // NilID for a post
+	ReplyToID store.ID // NilID for a post
 }
 
 // PostMessage stores a message by author and its fan-out job, then queues the
@@ -503,20 +507,20 @@ type PostInput struct {
 // Under StrategyRead, and under StrategyHybrid for an author above the
 // celebrity threshold, nothing is fanned out: the post is one write, readers
 // merge it in, and followers' subscriptions are told.
-func (s *Service) PostMessage(ctx context.Context, author ID, in PostInput) (*Message, error) {
-	if err := ValidateMessageText(in.Text); err != nil {
+func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput) (*store.Message, error) {
+	if err := store.ValidateMessageText(in.Text); err != nil {
 		return nil, err
 	}
 	now := s.clock()
-	m := &Message{ID: NewID(now), AuthorID: author, Text: in.Text, Kind: KindPost, CreatedAt: now}
+	m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: in.Text, Kind: store.KindPost, CreatedAt: now}
 	if !in.ReplyToID.IsZero() {
 		target, err := s.backend.FindMessageByID(ctx, in.ReplyToID)
-		if ErrorCode(err) == ENOTFOUND {
-			return nil, Errorf(ENOTFOUND, "the message replied to does not exist")
+		if store.ErrorCode(err) == store.ENOTFOUND {
+			return nil, store.Errorf(store.ENOTFOUND, "the message replied to does not exist")
 		} else if err != nil {
 			return nil, err
 		}
-		m.Kind, m.ReplyToID, m.ReplyToAuthorID = KindReply, target.ID, target.AuthorID
+		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, target.ID, target.AuthorID
 	}
 	if s.strategy == StrategyHybrid {
 		u, err := s.backend.FindUserByID(ctx, author)
@@ -525,9 +529,9 @@ func (s *Service) PostMessage(ctx context.Context, author ID, in PostInput) (*Me
 		}
 		m.Pulled = u.FollowerCount > s.opts.CelebrityThreshold
 	}
-	var job *Job
-	if s.layout != LayoutNone && !m.Pulled {
-		job = &Job{ID: m.ID, Kind: JobDeliver, Layout: s.layout, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+	var job *storage.Job
+	if s.layout != storage.LayoutNone && !m.Pulled {
+		job = &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: s.layout, MessageID: m.ID, AuthorID: author, CreatedAt: now}
 	}
 	if err := s.backend.CreateMessage(ctx, m, job); err != nil {
 		return nil, err
@@ -538,56 +542,56 @@ func (s *Service) PostMessage(ctx context.Context, author ID, in PostInput) (*Me
 	if job != nil {
 		s.fanout.enqueue(job)
 	} else {
-		s.fanout.enqueueNotice(s.noticeOf(EventAdded, m))
+		s.fanout.enqueueNotice(s.noticeOf(store.EventAdded, m))
 	}
 	return m, nil
 }
 
 // FindMessageByID returns a message or NOT_FOUND.
-func (s *Service) FindMessageByID(ctx context.Context, id ID) (*Message, error) {
+func (s *Service) FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error) {
 	return s.backend.FindMessageByID(ctx, id)
 }
 
 // FindMessagesByKeys returns messages aligned with keys, nil where missing or deleted.
-func (s *Service) FindMessagesByKeys(ctx context.Context, keys []MessageKey) ([]*Message, error) {
+func (s *Service) FindMessagesByKeys(ctx context.Context, keys []store.MessageKey) ([]*store.Message, error) {
 	return s.backend.FindMessagesByKeys(ctx, keys)
 }
 
 // ownMessage returns the message if viewer wrote it: NOT_FOUND if it does
 // not exist, FORBIDDEN if someone else wrote it.
-func (s *Service) ownMessage(ctx context.Context, viewer, id ID) (*Message, error) {
+func (s *Service) ownMessage(ctx context.Context, viewer, id store.ID) (*store.Message, error) {
 	m, err := s.backend.FindMessageByID(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if m.AuthorID != viewer {
-		return nil, Errorf(EFORBIDDEN, "only its author can change a message")
+		return nil, store.Errorf(store.EFORBIDDEN, "only its author can change a message")
 	}
 	return m, nil
 }
 
 // EditMessage changes the text of viewer's message; every inbox holding it
 // shows the new text at once, and its owners' subscriptions get EDITED.
-func (s *Service) EditMessage(ctx context.Context, viewer, id ID, text string) (*Message, error) {
-	if err := ValidateMessageText(text); err != nil {
+func (s *Service) EditMessage(ctx context.Context, viewer, id store.ID, text string) (*store.Message, error) {
+	if err := store.ValidateMessageText(text); err != nil {
 		return nil, err
 	}
 	if _, err := s.ownMessage(ctx, viewer, id); err != nil {
 		return nil, err
 	}
 	now := s.clock()
-	m, err := s.backend.UpdateMessage(ctx, id, MessageUpdate{Text: &text, EditedAt: &now})
+	m, err := s.backend.UpdateMessage(ctx, id, storage.MessageUpdate{Text: &text, EditedAt: &now})
 	if err != nil {
 		return nil, err
 	}
-	s.fanout.enqueueNotice(s.noticeOf(EventEdited, m))
+	s.fanout.enqueueNotice(s.noticeOf(store.EventEdited, m))
 	return m, nil
 }
 
 // DeleteMessage deletes viewer's message. It vanishes from every inbox view
 // at once; where inboxes or caches store it, a durable job then removes the
 // entries and fixes the counts.
-func (s *Service) DeleteMessage(ctx context.Context, viewer, id ID) error {
+func (s *Service) DeleteMessage(ctx context.Context, viewer, id store.ID) error {
 	m, err := s.ownMessage(ctx, viewer, id)
 	if err != nil {
 		return err
@@ -595,9 +599,9 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id ID) error {
 	// Stored inboxes, and caches, have the entry removed by a durable job.
 	// The cache's retraction tells no one: the followers without a cache
 	// see the message go too, so a notice tells them all.
-	var job *Job
-	if (s.layout.Stores() || s.layout == LayoutCache) && !m.Pulled {
-		job = &Job{ID: m.ID, Kind: JobRetract, Layout: s.layout, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+	var job *storage.Job
+	if (s.layout.Stores() || s.layout == storage.LayoutCache) && !m.Pulled {
+		job = &storage.Job{ID: m.ID, Kind: storage.JobRetract, Layout: s.layout, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
 	}
 	if err := s.backend.DeleteMessage(ctx, id, job); err != nil {
 		return err
@@ -606,7 +610,7 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id ID) error {
 		s.fanout.enqueue(job)
 	}
 	if job == nil || !job.Layout.Stores() {
-		s.fanout.enqueueNotice(s.noticeOf(EventDeleted, m))
+		s.fanout.enqueueNotice(s.noticeOf(store.EventDeleted, m))
 	}
 	return nil
 }
@@ -614,13 +618,13 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id ID) error {
 // MessagePage is a page of an author's messages, newest first. HasMore
 // says whether more lie beyond the page in the direction it was read.
 type MessagePage struct {
-	Messages []*Message
+	Messages []*store.Message
 	HasMore  bool
 }
 
 // Messages returns a page of author's messages, newest first, within r.
-func (s *Service) Messages(ctx context.Context, author ID, r Range) (MessagePage, error) {
-	ms, err := s.backend.FindMessages(ctx, MessageFilter{AuthorID: author, Range: plusOne(r)})
+func (s *Service) Messages(ctx context.Context, author store.ID, r store.Range) (MessagePage, error) {
+	ms, err := s.backend.FindMessages(ctx, storage.MessageFilter{AuthorID: author, Range: plusOne(r)})
 	if err != nil {
 		return MessagePage{}, err
 	}
@@ -631,15 +635,15 @@ func (s *Service) Messages(ctx context.Context, author ID, r Range) (MessagePage
 // InboxPage is a page of a home timeline, newest first. HasMore says
 // whether more items lie beyond the page in the direction it was read.
 type InboxPage struct {
-	Items   []InboxItem // each with Message set
-	Counts  InboxCounts
+	Items   []store.InboxItem // each with Message set
+	Counts  store.InboxCounts
 	HasMore bool
 }
 
 // Inbox returns a page of owner's home timeline within r, by the strategy,
 // each item with its message loaded, and the inbox's counts. Entries whose
 // message was deleted but not yet retracted are skipped.
-func (s *Service) Inbox(ctx context.Context, owner ID, r Range) (InboxPage, error) {
+func (s *Service) Inbox(ctx context.Context, owner store.ID, r store.Range) (InboxPage, error) {
 	tr := s.newRead(owner)
 	var page InboxPage
 	// Counts the page's reads do not give are computed beside them.
@@ -666,11 +670,11 @@ func (s *Service) Inbox(ctx context.Context, owner ID, r Range) (InboxPage, erro
 
 // fill reads the items of page, loading their messages and reading on
 // past deleted ones. Counts the first read gives go into page.Counts.
-func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r Range) error {
+func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r store.Range) error {
 	limit := r.Limit
 	for first := true; ; first = false {
 		want := limit + 1 - len(page.Items)
-		items, c, ok, err := tr.page(ctx, Range{From: r.From, Limit: want, Reverse: r.Reverse})
+		items, c, ok, err := tr.page(ctx, store.Range{From: r.From, Limit: want, Reverse: r.Reverse})
 		if err != nil {
 			return err
 		}
@@ -682,7 +686,7 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 		if len(items) == 0 {
 			break
 		}
-		keys := make([]MessageKey, len(items))
+		keys := make([]store.MessageKey, len(items))
 		for i := range items {
 			keys[i] = items[i].Key()
 		}
@@ -710,45 +714,45 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 	if len(page.Items) == 0 {
 		page.Items = nil // as when nothing was appended
 	}
-	page.Items, page.HasMore = trimPage(page.Items, Range{Limit: limit, Reverse: r.Reverse})
+	page.Items, page.HasMore = trimPage(page.Items, store.Range{Limit: limit, Reverse: r.Reverse})
 	return nil
 }
 
 // MarkInboxRead marks owner's whole inbox read (everything up to its newest
 // item) and tells their subscriptions.
-func (s *Service) MarkInboxRead(ctx context.Context, owner ID) (InboxCounts, error) {
+func (s *Service) MarkInboxRead(ctx context.Context, owner store.ID) (store.InboxCounts, error) {
 	r := s.newRead(owner)
-	newest, _, _, err := r.page(ctx, Forward(NilID, 1))
+	newest, _, _, err := r.page(ctx, store.Forward(store.NilID, 1))
 	if err != nil {
-		return InboxCounts{}, err
+		return store.InboxCounts{}, err
 	}
-	var c InboxCounts
+	var c store.InboxCounts
 	if len(newest) > 0 {
 		if c, err = s.backend.MarkInboxRead(ctx, owner, s.layout, newest[0].MessageID); err != nil {
-			return InboxCounts{}, err
+			return store.InboxCounts{}, err
 		}
 		if c, err = r.outboxCounts(ctx, c); err != nil {
-			return InboxCounts{}, err
+			return store.InboxCounts{}, err
 		}
 	} else if c, err = r.counts(ctx); err != nil { // an empty inbox: nothing to mark
-		return InboxCounts{}, err
+		return store.InboxCounts{}, err
 	}
-	s.events.Publish(ctx, Event{Type: EventRead, UserID: owner, Counts: c})
+	s.events.Publish(ctx, store.Event{Type: store.EventRead, UserID: owner, Counts: c})
 	return c, nil
 }
 
 // InboxCounts returns owner's inbox counts.
-func (s *Service) InboxCounts(ctx context.Context, owner ID) (InboxCounts, error) {
+func (s *Service) InboxCounts(ctx context.Context, owner store.ID) (store.InboxCounts, error) {
 	return s.newRead(owner).counts(ctx)
 }
 
 // Subscribe returns the live events of owner's inbox until ctx ends.
-func (s *Service) Subscribe(ctx context.Context, owner ID) (<-chan Event, error) {
+func (s *Service) Subscribe(ctx context.Context, owner store.ID) (<-chan store.Event, error) {
 	return s.events.Subscribe(ctx, owner)
 }
 
 // SubscribeFunc hands the live events of owner's inbox to deliver until ctx
 // ends, as Events.SubscribeFunc describes.
-func (s *Service) SubscribeFunc(ctx context.Context, owner ID, deliver func(Event) bool, end func()) error {
+func (s *Service) SubscribeFunc(ctx context.Context, owner store.ID, deliver func(store.Event) bool, end func()) error {
 	return s.events.SubscribeFunc(ctx, owner, deliver, end)
 }

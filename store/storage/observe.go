@@ -1,0 +1,331 @@
+package storage
+
+import (
+	"context"
+	"time"
+
+	"herald/store"
+)
+
+// An Observer is told of every call an observed backend makes: metrics
+// time and count them, tests count round trips. It must be safe for
+// concurrent use and quick: it runs inside every call.
+type Observer interface {
+	// Observe reports that a call to method (the Backend or Leaser method's
+	// name) began at start and returned err.
+	Observe(method string, start time.Time, err error)
+}
+
+// Observe returns b with every call reported to o. The optional interfaces
+// b implements stay visible through LeaserOf, with their calls observed too.
+// Close is not a round trip and is not observed.
+func Observe(b Backend, o Observer) Backend { return &observed{b: b, o: o} }
+
+// observed implements each method itself (no embedding), so that a method
+// added to the contract fails to compile here rather than going unobserved.
+type observed struct {
+	b Backend
+	o Observer
+}
+
+// Unwrap returns the observed backend.
+func (w *observed) Unwrap() Backend { return w.b }
+
+// Close implements Backend.
+func (w *observed) Close() error { return w.b.Close() }
+
+func (w *observed) CreateUser(ctx context.Context, u *store.User) error {
+	start := time.Now()
+	err := w.b.CreateUser(ctx, u)
+	w.o.Observe("CreateUser", start, err)
+	return err
+}
+
+func (w *observed) FindUserByID(ctx context.Context, id store.ID) (*store.User, error) {
+	start := time.Now()
+	r0, err := w.b.FindUserByID(ctx, id)
+	w.o.Observe("FindUserByID", start, err)
+	return r0, err
+}
+
+func (w *observed) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error) {
+	start := time.Now()
+	r0, err := w.b.FindUsersByIDs(ctx, ids)
+	w.o.Observe("FindUsersByIDs", start, err)
+	return r0, err
+}
+
+func (w *observed) FindUserByHandle(ctx context.Context, handle string) (*store.User, error) {
+	start := time.Now()
+	r0, err := w.b.FindUserByHandle(ctx, handle)
+	w.o.Observe("FindUserByHandle", start, err)
+	return r0, err
+}
+
+func (w *observed) UpdateUser(ctx context.Context, id store.ID, upd UserUpdate) (*store.User, error) {
+	start := time.Now()
+	r0, err := w.b.UpdateUser(ctx, id, upd)
+	w.o.Observe("UpdateUser", start, err)
+	return r0, err
+}
+
+func (w *observed) RevokeTokens(ctx context.Context, id store.ID, r store.TokenRevocation) (*store.User, error) {
+	start := time.Now()
+	r0, err := w.b.RevokeTokens(ctx, id, r)
+	w.o.Observe("RevokeTokens", start, err)
+	return r0, err
+}
+
+func (w *observed) SetAttributes(ctx context.Context, id store.ID, changes []store.AttributeChange) (*store.User, error) {
+	start := time.Now()
+	r0, err := w.b.SetAttributes(ctx, id, changes)
+	w.o.Observe("SetAttributes", start, err)
+	return r0, err
+}
+
+func (w *observed) FindUsersByAttribute(ctx context.Context, name, value string, r store.Range) ([]*store.User, error) {
+	start := time.Now()
+	r0, err := w.b.FindUsersByAttribute(ctx, name, value, r)
+	w.o.Observe("FindUsersByAttribute", start, err)
+	return r0, err
+}
+
+func (w *observed) CountUsersByAttribute(ctx context.Context, name, value string) (int, error) {
+	start := time.Now()
+	r0, err := w.b.CountUsersByAttribute(ctx, name, value)
+	w.o.Observe("CountUsersByAttribute", start, err)
+	return r0, err
+}
+
+func (w *observed) Follow(ctx context.Context, follower, followee store.ID, at time.Time) (bool, error) {
+	start := time.Now()
+	r0, err := w.b.Follow(ctx, follower, followee, at)
+	w.o.Observe("Follow", start, err)
+	return r0, err
+}
+
+func (w *observed) Unfollow(ctx context.Context, follower, followee store.ID) (bool, error) {
+	start := time.Now()
+	r0, err := w.b.Unfollow(ctx, follower, followee)
+	w.o.Observe("Unfollow", start, err)
+	return r0, err
+}
+
+func (w *observed) FindFollowing(ctx context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
+	start := time.Now()
+	r0, err := w.b.FindFollowing(ctx, follower, targets)
+	w.o.Observe("FindFollowing", start, err)
+	return r0, err
+}
+
+func (w *observed) ListFollowers(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error) {
+	start := time.Now()
+	r0, err := w.b.ListFollowers(ctx, user, r)
+	w.o.Observe("ListFollowers", start, err)
+	return r0, err
+}
+
+func (w *observed) ListFollowing(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error) {
+	start := time.Now()
+	r0, err := w.b.ListFollowing(ctx, user, r)
+	w.o.Observe("ListFollowing", start, err)
+	return r0, err
+}
+
+func (w *observed) CreateMessage(ctx context.Context, m *store.Message, job *Job) error {
+	start := time.Now()
+	err := w.b.CreateMessage(ctx, m, job)
+	w.o.Observe("CreateMessage", start, err)
+	return err
+}
+
+func (w *observed) FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error) {
+	start := time.Now()
+	r0, err := w.b.FindMessageByID(ctx, id)
+	w.o.Observe("FindMessageByID", start, err)
+	return r0, err
+}
+
+func (w *observed) FindMessagesByKeys(ctx context.Context, keys []store.MessageKey) ([]*store.Message, error) {
+	start := time.Now()
+	r0, err := w.b.FindMessagesByKeys(ctx, keys)
+	w.o.Observe("FindMessagesByKeys", start, err)
+	return r0, err
+}
+
+func (w *observed) FindMessages(ctx context.Context, f MessageFilter) ([]*store.Message, error) {
+	start := time.Now()
+	r0, err := w.b.FindMessages(ctx, f)
+	w.o.Observe("FindMessages", start, err)
+	return r0, err
+}
+
+func (w *observed) UpdateMessage(ctx context.Context, id store.ID, upd MessageUpdate) (*store.Message, error) {
+	start := time.Now()
+	r0, err := w.b.UpdateMessage(ctx, id, upd)
+	w.o.Observe("UpdateMessage", start, err)
+	return r0, err
+}
+
+func (w *observed) DeleteMessage(ctx context.Context, id store.ID, retract *Job) error {
+	start := time.Now()
+	err := w.b.DeleteMessage(ctx, id, retract)
+	w.o.Observe("DeleteMessage", start, err)
+	return err
+}
+
+func (w *observed) FindOutbox(ctx context.Context, f OutboxFilter) ([]OutboxEntry, error) {
+	start := time.Now()
+	r0, err := w.b.FindOutbox(ctx, f)
+	w.o.Observe("FindOutbox", start, err)
+	return r0, err
+}
+
+func (w *observed) CountOutbox(ctx context.Context, f OutboxFilter) (int, error) {
+	start := time.Now()
+	r0, err := w.b.CountOutbox(ctx, f)
+	w.o.Observe("CountOutbox", start, err)
+	return r0, err
+}
+
+func (w *observed) ListPullAuthors(ctx context.Context) ([]store.ID, error) {
+	start := time.Now()
+	r0, err := w.b.ListPullAuthors(ctx)
+	w.o.Observe("ListPullAuthors", start, err)
+	return r0, err
+}
+
+func (w *observed) DeliverInbox(ctx context.Context, d Delivery) ([]InboxChange, error) {
+	start := time.Now()
+	r0, err := w.b.DeliverInbox(ctx, d)
+	w.o.Observe("DeliverInbox", start, err)
+	return r0, err
+}
+
+func (w *observed) InsertInbox(ctx context.Context, ins Insertion) ([]InboxChange, error) {
+	start := time.Now()
+	r0, err := w.b.InsertInbox(ctx, ins)
+	w.o.Observe("InsertInbox", start, err)
+	return r0, err
+}
+
+func (w *observed) RemoveAuthorEntries(ctx context.Context, r AuthorRemoval) ([]InboxChange, error) {
+	start := time.Now()
+	r0, err := w.b.RemoveAuthorEntries(ctx, r)
+	w.o.Observe("RemoveAuthorEntries", start, err)
+	return r0, err
+}
+
+func (w *observed) ReadInbox(ctx context.Context, f InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
+	start := time.Now()
+	r0, r1, err := w.b.ReadInbox(ctx, f)
+	w.o.Observe("ReadInbox", start, err)
+	return r0, r1, err
+}
+
+func (w *observed) MarkInboxRead(ctx context.Context, owner store.ID, layout Layout, mark store.ID) (store.InboxCounts, error) {
+	start := time.Now()
+	r0, err := w.b.MarkInboxRead(ctx, owner, layout, mark)
+	w.o.Observe("MarkInboxRead", start, err)
+	return r0, err
+}
+
+func (w *observed) FindDeliveries(ctx context.Context, messageID store.ID, cursor []byte, limit int) ([]InboxRef, []byte, error) {
+	start := time.Now()
+	r0, r1, err := w.b.FindDeliveries(ctx, messageID, cursor, limit)
+	w.o.Observe("FindDeliveries", start, err)
+	return r0, r1, err
+}
+
+func (w *observed) RemoveInboxEntries(ctx context.Context, r Removal) ([]InboxChange, error) {
+	start := time.Now()
+	r0, err := w.b.RemoveInboxEntries(ctx, r)
+	w.o.Observe("RemoveInboxEntries", start, err)
+	return r0, err
+}
+
+func (w *observed) ReadInboxCache(ctx context.Context, owner store.ID, now time.Time) (*InboxCache, error) {
+	start := time.Now()
+	r0, err := w.b.ReadInboxCache(ctx, owner, now)
+	w.o.Observe("ReadInboxCache", start, err)
+	return r0, err
+}
+
+func (w *observed) PutInboxCache(ctx context.Context, c *InboxCache, capacity int) error {
+	start := time.Now()
+	err := w.b.PutInboxCache(ctx, c, capacity)
+	w.o.Observe("PutInboxCache", start, err)
+	return err
+}
+
+func (w *observed) DropInboxCache(ctx context.Context, owner store.ID) error {
+	start := time.Now()
+	err := w.b.DropInboxCache(ctx, owner)
+	w.o.Observe("DropInboxCache", start, err)
+	return err
+}
+
+func (w *observed) StoreJob(ctx context.Context, j *Job) error {
+	start := time.Now()
+	err := w.b.StoreJob(ctx, j)
+	w.o.Observe("StoreJob", start, err)
+	return err
+}
+
+func (w *observed) FinishJob(ctx context.Context, j *Job) error {
+	start := time.Now()
+	err := w.b.FinishJob(ctx, j)
+	w.o.Observe("FinishJob", start, err)
+	return err
+}
+
+func (w *observed) MarkSeen(ctx context.Context, user store.ID, at, inactiveBefore time.Time, rebuild *Job) (bool, error) {
+	start := time.Now()
+	r0, err := w.b.MarkSeen(ctx, user, at, inactiveBefore, rebuild)
+	w.o.Observe("MarkSeen", start, err)
+	return r0, err
+}
+
+func (w *observed) PendingJobs(ctx context.Context) ([]*Job, error) {
+	start := time.Now()
+	r0, err := w.b.PendingJobs(ctx)
+	w.o.Observe("PendingJobs", start, err)
+	return r0, err
+}
+
+// LeaserOf returns b's Leaser, if it has one, looking through the wrappers
+// that Unwrap and observing its calls where b is observed.
+func LeaserOf(b Backend) (Leaser, bool) {
+	switch w := b.(type) {
+	case Leaser:
+		return w, true
+	case *observed:
+		l, ok := LeaserOf(w.b)
+		if !ok {
+			return nil, false
+		}
+		return observedLeaser{l: l, o: w.o}, true
+	case interface{ Unwrap() Backend }:
+		return LeaserOf(w.Unwrap())
+	}
+	return nil, false
+}
+
+type observedLeaser struct {
+	l Leaser
+	o Observer
+}
+
+func (w observedLeaser) TryFanoutLease(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
+	start := time.Now()
+	held, err := w.l.TryFanoutLease(ctx, holder, ttl)
+	w.o.Observe("TryFanoutLease", start, err)
+	return held, err
+}
+
+func (w observedLeaser) ReleaseFanoutLease(ctx context.Context, holder string) error {
+	start := time.Now()
+	err := w.l.ReleaseFanoutLease(ctx, holder)
+	w.o.Observe("ReleaseFanoutLease", start, err)
+	return err
+}

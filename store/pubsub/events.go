@@ -1,3 +1,6 @@
+// Package pubsub carries live events from the fan-out to subscriptions:
+// the Events contract, and Hub, its in-process implementation, which the
+// MongoDB backend extends across processes.
 package pubsub
 
 import (

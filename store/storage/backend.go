@@ -1,3 +1,8 @@
+// Package storage is the contract between Herald's use cases and its
+// storage engines: what a backend stores and reads, split by entity, with
+// the working types of fan-out (jobs, deliveries, layouts). store/embedded
+// and store/mongostore implement it; store/storetest is its conformance
+// suite; Observe wraps any backend for metrics and tests.
 package storage
 
 import (

@@ -1,0 +1,94 @@
+package service
+
+import (
+	"context"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"herald/store"
+)
+
+// SignUpInput is what a new user supplies.
+type SignUpInput struct {
+	Handle      string
+	Password    string
+	DisplayName string
+}
+
+// SignUp creates a user. It returns BAD_USER_INPUT for an invalid handle,
+// password or display name and CONFLICT for a taken handle.
+func (s *Service) SignUp(ctx context.Context, in SignUpInput) (*store.User, error) {
+	handle, err := store.NormalizeHandle(in.Handle)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.ValidatePassword(in.Password); err != nil {
+		return nil, err
+	}
+	name, err := store.NormalizeDisplayName(in.DisplayName, handle)
+	if err != nil {
+		return nil, err
+	}
+	var hash []byte
+	if werr := s.passwords.do(ctx, func() { hash, err = store.HashPassword(in.Password, s.opts.PasswordCost) }); werr != nil {
+		return nil, werr
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock()
+	u := &store.User{ID: store.NewID(now), Handle: handle, DisplayName: name, PasswordHash: hash, CreatedAt: now, LastSeenAt: now}
+	if err := s.backend.CreateUser(ctx, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// LogIn checks a handle and password. Any mismatch, including an unknown
+// handle, is UNAUTHENTICATED with the same message.
+func (s *Service) LogIn(ctx context.Context, handle, password string) (*store.User, error) {
+	bad := store.Errorf(store.EUNAUTHENTICATED, "wrong handle or password")
+	h, err := store.NormalizeHandle(handle)
+	if err != nil {
+		return nil, bad
+	}
+	u, err := s.backend.FindUserByHandle(ctx, h)
+	if err != nil && store.ErrorCode(err) != store.ENOTFOUND {
+		return nil, err
+	}
+	hash := dummyHash
+	if err == nil {
+		hash = u.PasswordHash
+	}
+	// An unknown handle is checked against a dummy hash: the same time
+	// as a real check, so handles cannot be probed by timing.
+	var mismatch error
+	if werr := s.passwords.do(ctx, func() { mismatch = bcrypt.CompareHashAndPassword(hash, []byte(password)) }); werr != nil {
+		return nil, werr
+	}
+	if err != nil || mismatch != nil {
+		return nil, bad
+	}
+	return u, nil
+}
+
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("herald-timing-equalizer"), bcrypt.DefaultCost)
+
+// FindUserByID returns a user or NOT_FOUND.
+func (s *Service) FindUserByID(ctx context.Context, id store.ID) (*store.User, error) {
+	return s.backend.FindUserByID(ctx, id)
+}
+
+// FindUsersByIDs returns users aligned with ids, nil where missing.
+func (s *Service) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error) {
+	return s.backend.FindUsersByIDs(ctx, ids)
+}
+
+// FindUserByHandle returns a user by handle (any case) or NOT_FOUND.
+func (s *Service) FindUserByHandle(ctx context.Context, handle string) (*store.User, error) {
+	h, err := store.NormalizeHandle(handle)
+	if err != nil {
+		return nil, store.Errorf(store.ENOTFOUND, "user not found")
+	}
+	return s.backend.FindUserByHandle(ctx, h)
+}

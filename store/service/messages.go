@@ -1,0 +1,145 @@
+package service
+
+import (
+	"context"
+
+	"herald/store"
+	"herald/store/storage"
+)
+
+// PostInput is a new message.
+type PostInput struct {
+	Text      string
+	ReplyToID store.ID // NilID for a post
+}
+
+// PostMessage stores a message by author and its fan-out job, then queues the
+// job; it returns before any follower has the message. It returns
+// BAD_USER_INPUT for invalid text and NOT_FOUND for an unknown reply target.
+// Under StrategyRead, and under StrategyHybrid for an author above the
+// celebrity threshold, nothing is fanned out: the post is one write, readers
+// merge it in, and followers' subscriptions are told.
+func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput) (*store.Message, error) {
+	if err := store.ValidateMessageText(in.Text); err != nil {
+		return nil, err
+	}
+	now := s.clock()
+	m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: in.Text, Kind: store.KindPost, CreatedAt: now}
+	if !in.ReplyToID.IsZero() {
+		target, err := s.backend.FindMessageByID(ctx, in.ReplyToID)
+		if store.ErrorCode(err) == store.ENOTFOUND {
+			return nil, store.Errorf(store.ENOTFOUND, "the message replied to does not exist")
+		} else if err != nil {
+			return nil, err
+		}
+		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, target.ID, target.AuthorID
+	}
+	if s.strategy == StrategyHybrid {
+		u, err := s.backend.FindUserByID(ctx, author)
+		if err != nil {
+			return nil, err
+		}
+		m.Pulled = u.FollowerCount > s.opts.CelebrityThreshold
+	}
+	var job *storage.Job
+	if s.layout != storage.LayoutNone && !m.Pulled {
+		job = &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: s.layout, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+	}
+	if err := s.backend.CreateMessage(ctx, m, job); err != nil {
+		return nil, err
+	}
+	if m.Pulled {
+		s.pulls.add(author)
+	}
+	if job != nil {
+		s.fanout.enqueue(job)
+	} else {
+		s.fanout.enqueueNotice(s.noticeOf(store.EventAdded, m))
+	}
+	return m, nil
+}
+
+// FindMessageByID returns a message or NOT_FOUND.
+func (s *Service) FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error) {
+	return s.backend.FindMessageByID(ctx, id)
+}
+
+// FindMessagesByKeys returns messages aligned with keys, nil where missing or deleted.
+func (s *Service) FindMessagesByKeys(ctx context.Context, keys []store.MessageKey) ([]*store.Message, error) {
+	return s.backend.FindMessagesByKeys(ctx, keys)
+}
+
+// ownMessage returns the message if viewer wrote it: NOT_FOUND if it does
+// not exist, FORBIDDEN if someone else wrote it.
+func (s *Service) ownMessage(ctx context.Context, viewer, id store.ID) (*store.Message, error) {
+	m, err := s.backend.FindMessageByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if m.AuthorID != viewer {
+		return nil, store.Errorf(store.EFORBIDDEN, "only its author can change a message")
+	}
+	return m, nil
+}
+
+// EditMessage changes the text of viewer's message; every inbox holding it
+// shows the new text at once, and its owners' subscriptions get EDITED.
+func (s *Service) EditMessage(ctx context.Context, viewer, id store.ID, text string) (*store.Message, error) {
+	if err := store.ValidateMessageText(text); err != nil {
+		return nil, err
+	}
+	if _, err := s.ownMessage(ctx, viewer, id); err != nil {
+		return nil, err
+	}
+	now := s.clock()
+	m, err := s.backend.UpdateMessage(ctx, id, storage.MessageUpdate{Text: &text, EditedAt: &now})
+	if err != nil {
+		return nil, err
+	}
+	s.fanout.enqueueNotice(s.noticeOf(store.EventEdited, m))
+	return m, nil
+}
+
+// DeleteMessage deletes viewer's message. It vanishes from every inbox view
+// at once; where inboxes or caches store it, a durable job then removes the
+// entries and fixes the counts.
+func (s *Service) DeleteMessage(ctx context.Context, viewer, id store.ID) error {
+	m, err := s.ownMessage(ctx, viewer, id)
+	if err != nil {
+		return err
+	}
+	// Stored inboxes, and caches, have the entry removed by a durable job.
+	// The cache's retraction tells no one: the followers without a cache
+	// see the message go too, so a notice tells them all.
+	var job *storage.Job
+	if (s.layout.Stores() || s.layout == storage.LayoutCache) && !m.Pulled {
+		job = &storage.Job{ID: m.ID, Kind: storage.JobRetract, Layout: s.layout, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
+	}
+	if err := s.backend.DeleteMessage(ctx, id, job); err != nil {
+		return err
+	}
+	if job != nil {
+		s.fanout.enqueue(job)
+	}
+	if job == nil || !job.Layout.Stores() {
+		s.fanout.enqueueNotice(s.noticeOf(store.EventDeleted, m))
+	}
+	return nil
+}
+
+// MessagePage is a page of an author's messages, newest first. HasMore
+// says whether more lie beyond the page in the direction it was read.
+type MessagePage struct {
+	Messages []*store.Message
+	HasMore  bool
+}
+
+// Messages returns a page of author's messages, newest first, within r.
+func (s *Service) Messages(ctx context.Context, author store.ID, r store.Range) (MessagePage, error) {
+	ms, err := s.backend.FindMessages(ctx, storage.MessageFilter{AuthorID: author, Range: plusOne(r)})
+	if err != nil {
+		return MessagePage{}, err
+	}
+	ms, more := trimPage(ms, r)
+	return MessagePage{Messages: ms, HasMore: more}, nil
+}

@@ -31,8 +31,8 @@ func (r *recorder) Observe(method string, start time.Time, err error) {
 	r.errs = append(r.errs, err)
 }
 
-// users implements only the Users part of the contract, and the lease when
-// leases is set: a fake implements what it fakes.
+// users fakes one method of the contract and embeds the rest: a fake
+// implements only what it fakes.
 type users struct {
 	storage.Backend
 }
@@ -41,6 +41,7 @@ func (users) FindUserByID(_ context.Context, id store.ID) (*store.User, error) {
 	return nil, store.Errorf(store.ENOTFOUND, "user not found")
 }
 
+// leasing is users with the optional lease.
 type leasing struct {
 	users
 	held bool

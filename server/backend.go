@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
+	"herald/server/datadir"
+	"herald/server/httpserver"
 	"herald/store/embedded"
 	"herald/store/mongostore"
 	"herald/store/pubsub"
@@ -24,7 +25,7 @@ type backend struct {
 	// up, when set, brings the backend up in the background and keeps
 	// ready true exactly while it can serve, until ctx ends; without it the
 	// backend is ready once open.
-	up func(ctx context.Context, ready *readiness)
+	up func(ctx context.Context, ready *httpserver.Readiness)
 	// requestTimeout bounds the storage work of one HTTP request; 0 means
 	// no bound (the embedded store does not wait on a network).
 	requestTimeout time.Duration
@@ -32,9 +33,9 @@ type backend struct {
 
 // openEmbedded opens the embedded store in the data directory and starts
 // the fan-out, as the default, single-node server does.
-// wrap instruments the store (metrics.wrapBackend).
+// wrap instruments the store (metrics.Metrics.WrapBackend).
 func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, wrap func(storage.Backend) storage.Backend) (*backend, error) {
-	dbDir := filepath.Join(cfg.DataDir, embeddedDir)
+	dbDir := filepath.Join(cfg.DataDir, datadir.EmbeddedDir)
 	opts := embedded.Options{Logger: log}
 	if editEmbeddedOptions != nil {
 		editEmbeddedOptions(&opts)
@@ -60,9 +61,9 @@ var editEmbeddedOptions func(*embedded.Options)
 
 // embeddedUp is the embedded store's readiness: ready at once, and not
 // while its disk is full, which /readyz asks the store each time.
-func embeddedUp(st *embedded.Store) func(context.Context, *readiness) {
-	return func(ctx context.Context, ready *readiness) {
-		ready.watch(st.Health)
+func embeddedUp(st *embedded.Store) func(context.Context, *httpserver.Readiness) {
+	return func(ctx context.Context, ready *httpserver.Readiness) {
+		ready.Watch(st.Health)
 		ready.Store(true)
 		<-ctx.Done()
 	}
@@ -98,7 +99,7 @@ func openMongo(ctx context.Context, cfg config, log *slog.Logger, wrap func(stor
 		svc:            svc,
 		closeEvents:    events.Close,
 		closeStore:     st.Close,
-		up:             func(ctx context.Context, ready *readiness) { m.run(ctx, &ready.ok) },
+		up:             func(ctx context.Context, ready *httpserver.Readiness) { m.run(ctx, ready) },
 		requestTimeout: cfg.MongoTimeout,
 	}, nil
 }
@@ -132,10 +133,17 @@ type mongoUp struct {
 	indexed, streaming, started bool
 }
 
+// readyFlag is where mongoUp reports readiness: *httpserver.Readiness in
+// the program.
+type readyFlag interface {
+	Load() bool
+	Store(ok bool)
+}
+
 // run checks MongoDB until ctx ends, setting ready after each check. It
 // returns only when ctx ends, so whoever cancels ctx and waits for run
 // knows no start step is still running (svc.Close must not race Start).
-func (m *mongoUp) run(ctx context.Context, ready *atomic.Bool) {
+func (m *mongoUp) run(ctx context.Context, ready readyFlag) {
 	var (
 		lastErr string
 		lastLog time.Time

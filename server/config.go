@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
 	"herald/graph"
+	"herald/server/cli"
+	"herald/server/datadir"
+	"herald/server/httpserver"
 	"herald/store/service"
 )
 
@@ -19,83 +21,22 @@ import (
 // falls back to HERALD_MAX_BODY_BYTES.
 const envPrefix = "HERALD_"
 
-// envTokenSecret holds the token signing secret. It has no flag on purpose:
-// command lines are visible to every user of the machine (ps, /proc).
-const envTokenSecret = "HERALD_TOKEN_SECRET"
-
-// minSecretLen is the shortest accepted token secret: 256 bits, the key size
-// RFC 7518 requires for HMAC-SHA256 signed tokens.
-const minSecretLen = 32
-
-// The default mutation rate limits. A person posting, following and
-// replying by hand stays far below 60 a minute; the burst of 20 lets an app
-// follow a handful of suggested users at once. An address may hold many
-// users (a household, an office, a mobile carrier's NAT), so it gets five
-// times as much; it is also what bounds signUp and logIn, where its 60 in a
-// burst and 5 a second cap password guessing and the bcrypt work an
-// attacker can cause from one address.
-var (
-	defaultUserRate    = graph.Rate{Count: 60, Per: time.Minute, Burst: 20}
-	defaultAddressRate = graph.Rate{Count: 300, Per: time.Minute, Burst: 60}
-	// Query cost is charged in complexity points. A page of 50 timeline
-	// items with their authors costs about 1,150, so a user may read
-	// about a page a second for good, and the burst covers the costliest
-	// operation the complexity limit allows, three times over; an address
-	// again gets five times a user's.
-	defaultQueryUserRate    = graph.Rate{Count: 60_000, Per: time.Minute, Burst: 15_000}
-	defaultQueryAddressRate = graph.Rate{Count: 300_000, Per: time.Minute, Burst: 75_000}
-	// Failed logIns per handle, from any address: a person who forgot
-	// their password gets ten tries at once, then one every 12 s; a
-	// guesser spread over many addresses, 7,200 a day at most.
-	defaultLogInRate = graph.Rate{Count: 5, Per: time.Minute, Burst: 10}
-)
-
 // config is everything the server reads from flags and the environment.
 type config struct {
 	Addr            string
 	DataDir         string
 	LogLevel        slog.Level
 	LogFormat       string // "json" or "text"
-	AllowedOrigins  []string
 	TokenTTL        time.Duration
-	MaxBodyBytes    int64
-	Introspection   bool
-	ComplexityLimit int
-	MaxDepth        int
 	ShutdownTimeout time.Duration
 	// PprofAddr is where the runtime profiles are served; "" (the
 	// default) serves none.
 	PprofAddr string
 	// Metrics serves Prometheus metrics at /metrics and collects them.
 	Metrics bool
-	// MaxBatch is the most operations in one batched POST; 0 or 1: no
-	// batching.
-	MaxBatch int
-	// Websocket caps (wsLimits); 0 is no limit.
-	MaxSubscriptionsPerConnection int
-	MaxWebsocketsPerUser          int
-	MaxWebsocketsPerAddress       int
-	MaxWebsockets                 int
-	// Mutation rate limits (graph.RateLimiter); a zero Rate is no limit.
-	RateLimitUser    graph.Rate
-	RateLimitAddress graph.Rate
-	// Query cost limits and failed logIns per handle.
-	RateLimitQueryUser    graph.Rate
-	RateLimitQueryAddress graph.Rate
-	RateLimitLogIn        graph.Rate
-	// Operation limits (graph.Config).
-	MaxAliases       int
-	MaxRootFields    int
-	MaxTokens        int
-	MaxResponseBytes int
-	// QueryTimeout bounds each operation; ReadTimeout the reading of a
-	// request's headers and body, WriteTimeout the writing of its response
-	// once it is ready.
-	QueryTimeout time.Duration
-	ReadTimeout  time.Duration
-	WriteTimeout time.Duration
-	// TrustedProxies are the peers whose X-Forwarded-For names the client.
-	TrustedProxies []netip.Prefix
+	// The HTTP server's settings: origins, body, operation and websocket
+	// limits, rate limits, timeouts and trusted proxies.
+	httpserver.Options
 	// TokenSecret comes from HERALD_TOKEN_SECRET; nil means "use or create
 	// the secret file in DataDir".
 	TokenSecret []byte
@@ -155,36 +96,36 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	if cmd.flags != nil {
 		cmd.flags(fs)
 	}
+	// The HTTP server's settings default to httpserver.DefaultOptions (the
+	// operation limits to graph.DefaultConfig), which its tests run with.
+	def := httpserver.DefaultOptions()
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (host:port; port 0 picks a free one)")
 	fs.StringVar(&cfg.DataDir, "data", "./herald-data", "data directory of the embedded store and the token secret")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&origins, "allowed-origins", "", "comma-separated origins (scheme://host[:port]) besides the server's own whose pages may call /graphql (CORS) and open its websocket; * allows any")
 	fs.DurationVar(&cfg.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of issued bearer tokens")
-	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", 1<<20, "largest accepted request body or websocket message, in bytes")
-	// The operation limits default to graph.DefaultConfig, which graph's
-	// tests run with.
-	def := graph.DefaultConfig()
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", def.MaxBodyBytes, "largest accepted request body or websocket message, in bytes")
 	fs.BoolVar(&cfg.Introspection, "introspection", def.Introspection, "allow GraphQL introspection queries")
 	fs.IntVar(&cfg.ComplexityLimit, "complexity-limit", def.ComplexityLimit, "largest accepted query complexity")
 	fs.IntVar(&cfg.MaxDepth, "max-depth", def.MaxDepth, "deepest accepted query nesting")
 	fs.IntVar(&cfg.MaxBatch, "max-batch", def.MaxBatch, "most operations in one batched POST (a JSON array of requests); 0 or 1 turns batching off")
-	fs.IntVar(&cfg.MaxSubscriptionsPerConnection, "max-subscriptions-per-connection", 20, "most operations running at once on one websocket; one more is answered with a TOO_MANY_SUBSCRIPTIONS error (0: no limit)")
-	fs.IntVar(&cfg.MaxWebsocketsPerUser, "max-websockets-per-user", 16, "most open websockets of one user, checked at connection_init; one more is closed with 1013 (0: no limit)")
-	fs.IntVar(&cfg.MaxWebsocketsPerAddress, "max-websockets-per-address", 256, "most open websockets from one client address (an IPv6 /64); one more is closed with 1013 (0: no limit)")
-	fs.IntVar(&cfg.MaxWebsockets, "max-websockets", 50_000, "most open websockets in all; one more is closed with 1013 (0: no limit)")
-	fs.StringVar(&userRate, "rate-limit-user", defaultUserRate.String(), "mutations per signed-in user: COUNT/PERIOD[,burst=N], PERIOD s, m, h or a duration; 0 turns it off")
-	fs.StringVar(&addrRate, "rate-limit-address", defaultAddressRate.String(), "mutations per client address (an IPv6 /64), signUp and logIn included: COUNT/PERIOD[,burst=N]; 0 turns it off")
-	fs.StringVar(&qUser, "rate-limit-query-user", defaultQueryUserRate.String(), "query cost (complexity points) per signed-in user: COUNT/PERIOD[,burst=N]; 0 turns it off")
-	fs.StringVar(&qAddr, "rate-limit-query-address", defaultQueryAddressRate.String(), "query cost (complexity points) per client address: COUNT/PERIOD[,burst=N]; 0 turns it off")
-	fs.StringVar(&logIns, "rate-limit-login", defaultLogInRate.String(), "failed logIns per handle, from any address: COUNT/PERIOD[,burst=N]; 0 turns it off")
+	fs.IntVar(&cfg.MaxSubscriptionsPerConnection, "max-subscriptions-per-connection", def.MaxSubscriptionsPerConnection, "most operations running at once on one websocket; one more is answered with a TOO_MANY_SUBSCRIPTIONS error (0: no limit)")
+	fs.IntVar(&cfg.MaxWebsocketsPerUser, "max-websockets-per-user", def.MaxWebsocketsPerUser, "most open websockets of one user, checked at connection_init; one more is closed with 1013 (0: no limit)")
+	fs.IntVar(&cfg.MaxWebsocketsPerAddress, "max-websockets-per-address", def.MaxWebsocketsPerAddress, "most open websockets from one client address (an IPv6 /64); one more is closed with 1013 (0: no limit)")
+	fs.IntVar(&cfg.MaxWebsockets, "max-websockets", def.MaxWebsockets, "most open websockets in all; one more is closed with 1013 (0: no limit)")
+	fs.StringVar(&userRate, "rate-limit-user", def.RateLimitUser.String(), "mutations per signed-in user: COUNT/PERIOD[,burst=N], PERIOD s, m, h or a duration; 0 turns it off")
+	fs.StringVar(&addrRate, "rate-limit-address", def.RateLimitAddress.String(), "mutations per client address (an IPv6 /64), signUp and logIn included: COUNT/PERIOD[,burst=N]; 0 turns it off")
+	fs.StringVar(&qUser, "rate-limit-query-user", def.RateLimitQueryUser.String(), "query cost (complexity points) per signed-in user: COUNT/PERIOD[,burst=N]; 0 turns it off")
+	fs.StringVar(&qAddr, "rate-limit-query-address", def.RateLimitQueryAddress.String(), "query cost (complexity points) per client address: COUNT/PERIOD[,burst=N]; 0 turns it off")
+	fs.StringVar(&logIns, "rate-limit-login", def.RateLimitLogIn.String(), "failed logIns per handle, from any address: COUNT/PERIOD[,burst=N]; 0 turns it off")
 	fs.IntVar(&cfg.MaxAliases, "max-aliases", def.MaxAliases, "most aliased fields in one operation")
 	fs.IntVar(&cfg.MaxRootFields, "max-root-fields", def.MaxRootFields, "most root fields in one operation (each root mutation field also takes a rate-limit token)")
 	fs.IntVar(&cfg.MaxTokens, "max-tokens", def.MaxTokens, "most lexical tokens in one GraphQL document")
 	fs.IntVar(&cfg.MaxResponseBytes, "max-response-bytes", def.MaxResponseBytes, "largest response data, in bytes; a larger one is replaced by an error")
 	fs.DurationVar(&cfg.QueryTimeout, "query-timeout", def.QueryTimeout, "how long one query or mutation (or one subscription event) may run")
-	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 30*time.Second, "how long a client may take to send a request's headers and body")
-	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 30*time.Second, "how long a client may take to receive a response once it is ready")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", def.ReadTimeout, "how long a client may take to send a request's headers and body")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", def.WriteTimeout, "how long a client may take to receive a response once it is ready")
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client address (none: the peer is the client)")
 	fs.StringVar(&cfg.PprofAddr, "pprof", "", "serve runtime profiles (net/http/pprof) at /debug/pprof/ on this address of their own, e.g. 127.0.0.1:6060; empty serves none")
 	fs.BoolVar(&cfg.Metrics, "metrics", true, "serve Prometheus metrics at GET /metrics, unauthenticated: keep the path off the public side of the proxy; false collects none")
@@ -257,7 +198,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
 		}
 	}
-	if _, err := newOriginPolicy(cfg.AllowedOrigins); err != nil {
+	if err := httpserver.ValidateOrigins(cfg.AllowedOrigins); err != nil {
 		return config{}, err
 	}
 	if cfg.RateLimitUser, err = graph.ParseRate(userRate); err != nil {
@@ -275,7 +216,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	if cfg.RateLimitLogIn, err = graph.ParseRate(logIns); err != nil {
 		return config{}, fmt.Errorf("-rate-limit-login: %w", err)
 	}
-	if cfg.TrustedProxies, err = parseTrustedProxies(proxies); err != nil {
+	if cfg.TrustedProxies, err = httpserver.ParseTrustedProxies(proxies); err != nil {
 		return config{}, fmt.Errorf("-trusted-proxies: %w", err)
 	}
 	switch {
@@ -308,9 +249,9 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 		}
 	}
 
-	if s := getenv(envTokenSecret); s != "" {
-		if len(s) < minSecretLen {
-			return config{}, fmt.Errorf("%s is %d bytes; it must be at least %d", envTokenSecret, len(s), minSecretLen)
+	if s := getenv(datadir.EnvTokenSecret); s != "" {
+		if len(s) < datadir.MinSecretLen {
+			return config{}, fmt.Errorf("%s is %d bytes; it must be at least %d", datadir.EnvTokenSecret, len(s), datadir.MinSecretLen)
 		}
 		cfg.TokenSecret = []byte(s)
 	}
@@ -324,7 +265,7 @@ func validateMongo(cfg config) error {
 		// Not the URI itself: it may hold a password.
 		return errors.New("-mongodb-uri must start with mongodb:// or mongodb+srv://")
 	}
-	if err := validateDatabaseName(cfg.MongoDatabase); err != nil {
+	if err := cli.ValidateDatabaseName(cfg.MongoDatabase); err != nil {
 		return fmt.Errorf("-mongodb-database: %w", err)
 	}
 	if cfg.MongoTimeout <= 0 {
@@ -332,14 +273,6 @@ func validateMongo(cfg config) error {
 	}
 	if err := validateWriteConcern(cfg.MongoWriteConcern); err != nil {
 		return fmt.Errorf("-mongodb-write-concern: %w", err)
-	}
-	return nil
-}
-
-// validateDatabaseName applies MongoDB's rules for database names.
-func validateDatabaseName(name string) error {
-	if name == "" || len(name) > 63 || strings.ContainsAny(name, "/\\. \"$\x00") {
-		return fmt.Errorf("invalid database name %q: 1 to 63 characters, none of / \\ . space \" $", name)
 	}
 	return nil
 }

@@ -6,8 +6,6 @@ import (
 	"flag"
 	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,16 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/graph"
+	"herald/server/internal/servertest"
 	"herald/store/service"
 )
-
-func env(kv ...string) func(string) string {
-	m := make(map[string]string)
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return func(k string) string { return m[k] }
-}
 
 func TestParseConfig(t *testing.T) {
 	secret := strings.Repeat("s", 32)
@@ -38,7 +29,7 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{
 			name: "Defaults",
-			env:  env(),
+			env:  servertest.Env(),
 			check: func(t *testing.T, c config) {
 				assert.Equal(t, "127.0.0.1:8080", c.Addr)
 				assert.Equal(t, "./herald-data", c.DataDir)
@@ -71,7 +62,7 @@ func TestParseConfig(t *testing.T) {
 		{
 			name: "Hardening",
 			args: []string{"-max-batch", "0", "-rate-limit-user", "10/s", "-trusted-proxies", "10.0.0.0/8, 192.0.2.7"},
-			env:  env("HERALD_RATE_LIMIT_ADDRESS", "off", "HERALD_RATE_LIMIT_USER", "1/h", "HERALD_MAX_BATCH", "5"),
+			env:  servertest.Env("HERALD_RATE_LIMIT_ADDRESS", "off", "HERALD_RATE_LIMIT_USER", "1/h", "HERALD_MAX_BATCH", "5"),
 			check: func(t *testing.T, c config) {
 				assert.Zero(t, c.MaxBatch)
 				assert.Equal(t, graph.Rate{Count: 10, Per: time.Second, Burst: 10}, c.RateLimitUser)
@@ -82,7 +73,7 @@ func TestParseConfig(t *testing.T) {
 		{
 			name: "Timelines",
 			args: []string{"-fanout", "hybrid", "-celebrity-threshold", "500", "-inbox-cap", "200"},
-			env:  env("HERALD_INACTIVE_AFTER", "168h", "HERALD_FOLLOW_BACKFILL", "0"),
+			env:  servertest.Env("HERALD_INACTIVE_AFTER", "168h", "HERALD_FOLLOW_BACKFILL", "0"),
 			check: func(t *testing.T, c config) {
 				assert.Equal(t, service.StrategyHybrid, c.Fanout)
 				assert.Equal(t, 500, c.CelebrityThreshold)
@@ -95,7 +86,7 @@ func TestParseConfig(t *testing.T) {
 		},
 		{
 			name: "MongoEnv",
-			env: env(
+			env: servertest.Env(
 				"HERALD_MONGODB_URI", "mongodb://user:pw@db1:27017,db2:27017/?replicaSet=rs0", "HERALD_MONGODB_DATABASE", "social",
 				"HERALD_MONGODB_POOL_SIZE", "50", "HERALD_MONGODB_TIMEOUT", "3s", "HERALD_MONGODB_WRITE_CONCERN", "2",
 			),
@@ -111,7 +102,7 @@ func TestParseConfig(t *testing.T) {
 			name: "MongoFlags",
 			args: []string{"-mongodb-uri", "mongodb+srv://cluster.example.net", "-mongodb-database", "h2", "-mongodb-pool-size", "8",
 				"-mongodb-timeout", "500ms", "-mongodb-write-concern", "majority"},
-			env: env("HERALD_MONGODB_URI", "mongodb://ignored", "HERALD_MONGODB_DATABASE", "ignored"),
+			env: servertest.Env("HERALD_MONGODB_URI", "mongodb://ignored", "HERALD_MONGODB_DATABASE", "ignored"),
 			check: func(t *testing.T, c config) {
 				assert.Equal(t, "mongodb+srv://cluster.example.net", c.MongoURI)
 				assert.Equal(t, "h2", c.MongoDatabase)
@@ -123,12 +114,12 @@ func TestParseConfig(t *testing.T) {
 		{
 			name:  "MongoFlagsUncheckedWithoutURI",
 			args:  []string{"-mongodb-write-concern", "0"},
-			env:   env(),
+			env:   servertest.Env(),
 			check: func(t *testing.T, c config) { assert.Empty(t, c.MongoURI) },
 		},
 		{
 			name: "Env",
-			env: env(
+			env: servertest.Env(
 				"HERALD_ADDR", ":9000", "HERALD_DATA", "/var/lib/herald", "HERALD_LOG_LEVEL", "DEBUG",
 				"HERALD_ALLOWED_ORIGINS", "https://a.example, https://b.example:8443",
 				"HERALD_TOKEN_TTL", "1h", "HERALD_MAX_BODY_BYTES", "2048", "HERALD_INTROSPECTION", "false",
@@ -150,7 +141,7 @@ func TestParseConfig(t *testing.T) {
 		{
 			name: "FlagBeatsEnv",
 			args: []string{"-addr", "127.0.0.1:0", "-log-level", "warn", "-introspection=true", "-max-depth", "7"},
-			env:  env("HERALD_ADDR", ":9000", "HERALD_LOG_LEVEL", "debug", "HERALD_INTROSPECTION", "false", "HERALD_MAX_DEPTH", "3", "HERALD_DATA", "/d"),
+			env:  servertest.Env("HERALD_ADDR", ":9000", "HERALD_LOG_LEVEL", "debug", "HERALD_INTROSPECTION", "false", "HERALD_MAX_DEPTH", "3", "HERALD_DATA", "/d"),
 			check: func(t *testing.T, c config) {
 				assert.Equal(t, "127.0.0.1:0", c.Addr)
 				assert.Equal(t, slog.LevelWarn, c.LogLevel)
@@ -159,33 +150,33 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, "/d", c.DataDir, "env still fills flags not given")
 			},
 		},
-		{name: "ErrBadLogLevel", args: []string{"-log-level", "verbose"}, env: env(), wantErr: `invalid log level "verbose"`},
-		{name: "ErrBadLogLevelEnv", env: env("HERALD_LOG_LEVEL", "trace"), wantErr: `invalid log level "trace"`},
-		{name: "ErrBadLogFormat", args: []string{"-log-format", "xml"}, env: env(), wantErr: `invalid log format "xml"`},
-		{name: "ErrShortSecret", env: env("HERALD_TOKEN_SECRET", "too-short"), wantErr: "HERALD_TOKEN_SECRET is 9 bytes; it must be at least 32"},
-		{name: "ErrBadEnvValue", env: env("HERALD_MAX_BODY_BYTES", "lots"), wantErr: `invalid HERALD_MAX_BODY_BYTES="lots"`},
-		{name: "ErrBadDuration", args: []string{"-token-ttl", "forever"}, env: env(), wantErr: "invalid value"},
-		{name: "ErrNegativeBody", args: []string{"-max-body-bytes", "-1"}, env: env(), wantErr: "-max-body-bytes must be positive"},
-		{name: "ErrZeroTTL", args: []string{"-token-ttl", "0s"}, env: env(), wantErr: "-token-ttl must be positive"},
-		{name: "ErrUnknownFlag", args: []string{"-port", "80"}, env: env(), wantErr: "flag provided but not defined: -port"},
-		{name: "ErrArgument", args: []string{"serve"}, env: env(), wantErr: `unexpected argument "serve"`},
-		{name: "ErrMongoScheme", args: []string{"-mongodb-uri", "http://user:secret@db"}, env: env(), wantErr: "-mongodb-uri must start with mongodb:// or mongodb+srv://"},
-		{name: "ErrMongoDatabase", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-database", "my.db"}, env: env(), wantErr: `-mongodb-database: invalid database name "my.db"`},
-		{name: "ErrMongoDatabaseEmpty", env: env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_DATABASE", ""), args: []string{"-mongodb-database="}, wantErr: "invalid database name"},
-		{name: "ErrMongoTimeout", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-timeout", "0s"}, env: env(), wantErr: "-mongodb-timeout must be positive"},
-		{name: "ErrMongoWriteConcernZero", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-write-concern", "0"}, env: env(), wantErr: "-mongodb-write-concern: \"0\": want majority or a number of nodes, at least 1"},
-		{name: "ErrMongoWriteConcernWord", env: env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_WRITE_CONCERN", "all"), wantErr: "-mongodb-write-concern"},
-		{name: "ErrMongoPoolSize", args: []string{"-mongodb-pool-size", "-1"}, env: env(), wantErr: "invalid value"},
-		{name: "ErrFanout", args: []string{"-fanout", "push"}, env: env(), wantErr: `unknown fan-out strategy "push"`},
-		{name: "ErrFanoutEnv", env: env("HERALD_FANOUT", "Bucket"), wantErr: `unknown fan-out strategy "Bucket"`},
-		{name: "ErrInboxCap", args: []string{"-inbox-cap", "0"}, env: env(), wantErr: "-inbox-cap 1 to 1000"},
-		{name: "ErrInactiveAfter", args: []string{"-inactive-after", "30m"}, env: env(), wantErr: "-inactive-after must be at least 1h0m0s"},
-		{name: "ErrCacheTTL", args: []string{"-cache-ttl", "0s"}, env: env(), wantErr: "-cache-ttl must be positive"},
-		{name: "ErrRateLimitUser", args: []string{"-rate-limit-user", "60/d"}, env: env(), wantErr: `-rate-limit-user: invalid rate "60/d"`},
-		{name: "ErrRateLimitAddressEnv", env: env("HERALD_RATE_LIMIT_ADDRESS", "lots"), wantErr: `-rate-limit-address: invalid rate "lots"`},
-		{name: "ErrTrustedProxies", args: []string{"-trusted-proxies", "10.0.0.0/33"}, env: env(), wantErr: `-trusted-proxies: invalid prefix "10.0.0.0/33"`},
-		{name: "ErrMaxBatch", args: []string{"-max-batch", "-1"}, env: env(), wantErr: "-max-batch must not be negative"},
-		{name: "ErrBadOrigin", args: []string{"-allowed-origins", "example.com"}, env: env(), wantErr: `invalid origin "example.com"`},
+		{name: "ErrBadLogLevel", args: []string{"-log-level", "verbose"}, env: servertest.Env(), wantErr: `invalid log level "verbose"`},
+		{name: "ErrBadLogLevelEnv", env: servertest.Env("HERALD_LOG_LEVEL", "trace"), wantErr: `invalid log level "trace"`},
+		{name: "ErrBadLogFormat", args: []string{"-log-format", "xml"}, env: servertest.Env(), wantErr: `invalid log format "xml"`},
+		{name: "ErrShortSecret", env: servertest.Env("HERALD_TOKEN_SECRET", "too-short"), wantErr: "HERALD_TOKEN_SECRET is 9 bytes; it must be at least 32"},
+		{name: "ErrBadEnvValue", env: servertest.Env("HERALD_MAX_BODY_BYTES", "lots"), wantErr: `invalid HERALD_MAX_BODY_BYTES="lots"`},
+		{name: "ErrBadDuration", args: []string{"-token-ttl", "forever"}, env: servertest.Env(), wantErr: "invalid value"},
+		{name: "ErrNegativeBody", args: []string{"-max-body-bytes", "-1"}, env: servertest.Env(), wantErr: "-max-body-bytes must be positive"},
+		{name: "ErrZeroTTL", args: []string{"-token-ttl", "0s"}, env: servertest.Env(), wantErr: "-token-ttl must be positive"},
+		{name: "ErrUnknownFlag", args: []string{"-port", "80"}, env: servertest.Env(), wantErr: "flag provided but not defined: -port"},
+		{name: "ErrArgument", args: []string{"serve"}, env: servertest.Env(), wantErr: `unexpected argument "serve"`},
+		{name: "ErrMongoScheme", args: []string{"-mongodb-uri", "http://user:secret@db"}, env: servertest.Env(), wantErr: "-mongodb-uri must start with mongodb:// or mongodb+srv://"},
+		{name: "ErrMongoDatabase", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-database", "my.db"}, env: servertest.Env(), wantErr: `-mongodb-database: invalid database name "my.db"`},
+		{name: "ErrMongoDatabaseEmpty", env: servertest.Env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_DATABASE", ""), args: []string{"-mongodb-database="}, wantErr: "invalid database name"},
+		{name: "ErrMongoTimeout", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-timeout", "0s"}, env: servertest.Env(), wantErr: "-mongodb-timeout must be positive"},
+		{name: "ErrMongoWriteConcernZero", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-write-concern", "0"}, env: servertest.Env(), wantErr: "-mongodb-write-concern: \"0\": want majority or a number of nodes, at least 1"},
+		{name: "ErrMongoWriteConcernWord", env: servertest.Env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_WRITE_CONCERN", "all"), wantErr: "-mongodb-write-concern"},
+		{name: "ErrMongoPoolSize", args: []string{"-mongodb-pool-size", "-1"}, env: servertest.Env(), wantErr: "invalid value"},
+		{name: "ErrFanout", args: []string{"-fanout", "push"}, env: servertest.Env(), wantErr: `unknown fan-out strategy "push"`},
+		{name: "ErrFanoutEnv", env: servertest.Env("HERALD_FANOUT", "Bucket"), wantErr: `unknown fan-out strategy "Bucket"`},
+		{name: "ErrInboxCap", args: []string{"-inbox-cap", "0"}, env: servertest.Env(), wantErr: "-inbox-cap 1 to 1000"},
+		{name: "ErrInactiveAfter", args: []string{"-inactive-after", "30m"}, env: servertest.Env(), wantErr: "-inactive-after must be at least 1h0m0s"},
+		{name: "ErrCacheTTL", args: []string{"-cache-ttl", "0s"}, env: servertest.Env(), wantErr: "-cache-ttl must be positive"},
+		{name: "ErrRateLimitUser", args: []string{"-rate-limit-user", "60/d"}, env: servertest.Env(), wantErr: `-rate-limit-user: invalid rate "60/d"`},
+		{name: "ErrRateLimitAddressEnv", env: servertest.Env("HERALD_RATE_LIMIT_ADDRESS", "lots"), wantErr: `-rate-limit-address: invalid rate "lots"`},
+		{name: "ErrTrustedProxies", args: []string{"-trusted-proxies", "10.0.0.0/33"}, env: servertest.Env(), wantErr: `-trusted-proxies: invalid prefix "10.0.0.0/33"`},
+		{name: "ErrMaxBatch", args: []string{"-max-batch", "-1"}, env: servertest.Env(), wantErr: "-max-batch must not be negative"},
+		{name: "ErrBadOrigin", args: []string{"-allowed-origins", "example.com"}, env: servertest.Env(), wantErr: `invalid origin "example.com"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,7 +194,7 @@ func TestParseConfig(t *testing.T) {
 
 func TestParseConfig_Help(t *testing.T) {
 	var out bytes.Buffer
-	_, err := parseConfig([]string{"-h"}, env(), &out)
+	_, err := parseConfig([]string{"-h"}, servertest.Env(), &out)
 	assert.True(t, errors.Is(err, flag.ErrHelp))
 	assert.Contains(t, out.String(), "-allowed-origins")
 	assert.Contains(t, out.String(), "(default \"60/m,burst=20\")", "-rate-limit-user's default")
@@ -215,46 +206,7 @@ func TestParseConfig_Help(t *testing.T) {
 // TestParseConfig_MongoURINotEchoed: a URI may hold a password, so an
 // error about it must not repeat it.
 func TestParseConfig_MongoURINotEchoed(t *testing.T) {
-	_, err := parseConfig([]string{"-mongodb-uri", "mongo://admin:hunter2@db"}, env(), &bytes.Buffer{})
+	_, err := parseConfig([]string{"-mongodb-uri", "mongo://admin:hunter2@db"}, servertest.Env(), &bytes.Buffer{})
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "hunter2")
-}
-
-func TestLoadTokenSecret(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
-
-	t.Run("OK", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "data")
-		s1, err := loadTokenSecret(dir, nil, log)
-		require.NoError(t, err)
-		assert.Len(t, s1, 64, "32 random bytes, hex-encoded")
-
-		fi, err := os.Stat(filepath.Join(dir, secretFile))
-		require.NoError(t, err)
-		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
-
-		s2, err := loadTokenSecret(dir, nil, log)
-		require.NoError(t, err)
-		assert.Equal(t, s1, s2, "the secret is created once and then reused")
-
-		entries, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		assert.Len(t, entries, 1, "no temp file is left behind")
-	})
-
-	t.Run("Env", func(t *testing.T) {
-		dir := t.TempDir()
-		s, err := loadTokenSecret(dir, []byte(strings.Repeat("e", 32)), log)
-		require.NoError(t, err)
-		assert.Equal(t, strings.Repeat("e", 32), string(s))
-		assert.NoFileExists(t, filepath.Join(dir, secretFile), "an env secret writes no file")
-	})
-
-	t.Run("ErrShortFile", func(t *testing.T) {
-		dir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, secretFile), []byte("short\n"), 0o600))
-		_, err := loadTokenSecret(dir, nil, log)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "it must be at least 32")
-	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"herald/graph"
+	"herald/server/internal/servertest"
 	"herald/store/mongostore"
 	"herald/store/service"
 )
@@ -38,7 +39,7 @@ func newLungo(t *testing.T) (lungo.IClient, *lungo.Engine) {
 // client (a lungo engine's: several servers over clients of one engine are
 // instances sharing one MongoDB), brought up by the same steps as the
 // program's (mongoUp). Everything is closed in t.Cleanup.
-func newTestServerOnMongo(t *testing.T, client lungo.IClient, edit func(*config)) *testServer {
+func newTestServerOnMongo(t *testing.T, client lungo.IClient, edit func(*config)) *servertest.Server {
 	t.Helper()
 	cfg, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
 	require.NoError(t, err)
@@ -52,11 +53,13 @@ func newTestServerOnMongo(t *testing.T, client lungo.IClient, edit func(*config)
 	up := &mongoUp{log: log, timeout: cfg.MongoTimeout, ping: st.Ping, ensureIndexes: st.EnsureIndexes, events: events, svc: svc}
 	require.NoError(t, up.check(context.Background()))
 
-	ts := serve(t, cfg, log, svc, nil, func(a *app) { a.requestTimeout = cfg.MongoTimeout }, func() {
+	opts := cfg.Options
+	opts.StorageTimeout = cfg.MongoTimeout // as run sets it from the backend
+	ts := servertest.Serve(t, opts, log, svc, nil, nil, func() {
 		events.Close()
 		_ = st.Close()
 	})
-	ts.events = events
+	ts.Events = events
 	return ts
 }
 
@@ -73,23 +76,23 @@ type inboxEvent struct {
 
 // subscribeInbox opens a graphql-transport-ws subscription to u's inbox
 // events on srv and waits until it is registered.
-func subscribeInbox(t *testing.T, srv *testServer, u user) *wsClient {
+func subscribeInbox(t *testing.T, srv *servertest.Server, u servertest.User) *servertest.WSClient {
 	t.Helper()
-	c, _, err := dialWS(t, srv.URL, "graphql-transport-ws", nil)
+	c, _, err := servertest.DialWS(t, srv.URL, "graphql-transport-ws", nil)
 	require.NoError(t, err)
-	c.send("connection_init", "", map[string]any{"authorization": "Bearer " + u.Token})
-	require.Equal(t, "connection_ack", c.mustRead(5*time.Second).Type)
-	before := srv.events.Len()
-	c.send("subscribe", "1", map[string]any{"query": inboxSubscription})
-	require.Eventually(t, func() bool { return srv.events.Len() == before+1 }, 5*time.Second, 10*time.Millisecond,
+	c.Send("connection_init", "", map[string]any{"authorization": "Bearer " + u.Token})
+	require.Equal(t, "connection_ack", c.MustRead(5*time.Second).Type)
+	before := srv.Events.Len()
+	c.Send("subscribe", "1", map[string]any{"query": servertest.InboxSubscription})
+	require.Eventually(t, func() bool { return srv.Events.Len() == before+1 }, 5*time.Second, 10*time.Millisecond,
 		"the subscription reaches the events hub")
 	return c
 }
 
 // nextInboxEvent reads the subscription's next event.
-func nextInboxEvent(t *testing.T, c *wsClient, timeout time.Duration) inboxEvent {
+func nextInboxEvent(t *testing.T, c *servertest.WSClient, timeout time.Duration) inboxEvent {
 	t.Helper()
-	m := c.mustRead(timeout)
+	m := c.MustRead(timeout)
 	require.Equal(t, "next", m.Type, "payload: %s", m.Payload)
 	var next struct {
 		Data   struct{ InboxEvents inboxEvent }
@@ -103,12 +106,12 @@ func nextInboxEvent(t *testing.T, c *wsClient, timeout time.Duration) inboxEvent
 func TestMongo_InboxEvents(t *testing.T) {
 	client, _ := newLungo(t)
 	srv := newTestServerOnMongo(t, client, nil)
-	alice := mustSignUp(t, srv.URL, "alice")
-	bob := mustSignUp(t, srv.URL, "bob")
-	mustFollow(t, srv.URL, bob, alice)
+	alice := servertest.MustSignUp(t, srv.URL, "alice")
+	bob := servertest.MustSignUp(t, srv.URL, "bob")
+	servertest.MustFollow(t, srv.URL, bob, alice)
 	c := subscribeInbox(t, srv, bob)
 
-	mustPost(t, srv.URL, alice, "hello from alice")
+	servertest.MustPost(t, srv.URL, alice, "hello from alice")
 	ev := nextInboxEvent(t, c, 10*time.Second)
 	assert.Equal(t, "ADDED", ev.Type)
 	assert.Equal(t, 1, ev.UnreadCount)
@@ -117,13 +120,13 @@ func TestMongo_InboxEvents(t *testing.T) {
 	assert.Equal(t, "hello from alice", ev.Message.Text)
 	assert.Equal(t, "alice", ev.Message.Author.Handle)
 
-	d := mustGQL(t, srv.URL, bob.Token, `{ inbox(first: 10) { totalCount edges { node { text } } } }`, nil)
+	d := servertest.MustGQL(t, srv.URL, bob.Token, `{ inbox(first: 10) { totalCount edges { node { text } } } }`, nil)
 	inbox := d["inbox"].(map[string]any)
 	assert.EqualValues(t, 1, inbox["totalCount"])
 	assert.Equal(t, "hello from alice", inbox["edges"].([]any)[0].(map[string]any)["node"].(map[string]any)["text"])
 
-	c.closeNormally()
-	require.Eventually(t, func() bool { return srv.events.Len() == 0 }, 5*time.Second, 10*time.Millisecond,
+	c.CloseNormally()
+	require.Eventually(t, func() bool { return srv.Events.Len() == 0 }, 5*time.Second, 10*time.Millisecond,
 		"the subscription ends with its connection")
 }
 
@@ -135,14 +138,14 @@ func TestMongo_TwoInstances(t *testing.T) {
 	a := newTestServerOnMongo(t, c1, nil)
 	b := newTestServerOnMongo(t, lungo.NewClient(engine), nil)
 
-	alice := mustSignUp(t, a.URL, "alice")
-	bob := mustSignUp(t, b.URL, "bob")
-	mustFollow(t, b.URL, bob, alice)
+	alice := servertest.MustSignUp(t, a.URL, "alice")
+	bob := servertest.MustSignUp(t, b.URL, "bob")
+	servertest.MustFollow(t, b.URL, bob, alice)
 	onB := subscribeInbox(t, b, bob)
 
 	// A post on A: whichever instance holds the fan-out lease delivers it
 	// to bob's inbox, and the event crosses to B through the change stream.
-	mustPost(t, a.URL, alice, "hello from A")
+	servertest.MustPost(t, a.URL, alice, "hello from A")
 	ev := nextInboxEvent(t, onB, 10*time.Second)
 	assert.Equal(t, "ADDED", ev.Type)
 	assert.Equal(t, 1, ev.UnreadCount)
@@ -152,14 +155,14 @@ func TestMongo_TwoInstances(t *testing.T) {
 
 	// Marking read on A publishes from A itself (a request, not the
 	// fan-out), so this one certainly crosses instances.
-	mustGQL(t, a.URL, bob.Token, `mutation { markInboxRead }`, nil)
+	servertest.MustGQL(t, a.URL, bob.Token, `mutation { markInboxRead }`, nil)
 	ev = nextInboxEvent(t, onB, 10*time.Second)
 	assert.Equal(t, "READ", ev.Type)
 	assert.Equal(t, 0, ev.UnreadCount)
 	assert.Equal(t, 1, ev.TotalCount)
 
 	// Once each: no second copy of either event comes.
-	_, err := onB.read(300 * time.Millisecond)
+	_, err := onB.Read(300 * time.Millisecond)
 	var ne net.Error
 	assert.True(t, errors.As(err, &ne) && ne.Timeout(), "no further message, got %v", err)
 }
@@ -261,7 +264,7 @@ func closedPort(t *testing.T) int {
 // coded error and no driver text; shutdown goes in order.
 func TestRun_MongoUnreachable(t *testing.T) {
 	uri := "mongodb://127.0.0.1:" + strconv.Itoa(closedPort(t)) + "/?connect=direct"
-	getenv := env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32), "HERALD_MONGODB_URI", uri)
+	getenv := servertest.Env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32), "HERALD_MONGODB_URI", uri)
 	srv := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-mongodb-timeout", "300ms"}, getenv)
 	logs := srv.logs
 	base := "http://" + srv.addr
@@ -276,10 +279,10 @@ func TestRun_MongoUnreachable(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, get("/readyz"))
 
 	start := time.Now()
-	r := gql(t, base, "", `mutation { signUp(input: {handle: "alice", password: "correct horse"}) { token } }`, nil)
+	r := servertest.GQL(t, base, "", `mutation { signUp(input: {handle: "alice", password: "correct horse"}) { token } }`, nil)
 	assert.Less(t, time.Since(start), 5*time.Second, "the driver's timeout bounds the request")
 	require.NotEmpty(t, r.Errors)
-	assert.Equal(t, graph.CodeTimeout, r.code(), "the request ran out of time waiting for MongoDB")
+	assert.Equal(t, graph.CodeTimeout, r.Code(), "the request ran out of time waiting for MongoDB")
 	assert.NotContains(t, r.Errors[0].Message, "mongo", "no driver text reaches the client")
 
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `"msg":"mongodb not ready"`) },

@@ -5,41 +5,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"herald/server/internal/servertest"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger
-// and reads of a test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // running is run going on in the background, as a test started it.
 type running struct {
 	addr   string // where it listens
-	logs   *syncBuffer
+	logs   *servertest.SyncBuffer
 	done   <-chan error
 	cancel context.CancelFunc
 }
@@ -51,7 +34,7 @@ func startRun(t *testing.T, args []string, getenv func(string) string) *running 
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	logs := &syncBuffer{}
+	logs := &servertest.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, getenv, io.Discard, logs) }()
 	return &running{addr: loggedAddr(t, logs, done, "listening"), logs: logs, done: done, cancel: cancel}
@@ -77,7 +60,7 @@ func (r *running) wait(t *testing.T) {
 
 // loggedAddr waits for run's log line with message msg ("listening") and
 // returns its address.
-func loggedAddr(t *testing.T, logs *syncBuffer, done <-chan error, msg string) string {
+func loggedAddr(t *testing.T, logs *servertest.SyncBuffer, done <-chan error, msg string) string {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
@@ -115,7 +98,7 @@ func requireLogOrder(t *testing.T, logs string, steps ...string) {
 // the subscriber gets 1001 Going Away, readiness was up before, and run
 // returns nil after closing everything in order.
 func TestRun_Shutdown(t *testing.T) {
-	r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir()}, env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
+	r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir()}, servertest.Env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
 	base := "http://" + r.addr
 
 	resp, err := http.Get(base + "/readyz")
@@ -123,19 +106,19 @@ func TestRun_Shutdown(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 
-	alice := mustSignUp(t, base, "alice")
-	c, _, err := dialWS(t, base, "graphql-transport-ws", nil)
+	alice := servertest.MustSignUp(t, base, "alice")
+	c, _, err := servertest.DialWS(t, base, "graphql-transport-ws", nil)
 	require.NoError(t, err)
-	c.send("connection_init", "", map[string]any{"authorization": "Bearer " + alice.Token})
-	require.Equal(t, "connection_ack", c.mustRead(5*time.Second).Type)
-	c.send("subscribe", "1", map[string]any{"query": inboxSubscription})
+	c.Send("connection_init", "", map[string]any{"authorization": "Bearer " + alice.Token})
+	require.Equal(t, "connection_ack", c.MustRead(5*time.Second).Type)
+	c.Send("subscribe", "1", map[string]any{"query": servertest.InboxSubscription})
 	time.Sleep(50 * time.Millisecond) // let the subscription start; its end is what is checked
 
 	r.cancel()
 	// The subscription may complete first (its hub closed); then the close.
 	var ce *websocket.CloseError
 	for i := 0; i < 10; i++ {
-		_, err = c.read(10 * time.Second)
+		_, err = c.Read(10 * time.Second)
 		if err != nil {
 			break
 		}
@@ -152,22 +135,22 @@ func TestRun_Shutdown(t *testing.T) {
 // them instead of starting.
 func TestRun_Errors(t *testing.T) {
 	t.Run("ErrBadFlag", func(t *testing.T) {
-		err := run(context.Background(), []string{"-log-level", "loud"}, env(), io.Discard, io.Discard)
+		err := run(context.Background(), []string{"-log-level", "loud"}, servertest.Env(), io.Discard, io.Discard)
 		assert.ErrorContains(t, err, "invalid log level")
 	})
 	t.Run("ErrShortSecret", func(t *testing.T) {
-		err := run(context.Background(), []string{"-data", t.TempDir()}, env("HERALD_TOKEN_SECRET", "short"), io.Discard, io.Discard)
+		err := run(context.Background(), []string{"-data", t.TempDir()}, servertest.Env("HERALD_TOKEN_SECRET", "short"), io.Discard, io.Discard)
 		assert.ErrorContains(t, err, "HERALD_TOKEN_SECRET is 5 bytes")
 	})
 	t.Run("ErrAddrInUse", func(t *testing.T) {
-		r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir()}, env())
-		err := run(context.Background(), []string{"-addr", r.addr, "-data", t.TempDir()}, env(), io.Discard, io.Discard)
+		r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir()}, servertest.Env())
+		err := run(context.Background(), []string{"-addr", r.addr, "-data", t.TempDir()}, servertest.Env(), io.Discard, io.Discard)
 		assert.ErrorContains(t, err, "listen")
 		r.stop(t)
 	})
 	t.Run("OKHelp", func(t *testing.T) {
 		var out bytes.Buffer
-		require.NoError(t, run(context.Background(), []string{"-h"}, env(), &out, io.Discard))
+		require.NoError(t, run(context.Background(), []string{"-h"}, servertest.Env(), &out, io.Discard))
 		assert.Contains(t, out.String(), "Usage: herald")
 	})
 }
@@ -175,7 +158,7 @@ func TestRun_Errors(t *testing.T) {
 // TestRun_Pprof: with -pprof the profiles are served on their own address,
 // and never on the API's; without it there are none.
 func TestRun_Pprof(t *testing.T) {
-	r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-pprof", "127.0.0.1:0"}, env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
+	r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), "-pprof", "127.0.0.1:0"}, servertest.Env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
 	api := "http://" + r.addr
 	require.Contains(t, r.logs.String(), `"msg":"pprof listening"`, "pprof logs its address before the API listens")
 	pprofAddr := loggedAddr(t, r.logs, r.done, "pprof listening")
@@ -197,4 +180,29 @@ func TestRun_Pprof(t *testing.T) {
 	r.stop(t)
 	_, err = http.Get("http://" + pprofAddr + "/debug/pprof/")
 	assert.Error(t, err, "the profiles stop with the server")
+}
+
+// TestMetrics_Flag checks the wiring of run: /metrics is served by
+// default, with the storage metrics of the embedded store, and not at all
+// with -metrics=false.
+func TestMetrics_Flag(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprint(on), func(t *testing.T) {
+			args := []string{"-addr", "127.0.0.1:0", "-data", t.TempDir(), fmt.Sprintf("-metrics=%v", on)}
+			r := startRun(t, args, servertest.Env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
+			defer r.stop(t)
+			base := "http://" + r.addr
+			if !on {
+				resp, err := http.Get(base + "/metrics")
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+				return
+			}
+			s := servertest.Scrape(t, base)
+			// Start reads the pending jobs through the instrumented store.
+			assert.Equal(t, 1.0, s.Value("herald_store_calls_total", "method=PendingJobs", "outcome=ok"))
+			assert.Contains(t, s, "herald_fanout_deliveries_total")
+		})
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"herald/server/datadir"
+	"herald/server/internal/servertest"
 	"herald/store/embedded"
 	"herald/store/embedded/faultfs"
 )
@@ -48,14 +50,14 @@ func TestStorage_DiskFull(t *testing.T) {
 	disk := faultfs.New(vfs.Default, 1<<30)
 	withEmbeddedDisk(t, disk)
 	data := t.TempDir()
-	r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", data}, env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
+	r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", data}, servertest.Env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
 	base := "http://" + r.addr
 	ready := func(want int) func() bool {
 		return func() bool { status, _ := getText(t, base+"/readyz"); return status == want }
 	}
 	require.Eventually(t, ready(http.StatusOK), 10*time.Second, 5*time.Millisecond)
-	alice := mustSignUp(t, base, "alice")
-	mustPost(t, base, alice, "before")
+	alice := servertest.MustSignUp(t, base, "alice")
+	servertest.MustPost(t, base, alice, "before")
 
 	disk.SetFree(0) // another process fills the disk
 	require.Eventually(t, ready(http.StatusServiceUnavailable), 10*time.Second, 5*time.Millisecond)
@@ -70,30 +72,30 @@ func TestStorage_DiskFull(t *testing.T) {
 		{"", `mutation { signUp(input: {handle: "bob", password: "correct horse"}) { token } }`},
 	} {
 		start := time.Now()
-		resp := gql(t, base, op.token, op.query, map[string]any{"t": "during"})
-		assert.Equal(t, "STORAGE_FULL", resp.code(), "%s: %+v", op.query, resp)
+		resp := servertest.GQL(t, base, op.token, op.query, map[string]any{"t": "during"})
+		assert.Equal(t, "STORAGE_FULL", resp.Code(), "%s: %+v", op.query, resp)
 		require.NotEmpty(t, resp.Errors)
 		assert.Contains(t, resp.Errors[0].Message, "disk is full")
 		assert.Less(t, time.Since(start), 5*time.Second, "refused at once")
 	}
 	// Reads work.
-	d := mustGQL(t, base, alice.Token, `{ viewer { handle messages(first: 10) { edges { node { text } } } } }`, nil)
+	d := servertest.MustGQL(t, base, alice.Token, `{ viewer { handle messages(first: 10) { edges { node { text } } } } }`, nil)
 	assert.Contains(t, d["viewer"].(map[string]any)["messages"].(map[string]any)["edges"], map[string]any{"node": map[string]any{"text": "before"}})
 
 	disk.SetFree(1 << 30) // space is back
 	require.Eventually(t, ready(http.StatusOK), 10*time.Second, 5*time.Millisecond)
 	_, metrics = getText(t, base+"/metrics")
 	assert.Contains(t, metrics, "herald_storage_writable 1")
-	mustPost(t, base, alice, "after")
-	mustSignUp(t, base, "bob")
-	d = mustGQL(t, base, alice.Token, `{ viewer { messageCount messages(first: 10) { edges { node { text } } } } }`, nil)
+	servertest.MustPost(t, base, alice, "after")
+	servertest.MustSignUp(t, base, "bob")
+	d = servertest.MustGQL(t, base, alice.Token, `{ viewer { messageCount messages(first: 10) { edges { node { text } } } } }`, nil)
 	viewer := d["viewer"].(map[string]any)
 	assert.EqualValues(t, 2, viewer["messageCount"], "the refused post was not counted")
 	assert.Len(t, viewer["messages"].(map[string]any)["edges"], 2)
 	r.stop(t)
 
 	// The reserve is back in place for the next time.
-	fi, err := disk.Stat(filepath.Join(data, embeddedDir, "EMERGENCY_BALLAST"))
+	fi, err := disk.Stat(filepath.Join(data, datadir.EmbeddedDir, "EMERGENCY_BALLAST"))
 	require.NoError(t, err)
 	assert.Equal(t, int64(1<<20), fi.Size())
 }

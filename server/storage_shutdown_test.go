@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"herald/server/datadir"
+	"herald/server/internal/servertest"
 	"herald/store/embedded"
 	"herald/store/embedded/faultfs"
 	"herald/store/pubsub"
@@ -63,9 +65,9 @@ func TestStorage_ShutdownStalledDisk(t *testing.T) {
 	withEmbeddedDisk(t, disk)
 	data := t.TempDir()
 	r := startRun(t, []string{"-addr", "127.0.0.1:0", "-data", data, "-shutdown-timeout", "500ms"},
-		env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
+		servertest.Env("HERALD_TOKEN_SECRET", strings.Repeat("x", 32)))
 	base := "http://" + r.addr
-	mustSignUp(t, base, "alice")
+	servertest.MustSignUp(t, base, "alice")
 
 	release := disk.StallSyncs()
 	defer func() {
@@ -75,7 +77,7 @@ func TestStorage_ShutdownStalledDisk(t *testing.T) {
 		var st *embedded.Store
 		require.Eventually(t, func() bool {
 			var err error
-			st, err = embedded.Open(filepath.Join(data, embeddedDir), embedded.Options{Logger: slog.New(slog.DiscardHandler), ReserveBytes: 1 << 20})
+			st, err = embedded.Open(filepath.Join(data, datadir.EmbeddedDir), embedded.Options{Logger: slog.New(slog.DiscardHandler), ReserveBytes: 1 << 20})
 			return err == nil
 		}, 10*time.Second, 10*time.Millisecond)
 		_, err := st.FindUserByHandle(context.Background(), "alice")

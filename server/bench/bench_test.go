@@ -1,0 +1,83 @@
+package bench
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/server/internal/servertest"
+	"herald/store/service"
+)
+
+// TestBench runs herald bench, as built, on a small network with every
+// section, and checks that each figure was measured: a section that
+// stopped measuring, or a target that lost its verdict, shows here. The
+// figures themselves are the machine's; only their presence and sense are
+// checked.
+func TestBench(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary: not in -short")
+	}
+	bin := servertest.BuildHerald(t)
+	out := filepath.Join(t.TempDir(), "bench.json")
+	cmd := exec.Command(bin, "bench", "-users", "3000", "-avg-follows", "20", "-messages", "6000",
+		"-posts", "2", "-duration", "300ms", "-concurrency", "1,8", "-viewers", "20", "-subscribers", "40",
+		"-raw-entries", "20000", "-strategy-users", "1500", "-json", out)
+	table, err := cmd.Output()
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	require.NoError(t, err, "bench failed:\n%s\n%s", table, stderr)
+	assert.Contains(t, string(table), "herald bench")
+
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var r benchReport
+	require.NoError(t, json.Unmarshal(data, &r))
+	assert.Equal(t, "bucket", r.Fanout)
+
+	sections := map[string]int{}
+	targets := 0
+	for _, f := range r.Figures {
+		sections[f.Section]++
+		assert.False(t, math.IsNaN(f.Value), "%s: measured", f.Name)
+		if f.Pass != nil {
+			targets++
+			assert.NotEmpty(t, f.Target, f.Name)
+		}
+		if strings.Contains(f.Name, "storage calls per request") {
+			assert.LessOrEqual(t, f.Value, 3.1, "a bucketed page with authors and counts costs 3 storage calls")
+			assert.GreaterOrEqual(t, f.Value, 2.9)
+		}
+		if strings.HasSuffix(f.Name, "requests/s") {
+			assert.Positive(t, f.Value)
+		}
+	}
+	assert.Equal(t, 1, sections["raw"])
+	assert.Equal(t, 3, sections["fanout"], "the author of 1,000 followers: post latency, delivery time, deliveries/s")
+	assert.Equal(t, 6, sections["reads"], "two concurrencies, three figures each")
+	assert.Equal(t, 2, sections["live"], "memory per subscriber, delivery to all")
+	assert.GreaterOrEqual(t, targets, 6)
+	for _, f := range r.Figures {
+		if f.Section == "live" && strings.Contains(f.Name, "has the event") {
+			assert.Contains(t, f.Note, " 0 events missing", "every subscriber got every post")
+		}
+	}
+
+	require.Len(t, r.Strategies, len(service.Strategies))
+	for i, s := range r.Strategies {
+		assert.Equal(t, string(service.Strategies[i]), s.Strategy)
+		assert.Positive(t, s.ReadsPerSec, s.Strategy)
+		assert.Positive(t, s.PostP50Ms, s.Strategy)
+		assert.Positive(t, s.DeliveryP50Ms, s.Strategy)
+		assert.Positive(t, s.StoredBytesUser, s.Strategy)
+	}
+}

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/server/datadir"
+	"herald/server/httpserver"
+	"herald/server/internal/servertest"
+	"herald/store/embedded"
+	"herald/store/pubsub"
+	"herald/store/seed"
+	"herald/store/service"
+)
+
+// seedCmd runs herald seed with args on the embedded store in dir, with
+// the server's default timeline settings.
+func seedCmd(dir string, args []string, stdout, stderr io.Writer) error {
+	var sf SeedFlags
+	fs := flag.NewFlagSet("herald seed", flag.ContinueOnError)
+	sf.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := SeedConfig{DataDir: dir, Fanout: service.StrategyBucket, CelebrityThreshold: 10_000}
+	return Seed(context.Background(), sf, cfg, slog.New(slog.DiscardHandler), stdout, stderr)
+}
+
+// TestSeed seeds a small network through the command, seeds it again (a
+// no-op), and serves it: a seeded user logs in with the seed password and
+// reads the inbox fan-out on write would have filled.
+func TestSeed(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"-users", "300", "-avg-follows", "8", "-messages", "900", "-seed", "4", "-batch", "500", "-password", "opensesame"}
+	var out, errOut bytes.Buffer
+	require.NoError(t, seedCmd(dir, args, &out, &errOut))
+	assert.Contains(t, out.String(), "seeded 300 users")
+	assert.Contains(t, errOut.String(), "seeding", "a progress bar")
+
+	out.Reset()
+	require.NoError(t, seedCmd(dir, append(args, "-quiet"), &out, io.Discard))
+	assert.Contains(t, out.String(), "already seeded")
+
+	err := seedCmd(dir, []string{"-users", "301", "-quiet"}, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "another seeded network", "a different network is not mixed in")
+
+	n, err := seed.Generate(seed.Config{Seed: 4, Users: 300, AvgFollows: 8, Messages: 900})
+	require.NoError(t, err)
+	reader := 0
+	for i := range n.Users() {
+		if n.InboxSize(i) > n.InboxSize(reader) {
+			reader = i
+		}
+	}
+	// Served as the server serves the data directory.
+	log := slog.New(slog.DiscardHandler)
+	st, err := embedded.Open(filepath.Join(dir, datadir.EmbeddedDir), embedded.Options{Logger: log})
+	require.NoError(t, err)
+	hub := pubsub.NewHub()
+	svc := service.NewService(st, hub, service.Options{Logger: log})
+	require.NoError(t, svc.Start(context.Background()))
+	base := servertest.Serve(t, httpserver.DefaultOptions(), log, svc, nil, nil, func() {
+		hub.Close()
+		_ = st.Close()
+	}).URL
+	login := servertest.MustGQL(t, base, "", `mutation($h: String!) { logIn(input: {handle: $h, password: "opensesame"}) { token } }`, map[string]any{"h": seed.Handle(reader)})
+	token := login["logIn"].(map[string]any)["token"].(string)
+	home := servertest.MustGQL(t, base, token, `{ viewer { followingCount } inbox(first: 50) { totalCount unreadCount edges { node { author { handle } } } } }`, nil)
+	inbox := home["inbox"].(map[string]any)
+	assert.EqualValues(t, n.InboxSize(reader), inbox["totalCount"])
+	assert.EqualValues(t, n.InboxSize(reader), inbox["unreadCount"])
+	assert.Len(t, inbox["edges"], min(50, n.InboxSize(reader)))
+	assert.EqualValues(t, len(n.Following(reader)), home["viewer"].(map[string]any)["followingCount"])
+}

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"herald/server/internal/servertest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSubscribe(t *testing.T) {
+	ts := servertest.New(t, nil)
+	alice, bob := servertest.MustSignUp(t, ts.URL, "alice"), servertest.MustSignUp(t, ts.URL, "bob")
+	servertest.MustFollow(t, ts.URL, bob, alice)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		args := []string{"-url", servertest.WSURL(ts.URL)}
+		env := func(k string) string {
+			if k == "HERALD_TOKEN" {
+				return bob.Token
+			}
+			return ""
+		}
+		done <- Subscribe(ctx, args, env, outW, errW)
+		outW.Close()
+		errW.Close()
+	}()
+	// The command says when it is subscribed; post only then.
+	line, err := bufio.NewReader(errR).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, "subscribed")
+	go func() { _, _ = io.Copy(io.Discard, errR) }()
+	// The line comes once the subscribe message is sent; the server
+	// registers the subscription a moment later.
+	require.Eventually(t, func() bool { return ts.Hub.Len() == 1 }, 10*time.Second, time.Millisecond)
+	servertest.MustPost(t, ts.URL, alice, "live from alice")
+
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	select {
+	case l := <-lines:
+		var ev struct {
+			InboxEvents struct {
+				Type        string
+				UnreadCount int
+				Message     struct {
+					Text   string
+					Author struct{ Handle string }
+				}
+			}
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &ev), l)
+		assert.Equal(t, "ADDED", ev.InboxEvents.Type)
+		assert.Equal(t, 1, ev.InboxEvents.UnreadCount)
+		assert.Equal(t, "live from alice", ev.InboxEvents.Message.Text)
+		assert.Equal(t, "alice", ev.InboxEvents.Message.Author.Handle)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event printed")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "Ctrl-C ends the command cleanly")
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscribe did not stop")
+	}
+}
+
+func TestSubscribe_Errors(t *testing.T) {
+	ts := servertest.New(t, nil)
+	noEnv := func(string) string { return "" }
+	err := Subscribe(context.Background(), []string{"-url", servertest.WSURL(ts.URL)}, noEnv, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "token is required")
+	err = Subscribe(context.Background(), []string{"-url", servertest.WSURL(ts.URL), "-token", "nonsense"}, noEnv, io.Discard, io.Discard)
+	require.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "4403"), "refused with 4403: %v", err)
+}

@@ -14,22 +14,22 @@ import (
 	"herald/store/storage"
 )
 
-// TestMeteredBackend_Leaser checks that wrapping keeps the optional
+// TestStoreMetrics_Leaser checks that wrapping keeps the optional
 // storage.Leaser of a backend that has it, measures its calls, and adds it
 // to none that lacks it.
-func TestMeteredBackend_Leaser(t *testing.T) {
+func TestStoreMetrics_Leaser(t *testing.T) {
 	sm := newStoreMetrics()
 	st, err := embedded.Open(t.TempDir(), embedded.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 
 	plain := sm.wrap(st)
-	_, ok := plain.(storage.Leaser)
+	_, ok := storage.LeaserOf(plain)
 	assert.False(t, ok, "the embedded store is no Leaser, nor is its wrapper")
 
 	fl := &fakeLeaser{Backend: st}
 	wrapped := sm.wrap(fl)
-	l, ok := wrapped.(storage.Leaser)
+	l, ok := storage.LeaserOf(wrapped)
 	require.True(t, ok, "a Leaser stays one when wrapped")
 	held, err := l.TryFanoutLease(context.Background(), "me", time.Second)
 	require.NoError(t, err)

@@ -7,7 +7,6 @@ package graph
 
 import (
 	"context"
-
 	"herald/graph/generated"
 	"herald/graph/loader"
 	"herald/graph/model"

@@ -7,14 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"herald/graph/model"
+	"herald/store"
+	"herald/store/service"
 	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
-
-	"herald/graph/model"
-	"herald/store"
-	"herald/store/service"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"

@@ -171,7 +171,12 @@ func newEnv(t testing.TB, mod func(*graph.Config)) *env {
 	}
 	cb := storetest.NewCounting(st)
 	clk := &clock{now: time.Now().UTC().Truncate(time.Second)}
-	svc := service.NewService(cb, hub, service.Options{Strategy: strategyOf(t), PasswordCost: bcrypt.MinCost, Now: clk.Now, Logger: logger})
+	// On MongoDB the fan-out holds a lease, as in production. It is taken
+	// at the start and kept for the whole test, and no other process
+	// stores jobs, so nothing polls: the calls a test counts are its
+	// requests' alone.
+	svc := service.NewService(cb, hub, service.Options{Strategy: strategyOf(t), PasswordCost: bcrypt.MinCost, Now: clk.Now, Logger: logger,
+		LeaseTTL: time.Hour, JobPoll: time.Hour})
 	require.NoError(t, svc.Start(context.Background()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -15,24 +15,15 @@ func (f *fanout) isLeader() bool {
 }
 
 // lead keeps the fan-out lease and, while holding it, queues the jobs
-// other processes stored. It runs until close has let the workers finish,
-// then gives the lease up.
+// other processes stored, from one poll interval after the start (which
+// read the pending jobs if it took the lease). It runs until close has let
+// the workers finish, then gives the lease up.
 func (f *fanout) lead() {
 	defer close(f.leadDone)
-	tried := time.Now() // start took it
+	tried := time.Now() // start took it, and read the pending jobs
 	tick := time.NewTicker(f.poll)
 	defer tick.Stop()
 	for {
-		if time.Since(tried) >= f.leaseTTL/4 {
-			tried = time.Now()
-			f.tryLease()
-		}
-		f.mu.Lock()
-		poll := f.leader && !f.closing
-		f.mu.Unlock()
-		if poll {
-			f.enqueuePending()
-		}
 		select {
 		case <-tick.C:
 		case <-f.leadStop:
@@ -48,6 +39,16 @@ func (f *fanout) lead() {
 				cancel()
 			}
 			return
+		}
+		if time.Since(tried) >= f.leaseTTL/4 {
+			tried = time.Now()
+			f.tryLease()
+		}
+		f.mu.Lock()
+		poll := f.leader && !f.closing
+		f.mu.Unlock()
+		if poll {
+			f.enqueuePending()
 		}
 	}
 }

@@ -1,14 +1,24 @@
 package store
 
+import "time"
+
 // EventType says what happened in an inbox. The values are the GraphQL enum values.
 type EventType string
 
 // Inbox event types.
 const (
-	EventAdded   EventType = "ADDED"
-	EventEdited  EventType = "EDITED"
+	// EventAdded: an item arrived in the inbox.
+	EventAdded EventType = "ADDED"
+	// EventEdited: a message in the inbox was edited.
+	EventEdited EventType = "EDITED"
+	// EventDeleted: a message in the inbox no longer exists (its author
+	// deleted it).
 	EventDeleted EventType = "DELETED"
-	EventRead    EventType = "READ"
+	// EventRemoved: an item left the inbox, though its message still
+	// exists (its owner unfollowed the author).
+	EventRemoved EventType = "REMOVED"
+	// EventRead: the inbox was marked read.
+	EventRead EventType = "READ"
 	// EventSessionsRevoked is not an inbox event: it is published on
 	// SessionsTopic when tokens of the user Subject were ended, so that
 	// every process forgets what it knew of them and closes the sockets
@@ -26,6 +36,9 @@ type Event struct {
 	MessageID ID // NilID for EventRead
 	AuthorID  ID // the message's author, to find it by key; NilID for EventRead
 	Counts    InboxCounts
+	// DeliveredAt is when an EventAdded's item reached the inbox, as the
+	// inbox's pages show it (InboxItem.DeliveredAt).
+	DeliveredAt time.Time
 	// NoCounts is true when the publisher did not know the counts (a
 	// strategy that computes them at read time): subscribers read them.
 	NoCounts bool

@@ -107,7 +107,7 @@ func (s *Store) DeliverInbox(_ context.Context, d storage.Delivery) ([]storage.I
 			rec = append(rec, owner[:]...)
 			change.Counts = h.counts(job.Layout)
 		case job.Layout == storage.LayoutCache:
-			added, err := s.appendCache(b, owner, store.InboxItem{InboxEntry: entry, DeliveredAt: d.At}, d.At, d.CacheCap)
+			added, err := s.appendCache(b, owner, store.InboxItem{InboxEntry: entry, DeliveredAt: entry.CreatedAt}, d.At, d.CacheCap)
 			if err != nil {
 				return nil, err
 			}

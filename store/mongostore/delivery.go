@@ -417,7 +417,7 @@ func (s *Store) deliverUnstored(ctx context.Context, job *storage.Job, d storage
 	}
 	msg := oid(job.MessageID)
 	if job.Layout == storage.LayoutCache {
-		entry := entryDoc{Message: msg, Author: oid(job.AuthorID), Created: job.CreatedAt, Delivered: d.At}
+		entry := entryDoc{Message: msg, Author: oid(job.AuthorID), Created: job.CreatedAt, Delivered: job.CreatedAt}
 		if err := s.pushToCaches(ctx, active, entry, d.At, d.CacheCap); err != nil {
 			return nil, err
 		}

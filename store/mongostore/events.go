@@ -30,9 +30,9 @@ import (
 // An events document holds a batch (a fan-out chunk's events), in short
 // field names:
 //
-//	{_id: ObjectID, x: expires, e: [{t, u, m, a, r, n, q, b, z, s}]}
+//	{_id: ObjectID, x: expires, e: [{t, u, m, a, r, n, q, b, z, d, s}]}
 //
-//	t  type: 1 ADDED, 2 EDITED, 3 DELETED, 4 READ, 5 SESSIONS_REVOKED
+//	t  type: 1 ADDED, 2 EDITED, 3 DELETED, 4 READ, 5 SESSIONS_REVOKED, 6 REMOVED
 //	u  inbox owner (user ID)
 //	m  message ID; absent for READ
 //	a  message author (so the message is loaded by its shard key); absent for READ
@@ -41,6 +41,7 @@ import (
 //	q  unread entries (InboxCounts.Unread)
 //	b  rebuilding (InboxCounts.Rebuilding)
 //	z  no counts (Event.NoCounts)
+//	d  when the item was delivered (Event.DeliveredAt), for ADDED
 //	s  the user whose tokens were revoked (Event.Subject), for SESSIONS_REVOKED
 //
 // Zero counts and false flags are left out: EDITED carries none (see
@@ -64,7 +65,9 @@ type eventDoc struct {
 	Unread   int64              `bson:"q,omitempty"`
 	Rebuild  bool               `bson:"b,omitempty"`
 	NoCounts bool               `bson:"z,omitempty"`
-	Subject  primitive.ObjectID `bson:"s,omitempty"`
+	// Delivered is a time.Time, which omitempty leaves out when zero.
+	Delivered time.Time          `bson:"d,omitempty"`
+	Subject   primitive.ObjectID `bson:"s,omitempty"`
 }
 
 // eventTypes maps event types to their stored codes. Codes, not names:
@@ -76,6 +79,8 @@ var eventTypes = map[store.EventType]int32{
 	store.EventRead:    4,
 
 	store.EventSessionsRevoked: 5,
+
+	store.EventRemoved: 6,
 }
 
 var eventTypeNames = func() map[int32]store.EventType {
@@ -100,7 +105,7 @@ func encodeEvent(ev store.Event) (eventDoc, bool) {
 		Type: t, User: primitive.ObjectID(ev.UserID),
 		Message: primitive.ObjectID(ev.MessageID), Author: primitive.ObjectID(ev.AuthorID),
 		Mark: primitive.ObjectID(ev.Counts.ReadMark), Total: int64(ev.Counts.Total), Unread: int64(ev.Counts.Unread),
-		Rebuild: ev.Counts.Rebuilding, NoCounts: ev.NoCounts, Subject: primitive.ObjectID(ev.Subject),
+		Rebuild: ev.Counts.Rebuilding, NoCounts: ev.NoCounts, Delivered: ev.DeliveredAt, Subject: primitive.ObjectID(ev.Subject),
 	}, true
 }
 
@@ -114,7 +119,7 @@ func (d eventDoc) event() (store.Event, bool) {
 		Counts: store.InboxCounts{
 			Total: int(d.Total), Unread: int(d.Unread), ReadMark: store.ID(d.Mark), Rebuilding: d.Rebuild,
 		},
-		NoCounts: d.NoCounts, Subject: store.ID(d.Subject),
+		NoCounts: d.NoCounts, DeliveredAt: d.Delivered, Subject: store.ID(d.Subject),
 	}, true
 }
 

@@ -367,9 +367,10 @@ func TestEventDoc_RoundTrip(t *testing.T) {
 	id := store.NewID(time.Now())
 	for _, ev := range []store.Event{
 		{Type: store.EventAdded, UserID: id, MessageID: id, AuthorID: id, Counts: store.InboxCounts{ReadMark: id, Total: 3, Unread: 4, Rebuilding: true}},
-		{Type: store.EventAdded, UserID: id, MessageID: id, AuthorID: id, NoCounts: true},
+		{Type: store.EventAdded, UserID: id, MessageID: id, AuthorID: id, NoCounts: true, DeliveredAt: time.Now().UTC().Truncate(time.Millisecond)},
 		{Type: store.EventEdited, UserID: id, MessageID: id, AuthorID: id},
 		{Type: store.EventDeleted, UserID: id, MessageID: id, AuthorID: id},
+		{Type: store.EventRemoved, UserID: id, MessageID: id, AuthorID: id, Counts: store.InboxCounts{Total: 1}},
 		{Type: store.EventRead, UserID: id, Counts: store.InboxCounts{ReadMark: id, Total: 9}},
 		{Type: store.EventSessionsRevoked, UserID: store.SessionsTopic, Subject: id},
 	} {
@@ -378,6 +379,8 @@ func TestEventDoc_RoundTrip(t *testing.T) {
 			require.True(t, ok)
 			raw, err := bson.Marshal(d)
 			require.NoError(t, err)
+			_, lookupErr := bson.Raw(raw).LookupErr("d")
+			assert.Equal(t, ev.DeliveredAt.IsZero(), lookupErr != nil, "a delivery time is stored only where there is one")
 			var back eventDoc
 			require.NoError(t, bson.Unmarshal(raw, &back))
 			got, ok := back.event()

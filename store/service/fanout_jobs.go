@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"context"
+	"time"
 
 	"herald/store"
 	"herald/store/storage"
@@ -79,7 +80,11 @@ func (f *fanout) deliver(ctx context.Context, j *storage.Job, next **followerPag
 		return false, err
 	}
 	f.delivered.Add(uint64(len(changes)))
-	f.publish(ctx, store.EventAdded, j, changes)
+	at := d.At
+	if j.Layout == storage.LayoutCache {
+		at = j.CreatedAt // as the cache and fan-out on read show it
+	}
+	f.publish(ctx, store.EventAdded, j, changes, at)
 	j.Cursor = d.Cursor
 	return d.Done, nil
 }
@@ -98,7 +103,7 @@ func (f *fanout) retract(ctx context.Context, j *storage.Job) (bool, error) {
 		return false, err
 	}
 	if j.Layout.Stores() { // a cache's owners hear of it by a notice
-		f.publish(ctx, store.EventDeleted, j, changes)
+		f.publish(ctx, store.EventDeleted, j, changes, time.Time{})
 	}
 	j.Cursor = next
 	return r.Done, nil
@@ -115,7 +120,8 @@ func (f *fanout) insert(ctx context.Context, j *storage.Job) (bool, error) {
 	if entries == nil {
 		return true, b.FinishJob(ctx, j)
 	}
-	changes, err := b.InsertInbox(ctx, storage.Insertion{Job: j, Entries: entries, At: s.clock()})
+	ins := storage.Insertion{Job: j, Entries: entries, At: s.clock()}
+	changes, err := b.InsertInbox(ctx, ins)
 	if err != nil {
 		return false, err
 	}
@@ -123,7 +129,7 @@ func (f *fanout) insert(ctx context.Context, j *storage.Job) (bool, error) {
 	for _, e := range entries {
 		authors[e.MessageID] = e.AuthorID
 	}
-	f.publishWith(ctx, store.EventAdded, j, changes, func(m store.ID) store.ID { return authors[m] })
+	f.publishWith(ctx, store.EventAdded, j, changes, ins.At, func(m store.ID) store.ID { return authors[m] })
 	return true, nil
 }
 
@@ -143,7 +149,8 @@ func (f *fanout) removeAuthor(ctx context.Context, j *storage.Job) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	f.publish(ctx, store.EventDeleted, j, changes)
+	// The entries left this inbox; their messages still exist.
+	f.publish(ctx, store.EventRemoved, j, changes, time.Time{})
 	return true, nil
 }
 
@@ -219,13 +226,14 @@ func (f *fanout) backfill(ctx context.Context, j *storage.Job) ([]store.InboxEnt
 }
 
 // publish tells the owners of changes of the change, each on j's message
-// (or, for jobs of several messages, the change's).
-func (f *fanout) publish(ctx context.Context, t store.EventType, j *storage.Job, changes []storage.InboxChange) {
-	f.publishWith(ctx, t, j, changes, func(store.ID) store.ID { return j.AuthorID })
+// (or, for jobs of several messages, the change's); at is when added items
+// were delivered.
+func (f *fanout) publish(ctx context.Context, t store.EventType, j *storage.Job, changes []storage.InboxChange, at time.Time) {
+	f.publishWith(ctx, t, j, changes, at, func(store.ID) store.ID { return j.AuthorID })
 }
 
 // publishWith is publish with the author of each change's message given by author.
-func (f *fanout) publishWith(ctx context.Context, t store.EventType, j *storage.Job, changes []storage.InboxChange, author func(message store.ID) store.ID) {
+func (f *fanout) publishWith(ctx context.Context, t store.EventType, j *storage.Job, changes []storage.InboxChange, at time.Time, author func(message store.ID) store.ID) {
 	if len(changes) == 0 {
 		return
 	}
@@ -235,7 +243,7 @@ func (f *fanout) publishWith(ctx context.Context, t store.EventType, j *storage.
 		if m.IsZero() {
 			m = j.MessageID
 		}
-		evs[i] = store.Event{Type: t, UserID: c.Owner, MessageID: m, AuthorID: author(m), Counts: c.Counts, NoCounts: c.NoCounts}
+		evs[i] = store.Event{Type: t, UserID: c.Owner, MessageID: m, AuthorID: author(m), Counts: c.Counts, NoCounts: c.NoCounts, DeliveredAt: at}
 	}
 	f.s.events.Publish(ctx, evs...)
 }

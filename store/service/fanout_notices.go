@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"time"
 
 	"herald/store"
 )
@@ -18,13 +19,20 @@ type notice struct {
 	// deliveries: the readers are the message's delivery records (the
 	// layout stores inboxes); otherwise its author's followers.
 	deliveries bool
-	cursor     []byte // the readers told so far
+	// at is when an added message reached its readers' inboxes: when it
+	// was made, since they read it from its author's outbox.
+	at     time.Time
+	cursor []byte // the readers told so far
 }
 
 // noticeOf returns the notice of event t on m.
 func (s *Service) noticeOf(t store.EventType, m *store.Message) *notice {
-	return &notice{event: t, message: m.ID, author: m.AuthorID,
+	n := &notice{event: t, message: m.ID, author: m.AuthorID,
 		deliveries: s.layout.Stores() && !m.Pulled && t == store.EventEdited}
+	if t == store.EventAdded {
+		n.at = m.CreatedAt
+	}
+	return n
 }
 
 // enqueueNotice queues n on the notices' lane. Notices are never
@@ -56,7 +64,7 @@ func (f *fanout) notify(n *notice) error {
 		}
 		evs := make([]store.Event, len(readers))
 		for i, o := range readers {
-			evs[i] = store.Event{Type: n.event, UserID: o, MessageID: n.message, AuthorID: n.author, NoCounts: true}
+			evs[i] = store.Event{Type: n.event, UserID: o, MessageID: n.message, AuthorID: n.author, NoCounts: true, DeliveredAt: n.at}
 		}
 		f.s.events.Publish(f.ctx, evs...)
 		n.cursor = next

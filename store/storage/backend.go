@@ -120,7 +120,8 @@ type Inboxes interface {
 	// LayoutEntries and LayoutBuckets add the entry and count it (total,
 	// and unread if the message is newer than the read mark). LayoutCache
 	// adds it only to owners whose cache is live at d.At, keeping the newest
-	// d.CacheCap, and counts nothing; it reports every active owner (with
+	// d.CacheCap, and counts nothing; a cache's entries are delivered at
+	// their message's creation, as fan-out on read shows them; it reports every active owner (with
 	// NoCounts), since the item reaches their inbox through fan-out on read.
 	//
 	// The chunk applies only if the stored job is still at d.Job.Cursor: a

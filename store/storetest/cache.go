@@ -110,7 +110,7 @@ func testCacheDelivery(t *testing.T, open OpenFunc) {
 	got, err := b.ReadInboxCache(ctx, live.ID, at)
 	require.NoError(t, err)
 	require.NotNil(t, got)
-	assert.Equal(t, []store.InboxItem{{InboxEntry: entryOf(m), DeliveredAt: at}, cacheItems(old2)[0]}, got.Items, "appended, capped at CacheCap")
+	assert.Equal(t, []store.InboxItem{{InboxEntry: entryOf(m), DeliveredAt: m.CreatedAt}, cacheItems(old2)[0]}, got.Items, "appended, capped at CacheCap, delivered at its creation as fan-out on read shows it")
 	assert.False(t, got.Complete, "an entry was dropped")
 	got, err = b.ReadInboxCache(ctx, stale.ID, at.Add(-time.Hour))
 	require.NoError(t, err)

@@ -14,21 +14,39 @@ import (
 	"herald/store/service"
 )
 
+// Edge is the resolver for the edge field.
+func (r *inboxEventResolver) Edge(ctx context.Context, obj *model.InboxEvent) (*model.InboxEdge, error) {
+	if obj.Type != store.EventAdded {
+		return nil, nil
+	}
+	m, err := optionalMessage(ctx, store.MessageKey{ID: obj.MessageID, AuthorID: obj.AuthorID})
+	if m == nil || err != nil {
+		return nil, err
+	}
+	return &model.InboxEdge{Cursor: encodeIDCursors(cursorInbox, 1, func(int) store.ID { return m.ID })[0], Node: m, DeliveredAt: obj.DeliveredAt}, nil
+}
+
 // Message is the resolver for the message field.
 func (r *inboxEventResolver) Message(ctx context.Context, obj *model.InboxEvent) (*store.Message, error) {
-	if obj.MessageID.IsZero() || obj.Deleted {
-		return nil, nil
+	if obj.MessageID.IsZero() || obj.Type == store.EventDeleted {
+		return nil, nil // gone: not loaded
 	}
 	return optionalMessage(ctx, store.MessageKey{ID: obj.MessageID, AuthorID: obj.AuthorID})
 }
 
+// DeletedMessageID is the resolver for the deletedMessageId field.
+func (r *inboxEventResolver) DeletedMessageID(ctx context.Context, obj *model.InboxEvent) (*string, error) {
+	return eventMessageID(obj, store.EventDeleted), nil
+}
+
+// RemovedMessageID is the resolver for the removedMessageId field.
+func (r *inboxEventResolver) RemovedMessageID(ctx context.Context, obj *model.InboxEvent) (*string, error) {
+	return eventMessageID(obj, store.EventRemoved), nil
+}
+
 // MessageID is the resolver for the messageId field.
 func (r *inboxEventResolver) MessageID(ctx context.Context, obj *model.InboxEvent) (*string, error) {
-	if obj.MessageID.IsZero() {
-		return nil, nil
-	}
-	id := globalID(typeMessage, obj.MessageID)
-	return &id, nil
+	return eventMessageID(obj, obj.Type), nil
 }
 
 // ID is the resolver for the id field.

@@ -46,7 +46,7 @@ func (r *Resolver) inboxEvents(ctx context.Context, viewer store.ID) (<-chan *mo
 func (r *Resolver) inboxEvent(ctx context.Context, viewer store.ID, ev store.Event) (*model.InboxEvent, bool) {
 	ie := &model.InboxEvent{Type: ev.Type, UnreadCount: ev.Counts.Unread, TotalCount: ev.Counts.Total}
 	if ev.Type != store.EventRead {
-		ie.MessageID, ie.AuthorID, ie.Deleted = ev.MessageID, ev.AuthorID, ev.Type == store.EventDeleted
+		ie.MessageID, ie.AuthorID, ie.DeliveredAt = ev.MessageID, ev.AuthorID, ev.DeliveredAt
 	}
 	if ev.NoCounts {
 		c, err := r.Service.InboxCounts(ctx, viewer)
@@ -59,4 +59,15 @@ func (r *Resolver) inboxEvent(ctx context.Context, viewer store.ID, ev store.Eve
 		ie.UnreadCount, ie.TotalCount = c.Unread, c.Total
 	}
 	return ie, true
+}
+
+// eventMessageID is the global id of ev's message if ev is of type t, else
+// nil: each of an event's message id fields is set for its own type only,
+// so that a client cache can act on the field without reading the type.
+func eventMessageID(ev *model.InboxEvent, t store.EventType) *string {
+	if ev.Type != t || ev.MessageID.IsZero() {
+		return nil
+	}
+	id := globalID(typeMessage, ev.MessageID)
+	return &id
 }

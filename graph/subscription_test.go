@@ -11,11 +11,20 @@ import (
 
 type inboxEvent struct {
 	InboxEvents struct {
-		Type        string  `json:"type"`
-		MessageID   *string `json:"messageId"`
-		UnreadCount int     `json:"unreadCount"`
-		TotalCount  int     `json:"totalCount"`
-		Message     *struct {
+		Type string `json:"type"`
+		Edge *struct {
+			Cursor      string `json:"cursor"`
+			DeliveredAt string `json:"deliveredAt"`
+			Node        struct {
+				ID string `json:"id"`
+			} `json:"node"`
+		} `json:"edge"`
+		DeletedMessageID *string `json:"deletedMessageId"`
+		RemovedMessageID *string `json:"removedMessageId"`
+		MessageID        *string `json:"messageId"`
+		UnreadCount      int     `json:"unreadCount"`
+		TotalCount       int     `json:"totalCount"`
+		Message          *struct {
 			ID     string `json:"id"`
 			Text   string `json:"text"`
 			Author struct {
@@ -25,7 +34,18 @@ type inboxEvent struct {
 	} `json:"inboxEvents"`
 }
 
-const inboxEventsQuery = `subscription { inboxEvents { type messageId unreadCount totalCount message { id text author { handle } } } }`
+const inboxEventsQuery = `subscription { inboxEvents { type edge { cursor deliveredAt node { id } } deletedMessageId removedMessageId
+	messageId unreadCount totalCount message { id text author { handle } } } }`
+
+// onlyFields checks that an event sets the fields of its own type and no
+// others, as a client cache applying it by field expects.
+func onlyFields(t *testing.T, ev inboxEvent, edge, deleted, removed bool) {
+	t.Helper()
+	e := ev.InboxEvents
+	assert.Equal(t, edge, e.Edge != nil, "%s: edge", e.Type)
+	assert.Equal(t, deleted, e.DeletedMessageID != nil, "%s: deletedMessageId", e.Type)
+	assert.Equal(t, removed, e.RemovedMessageID != nil, "%s: removedMessageId", e.Type)
+}
 
 // next waits for the subscription's next payload, failing after a timeout
 // rather than hanging the test.
@@ -70,8 +90,26 @@ func testSubscription_InboxEvents(t *testing.T) {
 
 	mustPost(t, e, stranger, "not for bob")
 	msg := mustPost(t, e, alice, "first")
-	ev := next(t, sub).InboxEvents
+	raw := next(t, sub)
+	onlyFields(t, raw, true, false, false)
+	ev := raw.InboxEvents
 	assert.Equal(t, "ADDED", ev.Type)
+	// The edge is the one the inbox connection gives the same item, so a
+	// client inserts it where a refetch would put it.
+	var page struct {
+		Inbox struct {
+			Edges []struct {
+				Cursor      string `json:"cursor"`
+				DeliveredAt string `json:"deliveredAt"`
+			} `json:"edges"`
+		} `json:"inbox"`
+	}
+	e.mustExec(t, bob, `{ inbox(first: 1) { edges { cursor deliveredAt } } }`, nil, &page)
+	require.Len(t, page.Inbox.Edges, 1)
+	require.NotNil(t, ev.Edge)
+	assert.Equal(t, msg, ev.Edge.Node.ID)
+	assert.Equal(t, page.Inbox.Edges[0].Cursor, ev.Edge.Cursor)
+	assert.Equal(t, page.Inbox.Edges[0].DeliveredAt, ev.Edge.DeliveredAt)
 	assert.Equal(t, 1, ev.UnreadCount)
 	assert.Equal(t, 1, ev.TotalCount)
 	require.NotNil(t, ev.Message)
@@ -84,7 +122,9 @@ func testSubscription_InboxEvents(t *testing.T) {
 	// The EDITED event resolves the same message again: with loaders shared
 	// across events it would show the cached old text.
 	e.mustExec(t, alice, `mutation($id: ID!) { editMessage(id: $id, text: "first, edited") { id } }`, map[string]any{"id": msg}, nil)
-	ev = next(t, sub).InboxEvents
+	raw = next(t, sub)
+	onlyFields(t, raw, false, false, false)
+	ev = raw.InboxEvents
 	assert.Equal(t, "EDITED", ev.Type)
 	require.NotNil(t, ev.Message)
 	assert.Equal(t, "first, edited", ev.Message.Text, "each event resolves with fresh loaders")
@@ -92,7 +132,9 @@ func testSubscription_InboxEvents(t *testing.T) {
 	assert.Equal(t, 1, ev.TotalCount)
 
 	e.mustExec(t, bob, `mutation { markInboxRead }`, nil, nil)
-	ev = next(t, sub).InboxEvents
+	raw = next(t, sub)
+	onlyFields(t, raw, false, false, false)
+	ev = raw.InboxEvents
 	assert.Equal(t, "READ", ev.Type)
 	assert.Nil(t, ev.Message)
 	assert.Nil(t, ev.MessageID)
@@ -100,12 +142,35 @@ func testSubscription_InboxEvents(t *testing.T) {
 	assert.Equal(t, 1, ev.TotalCount)
 
 	e.mustExec(t, alice, `mutation($id: ID!) { deleteMessage(id: $id) }`, map[string]any{"id": msg}, nil)
-	ev = next(t, sub).InboxEvents
+	raw = next(t, sub)
+	onlyFields(t, raw, false, true, false)
+	ev = raw.InboxEvents
 	assert.Equal(t, "DELETED", ev.Type)
 	assert.Nil(t, ev.Message)
-	require.NotNil(t, ev.MessageID, "DELETED names the message to remove")
+	assert.Equal(t, msg, *ev.DeletedMessageID, "DELETED names the message to remove")
+	require.NotNil(t, ev.MessageID, "the deprecated messageId stays set")
 	assert.Equal(t, msg, *ev.MessageID)
 	assert.Equal(t, 0, ev.TotalCount)
+
+	// An unfollow takes the author's items out of a stored inbox: REMOVED,
+	// since the messages still exist. Where the inbox is read from outboxes
+	// (read, cache) nothing is stored to remove and no event is sent: the
+	// READ that follows comes first.
+	second := mustPost(t, e, alice, "second")
+	require.Equal(t, "ADDED", next(t, sub).InboxEvents.Type)
+	e.mustExec(t, bob, `mutation($id: ID!) { unfollow(userId: $id) { id } }`, map[string]any{"id": aliceUser.User.ID}, nil)
+	if strategyOf(t).Layout().Stores() {
+		raw = next(t, sub)
+		onlyFields(t, raw, false, false, true)
+		ev = raw.InboxEvents
+		assert.Equal(t, "REMOVED", ev.Type)
+		assert.Equal(t, second, *ev.RemovedMessageID)
+		require.NotNil(t, ev.Message, "a removed item's message still exists")
+		assert.Equal(t, second, ev.Message.ID)
+		assert.Equal(t, 0, ev.TotalCount)
+	}
+	e.mustExec(t, bob, `mutation { markInboxRead }`, nil, nil)
+	assert.Equal(t, "READ", next(t, sub).InboxEvents.Type)
 
 	require.NoError(t, sub.Close())
 	assert.Eventually(t, func() bool { return e.hub.Len() == 0 }, 5*time.Second, 5*time.Millisecond,

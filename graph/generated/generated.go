@@ -70,11 +70,14 @@ type ComplexityRoot struct {
 	}
 
 	InboxEvent struct {
-		Message     func(childComplexity int) int
-		MessageID   func(childComplexity int) int
-		TotalCount  func(childComplexity int) int
-		Type        func(childComplexity int) int
-		UnreadCount func(childComplexity int) int
+		DeletedMessageID func(childComplexity int) int
+		Edge             func(childComplexity int) int
+		Message          func(childComplexity int) int
+		MessageID        func(childComplexity int) int
+		RemovedMessageID func(childComplexity int) int
+		TotalCount       func(childComplexity int) int
+		Type             func(childComplexity int) int
+		UnreadCount      func(childComplexity int) int
 	}
 
 	Message struct {
@@ -164,7 +167,10 @@ type ComplexityRoot struct {
 // region    ************************** generated!.gotpl **************************
 
 type InboxEventResolver interface {
+	Edge(ctx context.Context, obj *model.InboxEvent) (*model.InboxEdge, error)
 	Message(ctx context.Context, obj *model.InboxEvent) (*store.Message, error)
+	DeletedMessageID(ctx context.Context, obj *model.InboxEvent) (*string, error)
+	RemovedMessageID(ctx context.Context, obj *model.InboxEvent) (*string, error)
 	MessageID(ctx context.Context, obj *model.InboxEvent) (*string, error)
 }
 type MessageResolver interface {
@@ -309,6 +315,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.InboxEdge.Node(childComplexity), true
 
+	case "InboxEvent.deletedMessageId":
+		if e.ComplexityRoot.InboxEvent.DeletedMessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxEvent.DeletedMessageID(childComplexity), true
+	case "InboxEvent.edge":
+		if e.ComplexityRoot.InboxEvent.Edge == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxEvent.Edge(childComplexity), true
 	case "InboxEvent.message":
 		if e.ComplexityRoot.InboxEvent.Message == nil {
 			break
@@ -321,6 +339,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.InboxEvent.MessageID(childComplexity), true
+	case "InboxEvent.removedMessageId":
+		if e.ComplexityRoot.InboxEvent.RemovedMessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxEvent.RemovedMessageID(childComplexity), true
 	case "InboxEvent.totalCount":
 		if e.ComplexityRoot.InboxEvent.TotalCount == nil {
 			break
@@ -1075,30 +1099,53 @@ input PostMessageInput {
 
 "What happened in the viewer's inbox."
 enum InboxEventType {
-  "A message arrived."
+  "An item arrived: ` + "`" + `edge` + "`" + ` is the new edge, to insert at its cursor."
   ADDED
-  "A message in the inbox was edited."
+  "A message in the inbox was edited: ` + "`" + `message` + "`" + ` is the message as it is now."
   EDITED
-  "A message was removed from the inbox (deleted by its author)."
+  """
+  A message in the inbox no longer exists (its author deleted it):
+  ` + "`" + `deletedMessageId` + "`" + ` is its id, to remove the record everywhere.
+  """
   DELETED
+  """
+  An item left this inbox, though its message still exists (the viewer
+  unfollowed its author): ` + "`" + `removedMessageId` + "`" + ` is its id, to remove the edge
+  from the inbox connection only.
+  """
+  REMOVED
   "The inbox was marked read."
   READ
 }
 
-"A live change in the viewer's inbox."
+"""
+A live change in the viewer's inbox. Each type sets the fields it needs and
+no others, so that a client cache can apply it declaratively: Relay's
+` + "`" + `@prependEdge` + "`" + ` on ` + "`" + `edge` + "`" + `, ` + "`" + `@deleteRecord` + "`" + ` on ` + "`" + `deletedMessageId` + "`" + ` and
+` + "`" + `@deleteEdge` + "`" + ` on ` + "`" + `removedMessageId` + "`" + `, or Apollo's cache by the same fields.
+"""
 type InboxEvent {
   "What happened."
   type: InboxEventType!
+  """
+  ADDED only: the new inbox edge, with the cursor and delivery time the inbox
+  connection gives the same item. Null for the other types, and when the
+  message was deleted before the event was sent.
+  """
+  edge: InboxEdge
   """
   The message concerned, as it is now: null for READ, for DELETED, and when
   the message was deleted before the event was sent.
   """
   message: Message
+  "DELETED only: the global id of the message that no longer exists."
+  deletedMessageId: ID
+  "REMOVED only: the global id of the message whose item left this inbox."
+  removedMessageId: ID
   """
-  The global id of the message concerned, null for READ. For DELETED it is
-  how a client finds the item to remove, as the message is gone.
+  The global id of the message concerned, null for READ.
   """
-  messageId: ID
+  messageId: ID @deprecated(reason: "Set for every type but READ. Use ` + "`" + `edge.node.id` + "`" + ` (ADDED), ` + "`" + `message.id` + "`" + ` (EDITED), ` + "`" + `deletedMessageId` + "`" + ` (DELETED) or ` + "`" + `removedMessageId` + "`" + ` (REMOVED), each set only for its own type.")
   "The inbox's unread count after the change."
   unreadCount: Int!
   "The inbox's total count after the change."
@@ -1273,8 +1320,14 @@ func (ec *executionContext) childFields_InboxEvent(ctx context.Context, field gr
 	switch field.Name {
 	case "type":
 		return ec.fieldContext_InboxEvent_type(ctx, field)
+	case "edge":
+		return ec.fieldContext_InboxEvent_edge(ctx, field)
 	case "message":
 		return ec.fieldContext_InboxEvent_message(ctx, field)
+	case "deletedMessageId":
+		return ec.fieldContext_InboxEvent_deletedMessageId(ctx, field)
+	case "removedMessageId":
+		return ec.fieldContext_InboxEvent_removedMessageId(ctx, field)
 	case "messageId":
 		return ec.fieldContext_InboxEvent_messageId(ctx, field)
 	case "unreadCount":
@@ -2309,6 +2362,38 @@ func (ec *executionContext) fieldContext_InboxEvent_type(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("InboxEvent", field, false, false, errors.New("field of type InboxEventType does not have child fields"))
 }
 
+func (ec *executionContext) _InboxEvent_edge(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxEvent_edge(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.InboxEvent().Edge(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.InboxEdge) graphql.Marshaler {
+			return ec.marshalOInboxEdge2ᚖheraldᚋgraphᚋmodelᚐInboxEdge(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InboxEvent_edge(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InboxEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _InboxEvent_message(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2339,6 +2424,52 @@ func (ec *executionContext) fieldContext_InboxEvent_message(_ context.Context, f
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _InboxEvent_deletedMessageId(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxEvent_deletedMessageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.InboxEvent().DeletedMessageID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InboxEvent_deletedMessageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxEvent", field, true, true, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _InboxEvent_removedMessageId(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxEvent_removedMessageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.InboxEvent().RemovedMessageID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InboxEvent_removedMessageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxEvent", field, true, true, errors.New("field of type ID does not have child fields"))
 }
 
 func (ec *executionContext) _InboxEvent_messageId(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
@@ -5557,6 +5688,44 @@ func (ec *executionContext) _InboxEvent(ctx context.Context, sel ast.SelectionSe
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "edge":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._InboxEvent_edge(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "message":
 			field := field
 
@@ -5567,6 +5736,82 @@ func (ec *executionContext) _InboxEvent(ctx context.Context, sel ast.SelectionSe
 					}
 				}()
 				res = ec._InboxEvent_message(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "deletedMessageId":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._InboxEvent_deletedMessageId(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "removedMessageId":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._InboxEvent_removedMessageId(ctx, field, obj)
 				if res == graphql.RequiredNull {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -7252,12 +7497,14 @@ var (
 		"ADDED":   store.EventAdded,
 		"EDITED":  store.EventEdited,
 		"DELETED": store.EventDeleted,
+		"REMOVED": store.EventRemoved,
 		"READ":    store.EventRead,
 	}
 	marshalNInboxEventType2heraldᚋstoreᚐEventType = map[store.EventType]string{
 		store.EventAdded:   "ADDED",
 		store.EventEdited:  "EDITED",
 		store.EventDeleted: "DELETED",
+		store.EventRemoved: "REMOVED",
 		store.EventRead:    "READ",
 	}
 )
@@ -7651,6 +7898,13 @@ func (ec *executionContext) marshalOID2ᚖstring(ctx context.Context, sel ast.Se
 	_ = ctx
 	res := graphql.MarshalID(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOInboxEdge2ᚖheraldᚋgraphᚋmodelᚐInboxEdge(ctx context.Context, sel ast.SelectionSet, v *model.InboxEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._InboxEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {

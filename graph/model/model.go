@@ -3,7 +3,11 @@
 // plus the few hand-written types gqlgen.yml binds.
 package model
 
-import "herald/store"
+import (
+	"time"
+
+	"herald/store"
+)
 
 // Node is a GraphQL Node: *store.User or *store.Message. It is an empty
 // interface because the store types cannot carry gqlgen's marker methods
@@ -19,11 +23,11 @@ type InboxEvent struct {
 	Type store.EventType
 	// MessageID is the message concerned; store.NilID for READ.
 	MessageID store.ID
-	// Deleted is true for DELETED: the message is gone, so it is not loaded.
-	Deleted bool
 	// AuthorID is the message's author, so the lookup names its shard key;
 	// store.NilID for READ.
 	AuthorID store.ID
+	// DeliveredAt is when an ADDED item reached the inbox.
+	DeliveredAt time.Time
 	// UnreadCount is the inbox's unread count after the change.
 	UnreadCount int
 	// TotalCount is the inbox's total count after the change.

@@ -16,7 +16,9 @@ import (
 )
 
 // inboxEventsQuery is what `herald subscribe` asks for.
-const inboxEventsQuery = `subscription { inboxEvents { type messageId unreadCount totalCount message { id text createdAt editedAt author { handle displayName } } } }`
+const inboxEventsQuery = `subscription { inboxEvents { type unreadCount totalCount
+	edge { cursor deliveredAt node { id text createdAt editedAt author { handle displayName } } }
+	message { id text createdAt editedAt author { handle displayName } } deletedMessageId removedMessageId } }`
 
 // Subscribe is `herald subscribe`: a graphql-transport-ws client that
 // prints the viewer's inbox events as JSON lines until ctx ends or the server

@@ -60,7 +60,11 @@ func TestSubscribe(t *testing.T) {
 			InboxEvents struct {
 				Type        string
 				UnreadCount int
-				Message     struct {
+				Edge        *struct {
+					Cursor string
+					Node   struct{ Text string }
+				}
+				Message struct {
 					Text   string
 					Author struct{ Handle string }
 				}
@@ -71,6 +75,9 @@ func TestSubscribe(t *testing.T) {
 		assert.Equal(t, 1, ev.InboxEvents.UnreadCount)
 		assert.Equal(t, "live from alice", ev.InboxEvents.Message.Text)
 		assert.Equal(t, "alice", ev.InboxEvents.Message.Author.Handle)
+		require.NotNil(t, ev.InboxEvents.Edge, "ADDED prints the new edge")
+		assert.NotEmpty(t, ev.InboxEvents.Edge.Cursor)
+		assert.Equal(t, "live from alice", ev.InboxEvents.Edge.Node.Text)
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event printed")
 	}

@@ -39,12 +39,16 @@ interface InboxPage {
   pageInfo: { hasNextPage: boolean; endCursor: string | null };
 }
 
+// Each event type sets its own fields only: edge (ADDED), message (EDITED),
+// deletedMessageId (DELETED), removedMessageId (REMOVED).
 interface InboxEvent {
-  type: 'ADDED' | 'EDITED' | 'DELETED' | 'READ';
+  type: 'ADDED' | 'EDITED' | 'DELETED' | 'REMOVED' | 'READ';
   unreadCount: number;
   totalCount: number;
-  messageId: string | null;
+  edge: { cursor: string; node: Message } | null;
   message: Message | null;
+  deletedMessageId: string | null;
+  removedMessageId: string | null;
 }
 
 const MESSAGE = `fragment Msg on Message {
@@ -62,7 +66,12 @@ const INBOX = `query Inbox($first: Int!, $after: String) {
 }
 ${MESSAGE}`;
 const INBOX_EVENTS = `subscription InboxEvents {
-  inboxEvents { type messageId unreadCount totalCount message { ...Msg } }
+  inboxEvents {
+    type unreadCount totalCount
+    edge { cursor node { ...Msg } }
+    message { ...Msg }
+    deletedMessageId removedMessageId
+  }
 }
 ${MESSAGE}`;
 
@@ -246,17 +255,20 @@ function onEvent(ev: InboxEvent): void {
   setCounts(ev.unreadCount, ev.totalCount);
   switch (ev.type) {
     case 'ADDED':
-      if (ev.message) insertInOrder(ev.message);
+      if (ev.edge) insertInOrder(ev.edge.node);
       break;
     case 'EDITED':
       if (ev.message) updateText(ev.message);
       break;
     case 'DELETED':
-      if (ev.messageId) {
-        remove(ev.messageId);
+    case 'REMOVED': {
+      const id = ev.deletedMessageId ?? ev.removedMessageId;
+      if (id) {
+        remove(id);
         afterChange();
       }
       break;
+    }
     case 'READ':
       break;
   }

@@ -18,8 +18,10 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 #    its counts; for the next page, pass its endCursor as
 #    "after". MarkRead clears the unread count.
 # 6. InboxEvents keeps a websocket open and shows each
-#    change to your inbox (ADDED, EDITED, DELETED, READ)
-#    as it happens, until you press stop.
+#    change to your inbox as it happens, until you press
+#    stop: ADDED (edge), EDITED (message), DELETED
+#    (deletedMessageId), REMOVED (removedMessageId: you
+#    unfollowed its author), READ.
 # 7. LogOut ends the token in the Headers pane at once,
 #    on every server: its websockets close with 4403.
 #    LogOutEverywhere ends every token of your account.
@@ -114,16 +116,25 @@ mutation LogOutEverywhere {
 subscription InboxEvents {
   inboxEvents {
     type
-    messageId
     unreadCount
     totalCount
+    edge {
+      cursor
+      deliveredAt
+      node {
+        id
+        text
+        author {
+          handle
+        }
+      }
+    }
     message {
       id
       text
-      author {
-        handle
-      }
     }
+    deletedMessageId
+    removedMessageId
   }
 }
 `;

@@ -70,6 +70,10 @@ type Message struct {
 	// under strategy hybrid, a post by an author with more followers than
 	// the celebrity threshold. Readers merge it in from the outbox.
 	Pulled bool
+	// Mentions are the users @mentioned in Text (see ParseMentions), in
+	// the order first mentioned, resolved when the message was posted or
+	// last edited: a handle that named no user then mentions no one.
+	Mentions []ID
 }
 
 // Key returns the key that finds m in storage.

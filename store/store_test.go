@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +90,24 @@ func TestPageSize(t *testing.T) {
 		} else {
 			assert.Equal(t, store.EINVALID, store.ErrorCode(err))
 		}
+	}
+}
+
+func TestParseMentions(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want []string
+	}{
+		{"hi @alice and @Bob_99!", []string{"alice", "bob_99"}},
+		{"@alice @ALICE @alice", []string{"alice"}},
+		{"mail me at me@example.com", nil},
+		{"@al is too short, @" + strings.Repeat("x", 31) + " too long", nil},
+		{"@" + strings.Repeat("x", 30) + ".", []string{strings.Repeat("x", 30)}},
+		{"(@carol), @dave's, @@erin", []string{"carol", "dave", "erin"}},
+		{"@\u212Aelvin is not ASCII", nil},
+		{"trailing @", nil},
+		{"", nil},
+	} {
+		assert.Equal(t, tc.want, store.ParseMentions(tc.text), "%q", tc.text)
 	}
 }

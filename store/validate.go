@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -21,6 +22,7 @@ const (
 	AttrNameMaxLen    = 64   // characters
 	AttrValueMaxLen   = 1024 // bytes
 	MaxAttributes     = 100  // per user, and per change
+	MaxMentions       = 10   // distinct @handles per message
 )
 
 // NormalizeHandle lowercases a handle and checks it is 3–30 of [a-z0-9_].
@@ -164,4 +166,33 @@ func ValidateAttributeChanges(changes []AttributeChange) error {
 		seen[c.Name] = true
 	}
 	return nil
+}
+
+// ParseMentions returns the handles @mentioned in text, lowercased, each
+// once, in the order first mentioned. A mention is "@" and a handle (3 to
+// 30 of A-Z, a-z, 0-9 and _) that is neither preceded nor followed by a
+// handle character, so an e-mail address or a longer word mentions no one.
+func ParseMentions(text string) []string {
+	var out []string
+	for i := 0; i < len(text); i++ {
+		if text[i] != '@' || i > 0 && handleByte(text[i-1]) {
+			continue
+		}
+		j := i + 1
+		for j < len(text) && handleByte(text[j]) {
+			j++
+		}
+		if n := j - i - 1; n >= HandleMinLen && n <= HandleMaxLen {
+			h := strings.ToLower(text[i+1 : j])
+			if !slices.Contains(out, h) {
+				out = append(out, h)
+			}
+		}
+		i = j - 1
+	}
+	return out
+}
+
+func handleByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }

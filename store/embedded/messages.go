@@ -138,6 +138,9 @@ func (s *Store) UpdateMessage(_ context.Context, id store.ID, upd storage.Messag
 	if upd.EditedAt != nil {
 		m.EditedAt = upd.EditedAt
 	}
+	if upd.Mentions != nil {
+		m.Mentions = *upd.Mentions
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := setMessage(b, m); err != nil {

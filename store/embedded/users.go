@@ -98,6 +98,21 @@ func (s *Store) FindUserByHandle(_ context.Context, handle string) (*store.User,
 	return s.findUser(id)
 }
 
+// FindUsersByHandles implements storage.Backend.
+func (s *Store) FindUsersByHandles(ctx context.Context, handles []string) ([]*store.User, error) {
+	out := make([]*store.User, len(handles))
+	for i, h := range handles {
+		u, err := s.FindUserByHandle(ctx, h)
+		if store.ErrorCode(err) == store.ENOTFOUND {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		out[i] = u
+	}
+	return out, nil
+}
+
 // UpdateUser implements storage.Backend.
 func (s *Store) UpdateUser(_ context.Context, id store.ID, upd storage.UserUpdate) (*store.User, error) {
 	return s.changeUser(id, func(d *docs.User) {

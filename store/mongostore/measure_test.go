@@ -254,6 +254,16 @@ func TestRoundTrips(t *testing.T) {
 			assert.Equal(t, int64(2), n.Load())
 		})
 	}
+	t.Run("users by handles", func(t *testing.T) {
+		n.Store(0)
+		users, err := st.FindUsersByHandles(ctx, []string{"f0", "nobody", "author", "f1", "f2"})
+		require.NoError(t, err)
+		require.Len(t, users, 5)
+		assert.Nil(t, users[1])
+		assert.Equal(t, author.ID, users[2].ID)
+		t.Logf("find 5 users by handle (a message's mentions): %d round trips", n.Load())
+		assert.Equal(t, int64(2), n.Load(), "the handles' claims, then their users, however many")
+	})
 	t.Run("revoke", func(t *testing.T) {
 		exp := clk.t.Add(time.Hour).Truncate(time.Second)
 		for _, r := range []store.TokenRevocation{{TokenID: "a", Expires: exp, Now: clk.t}, {All: true, Now: clk.t}} {
@@ -302,6 +312,9 @@ func TestBytes(t *testing.T) {
 		deliver(t, st, j, 100, clk.now())
 		last = m.ID
 	}
+	mentioning := &store.Message{ID: store.NewID(clk.now()), AuthorID: alice.ID, Text: strings.Repeat("x", 80), Kind: store.KindPost, CreatedAt: clk.t,
+		Mentions: []store.ID{alice.ID, bob.ID}}
+	require.NoError(t, st.CreateMessage(ctx, mentioning, nil))
 	_, err = st.MarkInboxRead(ctx, bob.ID, storage.LayoutBuckets, last)
 	require.NoError(t, err)
 	// A user who logged out once: the revoked token stays until it expires.
@@ -327,7 +340,8 @@ func TestBytes(t *testing.T) {
 		{"handle claim", raw("handles", bson.D{{Key: "_id", Value: "bob_2"}}), 0},
 		{"follow edge, followees", raw("followees", bson.D{}), 0},
 		{"follow edge, followers", raw("followers", bson.D{}), 0},
-		{"message (80 characters)", raw("messages", bson.D{}), 0},
+		{"message (80 characters)", raw("messages", bson.D{{Key: "me", Value: bson.D{{Key: "$exists", Value: false}}}}), 0},
+		{"message (80 characters), 2 mentions", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(mentioning.ID)}}), 0},
 		{"inbox entry, entries layout", raw("entries", bson.D{}), 0},
 		{"inbox entry, in a bucket", bucket.Lookup("e").Array().Index(0).Value().Document(), elem},
 		{"inbox entry, in a cache", cache.Lookup("e").Array().Index(0).Value().Document(), elem},

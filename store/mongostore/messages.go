@@ -235,7 +235,15 @@ func (s *Store) UpdateMessage(ctx context.Context, id store.ID, upd storage.Mess
 	if upd.EditedAt != nil {
 		set = append(set, bson.E{Key: "e", Value: *upd.EditedAt})
 	}
-	if len(set) == 0 {
+	unset := bson.D{}
+	if upd.Mentions != nil {
+		if ids := docs.FromIDs(*upd.Mentions); ids != nil {
+			set = append(set, bson.E{Key: "me", Value: ids})
+		} else {
+			unset = append(unset, bson.E{Key: "me", Value: ""})
+		}
+	}
+	if len(set) == 0 && len(unset) == 0 {
 		return s.FindMessageByID(ctx, id)
 	}
 	filter, err := s.liveKey(ctx, id, "update message")
@@ -243,7 +251,14 @@ func (s *Store) UpdateMessage(ctx context.Context, id store.ID, upd storage.Mess
 		return nil, err
 	}
 	var d messageDoc
-	err = s.messages.FindOneAndUpdate(ctx, filter, bson.D{{Key: "$set", Value: set}},
+	update := bson.D{}
+	if len(set) > 0 {
+		update = append(update, bson.E{Key: "$set", Value: set})
+	}
+	if len(unset) > 0 {
+		update = append(update, bson.E{Key: "$unset", Value: unset})
+	}
+	err = s.messages.FindOneAndUpdate(ctx, filter, update,
 		options.FindOneAndUpdate().SetReturnDocument(options.After).SetProjection(bson.D{{Key: "j", Value: 0}})).Decode(&d)
 	if err != nil {
 		return nil, missing(err, "message not found", "update message")

@@ -214,7 +214,7 @@ var FieldNames = map[string]string{
 	"u": "user", "o": "other", "t": "time", "op": "operation", "st": "state", "uop": "unfollowOperation",
 	// messages (t is the text there), jobs, deletion and counting marks
 	"a": "author", "r": "replyTo", "ra": "replyToAuthor", "e": "editedAt", "pl": "pulled", "j": "job", "cur": "cursor",
-	"x": "deletedAt", "mn": "counted", "xn": "uncounted",
+	"x": "deletedAt", "mn": "counted", "xn": "uncounted", "me": "mentions",
 	// entries, buckets and caches (o owner, k key, e entries; m message,
 	// d delivered, b bucket; f complete, cv version)
 	"m": "message", "d": "deliveredAt", "b": "bucket", "f": "complete", "cv": "cacheVersion",

@@ -43,6 +43,9 @@ type Users interface {
 	FindUserByID(ctx context.Context, id store.ID) (*store.User, error)
 	FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error)
 	FindUserByHandle(ctx context.Context, handle string) (*store.User, error)
+	// FindUsersByHandles is FindUserByHandle for several lowercase
+	// handles at once, aligned with them: nil where no user has one.
+	FindUsersByHandles(ctx context.Context, handles []string) ([]*store.User, error)
 	UpdateUser(ctx context.Context, id store.ID, upd UserUpdate) (*store.User, error)
 	// RevokeTokens changes a user's token version and revoked tokens as
 	// r.Apply does, atomically (concurrent revocations all apply), and
@@ -214,6 +217,7 @@ type MessageFilter struct {
 type MessageUpdate struct {
 	Text     *string
 	EditedAt *time.Time
+	Mentions *[]store.ID // an empty slice: mentions no one
 }
 
 // InboxFilter selects a page of one stored inbox.

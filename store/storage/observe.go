@@ -62,6 +62,13 @@ func (w *observed) FindUserByHandle(ctx context.Context, handle string) (*store.
 	return r0, err
 }
 
+func (w *observed) FindUsersByHandles(ctx context.Context, handles []string) ([]*store.User, error) {
+	start := time.Now()
+	r0, err := w.b.FindUsersByHandles(ctx, handles)
+	w.o.Observe("FindUsersByHandles", start, err)
+	return r0, err
+}
+
 func (w *observed) UpdateUser(ctx context.Context, id store.ID, upd UserUpdate) (*store.User, error) {
 	start := time.Now()
 	r0, err := w.b.UpdateUser(ctx, id, upd)

@@ -49,6 +49,20 @@ func testUsers(t *testing.T, open OpenFunc) {
 		assert.Equal(t, u1.ID, got[2].ID)
 		assert.Equal(t, u2.ID, got[3].ID)
 	})
+	t.Run("ByHandlesAligned", func(t *testing.T) {
+		b, c := openBackend(t, open), newClock()
+		u1, u2 := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+		got, err := b.FindUsersByHandles(ctx, []string{u2.Handle, "nobody", u1.Handle, u2.Handle})
+		require.NoError(t, err)
+		require.Len(t, got, 4)
+		assert.Equal(t, u2, got[0])
+		assert.Nil(t, got[1])
+		assert.Equal(t, u1, got[2])
+		assert.Equal(t, u2, got[3])
+		none, err := b.FindUsersByHandles(ctx, nil)
+		require.NoError(t, err)
+		assert.Empty(t, none)
+	})
 	t.Run("Update", func(t *testing.T) {
 		b, c := openBackend(t, open), newClock()
 		u := mustCreateUser(t, b, c)
@@ -188,6 +202,30 @@ func testMessages(t *testing.T, open OpenFunc) {
 		require.Len(t, outbox, 1)
 		assert.Equal(t, reply.ID, outbox[0].ID)
 		assert.Equal(t, 1, mustUser(t, b, a.ID).MessageCount)
+	})
+	t.Run("Mentions", func(t *testing.T) {
+		b, c := openBackend(t, open), newClock()
+		a := mustCreateUser(t, b, c)
+		// Mentions are stored with the message and replaced by an edit;
+		// an empty list mentions no one.
+		u1, u2 := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+		mentioning := newMessage(c, a.ID, "hi")
+		mentioning.Mentions = []store.ID{u2.ID, u1.ID}
+		require.NoError(t, b.CreateMessage(ctx, mentioning, nil))
+		got, err := b.FindMessageByID(ctx, mentioning.ID)
+		require.NoError(t, err)
+		assert.Equal(t, []store.ID{u2.ID, u1.ID}, got.Mentions)
+		only := []store.ID{u1.ID}
+		got, err = b.UpdateMessage(ctx, mentioning.ID, storage.MessageUpdate{Mentions: &only})
+		require.NoError(t, err)
+		assert.Equal(t, only, got.Mentions)
+		none := []store.ID{}
+		_, err = b.UpdateMessage(ctx, mentioning.ID, storage.MessageUpdate{Mentions: &none})
+		require.NoError(t, err)
+		cleared, err := b.FindMessagesByKeys(ctx, []store.MessageKey{mentioning.Key()})
+		require.NoError(t, err)
+		assert.Empty(t, cleared[0].Mentions)
+		assert.Equal(t, "hi", cleared[0].Text, "the other fields stay")
 	})
 	t.Run("BatchAligned", func(t *testing.T) {
 		// Keys in no order, repeated, missing below, between and above the

@@ -14,7 +14,7 @@
 //	          tv token version, rt revoked tokens: [{i token id, e expires}]
 //	messages: _id id, a author, t text, k kind (0 post, 1 reply),
 //	          r replied-to message, ra its author, c created, e edited,
-//	          pl pulled (not fanned out)
+//	          pl pulled (not fanned out), me mentioned users
 //	jobs:     _id job id, k kind, l layout, m message, a author (followee),
 //	          o owner, c message created, cur cursor
 package docs
@@ -114,20 +114,22 @@ const (
 
 // Message is a stored message.
 type Message struct {
-	ID      primitive.ObjectID  `bson:"_id"`
-	Author  primitive.ObjectID  `bson:"a"`
-	Text    string              `bson:"t"`
-	Kind    int32               `bson:"k"`
-	ReplyTo *primitive.ObjectID `bson:"r,omitempty"`
-	ReplyBy *primitive.ObjectID `bson:"ra,omitempty"`
-	Created time.Time           `bson:"c"`
-	Edited  *time.Time          `bson:"e,omitempty"`
-	Pulled  bool                `bson:"pl,omitempty"`
+	ID       primitive.ObjectID   `bson:"_id"`
+	Author   primitive.ObjectID   `bson:"a"`
+	Text     string               `bson:"t"`
+	Kind     int32                `bson:"k"`
+	ReplyTo  *primitive.ObjectID  `bson:"r,omitempty"`
+	ReplyBy  *primitive.ObjectID  `bson:"ra,omitempty"`
+	Created  time.Time            `bson:"c"`
+	Edited   *time.Time           `bson:"e,omitempty"`
+	Pulled   bool                 `bson:"pl,omitempty"`
+	Mentions []primitive.ObjectID `bson:"me,omitempty"`
 }
 
 // FromMessage returns the stored form of m.
 func FromMessage(m *store.Message) *Message {
-	d := &Message{ID: primitive.ObjectID(m.ID), Author: primitive.ObjectID(m.AuthorID), Text: m.Text, Kind: kindPost, Created: m.CreatedAt, Edited: m.EditedAt, Pulled: m.Pulled}
+	d := &Message{ID: primitive.ObjectID(m.ID), Author: primitive.ObjectID(m.AuthorID), Text: m.Text, Kind: kindPost, Created: m.CreatedAt, Edited: m.EditedAt, Pulled: m.Pulled,
+		Mentions: FromIDs(m.Mentions)}
 	if m.Kind == store.KindReply {
 		r, ra := primitive.ObjectID(m.ReplyToID), primitive.ObjectID(m.ReplyToAuthorID)
 		d.Kind, d.ReplyTo, d.ReplyBy = kindReply, &r, &ra
@@ -145,7 +147,8 @@ func (d *Message) Store() *store.Message {
 // StoreTo sets m to the domain form of d, so that a batch read can decode
 // its messages into one slice instead of allocating each.
 func (d *Message) StoreTo(m *store.Message) {
-	*m = store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC(), Pulled: d.Pulled}
+	*m = store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC(), Pulled: d.Pulled,
+		Mentions: ToIDs(d.Mentions)}
 	if d.Kind == kindReply && d.ReplyTo != nil {
 		m.Kind, m.ReplyToID = store.KindReply, store.ID(*d.ReplyTo)
 		if d.ReplyBy != nil {
@@ -156,6 +159,30 @@ func (d *Message) StoreTo(m *store.Message) {
 		t := d.Edited.UTC()
 		m.EditedAt = &t
 	}
+}
+
+// FromIDs returns the stored form of ids; nil for none.
+func FromIDs(ids []store.ID) []primitive.ObjectID {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]primitive.ObjectID, len(ids))
+	for i, id := range ids {
+		out[i] = primitive.ObjectID(id)
+	}
+	return out
+}
+
+// ToIDs returns the domain form of stored ids; nil for none.
+func ToIDs(os []primitive.ObjectID) []store.ID {
+	if len(os) == 0 {
+		return nil
+	}
+	out := make([]store.ID, len(os))
+	for i, o := range os {
+		out[i] = store.ID(o)
+	}
+	return out
 }
 
 // Job is a stored fan-out job, keyed by its ID.
@@ -266,6 +293,8 @@ func decodeMessage(b []byte, d *Message) bool {
 			// bson.Unmarshal refuses a boolean byte other than 0 or 1.
 			ok = v.Type == bson.TypeBoolean && len(v.Data) == 1 && v.Data[0] <= 1
 			d.Pulled = ok && v.Data[0] == 1
+		case "me":
+			d.Mentions, ok = decodeIDs(v)
 		default:
 			return false
 		}
@@ -274,6 +303,26 @@ func decodeMessage(b []byte, d *Message) bool {
 		}
 	}
 	return true
+}
+
+// decodeIDs decodes an array of ObjectIDs as bson.Unmarshal does: an empty
+// array is an empty slice, not nil, and its keys are not checked.
+func decodeIDs(v bsoncore.Value) ([]primitive.ObjectID, bool) {
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil, false
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil, false
+	}
+	out := make([]primitive.ObjectID, len(vals))
+	for i, e := range vals {
+		if out[i], ok = e.ObjectIDOK(); !ok {
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 // UnmarshalUser decodes a stored user as Unmarshal does, but without

@@ -97,10 +97,11 @@ func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after
 // without waiting for the replied-to messages to load.
 func preloadInbox(ctx context.Context, ld *loader.Loaders, msgs []*store.Message) {
 	authors := make([]store.ID, 0, len(msgs))
-	var replyAuthors []store.ID
+	var replyAuthors, mentioned []store.ID
 	var replyTo []store.MessageKey
 	for _, m := range msgs {
 		authors = append(authors, m.AuthorID)
+		mentioned = append(mentioned, m.Mentions...)
 		if !m.ReplyToID.IsZero() {
 			replyTo = append(replyTo, replyToKey(m))
 			if !m.ReplyToAuthorID.IsZero() {
@@ -115,7 +116,7 @@ func preloadInbox(ctx context.Context, ld *loader.Loaders, msgs []*store.Message
 	for _, q := range []struct {
 		path string
 		ids  []store.ID
-	}{{"edges.node.author", authors}, {"edges.node.replyTo.author", replyAuthors}} {
+	}{{"edges.node.author", authors}, {"edges.node.replyTo.author", replyAuthors}, {"edges.node.mentions", mentioned}} {
 		if graphql.FieldRequested(ctx, q.path) {
 			users = append(users, q.ids...)
 			if graphql.FieldRequested(ctx, q.path+".viewerFollows") {

@@ -67,6 +67,24 @@ func (r *messageResolver) ReplyTo(ctx context.Context, obj *store.Message) (*sto
 	return optionalMessage(ctx, replyToKey(obj))
 }
 
+// Mentions is the resolver for the mentions field.
+func (r *messageResolver) Mentions(ctx context.Context, obj *store.Message) ([]*store.User, error) {
+	if len(obj.Mentions) == 0 {
+		return []*store.User{}, nil
+	}
+	users, errs := loader.For(ctx).Users(ctx, obj.Mentions)
+	out := make([]*store.User, 0, len(users))
+	for i, u := range users {
+		if err := errs[i]; err != nil && store.ErrorCode(err) != store.ENOTFOUND {
+			return nil, err
+		}
+		if u != nil {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
 // SignUp is the resolver for the signUp field.
 func (r *mutationResolver) SignUp(ctx context.Context, input service.SignUpInput) (*model.AuthPayload, error) {
 	u, err := r.Service.SignUp(ctx, input)

@@ -301,6 +301,7 @@ func setComplexity(c *generated.ComplexityRoot) {
 		return page(child, first, after, last, before)
 	}
 	c.Query.Nodes = func(child int, ids []string) int { return satAdd(1, satMul(len(ids), child)) }
+	c.Message.Mentions = func(child int) int { return satAdd(1, satMul(store.MaxMentions, child)) }
 }
 
 // satMul multiplies non-negative a and b without overflowing: a product

@@ -23,8 +23,12 @@ func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput
 	if err := store.ValidateMessageText(in.Text); err != nil {
 		return nil, err
 	}
+	mentions, err := s.mentions(ctx, in.Text)
+	if err != nil {
+		return nil, err
+	}
 	now := s.clock()
-	m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: in.Text, Kind: store.KindPost, CreatedAt: now}
+	m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: in.Text, Kind: store.KindPost, CreatedAt: now, Mentions: mentions}
 	if !in.ReplyToID.IsZero() {
 		target, err := s.backend.FindMessageByID(ctx, in.ReplyToID)
 		if store.ErrorCode(err) == store.ENOTFOUND {
@@ -59,6 +63,31 @@ func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput
 	return m, nil
 }
 
+// mentions resolves the users text @mentions (store.ParseMentions), in
+// one batch read, none when it mentions no handle: more than MaxMentions
+// handles is BAD_USER_INPUT, and a handle of no user mentions no one, as
+// in Mastodon.
+func (s *Service) mentions(ctx context.Context, text string) ([]store.ID, error) {
+	handles := store.ParseMentions(text)
+	if len(handles) > store.MaxMentions {
+		return nil, store.Errorf(store.EINVALID, "a message may mention at most %d users; this one mentions %d", store.MaxMentions, len(handles))
+	}
+	if len(handles) == 0 {
+		return nil, nil
+	}
+	users, err := s.backend.FindUsersByHandles(ctx, handles)
+	if err != nil {
+		return nil, err
+	}
+	var ids []store.ID
+	for _, u := range users {
+		if u != nil {
+			ids = append(ids, u.ID)
+		}
+	}
+	return ids, nil
+}
+
 // FindMessageByID returns a message or NOT_FOUND.
 func (s *Service) FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error) {
 	return s.backend.FindMessageByID(ctx, id)
@@ -91,8 +120,15 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id store.ID, text str
 	if _, err := s.ownMessage(ctx, viewer, id); err != nil {
 		return nil, err
 	}
+	mentions, err := s.mentions(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	if mentions == nil {
+		mentions = []store.ID{} // the edit mentions no one
+	}
 	now := s.clock()
-	m, err := s.backend.UpdateMessage(ctx, id, storage.MessageUpdate{Text: &text, EditedAt: &now})
+	m, err := s.backend.UpdateMessage(ctx, id, storage.MessageUpdate{Text: &text, EditedAt: &now, Mentions: &mentions})
 	if err != nil {
 		return nil, err
 	}

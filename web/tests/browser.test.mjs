@@ -216,14 +216,17 @@ describe('demo client at /app/', () => {
       await page.getByTestId('unread-badge').waitFor({ state: 'hidden', timeout: TIMEOUT.event });
       await items.filter({ hasText: 'second post' }).getByTestId('reply').click({ timeout: TIMEOUT.event });
       await page.getByTestId('replying').filter({ hasText: '@' + author.handle }).waitFor();
-      await page.getByTestId('compose-text').fill('my reply');
+      await page.getByTestId('compose-text').fill(`my reply, @${author.handle.toUpperCase()} and @nobody_here`);
       await page.getByTestId('post').click();
       const mine = page.getByTestId('my-message');
       await mine.filter({ hasText: 'my reply' }).filter({ hasText: 'replying to @' + author.handle }).waitFor();
+      // The handle, in any case, is resolved to its user; an unknown one is not.
+      await mine.first().getByTestId('mentions').filter({ hasText: new RegExp(`^mentions @${author.handle}$`) }).waitFor();
       await mine.first().getByTestId('edit').click();
       await page.getByTestId('edit-text').fill('my reply, edited');
       await page.getByTestId('save').click();
       await mine.filter({ hasText: 'my reply, edited' }).waitFor();
+      assert.equal(await mine.first().getByTestId('mentions').count(), 0, 'the edit mentions no one');
       const seen = await gql(server.base, author.token, 'query($h: String!) { user(handle: $h) { messages(first: 1) { edges { node { text replyTo { id } } } } } }', { h: handle });
       assert.deepEqual(seen.user.messages.edges[0].node, { text: 'my reply, edited', replyTo: { id: second.id } });
       await mine.first().getByTestId('delete').click();

@@ -22,6 +22,7 @@ interface Message {
   editedAt: string | null;
   author: Author;
   replyTo: { id: string; text: string; author: { handle: string } } | null;
+  mentions: { handle: string }[];
 }
 
 interface FoundUser extends Author {
@@ -55,6 +56,7 @@ const MESSAGE = `fragment Msg on Message {
   id text kind createdAt editedAt
   author { id handle displayName }
   replyTo { id text author { handle } }
+  mentions { handle }
 }`;
 const USER = 'id handle displayName followerCount followingCount messageCount viewerFollows';
 const INBOX = `query Inbox($first: Int!, $after: String) {
@@ -417,6 +419,9 @@ function messageItem(m: Message, testid: string): HTMLLIElement {
     ),
     m.replyTo ? h('p', { class: 'reply-to' }, `↪ replying to @${m.replyTo.author.handle}: ${m.replyTo.text}`) : null,
     text,
+    m.mentions.length > 0
+      ? h('p', { class: 'mentions', 'data-testid': 'mentions' }, `mentions ${m.mentions.map((u) => '@' + u.handle).join(', ')}`)
+      : null,
     actions,
   );
   if (own) {

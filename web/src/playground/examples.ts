@@ -13,7 +13,8 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 # 2. FindUser looks someone up by handle: copy their id
 #    into "userId" in the Variables pane.
 # 3. Follow follows them: their posts reach your inbox.
-# 4. Post writes a message to your followers' inboxes.
+# 4. Post writes a message to your followers' inboxes;
+#    each @handle in it is a mention.
 # 5. Inbox reads your home timeline, newest first, with
 #    its counts; for the next page, pass its endCursor as
 #    "after". MarkRead clears the unread count.
@@ -72,6 +73,9 @@ mutation Post($text: String!) {
     id
     text
     createdAt
+    mentions {
+      handle
+    }
   }
 }
 
@@ -91,6 +95,9 @@ query Inbox($after: String) {
         author {
           handle
           displayName
+        }
+        mentions {
+          handle
         }
       }
     }
@@ -145,7 +152,7 @@ export const exampleVariables = `{
   "displayName": "Alice",
   "followHandle": "bob",
   "userId": "paste the id FindUser returned",
-  "text": "Hello from the playground!",
+  "text": "Hello from the playground, @bob!",
   "after": null
 }
 `;

@@ -199,7 +199,8 @@ const (
 func bulkSize(bk *storage.Bulk) int {
 	n := 64 + len(bk.Users)*bulkUserBytes + len(bk.Edges)*bulkEdgeBytes
 	for _, m := range bk.Messages {
-		n += bulkMessageBytes + len(m.Text)
+		// A mention is an array element: type, index key, ObjectID.
+		n += bulkMessageBytes + len(m.Text) + len(m.Mentions)*(1+3+len(store.ID{}))
 	}
 	for _, in := range bk.Inboxes {
 		n += 64 + len(in.Items)*bulkEntryBytes

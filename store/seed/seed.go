@@ -38,6 +38,10 @@ var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 const (
 	historyLength = 30 * 24 * time.Hour
 	replyShare    = 0.1
+	// mentionShare is the share of posts that mention a user their author
+	// follows; every reply mentions the author it answers, as Mastodon's
+	// and Twitter's reply boxes start with that @handle.
+	mentionShare = 0.1
 	// maxUsers keeps user IDs distinct: a user's ID carries its index in
 	// the 3-byte counter.
 	maxUsers = 1 << 24
@@ -289,24 +293,40 @@ var words = strings.Fields(`the a timeline inbox message follow reply today we
 	coffee release notes deploy on call green tests weekend map trail river
 	city music book new old small big good late early`)
 
-// text is message k's text: 3 to 24 words, the same on every run.
-func (n *Network) text(k int) string {
+// content is message k's text, 3 to 24 words, and the users it mentions,
+// the same on every run: a reply starts by mentioning the author it
+// answers, and a post may end by mentioning a user its author follows.
+func (n *Network) content(k int) (string, []store.ID) {
 	r := rand.New(rand.NewPCG(n.cfg.Seed, uint64(k)))
 	var b strings.Builder
+	var mentions []store.ID
+	mention := func(u int) {
+		b.WriteString("@" + Handle(u))
+		mentions = append(mentions, n.UserID(u))
+	}
+	if rt := n.replyTo[k]; rt >= 0 {
+		mention(int(n.msgAuthor[rt]))
+		b.WriteByte(' ')
+	}
 	fmt.Fprintf(&b, "#%d", k+1)
 	for range 3 + r.IntN(22) {
 		b.WriteByte(' ')
 		b.WriteString(words[r.IntN(len(words))])
 	}
-	return b.String()
+	if follows := n.following[n.msgAuthor[k]]; n.replyTo[k] < 0 && len(follows) > 0 && r.Float64() < mentionShare {
+		b.WriteByte(' ')
+		mention(int(follows[r.IntN(len(follows))]))
+	}
+	return b.String(), mentions
 }
 
 func (n *Network) message(k int) *store.Message {
 	t := n.messageTime(k)
 	a := int(n.msgAuthor[k])
+	text, mentions := n.content(k)
 	m := &store.Message{
-		ID: n.messageID(k), AuthorID: n.UserID(a), Text: n.text(k), Kind: store.KindPost,
-		CreatedAt: t, Pulled: n.pulled[a],
+		ID: n.messageID(k), AuthorID: n.UserID(a), Text: text, Kind: store.KindPost,
+		CreatedAt: t, Pulled: n.pulled[a], Mentions: mentions,
 	}
 	if r := n.replyTo[k]; r >= 0 {
 		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, n.messageID(int(r)), n.UserID(int(n.msgAuthor[r]))

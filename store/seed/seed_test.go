@@ -3,6 +3,7 @@ package seed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -105,6 +106,7 @@ func TestNetwork_Records(t *testing.T) {
 		assert.True(t, slices.IsSortedFunc(in.Items, func(a, b store.InboxItem) int { return b.MessageID.Compare(a.MessageID) }), "newest first")
 	}
 	ids := make(map[store.ID]bool)
+	mentioningPosts := 0
 	for i := range n.Users() {
 		ids[n.UserID(i)] = true
 		u := n.user(i, nil, time.Time{})
@@ -119,8 +121,25 @@ func TestNetwork_Records(t *testing.T) {
 		}
 		if m.Kind == store.KindReply {
 			assert.Negative(t, m.ReplyToID.Compare(m.ID), "a reply answers an older message")
+			require.NotEmpty(t, m.Mentions, "a reply mentions the author it answers")
+			assert.Equal(t, m.ReplyToAuthorID, m.Mentions[0])
+		}
+		// The stored mentions are what the service would resolve from the
+		// text: handles of existing users, in order.
+		var resolved []store.ID
+		for _, h := range store.ParseMentions(m.Text) {
+			var i int
+			_, err := fmt.Sscanf(h, "user%d", &i)
+			require.NoError(t, err, h)
+			resolved = append(resolved, n.UserID(i-1))
+		}
+		assert.Equal(t, resolved, m.Mentions, m.Text)
+		if len(m.Mentions) > 0 && m.Kind == store.KindPost {
+			mentioningPosts++
 		}
 	}
+	// About mentionShare of the posts that could mention someone do.
+	assert.InDelta(t, mentionShare*float64(n.cfg.Messages)*(1-replyShare), float64(mentioningPosts), 40)
 	assert.Len(t, ids, n.Users()+n.cfg.Messages, "every id distinct")
 }
 

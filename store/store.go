@@ -74,7 +74,23 @@ type Message struct {
 	// the order first mentioned, resolved when the message was posted or
 	// last edited: a handle that named no user then mentions no one.
 	Mentions []ID
+	// LikeCount is how many users like the message, kept by the backend
+	// with each like and unlike; never counted by scanning.
+	LikeCount int
 }
+
+// Like is one user's like of one message. Its ID is made at the time of
+// the like, so lists of likes page newest first by it.
+type Like struct {
+	ID        ID
+	UserID    ID
+	MessageID ID
+	AuthorID  ID // the message's author, to find the message by key
+	CreatedAt time.Time
+}
+
+// Key returns the key of the liked message.
+func (l Like) Key() MessageKey { return MessageKey{ID: l.MessageID, AuthorID: l.AuthorID} }
 
 // Key returns the key that finds m in storage.
 func (m *Message) Key() MessageKey { return MessageKey{ID: m.ID, AuthorID: m.AuthorID} }

@@ -201,7 +201,7 @@ func (s *Store) FindUsersByAttribute(_ context.Context, name, value string, r st
 	if err := it.Error(); err != nil {
 		return nil, err
 	}
-	users, err := findDocs(s, pUser, ids, s.decodeUser)
+	users, err := findDocs(s, []byte{pUser}, ids, s.decodeUser)
 	if err != nil {
 		return nil, err
 	}

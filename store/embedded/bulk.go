@@ -23,7 +23,10 @@ var _ storage.BulkLoader = (*Store)(nil)
 //     user's keeps its counts and read mark, so reloading users after their
 //     inboxes counts nothing twice;
 //   - an edge: e and r, as Follow;
-//   - a message: m and o, as CreateMessage (no job: it is delivered);
+//   - a message: m and o, as CreateMessage (no job: it is delivered). Likes
+//     are not bulk-loaded (no l, L or k keys): the document's LikeCount is
+//     stored as given, so a loaded message should come with none, and
+//     reloading a message that was liked since resets its count;
 //   - an inbox entry: i, and the delivery record InsertInbox writes,
 //     d <message> <owner> x, so that a retraction finds a loaded entry as
 //     it finds an inserted one. A record per entry, not one per message:

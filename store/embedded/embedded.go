@@ -22,6 +22,9 @@
 //	d <message> <owner> x    delivery record of one InsertInbox entry: the owner
 //	j <job>                  pending fan-out job document
 //	b <name>                 bulk-load progress record (bulk.go)
+//	l <user> <like>          message and its author: "what user likes", newest first (likes.go)
+//	L <message> <like>       user and the message's author: "who likes the message", newest first
+//	k <user> <message>       like id: whether user likes the message (FindLiked, idempotent Like)
 //	N, K, a                  name store and attribute index (attributes.go)
 //
 // LayoutEntries and LayoutBuckets share one physical layout here: one key
@@ -72,6 +75,9 @@ const (
 	pCache    = 'c'
 	pPullers  = 'p'
 	pProgress = 'b'
+	pLikes    = 'l'
+	pLikers   = 'L'
+	pLiked    = 'k'
 )
 
 // Options configure the embedded backend.
@@ -125,8 +131,9 @@ type Store struct {
 	fatal        func(error) // Options.OnFatal
 	damagedTails int         // DamagedWALTails
 
-	// userLocks serialise read-modify-write of user documents (counters)
-	// and handle claims, striped by key; see lock.
+	// userLocks serialise read-modify-write of user documents (counters),
+	// message documents (edits, like counts) and handle claims, striped by
+	// key (user id, message id, handle); see lock.
 	userLocks [256]sync.Mutex
 	seed      maphash.Seed
 
@@ -367,15 +374,16 @@ func findDoc[T any](s *Store, k []byte, decode func([]byte) (*T, error), notFoun
 	return decode(v)
 }
 
-// findDocs reads the documents of ids under prefix, aligned with ids and
-// nil where one is missing. It reads them with one iterator, seeking to each
-// key in ascending order, instead of one Get per key: each Get builds (and
-// tears down) an iterator stack of its own, and the keys of a batch (a
-// timeline page's messages, their few authors) are usually close together,
-// so an ascending seek mostly steps within the block the last one loaded.
-// The iterator is also one consistent view of the batch. decode must not
-// keep v: it is valid only until the iterator moves.
-func findDocs[T any](s *Store, prefix byte, ids []store.ID, decode func(v []byte) (*T, error)) ([]*T, error) {
+// findDocs reads the documents of ids under prefix p (the key up to the
+// ID), aligned with ids and nil where one is missing. It reads them with
+// one iterator, seeking to each key in ascending order, instead of one Get
+// per key: each Get builds (and tears down) an iterator stack of its own,
+// and the keys of a batch (a timeline page's messages, their few authors)
+// are usually close together, so an ascending seek mostly steps within the
+// block the last one loaded. The iterator is also one consistent view of
+// the batch. decode must not keep v: it is valid only until the iterator
+// moves.
+func findDocs[T any](s *Store, p []byte, ids []store.ID, decode func(v []byte) (*T, error)) ([]*T, error) {
 	out := make([]*T, len(ids))
 	if len(ids) == 0 {
 		return out, nil
@@ -389,23 +397,21 @@ func findDocs[T any](s *Store, prefix byte, ids []store.ID, decode func(v []byte
 	if !slices.IsSortedFunc(order, func(a, b int32) int { return ids[a].Compare(ids[b]) }) {
 		slices.SortFunc(order, func(a, b int32) int { return ids[a].Compare(ids[b]) })
 	}
-	var lower, upper [1 + len(store.ID{})]byte
-	lower[0], upper[0] = prefix, prefix
 	first, last := ids[order[0]], ids[order[len(order)-1]]
-	copy(lower[1:], first[:])
-	copy(upper[1:], last[:])
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower[:], UpperBound: prefixEnd(upper[:])})
+	lower := append(bytes.Clone(p), first[:]...)
+	upper := prefixEnd(append(bytes.Clone(p), last[:]...))
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, fmt.Errorf("embedded iter: %w", err)
 	}
-	k := lower // one scratch key for every seek
+	k := bytes.Clone(lower) // one scratch key for every seek; the bounds stay Pebble's
 	found := false
 	for n, i := range order {
 		id := ids[i]
 		// A repeated id is read where the iterator already is.
 		if n == 0 || id != ids[order[n-1]] {
-			copy(k[1:], id[:])
-			found = it.SeekGE(k[:]) && bytes.Equal(it.Key(), k[:])
+			copy(k[len(p):], id[:])
+			found = it.SeekGE(k) && bytes.Equal(it.Key(), k)
 		}
 		if !found {
 			continue
@@ -444,7 +450,7 @@ func (s *Store) fatalOnPanic() {
 	}
 }
 
-// lock locks the stripes of up to two keys (user ids or handles) in a
+// lock locks the stripes of up to two keys (user ids, message ids or handles) in a
 // fixed order, so that concurrent multi-key operations cannot deadlock, and
 // returns the unlock.
 func (s *Store) lock(keys ...[]byte) func() {

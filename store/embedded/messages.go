@@ -89,7 +89,7 @@ func (s *Store) FindMessagesByKeys(_ context.Context, keys []store.MessageKey) (
 	// instead of one per message (a timeline page reads 50).
 	slab := make([]store.Message, len(keys))
 	next := 0
-	return findDocs(s, pMessage, ids, func(v []byte) (*store.Message, error) {
+	return findDocs(s, []byte{pMessage}, ids, func(v []byte) (*store.Message, error) {
 		m := &slab[next]
 		next++
 		return m, decodeMessageTo(v, m)
@@ -121,15 +121,13 @@ func (s *Store) FindMessages(_ context.Context, f storage.MessageFilter) ([]*sto
 
 // UpdateMessage implements storage.Backend.
 func (s *Store) UpdateMessage(_ context.Context, id store.ID, upd storage.MessageUpdate) (*store.Message, error) {
+	// The message's stripe orders this against DeleteMessage, so an edit
+	// cannot write a deleted message back, and against likes, so neither
+	// loses the other's change to the record.
+	unlock := s.lock(id[:])
+	defer unlock()
 	m, err := s.findMessage(id)
 	if err != nil {
-		return nil, err
-	}
-	// The author's stripe orders this against DeleteMessage, so an edit
-	// cannot write a deleted message back.
-	unlock := s.lock(m.AuthorID[:])
-	defer unlock()
-	if m, err = s.findMessage(id); err != nil {
 		return nil, err
 	}
 	if upd.Text != nil {
@@ -159,7 +157,9 @@ func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *storage.J
 	// committed before (and its records are retracted) or finds its job gone.
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
-	unlock := s.lock(m.AuthorID[:])
+	// The author's stripe for the counters, the message's against an edit
+	// or a like writing the record back.
+	unlock := s.lock(m.AuthorID[:], id[:])
 	defer unlock()
 	if _, err := s.findMessage(id); err != nil {
 		return err

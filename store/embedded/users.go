@@ -82,7 +82,7 @@ func (s *Store) FindUserByID(_ context.Context, id store.ID) (*store.User, error
 func (s *Store) FindUsersByIDs(_ context.Context, ids []store.ID) ([]*store.User, error) {
 	// A user document decodes by reflection, which may keep slices of
 	// the bytes it reads (the password hash), so it decodes a copy.
-	return findDocs(s, pUser, ids, func(v []byte) (*store.User, error) { return s.decodeUser(bytes.Clone(v)) })
+	return findDocs(s, []byte{pUser}, ids, func(v []byte) (*store.User, error) { return s.decodeUser(bytes.Clone(v)) })
 }
 
 // FindUserByHandle implements storage.Backend.

@@ -31,6 +31,7 @@ type faults struct {
 	usersUpdate atomic.Int32 // fail this many users.UpdateOne calls
 	msgsUpdate  atomic.Int32 // fail this many messages.UpdateOne calls,
 	msgsSkip    atomic.Int32 // after letting this many through
+	likesWrite  atomic.Int32 // fail this many likes.UpdateOne and DeleteOne calls
 	// unkeyed counts the writes of messages whose filter does not name the
 	// author, the shard key's prefix.
 	unkeyed atomic.Int32
@@ -111,6 +112,9 @@ func (c fColl) keyed(filter interface{}) {
 
 func (c fColl) DeleteOne(ctx context.Context, f interface{}, o ...*options.DeleteOptions) (*mongo.DeleteResult, error) {
 	c.keyed(f)
+	if c.name == "likes" && c.f.likesWrite.Add(-1) >= 0 {
+		return nil, errInjected
+	}
 	return c.ICollection.DeleteOne(ctx, f, o...)
 }
 
@@ -137,6 +141,9 @@ func (c fColl) UpdateOne(ctx context.Context, f, u interface{}, o ...*options.Up
 		<-c.f.release
 	}
 	if c.name == "users" && c.f.usersUpdate.Add(-1) >= 0 {
+		return nil, errInjected
+	}
+	if c.name == "likes" && c.f.likesWrite.Add(-1) >= 0 {
 		return nil, errInjected
 	}
 	if c.name == "messages" && c.f.msgsSkip.Add(-1) < 0 && c.f.msgsUpdate.Add(-1) >= 0 {

@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/256dpi/lungo"
@@ -38,41 +39,9 @@ func edgeFilter(u, o store.ID) bson.D {
 	return bson.D{{Key: "u", Value: oid(u)}, {Key: "o", Value: oid(o)}}
 }
 
-// lockTTL bounds how long a lock holder may take; a lock older than this
-// is taken over (its holder crashed: requests end long before).
-const lockTTL = 30 * time.Second
-
-// lockPair serialises follows and unfollows of one pair: their steps touch
-// four documents, and an operation reading the edge while another is half
-// way could apply a counter change twice. It waits for the lock until ctx
-// ends and returns the unlock.
+// lockPair serialises follows and unfollows of one pair (see lock).
 func (s *Store) lockPair(ctx context.Context, follower, followee store.ID) (func(), error) {
-	key := follower.String() + followee.String()
-	tok := store.NewID(time.Now()).String()
-	for {
-		now := time.Now().UTC()
-		_, err := s.locks.InsertOne(ctx, bson.D{{Key: "_id", Value: key}, {Key: "k", Value: tok}, {Key: "x", Value: now.Add(lockTTL)}})
-		if err == nil {
-			return func() {
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				defer cancel()
-				_, _ = s.locks.DeleteOne(ctx, bson.D{{Key: "_id", Value: key}, {Key: "k", Value: tok}})
-			}, nil
-		} else if !isDuplicate(err) {
-			return nil, wrap("lock", err)
-		}
-		// Held: take it over if it expired, else wait a moment.
-		if res, err := s.locks.DeleteOne(ctx, bson.D{{Key: "_id", Value: key}, {Key: "x", Value: bson.D{{Key: "$lt", Value: now}}}}); err != nil {
-			return nil, wrap("lock", err)
-		} else if res.DeletedCount == 1 {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	return s.lock(ctx, follower.String()+followee.String())
 }
 
 // Follow implements storage.Backend.
@@ -120,10 +89,10 @@ func (s *Store) finishFollow(ctx context.Context, e *edgeDoc) error {
 	if err != nil && !isDuplicate(err) {
 		return wrap("follow", err)
 	}
-	if err := s.incOnce(ctx, follower, e.Op, bson.D{{Key: "fg", Value: 1}}); err != nil {
+	if err := s.incOnce(ctx, s.users, userKey(follower), e.Op, bson.D{{Key: "fg", Value: 1}}); err != nil {
 		return err
 	}
-	if err := s.incOnce(ctx, followee, e.Op, bson.D{{Key: "fr", Value: 1}}); err != nil {
+	if err := s.incOnce(ctx, s.users, userKey(followee), e.Op, bson.D{{Key: "fr", Value: 1}}); err != nil {
 		return err
 	}
 	_, err = s.followees.UpdateOne(ctx, append(edgeFilter(follower, followee), bson.E{Key: "op", Value: e.Op}, bson.E{Key: "st", Value: edgeFollowing}),
@@ -132,10 +101,10 @@ func (s *Store) finishFollow(ctx context.Context, e *edgeDoc) error {
 		return wrap("follow", err)
 	}
 	// The edge now says the counters are done: their markers can go.
-	if err := s.forgetOp(ctx, follower, e.Op); err != nil {
+	if err := s.forgetOp(ctx, s.users, userKey(follower), e.Op); err != nil {
 		return err
 	}
-	return s.forgetOp(ctx, followee, e.Op)
+	return s.forgetOp(ctx, s.users, userKey(followee), e.Op)
 }
 
 // Unfollow implements storage.Backend.
@@ -176,10 +145,10 @@ func (s *Store) Unfollow(ctx context.Context, follower, followee store.ID) (bool
 // its operation. Every step is idempotent; the edge goes last.
 func (s *Store) finishUnfollow(ctx context.Context, e *edgeDoc) error {
 	follower, followee := store.ID(e.User), store.ID(e.Other)
-	if err := s.incOnce(ctx, follower, e.UnOp, bson.D{{Key: "fg", Value: -1}}); err != nil {
+	if err := s.incOnce(ctx, s.users, userKey(follower), e.UnOp, bson.D{{Key: "fg", Value: -1}}); err != nil {
 		return err
 	}
-	if err := s.incOnce(ctx, followee, e.UnOp, bson.D{{Key: "fr", Value: -1}}); err != nil {
+	if err := s.incOnce(ctx, s.users, userKey(followee), e.UnOp, bson.D{{Key: "fr", Value: -1}}); err != nil {
 		return err
 	}
 	if _, err := s.followers.DeleteOne(ctx, edgeFilter(followee, follower)); err != nil {
@@ -190,10 +159,10 @@ func (s *Store) finishUnfollow(ctx context.Context, e *edgeDoc) error {
 	}
 	// A crash before these leaves a stale marker, which no later operation
 	// uses: harmless.
-	if err := s.forgetOp(ctx, follower, e.UnOp); err != nil {
+	if err := s.forgetOp(ctx, s.users, userKey(follower), e.UnOp); err != nil {
 		return err
 	}
-	return s.forgetOp(ctx, followee, e.UnOp)
+	return s.forgetOp(ctx, s.users, userKey(followee), e.UnOp)
 }
 
 // FindFollowing implements storage.Backend.
@@ -202,7 +171,7 @@ func (s *Store) FindFollowing(ctx context.Context, follower store.ID, targets []
 	if len(targets) == 0 {
 		return out, nil
 	}
-	ids, err := s.findEdges(ctx, s.followees, bson.D{{Key: "u", Value: oid(follower)}, {Key: "o", Value: bson.D{{Key: "$in", Value: oids(targets)}}}}, nil, 0)
+	ids, err := s.findIDs(ctx, s.followees, "o", bson.D{{Key: "u", Value: oid(follower)}, {Key: "o", Value: bson.D{{Key: "$in", Value: oids(targets)}}}}, nil, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -229,15 +198,16 @@ func (s *Store) ListFollowing(ctx context.Context, user store.ID, r store.Range)
 // listEdges reads user's edges within r through the (u, o) index.
 func (s *Store) listEdges(ctx context.Context, coll lungo.ICollection, user store.ID, r store.Range) ([]store.ID, error) {
 	cond, sort := idRange("o", r, false)
-	return s.findEdges(ctx, coll, append(bson.D{{Key: "u", Value: oid(user)}}, cond...), sort, r.Limit)
+	return s.findIDs(ctx, coll, "o", append(bson.D{{Key: "u", Value: oid(user)}}, cond...), sort, r.Limit)
 }
 
-// findEdges reads the other ends of the edges filter selects, in sort
-// order (nil: any), up to limit (0: all). The projection names only
-// indexed fields, so MongoDB answers from the (u, o) index alone (a
-// covered query) on the one shard that holds u.
-func (s *Store) findEdges(ctx context.Context, coll lungo.ICollection, filter, sort bson.D, limit int) ([]store.ID, error) {
-	opts := options.Find().SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: "o", Value: 1}})
+// findIDs reads the IDs in field of the documents filter selects, in sort
+// order (nil: any), up to limit (0: all). The projection names only that
+// field, so MongoDB answers from an index on (u, field) alone (a covered
+// query: the follow edges' (u, o), the likes' (u, m)) on the one shard
+// that holds u.
+func (s *Store) findIDs(ctx context.Context, coll lungo.ICollection, field string, filter, sort bson.D, limit int) ([]store.ID, error) {
+	opts := options.Find().SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: field, Value: 1}})
 	if sort != nil {
 		opts.SetSort(sort)
 	}
@@ -246,17 +216,19 @@ func (s *Store) findEdges(ctx context.Context, coll lungo.ICollection, filter, s
 	}
 	cur, err := coll.Find(ctx, filter, opts)
 	if err != nil {
-		return nil, wrap("list edges", err)
+		return nil, wrap("list ids", err)
 	}
-	var rows []struct {
-		Other primitive.ObjectID `bson:"o"`
-	}
+	var rows []bson.Raw
 	if err := cur.All(ctx, &rows); err != nil {
-		return nil, wrap("list edges", err)
+		return nil, wrap("list ids", err)
 	}
 	out := make([]store.ID, len(rows))
 	for i, r := range rows {
-		out[i] = store.ID(r.Other)
+		id, ok := r.Lookup(field).ObjectIDOK()
+		if !ok {
+			return nil, wrap("list ids", fmt.Errorf("%s is not an ID", field))
+		}
+		out[i] = store.ID(id)
 	}
 	return out, nil
 }

@@ -264,6 +264,38 @@ func TestRoundTrips(t *testing.T) {
 		t.Logf("find 5 users by handle (a message's mentions): %d round trips", n.Load())
 		assert.Equal(t, int64(2), n.Load(), "the handles' claims, then their users, however many")
 	})
+	t.Run("like", func(t *testing.T) {
+		j := post(t, st, clk, author.ID, storage.LayoutNone, "liked")
+		key := store.MessageKey{ID: j.MessageID, AuthorID: author.ID}
+		fan := followers[1]
+		for _, step := range []struct {
+			what  string
+			do    func() (bool, error)
+			want  bool
+			trips int64
+			why   string
+		}{
+			{"like", func() (bool, error) { return st.Like(ctx, fan, key, clk.now()) }, true, 7,
+				"check the message, lock, upsert the like, count (marked), mark it done, forget the marker, unlock"},
+			{"like again", func() (bool, error) { return st.Like(ctx, fan, key, clk.now()) }, false, 4,
+				"check the message, lock, upsert finds it done, unlock"},
+			{"unlike", func() (bool, error) { return st.Unlike(ctx, fan, key) }, true, 7,
+				"check the message, lock, mark the like unliking, uncount (marked), delete it, forget the markers, unlock"},
+			{"unlike again", func() (bool, error) { return st.Unlike(ctx, fan, key) }, false, 5,
+				"check the message, lock, no like done to mark, none at all, unlock"},
+		} {
+			n.Store(0)
+			ok, err := step.do()
+			require.NoError(t, err)
+			assert.Equal(t, step.want, ok, step.what)
+			t.Logf("%s: %d round trips", step.what, n.Load())
+			assert.Equal(t, step.trips, n.Load(), step.why)
+		}
+		n.Store(0)
+		_, err := st.FindLiked(ctx, fan, keysOf(nil))
+		require.NoError(t, err)
+		assert.Zero(t, n.Load(), "no keys, no query")
+	})
 	t.Run("revoke", func(t *testing.T) {
 		exp := clk.t.Add(time.Hour).Truncate(time.Second)
 		for _, r := range []store.TokenRevocation{{TokenID: "a", Expires: exp, Now: clk.t}, {All: true, Now: clk.t}} {
@@ -317,6 +349,10 @@ func TestBytes(t *testing.T) {
 	require.NoError(t, st.CreateMessage(ctx, mentioning, nil))
 	_, err = st.MarkInboxRead(ctx, bob.ID, storage.LayoutBuckets, last)
 	require.NoError(t, err)
+	// Bob likes the last message: the like, and the count it adds to the
+	// message (lc, and the emptied markers po its operations leave).
+	_, err = st.Like(ctx, bob.ID, store.MessageKey{ID: last, AuthorID: alice.ID}, clk.now())
+	require.NoError(t, err)
 	// A user who logged out once: the revoked token stays until it expires.
 	_, err = st.RevokeTokens(ctx, alice.ID, store.TokenRevocation{TokenID: strings.Repeat("t", 22), Expires: clk.t.Add(24 * time.Hour), Now: clk.t})
 	require.NoError(t, err)
@@ -340,11 +376,13 @@ func TestBytes(t *testing.T) {
 		{"handle claim", raw("handles", bson.D{{Key: "_id", Value: "bob_2"}}), 0},
 		{"follow edge, followees", raw("followees", bson.D{}), 0},
 		{"follow edge, followers", raw("followers", bson.D{}), 0},
-		{"message (80 characters)", raw("messages", bson.D{{Key: "me", Value: bson.D{{Key: "$exists", Value: false}}}}), 0},
+		{"message (80 characters)", raw("messages", bson.D{{Key: "me", Value: bson.D{{Key: "$exists", Value: false}}}, {Key: "lc", Value: bson.D{{Key: "$exists", Value: false}}}}), 0},
+		{"message (80 characters), liked", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(last)}}), 0},
 		{"message (80 characters), 2 mentions", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(mentioning.ID)}}), 0},
 		{"inbox entry, entries layout", raw("entries", bson.D{}), 0},
 		{"inbox entry, in a bucket", bucket.Lookup("e").Array().Index(0).Value().Document(), elem},
 		{"inbox entry, in a cache", cache.Lookup("e").Array().Index(0).Value().Document(), elem},
+		{"like", raw("likes", bson.D{}), 0},
 		{"delivery record, per follower", raw("deliveries", bson.D{}).Lookup("r").Array().Index(0).Value().Document(), elem},
 	}
 	t.Logf("%-32s %6s %6s %6s", "stored document", "short", "long", "saved")

@@ -124,15 +124,15 @@ func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 		}
 		// It happened: take it back below, then forget its marker too (a
 		// stale marker would be harmless).
-		defer func() { _ = s.forgetOp(ctx, author, postedOp(id)) }()
+		defer func() { _ = s.forgetOp(ctx, s.users, userKey(author), postedOp(id)) }()
 	}
-	if err := s.incOnce(ctx, author, op, inc); err != nil {
+	if err := s.incOnce(ctx, s.users, userKey(author), op, inc); err != nil {
 		return err
 	}
 	if _, err := s.messages.UpdateOne(ctx, msgKey(id, author), bson.D{{Key: "$set", Value: bson.D{{Key: flag, Value: true}}}}); err != nil {
 		return wrap("count message", err)
 	}
-	return s.forgetOp(ctx, author, op)
+	return s.forgetOp(ctx, s.users, userKey(author), op)
 }
 
 // liveKey finds live message id by _id alone (which may ask every shard)
@@ -203,7 +203,7 @@ func (s *Store) findMessages(ctx context.Context, filter bson.D, opts *options.F
 	if opts == nil {
 		opts = options.Find()
 	}
-	opts.SetProjection(bson.D{{Key: "j", Value: 0}})
+	opts.SetProjection(bson.D{{Key: "j", Value: 0}, {Key: "po", Value: 0}})
 	cur, err := s.messages.Find(ctx, filter, opts)
 	if err != nil {
 		return nil, wrap("find messages", err)
@@ -295,10 +295,10 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *storage
 		// would grow the user's document. (A crash between the two writes
 		// leaves the count one high: the cost of no job.)
 		author := store.ID(d.Author)
-		if err := s.incOnce(ctx, author, deletedOp(id), countInc(&d, -1)); err != nil {
+		if err := s.incOnce(ctx, s.users, userKey(author), deletedOp(id), countInc(&d, -1)); err != nil {
 			return err
 		}
-		return s.forgetOp(ctx, author, deletedOp(id))
+		return s.forgetOp(ctx, s.users, userKey(author), deletedOp(id))
 	}
 	return s.count(ctx, &d, true)
 }

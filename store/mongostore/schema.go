@@ -45,13 +45,30 @@ const (
 	collFollowers = "followers"
 	// messages: docs.Message plus j (the message's pending fan-out job:
 	// k kind, l layout, cur cursor, p the plan of the delivery chunk at
-	// cur: {k record key, o owners}) and x (deleted at). The job lives in the
+	// cur: {k record key, o owners}), x (deleted at), mn and xn (counted in
+	// and out of the author's message count) and po (the like-count
+	// operations not yet forgotten, as on users). docs.Message's lc, the like
+	// count, is kept here, beside the message that every read loads anyway;
+	// likes change it once each (see likes). The job lives in the
 	// message so that a post and its job are one atomic insert. Sharded on
 	// (a, _id): an author's outbox is one shard range and _id orders by
 	// time; inbox entries carry the author, so loading a page's messages
 	// names the shard key, and fan-out on read ({a: {$in}, _id < cursor})
 	// goes only to the shards of the followees.
 	collMessages = "messages"
+	// likes: {_id: like, u: user, m: message, a: its author, st: state} —
+	// one document per like; its _id is made at the like's time, so it
+	// orders both lists and holds the time. st is there only while a like
+	// or unlike is half done (1 liking, 2 unliking): the message's count
+	// (lc) changes in a second write, once per operation, with a marker on
+	// the message named after the like's _id (see likes.go). The unique
+	// index (u, m) is the pair's upsert and FindLiked's covered read; (m,
+	// _id) lists a message's likers, (u, _id) a user's likes, newest first.
+	// Sharded on (u, m): Like, Unlike and FindLiked (a timeline page's
+	// hearts) name the user, so each goes to one shard, and a popular
+	// message's likes spread over the shards rather than filling one hot
+	// chunk; ListLikers asks every shard, each from its (m, _id) index.
+	collLikes = "likes"
 	// entries: {o: owner, m: message, a: author, c: created, d: delivered}
 	// — LayoutEntries (strategy write, Social Inboxes' fan-out on write): one
 	// document per inbox entry. A page is one range read of the unique
@@ -124,7 +141,8 @@ const (
 	// lease, and the job its holder last began.
 	collLeases = "leases"
 	// locks: {_id: key, k: token, x: expires} — short locks that make the
-	// steps of one follow or unfollow of a pair run one operation at a time.
+	// steps of one follow or unfollow (or like or unlike) of a pair run one
+	// operation at a time.
 	collLocks = "locks"
 	// progress: {_id: name, v: value} — the progress records of bulk loads
 	// (storage.BulkLoader), written after each batch. Few: not sharded.
@@ -165,6 +183,12 @@ var indexes = []index{
 		"an author's messages newest first (the outbox; Inbox caches: (uid, created)); fan-out on read merges several with $in"),
 	idx(collMessages, bson.D{{Key: "j.k", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("jobs").SetPartialFilterExpression(bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"pending fan-out jobs, oldest first; partial, so only messages with a job are indexed"),
+	idx(collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("like").SetUnique(true),
+		"one like per (user, message); whether u likes a page's messages, covered"),
+	idx(collLikes, bson.D{{Key: "m", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("likers"),
+		"a message's likes newest first (ListLikers)"),
+	idx(collLikes, bson.D{{Key: "u", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("liked"),
+		"a user's likes newest first (ListLikes)"),
 	idx(collEntries, bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("entry").SetUnique(true),
 		"one entry per (owner, message); an inbox page is one range of it, read backwards"),
 	idx(collEntries, bson.D{{Key: "o", Value: 1}, {Key: "a", Value: 1}}, options.Index().SetName("author"),
@@ -192,6 +216,7 @@ var shardKeys = []struct {
 	{collFollowees, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "who u follows: one shard range per user"},
 	{collFollowers, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "u's followers, streamed in o order by fan-out: one shard range per user"},
 	{collMessages, bson.D{{Key: "a", Value: 1}, {Key: "_id", Value: 1}}, "outbox pages and inbox message loads name the author"},
+	{collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, "like, unlike and a page's liked flags name the user; a popular message's likes spread over the shards"},
 	{collEntries, bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}, "an inbox's entries stay together; reads name the owner (Social Inboxes: recipient)"},
 	{collBuckets, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, "an inbox's buckets stay together; reads name the owner (Social Inboxes: owner and bucket)"},
 	{collCaches, bson.D{{Key: "_id", Value: "hashed"}}, "every cache read and write names the owner; hashed spreads them evenly"},
@@ -210,11 +235,11 @@ var FieldNames = map[string]string{
 	"bk": "newestBucket", "bn": "newestBucketCount", "bm": "newestMessage",
 	"ir": "readMark", "iv": "inboxVersion", "rb": "rebuild", "i": "instance",
 	"lj": "lastJob", "lq": "lastEntries", "la": "lastAdded", "ll": "lastLayout", "po": "pendingOperations",
-	// handles, follow edges
+	// handles, follow edges and likes
 	"u": "user", "o": "other", "t": "time", "op": "operation", "st": "state", "uop": "unfollowOperation",
 	// messages (t is the text there), jobs, deletion and counting marks
 	"a": "author", "r": "replyTo", "ra": "replyToAuthor", "e": "editedAt", "pl": "pulled", "j": "job", "cur": "cursor",
-	"x": "deletedAt", "mn": "counted", "xn": "uncounted", "me": "mentions",
+	"x": "deletedAt", "mn": "counted", "xn": "uncounted", "me": "mentions", "lc": "likeCount",
 	// entries, buckets and caches (o owner, k key, e entries; m message,
 	// d delivered, b bucket; f complete, cv version)
 	"m": "message", "d": "deliveredAt", "b": "bucket", "f": "complete", "cv": "cacheVersion",

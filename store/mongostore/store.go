@@ -45,7 +45,7 @@ type Store struct {
 
 	users, handles, followees, followers lungo.ICollection
 	messages, entries, buckets, caches   lungo.ICollection
-	jobs, deliveries                     lungo.ICollection
+	jobs, deliveries, likes              lungo.ICollection
 	names, events, leases, locks         lungo.ICollection
 
 	tokens *tokenCache
@@ -117,7 +117,7 @@ func New(client lungo.IClient, name string, opts Options) *Store {
 		followees: db.Collection(collFollowees), followers: db.Collection(collFollowers),
 		messages: db.Collection(collMessages), entries: db.Collection(collEntries),
 		buckets: db.Collection(collBuckets), caches: db.Collection(collCaches), jobs: db.Collection(collJobs),
-		deliveries: db.Collection(collDeliveries), names: db.Collection(collNames),
+		deliveries: db.Collection(collDeliveries), likes: db.Collection(collLikes), names: db.Collection(collNames),
 		events: db.Collection(collEvents), leases: db.Collection(collLeases), locks: db.Collection(collLocks),
 		tokens: newTokenCache(),
 	}

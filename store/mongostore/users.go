@@ -94,24 +94,6 @@ func (d *userDoc) counts(l storage.Layout) store.InboxCounts {
 	return c
 }
 
-// incOnce applies inc to user id's counters once for operation op: the
-// update also records op in the user's pending operations (po), and is
-// conditional on op not being there, so a retry changes nothing. When the
-// operation has recorded elsewhere that its counters are done, it calls
-// forgetOp, which keeps po small.
-func (s *Store) incOnce(ctx context.Context, id store.ID, op string, inc bson.D) error {
-	_, err := s.users.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: oid(id)}, {Key: "po", Value: bson.D{{Key: "$ne", Value: op}}}},
-		bson.D{{Key: "$inc", Value: inc}, {Key: "$push", Value: bson.D{{Key: "po", Value: op}}}})
-	return wrap("update counters", err)
-}
-
-// forgetOp drops a finished operation from user id's pending operations.
-func (s *Store) forgetOp(ctx context.Context, id store.ID, op string) error {
-	_, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(id)}}, bson.D{{Key: "$pull", Value: bson.D{{Key: "po", Value: op}}}})
-	return wrap("update counters", err)
-}
-
 func oid(id store.ID) primitive.ObjectID { return primitive.ObjectID(id) }
 
 // idRange returns what reads r over a list ordered by the ID field: the

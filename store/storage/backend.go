@@ -26,6 +26,7 @@ type Backend interface {
 	Users
 	Follows
 	Messages
+	Likes
 	Outboxes
 	Inboxes
 	Caches
@@ -98,6 +99,31 @@ type Messages interface {
 	// atomic step. A delivery racing with it either lands before (and is
 	// retracted) or fails.
 	DeleteMessage(ctx context.Context, id store.ID, retract *Job) error
+}
+
+// Likes stores who likes which message, listed both ways, and each
+// message's LikeCount, kept with the message.
+type Likes interface {
+	// Like records that user likes the message of key (its author given,
+	// so that a backend that places messages by author finds it in one
+	// place) and adds one to its LikeCount, in one atomic step. The like's
+	// ID is made from at. It reports false, changing nothing, if user
+	// already likes it; NOT_FOUND if the message does not exist or was
+	// deleted.
+	Like(ctx context.Context, user store.ID, key store.MessageKey, at time.Time) (bool, error)
+	// Unlike removes user's like of the message and takes one from its
+	// LikeCount, in one atomic step. It reports false, changing nothing,
+	// if user does not like it; NOT_FOUND if the message does not exist or
+	// was deleted.
+	Unlike(ctx context.Context, user store.ID, key store.MessageKey) (bool, error)
+	// FindLiked reports, for each key, whether user likes its message.
+	FindLiked(ctx context.Context, user store.ID, keys []store.MessageKey) ([]bool, error)
+	// ListLikers returns the likes of a message, newest first, within r
+	// (its From a like's ID).
+	ListLikers(ctx context.Context, message store.ID, r store.Range) ([]store.Like, error)
+	// ListLikes returns the likes user made, newest first, within r (its
+	// From a like's ID).
+	ListLikes(ctx context.Context, user store.ID, r store.Range) ([]store.Like, error)
 }
 
 // Outboxes reads several authors' outboxes at once: fan-out on read.

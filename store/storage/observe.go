@@ -181,6 +181,41 @@ func (w *observed) DeleteMessage(ctx context.Context, id store.ID, retract *Job)
 	return err
 }
 
+func (w *observed) Like(ctx context.Context, user store.ID, key store.MessageKey, at time.Time) (bool, error) {
+	start := time.Now()
+	r0, err := w.b.Like(ctx, user, key, at)
+	w.o.Observe("Like", start, err)
+	return r0, err
+}
+
+func (w *observed) Unlike(ctx context.Context, user store.ID, key store.MessageKey) (bool, error) {
+	start := time.Now()
+	r0, err := w.b.Unlike(ctx, user, key)
+	w.o.Observe("Unlike", start, err)
+	return r0, err
+}
+
+func (w *observed) FindLiked(ctx context.Context, user store.ID, keys []store.MessageKey) ([]bool, error) {
+	start := time.Now()
+	r0, err := w.b.FindLiked(ctx, user, keys)
+	w.o.Observe("FindLiked", start, err)
+	return r0, err
+}
+
+func (w *observed) ListLikers(ctx context.Context, message store.ID, r store.Range) ([]store.Like, error) {
+	start := time.Now()
+	r0, err := w.b.ListLikers(ctx, message, r)
+	w.o.Observe("ListLikers", start, err)
+	return r0, err
+}
+
+func (w *observed) ListLikes(ctx context.Context, user store.ID, r store.Range) ([]store.Like, error) {
+	start := time.Now()
+	r0, err := w.b.ListLikes(ctx, user, r)
+	w.o.Observe("ListLikes", start, err)
+	return r0, err
+}
+
 func (w *observed) FindOutbox(ctx context.Context, f OutboxFilter) ([]OutboxEntry, error) {
 	start := time.Now()
 	r0, err := w.b.FindOutbox(ctx, f)

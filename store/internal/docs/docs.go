@@ -14,7 +14,8 @@
 //	          tv token version, rt revoked tokens: [{i token id, e expires}]
 //	messages: _id id, a author, t text, k kind (0 post, 1 reply),
 //	          r replied-to message, ra its author, c created, e edited,
-//	          pl pulled (not fanned out), me mentioned users
+//	          pl pulled (not fanned out), me mentioned users,
+//	          lc like count
 //	jobs:     _id job id, k kind, l layout, m message, a author (followee),
 //	          o owner, c message created, cur cursor
 package docs
@@ -124,12 +125,13 @@ type Message struct {
 	Edited   *time.Time           `bson:"e,omitempty"`
 	Pulled   bool                 `bson:"pl,omitempty"`
 	Mentions []primitive.ObjectID `bson:"me,omitempty"`
+	Likes    int64                `bson:"lc,omitempty"`
 }
 
 // FromMessage returns the stored form of m.
 func FromMessage(m *store.Message) *Message {
 	d := &Message{ID: primitive.ObjectID(m.ID), Author: primitive.ObjectID(m.AuthorID), Text: m.Text, Kind: kindPost, Created: m.CreatedAt, Edited: m.EditedAt, Pulled: m.Pulled,
-		Mentions: FromIDs(m.Mentions)}
+		Mentions: FromIDs(m.Mentions), Likes: int64(m.LikeCount)}
 	if m.Kind == store.KindReply {
 		r, ra := primitive.ObjectID(m.ReplyToID), primitive.ObjectID(m.ReplyToAuthorID)
 		d.Kind, d.ReplyTo, d.ReplyBy = kindReply, &r, &ra
@@ -148,7 +150,7 @@ func (d *Message) Store() *store.Message {
 // its messages into one slice instead of allocating each.
 func (d *Message) StoreTo(m *store.Message) {
 	*m = store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC(), Pulled: d.Pulled,
-		Mentions: ToIDs(d.Mentions)}
+		Mentions: ToIDs(d.Mentions), LikeCount: int(d.Likes)}
 	if d.Kind == kindReply && d.ReplyTo != nil {
 		m.Kind, m.ReplyToID = store.KindReply, store.ID(*d.ReplyTo)
 		if d.ReplyBy != nil {
@@ -295,6 +297,8 @@ func decodeMessage(b []byte, d *Message) bool {
 			d.Pulled = ok && v.Data[0] == 1
 		case "me":
 			d.Mentions, ok = decodeIDs(v)
+		case "lc":
+			d.Likes, ok = v.Int64OK()
 		default:
 			return false
 		}

@@ -113,6 +113,13 @@ func preloadInbox(ctx context.Context, ld *loader.Loaders, msgs []*store.Message
 		replyTo = nil
 	}
 	var users, follows []store.ID
+	var likes []store.MessageKey
+	if graphql.FieldRequested(ctx, "edges.node.viewerHasLiked") {
+		likes = make([]store.MessageKey, len(msgs))
+		for i, m := range msgs {
+			likes[i] = m.Key()
+		}
+	}
 	for _, q := range []struct {
 		path string
 		ids  []store.ID
@@ -124,7 +131,7 @@ func preloadInbox(ctx context.Context, ld *loader.Loaders, msgs []*store.Message
 			}
 		}
 	}
-	ld.Preload(ctx, users, replyTo, follows)
+	ld.Preload(ctx, loader.Preloads{Users: users, Messages: replyTo, Follows: follows, Likes: likes})
 }
 
 // follows returns a page of user's followers (following false) or of the
@@ -307,4 +314,70 @@ func optionalMessage(ctx context.Context, key store.MessageKey) (*store.Message,
 		return nil, nil
 	}
 	return m, err
+}
+
+// likedBy returns a page of the users who like m, most recent like first;
+// cursors are like IDs, and the total is m's LikeCount. A liker who is gone
+// is left out.
+func (r *Resolver) likedBy(ctx context.Context, m *store.Message, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
+	rg, err := paging(cursorLikers, first, after, last, before)
+	if err != nil {
+		return nil, err
+	}
+	page, err := r.Service.Likers(ctx, m.ID, rg)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]store.ID, len(page.Likes))
+	for i, l := range page.Likes {
+		ids[i] = l.UserID
+	}
+	users, errs := loader.For(ctx).Users(ctx, ids)
+	conn := &model.UserConnection{Edges: make([]*model.UserEdge, 0, len(ids)), TotalCount: m.LikeCount}
+	cursors := make([]string, 0, len(ids))
+	for i, u := range users {
+		if store.ErrorCode(errs[i]) == store.ENOTFOUND {
+			continue
+		} else if errs[i] != nil {
+			return nil, errs[i]
+		}
+		c := encodeIDCursor(cursorLikers, page.Likes[i].ID)
+		cursors = append(cursors, c)
+		conn.Edges = append(conn.Edges, &model.UserEdge{Cursor: c, Node: u})
+	}
+	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
+	return conn, nil
+}
+
+// likes returns a page of the messages user likes, most recently liked
+// first; cursors are like IDs. A liked message that was deleted is left out.
+func (r *Resolver) likes(ctx context.Context, user *store.User, first *int, after *string, last *int, before *string) (*model.LikeConnection, error) {
+	rg, err := paging(cursorLikes, first, after, last, before)
+	if err != nil {
+		return nil, err
+	}
+	page, err := r.Service.Likes(ctx, user.ID, rg)
+	if err != nil {
+		return nil, err
+	}
+	ld := loader.For(ctx)
+	thunks := make([]func() (*store.Message, error), len(page.Likes))
+	for i, l := range page.Likes {
+		thunks[i] = ld.MessageByKey.Load(ctx, l.Key())
+	}
+	conn := &model.LikeConnection{Edges: make([]*model.LikeEdge, 0, len(page.Likes))}
+	cursors := make([]string, 0, len(page.Likes))
+	for i, l := range page.Likes {
+		m, err := thunks[i]()
+		if store.ErrorCode(err) == store.ENOTFOUND {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		c := encodeIDCursor(cursorLikes, l.ID)
+		cursors = append(cursors, c)
+		conn.Edges = append(conn.Edges, &model.LikeEdge{Cursor: c, Node: m, LikedAt: l.CreatedAt})
+	}
+	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
+	return conn, nil
 }

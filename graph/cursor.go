@@ -17,6 +17,8 @@ const (
 	cursorFollowers cursorKind = 'f' // payload: the follower's store.ID
 	cursorFollowing cursorKind = 'g' // payload: the followee's store.ID
 	cursorAttribute cursorKind = 'a' // payload: the user's store.ID (usersByAttribute)
+	cursorLikers    cursorKind = 'l' // payload: the like's store.ID (Message.likedBy)
+	cursorLikes     cursorKind = 'k' // payload: the like's store.ID (User.likes)
 )
 
 // Cursors are base64url(kind byte + payload). They are opaque to clients and

@@ -72,6 +72,29 @@ func refreshFollows(ctx context.Context, target store.ID, follows bool) {
 	loader.For(ctx).ViewerFollows.Clear(ctx, target).Prime(ctx, target, follows)
 }
 
+// setLike makes the viewer like (on) or unlike the message of messageID.
+func (r *Resolver) setLike(ctx context.Context, messageID string, on bool) (*store.Message, error) {
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseMessageID(messageID)
+	if err != nil {
+		return nil, err
+	}
+	change := r.Service.Unlike
+	if on {
+		change = r.Service.Like
+	}
+	m, err := change(ctx, viewer, id)
+	if err != nil {
+		return nil, err
+	}
+	refreshMessage(ctx, m)
+	loader.For(ctx).ViewerLikes.Clear(ctx, m.Key()).Prime(ctx, m.Key(), on)
+	return m, nil
+}
+
 // refreshMessage replaces m in the operation's MessageByKey cache.
 func refreshMessage(ctx context.Context, m *store.Message) {
 	loader.For(ctx).MessageByKey.Clear(ctx, m.Key()).Prime(ctx, m.Key(), m)

@@ -85,6 +85,19 @@ func (r *messageResolver) Mentions(ctx context.Context, obj *store.Message) ([]*
 	return out, nil
 }
 
+// ViewerHasLiked is the resolver for the viewerHasLiked field.
+func (r *messageResolver) ViewerHasLiked(ctx context.Context, obj *store.Message) (bool, error) {
+	if _, ok := ViewerFromContext(ctx); !ok {
+		return false, nil
+	}
+	return loader.For(ctx).ViewerLikes.Load(ctx, obj.Key())()
+}
+
+// LikedBy is the resolver for the likedBy field.
+func (r *messageResolver) LikedBy(ctx context.Context, obj *store.Message, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
+	return r.likedBy(ctx, obj, first, after, last, before)
+}
+
 // SignUp is the resolver for the signUp field.
 func (r *mutationResolver) SignUp(ctx context.Context, input service.SignUpInput) (*model.AuthPayload, error) {
 	u, err := r.Service.SignUp(ctx, input)
@@ -135,6 +148,16 @@ func (r *mutationResolver) Follow(ctx context.Context, userID string) (*store.Us
 // Unfollow is the resolver for the unfollow field.
 func (r *mutationResolver) Unfollow(ctx context.Context, userID string) (*store.User, error) {
 	return r.setFollow(ctx, userID, false)
+}
+
+// Like is the resolver for the like field.
+func (r *mutationResolver) Like(ctx context.Context, messageID string) (*store.Message, error) {
+	return r.setLike(ctx, messageID, true)
+}
+
+// Unlike is the resolver for the unlike field.
+func (r *mutationResolver) Unlike(ctx context.Context, messageID string) (*store.Message, error) {
+	return r.setLike(ctx, messageID, false)
 }
 
 // PostMessage is the resolver for the postMessage field.
@@ -286,6 +309,11 @@ func (r *userResolver) Following(ctx context.Context, obj *store.User, first *in
 // Messages is the resolver for the messages field.
 func (r *userResolver) Messages(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.MessageConnection, error) {
 	return r.messages(ctx, obj, first, after, last, before)
+}
+
+// Likes is the resolver for the likes field.
+func (r *userResolver) Likes(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.LikeConnection, error) {
+	return r.likes(ctx, obj, first, after, last, before)
 }
 
 // ViewerFollows is the resolver for the viewerFollows field.

@@ -297,6 +297,8 @@ func setComplexity(c *generated.ComplexityRoot) {
 	c.User.Followers = page
 	c.User.Following = page
 	c.User.Messages = page
+	c.User.Likes = page
+	c.Message.LikedBy = page
 	c.Query.UsersByAttribute = func(child int, _, _ string, first *int, after *string, last *int, before *string) int {
 		return page(child, first, after, last, before)
 	}

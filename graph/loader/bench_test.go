@@ -58,7 +58,7 @@ func BenchmarkLoaders(b *testing.B) {
 	for b.Loop() {
 		l := loader.New(svc, viewer.ID, true)
 		lctx := loader.NewContext(ctx, l)
-		l.Preload(lctx, pageAuthors, keys, authors)
+		l.Preload(lctx, loader.Preloads{Users: pageAuthors, Messages: keys, Follows: authors})
 		msgs, errs := l.Messages(lctx, keys)
 		for i, m := range msgs {
 			if errs[i] != nil || m == nil {

@@ -1,5 +1,5 @@
 // Package loader batches the graph's reads: within one GraphQL operation (or
-// one subscription event), every UserByID, MessageByKey and ViewerFollows load
+// one subscription event), every UserByID, MessageByKey, ViewerFollows and ViewerLikes load
 // that arrives within a short window becomes one service.Service batch call, and
 // each key is loaded at most once. This keeps a page of N items at a fixed
 // number of storage round trips instead of N+1.
@@ -44,14 +44,20 @@ type Loaders struct {
 	// user, with Service.FindFollowing. Without a viewer it reports false
 	// without a call.
 	ViewerFollows *dataloader.Loader[store.ID, bool]
+	// ViewerLikes reports whether the operation's viewer likes each key
+	// message, with Service.FindLiked; false without a viewer, without a
+	// call.
+	ViewerLikes *dataloader.Loader[store.MessageKey, bool]
 
 	// What Preload needs: each loader's cache and batch function.
 	userCache    dataloader.Cache[store.ID, *store.User]
 	messageCache *messageCache
 	followsCache dataloader.Cache[store.ID, bool]
+	likesCache   dataloader.Cache[store.MessageKey, bool]
 	userBatch    dataloader.BatchFunc[store.ID, *store.User]
 	messageBatch dataloader.BatchFunc[store.MessageKey, *store.Message]
 	followsBatch dataloader.BatchFunc[store.ID, bool]
+	likesBatch   dataloader.BatchFunc[store.MessageKey, bool]
 }
 
 // New returns fresh loaders over svc for one operation whose signed-in user
@@ -61,9 +67,11 @@ func New(svc *service.Service, viewer store.ID, hasViewer bool) *Loaders {
 		userCache:    dataloader.NewCache[store.ID, *store.User](),
 		messageCache: newMessageCache(),
 		followsCache: dataloader.NewCache[store.ID, bool](),
+		likesCache:   dataloader.NewCache[store.MessageKey, bool](),
 		userBatch:    batch(svc.FindUsersByIDs, "user not found"),
 		messageBatch: batch(svc.FindMessagesByKeys, "message not found"),
-		followsBatch: followsBatch(svc, viewer, hasViewer),
+		followsBatch: viewerBatch(svc.FindFollowing, viewer, hasViewer),
+		likesBatch:   viewerBatch(svc.FindLiked, viewer, hasViewer),
 	}
 	l.UserByID = dataloader.NewBatchedLoader(l.userBatch,
 		dataloader.WithWait[store.ID, *store.User](Wait),
@@ -74,7 +82,18 @@ func New(svc *service.Service, viewer store.ID, hasViewer bool) *Loaders {
 	l.ViewerFollows = dataloader.NewBatchedLoader(l.followsBatch,
 		dataloader.WithWait[store.ID, bool](Wait),
 		dataloader.WithCache(l.followsCache))
+	l.ViewerLikes = dataloader.NewBatchedLoader(l.likesBatch,
+		dataloader.WithWait[store.MessageKey, bool](Wait),
+		dataloader.WithCache(l.likesCache))
 	return l
+}
+
+// Preloads are the keys Preload loads: each list in one call.
+type Preloads struct {
+	Users    []store.ID
+	Messages []store.MessageKey
+	Follows  []store.ID         // users the viewer may follow
+	Likes    []store.MessageKey // messages the viewer may like
 }
 
 // Preload loads now the users, messages and viewer-follows an operation is
@@ -83,18 +102,21 @@ func New(svc *service.Service, viewer store.ID, hasViewer bool) *Loaders {
 // batching window instead could be split into two batches by a busy
 // machine; a preload costs exactly one call per loader, whatever the
 // scheduling.
-func (l *Loaders) Preload(ctx context.Context, users []store.ID, messages []store.MessageKey, follows []store.ID) {
+func (l *Loaders) Preload(ctx context.Context, p Preloads) {
 	var calls []func()
-	if len(users) > 0 {
-		calls = append(calls, func() { fill(ctx, l.userCache, l.userBatch, users) })
+	if len(p.Users) > 0 {
+		calls = append(calls, func() { fill(ctx, l.userCache, l.userBatch, p.Users) })
 	}
-	if len(messages) > 0 {
+	if len(p.Messages) > 0 {
 		calls = append(calls, func() {
-			fill(ctx, dataloader.Cache[store.MessageKey, *store.Message](l.messageCache), l.messageBatch, messages)
+			fill(ctx, dataloader.Cache[store.MessageKey, *store.Message](l.messageCache), l.messageBatch, p.Messages)
 		})
 	}
-	if len(follows) > 0 {
-		calls = append(calls, func() { fill(ctx, l.followsCache, l.followsBatch, follows) })
+	if len(p.Follows) > 0 {
+		calls = append(calls, func() { fill(ctx, l.followsCache, l.followsBatch, p.Follows) })
+	}
+	if len(p.Likes) > 0 {
+		calls = append(calls, func() { fill(ctx, l.likesCache, l.likesBatch, p.Likes) })
 	}
 	if len(calls) == 0 {
 		return
@@ -154,15 +176,18 @@ func batch[K comparable, V any](find func(context.Context, []K) ([]*V, error), n
 	}
 }
 
-func followsBatch(svc *service.Service, viewer store.ID, hasViewer bool) dataloader.BatchFunc[store.ID, bool] {
-	return func(ctx context.Context, keys []store.ID) []*dataloader.Result[bool] {
+// viewerBatch adapts a per-viewer batch read (FindFollowing, FindLiked:
+// one bool per key) to a dataloader batch function. Without a viewer every
+// key is false, without a call.
+func viewerBatch[K comparable](find func(context.Context, store.ID, []K) ([]bool, error), viewer store.ID, hasViewer bool) dataloader.BatchFunc[K, bool] {
+	return func(ctx context.Context, keys []K) []*dataloader.Result[bool] {
 		results := make([]*dataloader.Result[bool], len(keys))
-		var follows []bool
+		var found []bool
 		var err error
 		if hasViewer {
-			follows, err = svc.FindFollowing(ctx, viewer, keys)
-			if err == nil && len(follows) != len(keys) {
-				err = store.Errorf(store.EINTERNAL, "FindFollowing returned %d results for %d ids", len(follows), len(keys))
+			found, err = find(ctx, viewer, keys)
+			if err == nil && len(found) != len(keys) {
+				err = store.Errorf(store.EINTERNAL, "batch read returned %d results for %d keys", len(found), len(keys))
 			}
 		}
 		for i := range keys {
@@ -170,7 +195,7 @@ func followsBatch(svc *service.Service, viewer store.ID, hasViewer bool) dataloa
 			case err != nil:
 				results[i] = &dataloader.Result[bool]{Error: err}
 			case hasViewer:
-				results[i] = &dataloader.Result[bool]{Data: follows[i]}
+				results[i] = &dataloader.Result[bool]{Data: found[i]}
 			default:
 				results[i] = &dataloader.Result[bool]{Data: false}
 			}

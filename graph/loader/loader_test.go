@@ -194,7 +194,7 @@ func TestLoaders_Preload(t *testing.T) {
 
 	l := loader.New(svc, v.ID, true)
 	gone := store.NewID(time.Now())
-	l.Preload(ctx, []store.ID{a.ID, gone, a.ID}, []store.MessageKey{m.Key()}, []store.ID{a.ID})
+	l.Preload(ctx, loader.Preloads{Users: []store.ID{a.ID, gone, a.ID}, Messages: []store.MessageKey{m.Key()}, Follows: []store.ID{a.ID}})
 	assert.EqualValues(t, 1, b.users.Load(), "one call, duplicates included")
 	assert.EqualValues(t, 1, b.messages.Load())
 	assert.EqualValues(t, 1, b.following.Load())
@@ -210,7 +210,7 @@ func TestLoaders_Preload(t *testing.T) {
 	f, err := l.ViewerFollows.Load(ctx, a.ID)()
 	require.NoError(t, err)
 	assert.False(t, f)
-	l.Preload(ctx, []store.ID{a.ID}, nil, nil)
+	l.Preload(ctx, loader.Preloads{Users: []store.ID{a.ID}})
 	assert.EqualValues(t, 1, b.users.Load(), "loads after a preload, and a second preload, cost nothing")
 	assert.EqualValues(t, 1, b.messages.Load())
 	assert.EqualValues(t, 1, b.following.Load())

@@ -42,6 +42,24 @@ type InboxEdge struct {
 	DeliveredAt time.Time `json:"deliveredAt"`
 }
 
+// A page of the messages a user likes, most recently liked first.
+type LikeConnection struct {
+	// The liked messages of this page, each with its cursor.
+	Edges []*LikeEdge `json:"edges"`
+	// Where this page sits in the whole list.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// A liked message in a page of likes.
+type LikeEdge struct {
+	// Pass as `after` to get the earlier likes, as `before` for the later ones.
+	Cursor string `json:"cursor"`
+	// The liked message.
+	Node *store.Message `json:"node"`
+	// When the user liked it.
+	LikedAt time.Time `json:"likedAt"`
+}
+
 // A handle and password to log in with.
 type LogInInput struct {
 	// The user's handle, in any case.

@@ -1,0 +1,78 @@
+package service
+
+import (
+	"context"
+
+	"herald/store"
+)
+
+// Like makes viewer like message id and returns the message with its like
+// count after the like. Liking twice changes nothing; a missing or deleted
+// message is NOT_FOUND.
+func (s *Service) Like(ctx context.Context, viewer, id store.ID) (*store.Message, error) {
+	return s.changeLike(ctx, viewer, id, true)
+}
+
+// Unlike removes viewer's like of message id, as Like adds it.
+func (s *Service) Unlike(ctx context.Context, viewer, id store.ID) (*store.Message, error) {
+	return s.changeLike(ctx, viewer, id, false)
+}
+
+func (s *Service) changeLike(ctx context.Context, viewer, id store.ID, like bool) (*store.Message, error) {
+	// The message is read first for its author, which the like names so a
+	// backend placing messages by author finds it in one place.
+	m, err := s.backend.FindMessageByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var changed bool
+	if like {
+		changed, err = s.backend.Like(ctx, viewer, m.Key(), s.clock())
+	} else {
+		changed, err = s.backend.Unlike(ctx, viewer, m.Key())
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The count as read plus this change: another user's like in between
+	// shows at the next read, and the caller saves a round trip.
+	switch {
+	case changed && like:
+		m.LikeCount++
+	case changed && m.LikeCount > 0:
+		m.LikeCount--
+	}
+	return m, nil
+}
+
+// FindLiked reports, for each key, whether viewer likes its message.
+func (s *Service) FindLiked(ctx context.Context, viewer store.ID, keys []store.MessageKey) ([]bool, error) {
+	return s.backend.FindLiked(ctx, viewer, keys)
+}
+
+// LikePage is a page of likes, newest first. HasMore says whether more lie
+// beyond the page in the direction it was read.
+type LikePage struct {
+	Likes   []store.Like
+	HasMore bool
+}
+
+// Likers returns a page of the likes of message, newest first.
+func (s *Service) Likers(ctx context.Context, message store.ID, r store.Range) (LikePage, error) {
+	likes, err := s.backend.ListLikers(ctx, message, plusOne(r))
+	if err != nil {
+		return LikePage{}, err
+	}
+	likes, more := trimPage(likes, r)
+	return LikePage{Likes: likes, HasMore: more}, nil
+}
+
+// Likes returns a page of the likes user made, newest first.
+func (s *Service) Likes(ctx context.Context, user store.ID, r store.Range) (LikePage, error) {
+	likes, err := s.backend.ListLikes(ctx, user, plusOne(r))
+	if err != nil {
+		return LikePage{}, err
+	}
+	likes, more := trimPage(likes, r)
+	return LikePage{Likes: likes, HasMore: more}, nil
+}

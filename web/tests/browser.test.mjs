@@ -194,6 +194,16 @@ describe('demo client at /app/', () => {
       await page.getByTestId('mark-read').click();
       await page.getByTestId('unread-badge').waitFor({ state: 'hidden' });
 
+      // A like counts at once and is taken back by a second press.
+      const like = items.first().getByTestId('like');
+      await like.click();
+      await items.first().getByTestId('like').filter({ hasText: '♥ 1' }).waitFor();
+      assert.equal(await items.first().getByTestId('like').getAttribute('aria-pressed'), 'true');
+      const counted = await gql(server.base, author.token, 'query($id: ID!) { node(id: $id) { ... on Message { likeCount likedBy(first: 1) { edges { node { handle } } } } } }', { id: posted.id });
+      assert.deepEqual(counted.node, { likeCount: 1, likedBy: { edges: [{ node: { handle } }] } });
+      await items.first().getByTestId('like').click();
+      await items.first().getByTestId('like').filter({ hasText: '♡ 0' }).waitFor();
+
       // An edit shows in place.
       await gql(server.base, author.token, 'mutation($id: ID!) { editMessage(id: $id, text: "first post, edited") { id } }', { id: posted.id });
       await items.filter({ hasText: 'first post, edited' }).waitFor({ timeout: TIMEOUT.event });

@@ -23,6 +23,8 @@ interface Message {
   author: Author;
   replyTo: { id: string; text: string; author: { handle: string } } | null;
   mentions: { handle: string }[];
+  likeCount: number;
+  viewerHasLiked: boolean;
 }
 
 interface FoundUser extends Author {
@@ -57,6 +59,7 @@ const MESSAGE = `fragment Msg on Message {
   author { id handle displayName }
   replyTo { id text author { handle } }
   mentions { handle }
+  likeCount viewerHasLiked
 }`;
 const USER = 'id handle displayName followerCount followingCount messageCount viewerFollows';
 const INBOX = `query Inbox($first: Int!, $after: String) {
@@ -406,6 +409,28 @@ function messageItem(m: Message, testid: string): HTMLLIElement {
   const own = m.author.id === viewer?.id;
   const text = h('p', { class: 'text', 'data-testid': 'message-text' }, m.text);
   const actions = h('div', { class: 'actions' });
+  const like = h(
+    'button',
+    {
+      type: 'button',
+      'data-testid': 'like',
+      'aria-pressed': String(m.viewerHasLiked),
+      'aria-label': m.viewerHasLiked ? 'Unlike' : 'Like',
+    },
+    `${m.viewerHasLiked ? '♥' : '♡'} ${m.likeCount}`,
+  );
+  like.addEventListener('click', () =>
+    void act(like, async () => {
+      const field = m.viewerHasLiked ? 'unlike' : 'like';
+      const d = await gql<Record<string, Message>>(
+        `mutation($id: ID!) { ${field}(messageId: $id) { ...Msg } } ${MESSAGE}`,
+        { id: m.id },
+        token,
+      );
+      updateText(d[field]);
+    }),
+  );
+  actions.append(like);
   const li = h(
     'li',
     { class: 'message', 'data-testid': testid, 'data-id': m.id },

@@ -17,7 +17,9 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 #    each @handle in it is a mention.
 # 5. Inbox reads your home timeline, newest first, with
 #    its counts; for the next page, pass its endCursor as
-#    "after". MarkRead clears the unread count.
+#    "after". MarkRead clears the unread count. Like likes
+#    the message in "messageId" (copy one from the inbox),
+#    Unlike takes it back; MyLikes lists what you like.
 # 6. InboxEvents keeps a websocket open and shows each
 #    change to your inbox as it happens, until you press
 #    stop: ADDED (edge), EDITED (message), DELETED
@@ -99,6 +101,8 @@ query Inbox($after: String) {
         mentions {
           handle
         }
+        likeCount
+        viewerHasLiked
       }
     }
     pageInfo {
@@ -110,6 +114,45 @@ query Inbox($after: String) {
 
 mutation MarkRead {
   markInboxRead
+}
+
+mutation Like($messageId: ID!) {
+  like(messageId: $messageId) {
+    id
+    likeCount
+    viewerHasLiked
+  }
+}
+
+mutation Unlike($messageId: ID!) {
+  unlike(messageId: $messageId) {
+    id
+    likeCount
+    viewerHasLiked
+  }
+}
+
+query MyLikes {
+  viewer {
+    likes(first: 20) {
+      edges {
+        likedAt
+        node {
+          id
+          text
+          likeCount
+          likedBy(first: 3) {
+            totalCount
+            edges {
+              node {
+                handle
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 mutation LogOut {
@@ -152,6 +195,7 @@ export const exampleVariables = `{
   "displayName": "Alice",
   "followHandle": "bob",
   "userId": "paste the id FindUser returned",
+  "messageId": "paste a message id from Inbox",
   "text": "Hello from the playground, @bob!",
   "after": null
 }

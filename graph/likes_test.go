@@ -12,6 +12,19 @@ import (
 
 func TestLikes(t *testing.T) { forBackends(t, testLikes) }
 
+// likedMessage is a message's likes as a client reads them.
+type likedMessage struct {
+	LikeCount      int  `json:"likeCount"`
+	ViewerHasLiked bool `json:"viewerHasLiked"`
+	LikedBy        struct {
+		TotalCount int `json:"totalCount"`
+		Edges      []struct {
+			Cursor string `json:"cursor"`
+			Node   struct{ Handle string }
+		} `json:"edges"`
+	} `json:"likedBy"`
+}
+
 type likeResult struct {
 	ID             string `json:"id"`
 	LikeCount      int    `json:"likeCount"`
@@ -31,30 +44,10 @@ func testLikes(t *testing.T) {
 		e.mustExec(t, token, `mutation($id: ID!) { `+field+`(messageId: $id) { id likeCount viewerHasLiked } }`, map[string]any{"id": id}, &r)
 		return r[field]
 	}
-	message := func(token string) struct {
-		LikeCount      int  `json:"likeCount"`
-		ViewerHasLiked bool `json:"viewerHasLiked"`
-		LikedBy        struct {
-			TotalCount int `json:"totalCount"`
-			Edges      []struct {
-				Cursor string `json:"cursor"`
-				Node   struct{ Handle string }
-			} `json:"edges"`
-		} `json:"likedBy"`
-	} {
+	message := func(token string) likedMessage {
 		t.Helper()
 		var r struct {
-			Node struct {
-				LikeCount      int  `json:"likeCount"`
-				ViewerHasLiked bool `json:"viewerHasLiked"`
-				LikedBy        struct {
-					TotalCount int `json:"totalCount"`
-					Edges      []struct {
-						Cursor string `json:"cursor"`
-						Node   struct{ Handle string }
-					} `json:"edges"`
-				} `json:"likedBy"`
-			} `json:"node"`
+			Node likedMessage `json:"node"`
 		}
 		e.mustExec(t, token, `query($id: ID!) { node(id: $id) { ... on Message { likeCount viewerHasLiked likedBy(first: 10) { totalCount edges { cursor node { handle } } } } } }`, map[string]any{"id": msg}, &r)
 		return r.Node

@@ -167,22 +167,7 @@ func (s *Store) finishUnfollow(ctx context.Context, e *edgeDoc) error {
 
 // FindFollowing implements storage.Backend.
 func (s *Store) FindFollowing(ctx context.Context, follower store.ID, targets []store.ID) ([]bool, error) {
-	out := make([]bool, len(targets))
-	if len(targets) == 0 {
-		return out, nil
-	}
-	ids, err := s.findIDs(ctx, s.followees, "o", bson.D{{Key: "u", Value: oid(follower)}, {Key: "o", Value: bson.D{{Key: "$in", Value: oids(targets)}}}}, nil, 0)
-	if err != nil {
-		return nil, err
-	}
-	set := make(map[store.ID]bool, len(ids))
-	for _, id := range ids {
-		set[id] = true
-	}
-	for i, t := range targets {
-		out[i] = set[t]
-	}
-	return out, nil
+	return s.findPresent(ctx, s.followees, follower, "o", targets)
 }
 
 // ListFollowers implements storage.Backend.

@@ -208,26 +208,11 @@ func (s *Store) finishUnlike(ctx context.Context, d *likeDoc) error {
 // FindLiked implements storage.Backend: one query on the unique index
 // (u, m), covered, on the shard of user. It needs only the message IDs.
 func (s *Store) FindLiked(ctx context.Context, user store.ID, keys []store.MessageKey) ([]bool, error) {
-	out := make([]bool, len(keys))
-	if len(keys) == 0 {
-		return out, nil
-	}
 	ids := make([]store.ID, len(keys))
 	for i, k := range keys {
 		ids[i] = k.ID
 	}
-	liked, err := s.findIDs(ctx, s.likes, "m", bson.D{{Key: "u", Value: oid(user)}, {Key: "m", Value: bson.D{{Key: "$in", Value: oids(ids)}}}}, nil, 0)
-	if err != nil {
-		return nil, err
-	}
-	set := make(map[store.ID]bool, len(liked))
-	for _, id := range liked {
-		set[id] = true
-	}
-	for i, id := range ids {
-		out[i] = set[id]
-	}
-	return out, nil
+	return s.findPresent(ctx, s.likes, user, "m", ids)
 }
 
 // ListLikers implements storage.Backend, through the index (m, _id). Likes

@@ -78,3 +78,24 @@ func (s *Store) forgetOp(ctx context.Context, coll lungo.ICollection, filter bso
 	_, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$pull", Value: pull}})
 	return wrap("update counters", err)
 }
+
+// findPresent reports, for each of ids, whether coll holds an edge of user
+// (u) to it (field), in one query covered by the (u, field) index.
+func (s *Store) findPresent(ctx context.Context, coll lungo.ICollection, user store.ID, field string, ids []store.ID) ([]bool, error) {
+	out := make([]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	found, err := s.findIDs(ctx, coll, field, bson.D{{Key: "u", Value: oid(user)}, {Key: field, Value: bson.D{{Key: "$in", Value: oids(ids)}}}}, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	set := make(map[store.ID]bool, len(found))
+	for _, id := range found {
+		set[id] = true
+	}
+	for i, id := range ids {
+		out[i] = set[id]
+	}
+	return out, nil
+}

@@ -77,6 +77,13 @@ type Message struct {
 	// LikeCount is how many users like the message, kept by the backend
 	// with each like and unlike; never counted by scanning.
 	LikeCount int
+	// RootID and RootAuthorID name the first message of a reply's thread
+	// (the post that the chain of replies started from); NilID for a post.
+	RootID       ID
+	RootAuthorID ID
+	// ReplyCount is how many live replies answer the message, kept by the
+	// backend as replies are created and deleted; never counted by scanning.
+	ReplyCount int
 }
 
 // Like is one user's like of one message. Its ID is made at the time of

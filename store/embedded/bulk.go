@@ -23,10 +23,15 @@ var _ storage.BulkLoader = (*Store)(nil)
 //     user's keeps its counts and read mark, so reloading users after their
 //     inboxes counts nothing twice;
 //   - an edge: e and r, as Follow;
-//   - a message: m and o, as CreateMessage (no job: it is delivered). Likes
-//     are not bulk-loaded (no l, L or k keys): the document's LikeCount is
-//     stored as given, so a loaded message should come with none, and
-//     reloading a message that was liked since resets its count;
+//   - a message: m and o, as CreateMessage (no job: it is delivered), and
+//     for a reply its t key under its parent. Likes are not bulk-loaded (no
+//     l, L or k keys): the document's LikeCount is stored as given, so a
+//     loaded message should come with none, and reloading a message that
+//     was liked since resets its count. ReplyCount (and RootID) are stored
+//     as given too, not counted from the batch's replies, whose parents may
+//     be in another batch: the loader gives each message the count of its
+//     loaded replies (store/seed does), and reloading a message that was
+//     replied to since resets its count;
 //   - an inbox entry: i, and the delivery record InsertInbox writes,
 //     d <message> <owner> x, so that a retraction finds a loaded entry as
 //     it finds an inserted one. A record per entry, not one per message:
@@ -175,7 +180,7 @@ func (s *Store) checkOwners(bk *storage.Bulk) error {
 	return nil
 }
 
-// lockAll locks every user stripe in order (the order lock takes two in)
+// lockAll locks every user stripe in order (the order lock takes stripes in)
 // and returns the unlock.
 func (s *Store) lockAll() func() {
 	for i := range s.userLocks {
@@ -194,6 +199,7 @@ const (
 	bulkUserBytes    = 256
 	bulkEdgeBytes    = 2 * (3 + 1 + 2*len(store.ID{}) + 8)
 	bulkMessageBytes = 160 + (3 + 1 + 2*len(store.ID{}) + outboxSize)
+	bulkReplyBytes   = 3 + 1 + 3*len(store.ID{}) // t <parent> <reply>: author
 	bulkEntryBytes   = (3 + 1 + 2*len(store.ID{}) + entrySize) + (3 + 1 + 2*len(store.ID{}) + len(insertMark) + ownerSize)
 )
 
@@ -204,6 +210,9 @@ func bulkSize(bk *storage.Bulk) int {
 	for _, m := range bk.Messages {
 		// A mention is an array element: type, index key, ObjectID.
 		n += bulkMessageBytes + len(m.Text) + len(m.Mentions)*(1+3+len(store.ID{}))
+		if isReply(m) {
+			n += bulkReplyBytes
+		}
 	}
 	for _, in := range bk.Inboxes {
 		n += 64 + len(in.Items)*bulkEntryBytes
@@ -285,11 +294,15 @@ func (w *bulkWriter) edge(e storage.Edge) {
 	_ = w.b.Set(w.key2(pFollower, e.Followee, e.Follower, ""), w.v, nil)
 }
 
-// message writes m's document and outbox index, as CreateMessage does; the
-// pullers key comes with the author's PulledCount.
+// message writes m's document, outbox index and (for a reply) reply index
+// key, as CreateMessage does; the pullers key comes with the author's
+// PulledCount, the parent's ReplyCount with the parent.
 func (w *bulkWriter) message(m *store.Message) error {
 	if err := setMessage(w.b, m); err != nil {
 		return err
+	}
+	if isReply(m) {
+		_ = w.b.Set(w.key2(pReplies, m.ReplyToID, m.ID, ""), m.AuthorID[:], nil)
 	}
 	return w.b.Set(w.key2(pOutbox, m.AuthorID, m.ID, ""), encodeOutbox(m), nil)
 }

@@ -199,6 +199,12 @@ func TestStore_LoadBulk(t *testing.T) {
 		assert.Equal(t, ids(n.m2, n.m3), itemIDs(items), "a backward page, in reading order, and LayoutEntries reads the same entries")
 		assert.Equal(t, store.InboxCounts{Total: 1, Unread: 1}, counts(t, st, n.alice.ID))
 
+		// A loaded reply is listed under its parent, as CreateMessage lists it.
+		replies, err := st.ListReplies(ctx, n.m1.ID, store.Forward(store.NilID, 10))
+		require.NoError(t, err)
+		require.Len(t, replies, 1)
+		assert.Equal(t, n.m3.ID, replies[0].ID)
+
 		// Delivery records, paged.
 		refs, cur, err := st.FindDeliveries(ctx, n.m1.ID, nil, 2)
 		require.NoError(t, err)

@@ -25,6 +25,7 @@
 //	l <user> <like>          message and its author: "what user likes", newest first (likes.go)
 //	L <message> <like>       user and the message's author: "who likes the message", newest first
 //	k <user> <message>       like id: whether user likes the message (FindLiked, idempotent Like)
+//	t <parent> <reply>       the reply's author: the replies to a message, oldest first (threads.go)
 //	N, K, a                  name store and attribute index (attributes.go)
 //
 // LayoutEntries and LayoutBuckets share one physical layout here: one key
@@ -78,6 +79,7 @@ const (
 	pLikes    = 'l'
 	pLikers   = 'L'
 	pLiked    = 'k'
+	pReplies  = 't'
 )
 
 // Options configure the embedded backend.
@@ -450,25 +452,33 @@ func (s *Store) fatalOnPanic() {
 	}
 }
 
-// lock locks the stripes of up to two keys (user ids, message ids or handles) in a
-// fixed order, so that concurrent multi-key operations cannot deadlock, and
-// returns the unlock.
+// lock locks the stripes of up to three keys (user ids, message ids or
+// handles) in one fixed order, ascending stripe index, whatever the keys
+// (a user's, a message's and a reply's parent's stripes are of one kind),
+// so that concurrent multi-key operations cannot deadlock, and returns the
+// unlock. A caller holding stripes must not call lock again; inboxMu, when
+// needed, is taken first.
 func (s *Store) lock(keys ...[]byte) func() {
-	if len(keys) > 2 {
-		panic("embedded: lock takes at most two keys")
+	if len(keys) > 3 {
+		panic("embedded: lock takes at most three keys")
 	}
-	var stripes [2]int
+	var stripes [3]int
 	n := 0
+next:
 	for _, k := range keys {
 		st := int(maphash.Bytes(s.seed, k) % uint64(len(s.userLocks)))
-		if n == 1 && stripes[0] == st {
-			continue
+		for _, have := range stripes[:n] {
+			if have == st {
+				continue next
+			}
 		}
-		stripes[n] = st
+		// Insertion in ascending order.
+		i := n
+		for ; i > 0 && stripes[i-1] > st; i-- {
+			stripes[i] = stripes[i-1]
+		}
+		stripes[i] = st
 		n++
-	}
-	if n == 2 && stripes[0] > stripes[1] {
-		stripes[0], stripes[1] = stripes[1], stripes[0]
 	}
 	for _, st := range stripes[:n] {
 		s.userLocks[st].Lock()

@@ -13,7 +13,9 @@ import (
 
 // CreateMessage implements storage.Backend.
 func (s *Store) CreateMessage(_ context.Context, m *store.Message, job *storage.Job) error {
-	unlock := s.lock(m.AuthorID[:])
+	// The author's stripe for the counters; a reply's parent's against
+	// anything else rewriting the parent's record (threads.go).
+	unlock := s.lock(lockKeys(m, false)...)
 	defer unlock()
 	author, err := s.findUserDoc(m.AuthorID)
 	if err != nil {
@@ -26,6 +28,9 @@ func (s *Store) CreateMessage(_ context.Context, m *store.Message, job *storage.
 		return err
 	}
 	_ = b.Set(key(pOutbox, m.AuthorID, m.ID), encodeOutbox(m), nil)
+	if err := s.writeReply(b, m, true); err != nil {
+		return err
+	}
 	if m.Pulled {
 		author.Pulled++
 		if author.Pulled == 1 {
@@ -158,10 +163,11 @@ func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *storage.J
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	// The author's stripe for the counters, the message's against an edit
-	// or a like writing the record back.
-	unlock := s.lock(m.AuthorID[:], id[:])
+	// or a like writing the record back, a reply's parent's for its count.
+	// The author and the parent never change, so m read unlocked names them.
+	unlock := s.lock(lockKeys(m, true)...)
 	defer unlock()
-	if _, err := s.findMessage(id); err != nil {
+	if m, err = s.findMessage(id); err != nil {
 		return err
 	}
 	author, err := s.findUserDoc(m.AuthorID)
@@ -180,6 +186,9 @@ func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *storage.J
 	_ = b.Delete(key(pMessage, id), nil)
 	_ = b.Delete(key(pOutbox, m.AuthorID, id), nil)
 	_ = b.Delete(key(pJob, id), nil)
+	if err := s.writeReply(b, m, false); err != nil {
+		return err
+	}
 	if err := setUserDoc(b, author); err != nil {
 		return err
 	}

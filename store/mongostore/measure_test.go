@@ -296,6 +296,23 @@ func TestRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, n.Load(), "no keys, no query")
 	})
+	t.Run("reply", func(t *testing.T) {
+		parent := post(t, st, clk, author.ID, storage.LayoutNone, "asked")
+		now := clk.now()
+		m := &store.Message{ID: store.NewID(now), AuthorID: followers[2], Text: "answered", Kind: store.KindReply, CreatedAt: now,
+			ReplyToID: parent.MessageID, ReplyToAuthorID: author.ID, RootID: parent.MessageID, RootAuthorID: author.ID}
+		n.Store(0)
+		require.NoError(t, st.CreateMessage(ctx, m, nil))
+		t.Logf("reply: %d round trips", n.Load())
+		assert.Equal(t, int64(7), n.Load(), "check users, insert, count the author (marked), count the parent (marked), mark counted, forget both markers")
+		n.Store(0)
+		require.NoError(t, st.DeleteMessage(ctx, m.ID, nil))
+		t.Logf("delete reply (no job): %d round trips", n.Load())
+		assert.Equal(t, int64(6), n.Load(), "find its author, delete it, uncount the author and the parent (marked), forget both markers")
+		got, err := st.FindMessageByID(ctx, parent.MessageID)
+		require.NoError(t, err)
+		assert.Zero(t, got.ReplyCount)
+	})
 	t.Run("revoke", func(t *testing.T) {
 		exp := clk.t.Add(time.Hour).Truncate(time.Second)
 		for _, r := range []store.TokenRevocation{{TokenID: "a", Expires: exp, Now: clk.t}, {All: true, Now: clk.t}} {
@@ -353,6 +370,13 @@ func TestBytes(t *testing.T) {
 	// message (lc, and the emptied markers po its operations leave).
 	_, err = st.Like(ctx, bob.ID, store.MessageKey{ID: last, AuthorID: alice.ID}, clk.now())
 	require.NoError(t, err)
+	// Bob replies to a post of Alice's: the reply (with its thread's root),
+	// and the count it adds to the post (rc).
+	asked := &store.Message{ID: store.NewID(clk.now()), AuthorID: alice.ID, Text: strings.Repeat("x", 80), Kind: store.KindPost, CreatedAt: clk.t}
+	require.NoError(t, st.CreateMessage(ctx, asked, nil))
+	reply := &store.Message{ID: store.NewID(clk.now()), AuthorID: bob.ID, Text: strings.Repeat("x", 80), Kind: store.KindReply, CreatedAt: clk.t,
+		ReplyToID: asked.ID, ReplyToAuthorID: alice.ID, RootID: asked.ID, RootAuthorID: alice.ID}
+	require.NoError(t, st.CreateMessage(ctx, reply, nil))
 	// A user who logged out once: the revoked token stays until it expires.
 	_, err = st.RevokeTokens(ctx, alice.ID, store.TokenRevocation{TokenID: strings.Repeat("t", 22), Expires: clk.t.Add(24 * time.Hour), Now: clk.t})
 	require.NoError(t, err)
@@ -379,6 +403,8 @@ func TestBytes(t *testing.T) {
 		{"message (80 characters)", raw("messages", bson.D{{Key: "me", Value: bson.D{{Key: "$exists", Value: false}}}, {Key: "lc", Value: bson.D{{Key: "$exists", Value: false}}}}), 0},
 		{"message (80 characters), liked", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(last)}}), 0},
 		{"message (80 characters), 2 mentions", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(mentioning.ID)}}), 0},
+		{"reply (80 characters)", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(reply.ID)}}), 0},
+		{"message (80 characters), 1 reply", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(asked.ID)}}), 0},
 		{"inbox entry, entries layout", raw("entries", bson.D{}), 0},
 		{"inbox entry, in a bucket", bucket.Lookup("e").Array().Index(0).Value().Document(), elem},
 		{"inbox entry, in a cache", cache.Lookup("e").Array().Index(0).Value().Document(), elem},

@@ -99,18 +99,23 @@ func countInc(d *messageDoc, sign int64) bson.D {
 }
 
 // count takes message d into its author's message count (or out of it,
-// for a deletion) exactly once: the increment is marked on the user until
-// the message records that it was counted, so a retry at any point neither
-// repeats nor skips it.
+// for a deletion) exactly once, and a reply into its parent's reply count
+// (rc) too: each increment is marked on its document (incOnce, the same
+// operation on both) until the message records that it was counted, so a
+// retry at any point neither repeats nor skips one. The parent's comes
+// after the user's and before the flag, so while the user still has the
+// marker the parent may or may not have been counted, and once the flag
+// is set both were.
 func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 	id, author := store.ID(d.ID), store.ID(d.Author)
-	op, inc, flag := postedOp(id), countInc(d, 1), "mn"
+	op, inc, flag, sign := postedOp(id), countInc(d, 1), "mn", int64(1)
 	if deleted {
-		op, inc, flag = deletedOp(id), countInc(d, -1), "xn"
+		op, inc, flag, sign = deletedOp(id), countInc(d, -1), "xn", -1
 	}
 	if (!deleted && d.Counted) || (deleted && d.Uncounted) {
 		return nil
 	}
+	parent := parentKey(d)
 	if deleted && !d.Counted {
 		// Deleted before its count was finished: if the increment never
 		// happened (no marker), there is nothing to take back.
@@ -125,14 +130,35 @@ func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 		// It happened: take it back below, then forget its marker too (a
 		// stale marker would be harmless).
 		defer func() { _ = s.forgetOp(ctx, s.users, userKey(author), postedOp(id)) }()
+		if parent != nil {
+			// The parent's increment may not have happened yet: finish it
+			// (once, by its marker), so that the decrement below takes back
+			// one that is there and rc never goes below 0.
+			if err := s.incOnce(ctx, s.messages, append(parent, live), postedOp(id), replyInc(1)); err != nil {
+				return err
+			}
+			defer func() { _ = s.forgetOp(ctx, s.messages, parent, postedOp(id)) }()
+		}
 	}
 	if err := s.incOnce(ctx, s.users, userKey(author), op, inc); err != nil {
 		return err
 	}
+	if parent != nil {
+		// A deleted parent is not counted (live): its count is never read.
+		// rc never goes below 0: a decrement comes only after the flag mn
+		// (so the increment was done, or the parent was already deleted
+		// and still is) or after the increment was finished above.
+		if err := s.incOnce(ctx, s.messages, append(parent, live), op, replyInc(sign)); err != nil {
+			return err
+		}
+	}
 	if _, err := s.messages.UpdateOne(ctx, msgKey(id, author), bson.D{{Key: "$set", Value: bson.D{{Key: flag, Value: true}}}}); err != nil {
 		return wrap("count message", err)
 	}
-	return s.forgetOp(ctx, s.users, userKey(author), op)
+	if err := s.forgetOp(ctx, s.users, userKey(author), op); err != nil || parent == nil {
+		return err
+	}
+	return s.forgetOp(ctx, s.messages, parent, op)
 }
 
 // liveKey finds live message id by _id alone (which may ask every shard)
@@ -288,18 +314,30 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *storage
 	if err != nil {
 		return missing(err, "message not found", "delete message")
 	}
-	if retract == nil {
+	if retract == nil && d.Counted {
 		// No job to repeat the count: the document is gone, so a repeat of
-		// this deletion finds nothing to delete, and the marker that made
-		// the decrement once has no use left; it goes, or every deletion
-		// would grow the user's document. (A crash between the two writes
-		// leaves the count one high: the cost of no job.)
+		// this deletion finds nothing to delete, and the markers that made
+		// the decrements once have no use left; they go, or every deletion
+		// would grow the user's (and the parent's) document. (A crash
+		// between the writes leaves a count one high: the cost of no job.)
 		author := store.ID(d.Author)
 		if err := s.incOnce(ctx, s.users, userKey(author), deletedOp(id), countInc(&d, -1)); err != nil {
 			return err
 		}
-		return s.forgetOp(ctx, s.users, userKey(author), deletedOp(id))
+		parent := parentKey(&d)
+		if parent != nil {
+			if err := s.incOnce(ctx, s.messages, append(parent, live), deletedOp(id), replyInc(-1)); err != nil {
+				return err
+			}
+		}
+		if err := s.forgetOp(ctx, s.users, userKey(author), deletedOp(id)); err != nil || parent == nil {
+			return err
+		}
+		return s.forgetOp(ctx, s.messages, parent, deletedOp(id))
 	}
+	// A message whose count was not finished (or with a job to repeat
+	// this) takes the careful way; without a job the flag it sets lands
+	// nowhere, the document being gone.
 	return s.count(ctx, &d, true)
 }
 

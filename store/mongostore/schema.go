@@ -46,10 +46,13 @@ const (
 	// messages: docs.Message plus j (the message's pending fan-out job:
 	// k kind, l layout, cur cursor, p the plan of the delivery chunk at
 	// cur: {k record key, o owners}), x (deleted at), mn and xn (counted in
-	// and out of the author's message count) and po (the like-count
-	// operations not yet forgotten, as on users). docs.Message's lc, the like
-	// count, is kept here, beside the message that every read loads anyway;
-	// likes change it once each (see likes). The job lives in the
+	// and out of the author's message count, and a reply into and out of
+	// its parent's rc) and po (the like- and reply-count operations not
+	// yet forgotten, as on users). docs.Message's lc, the like count, and
+	// rc, the reply count, are kept here, beside the message that every
+	// read loads anyway; each like and reply changes them once (see likes
+	// and replies). A reply's tr and tra (its thread's root) are stored as
+	// given. The job lives in the
 	// message so that a post and its job are one atomic insert. Sharded on
 	// (a, _id): an author's outbox is one shard range and _id orders by
 	// time; inbox entries carry the author, so loading a page's messages
@@ -183,6 +186,8 @@ var indexes = []index{
 		"an author's messages newest first (the outbox; Inbox caches: (uid, created)); fan-out on read merges several with $in"),
 	idx(collMessages, bson.D{{Key: "j.k", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("jobs").SetPartialFilterExpression(bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"pending fan-out jobs, oldest first; partial, so only messages with a job are indexed"),
+	idx(collMessages, bson.D{{Key: "r", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("replies").SetPartialFilterExpression(bson.D{{Key: "r", Value: bson.D{{Key: "$exists", Value: true}}}}),
+		"a message's replies oldest first (ListReplies); partial, so only replies are indexed; messages are sharded by author, so it asks every shard"),
 	idx(collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("like").SetUnique(true),
 		"one like per (user, message); whether u likes a page's messages, covered"),
 	idx(collLikes, bson.D{{Key: "m", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("likers"),
@@ -240,6 +245,8 @@ var FieldNames = map[string]string{
 	// messages (t is the text there), jobs, deletion and counting marks
 	"a": "author", "r": "replyTo", "ra": "replyToAuthor", "e": "editedAt", "pl": "pulled", "j": "job", "cur": "cursor",
 	"x": "deletedAt", "mn": "counted", "xn": "uncounted", "me": "mentions", "lc": "likeCount",
+	// and threads
+	"tr": "threadRoot", "tra": "threadRootAuthor", "rc": "replyCount",
 	// entries, buckets and caches (o owner, k key, e entries; m message,
 	// d delivered, b bucket; f complete, cv version)
 	"m": "message", "d": "deliveredAt", "b": "bucket", "f": "complete", "cv": "cacheVersion",

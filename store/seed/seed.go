@@ -76,6 +76,7 @@ type Network struct {
 	followers [][]uint32 // by followee, ascending
 	msgAuthor []uint32   // by message index, which is time order
 	replyTo   []int32    // -1: a post
+	replies   []int32    // how many replies answer each message
 	byAuthor  [][]uint32 // message indices by author, ascending
 	pulled    []bool     // by user: their messages are pulled
 	pinned    []uint32   // the pinned authors, as Config.Pinned orders them
@@ -203,6 +204,7 @@ func (n *Network) post(rng *rand.Rand) {
 	m := n.cfg.Messages
 	n.msgAuthor = make([]uint32, m)
 	n.replyTo = make([]int32, m)
+	n.replies = make([]int32, m)
 	n.byAuthor = make([][]uint32, n.cfg.Users)
 	for k := range m {
 		a := uint32(rng.IntN(n.cfg.Users))
@@ -210,6 +212,7 @@ func (n *Network) post(rng *rand.Rand) {
 		n.replyTo[k] = -1
 		if k > 0 && rng.Float64() < replyShare {
 			n.replyTo[k] = int32(rng.IntN(k))
+			n.replies[n.replyTo[k]]++
 		}
 		n.byAuthor[a] = append(n.byAuthor[a], uint32(k))
 	}
@@ -328,8 +331,14 @@ func (n *Network) message(k int) *store.Message {
 		ID: n.messageID(k), AuthorID: n.UserID(a), Text: text, Kind: store.KindPost,
 		CreatedAt: t, Pulled: n.pulled[a], Mentions: mentions,
 	}
+	m.ReplyCount = int(n.replies[k])
 	if r := n.replyTo[k]; r >= 0 {
 		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, n.messageID(int(r)), n.UserID(int(n.msgAuthor[r]))
+		root := int(r)
+		for n.replyTo[root] >= 0 {
+			root = int(n.replyTo[root])
+		}
+		m.RootID, m.RootAuthorID = n.messageID(root), n.UserID(int(n.msgAuthor[root]))
 	}
 	return m
 }

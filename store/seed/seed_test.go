@@ -107,6 +107,7 @@ func TestNetwork_Records(t *testing.T) {
 	}
 	ids := make(map[store.ID]bool)
 	mentioningPosts := 0
+	replies := make(map[store.ID]int)
 	for i := range n.Users() {
 		ids[n.UserID(i)] = true
 		u := n.user(i, nil, time.Time{})
@@ -122,6 +123,13 @@ func TestNetwork_Records(t *testing.T) {
 		if m.Kind == store.KindReply {
 			assert.Negative(t, m.ReplyToID.Compare(m.ID), "a reply answers an older message")
 			require.NotEmpty(t, m.Mentions, "a reply mentions the author it answers")
+			root := n.message(int(n.replyTo[k]))
+			if root.Kind == store.KindReply {
+				assert.Equal(t, root.RootID, m.RootID, "a reply's reply keeps its thread's root")
+			} else {
+				assert.Equal(t, root.ID, m.RootID)
+			}
+			replies[m.ReplyToID]++
 			assert.Equal(t, m.ReplyToAuthorID, m.Mentions[0])
 		}
 		// The stored mentions are what the service would resolve from the
@@ -141,6 +149,10 @@ func TestNetwork_Records(t *testing.T) {
 	// About mentionShare of the posts that could mention someone do.
 	assert.InDelta(t, mentionShare*float64(n.cfg.Messages)*(1-replyShare), float64(mentioningPosts), 40)
 	assert.Len(t, ids, n.Users()+n.cfg.Messages, "every id distinct")
+	for k := range n.cfg.Messages {
+		m := n.message(k)
+		assert.Equal(t, replies[m.ID], m.ReplyCount, "a message's reply count is its replies")
+	}
 }
 
 // memLoader keeps what is loaded, keyed so that a repeat overwrites, and

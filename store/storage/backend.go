@@ -83,8 +83,10 @@ type Follows interface {
 // Messages stores messages in their authors' outboxes, with the fan-out job each change starts.
 type Messages interface {
 	// CreateMessage stores m in its author's outbox, increments the author's
-	// message count (and PulledCount if m.Pulled), and stores job (if not
-	// nil) in the same atomic step.
+	// message count (and PulledCount if m.Pulled), increments the
+	// ReplyCount of the message it replies to (if it is a reply and that
+	// message is live), and stores job (if not nil), in the same atomic
+	// step.
 	CreateMessage(ctx context.Context, m *store.Message, job *Job) error
 	// FindMessageByID returns NOT_FOUND for a deleted message.
 	FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error)
@@ -93,8 +95,12 @@ type Messages interface {
 	// f.Range.
 	FindMessages(ctx context.Context, f MessageFilter) ([]*store.Message, error)
 	UpdateMessage(ctx context.Context, id store.ID, upd MessageUpdate) (*store.Message, error)
+	// ListReplies returns the live replies to message parent, oldest first,
+	// within r (its From a reply's ID).
+	ListReplies(ctx context.Context, parent store.ID, r store.Range) ([]*store.Message, error)
 	// DeleteMessage removes the message from its author's outbox, decrements
-	// the author's message count (and PulledCount), cancels the message's
+	// the author's message count (and PulledCount) and the ReplyCount of the
+	// message it replies to (if live), cancels the message's
 	// pending job and stores retract (if not nil) in its place, in one
 	// atomic step. A delivery racing with it either lands before (and is
 	// retracted) or fails.

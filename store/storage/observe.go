@@ -174,6 +174,13 @@ func (w *observed) UpdateMessage(ctx context.Context, id store.ID, upd MessageUp
 	return r0, err
 }
 
+func (w *observed) ListReplies(ctx context.Context, parent store.ID, r store.Range) ([]*store.Message, error) {
+	start := time.Now()
+	r0, err := w.b.ListReplies(ctx, parent, r)
+	w.o.Observe("ListReplies", start, err)
+	return r0, err
+}
+
 func (w *observed) DeleteMessage(ctx context.Context, id store.ID, retract *Job) error {
 	start := time.Now()
 	err := w.b.DeleteMessage(ctx, id, retract)

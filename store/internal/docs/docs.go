@@ -15,7 +15,7 @@
 //	messages: _id id, a author, t text, k kind (0 post, 1 reply),
 //	          r replied-to message, ra its author, c created, e edited,
 //	          pl pulled (not fanned out), me mentioned users,
-//	          lc like count
+//	          lc like count, rc reply count, tr thread root, tra its author
 //	jobs:     _id job id, k kind, l layout, m message, a author (followee),
 //	          o owner, c message created, cur cursor
 package docs
@@ -126,12 +126,15 @@ type Message struct {
 	Pulled   bool                 `bson:"pl,omitempty"`
 	Mentions []primitive.ObjectID `bson:"me,omitempty"`
 	Likes    int64                `bson:"lc,omitempty"`
+	Root     *primitive.ObjectID  `bson:"tr,omitempty"`
+	RootBy   *primitive.ObjectID  `bson:"tra,omitempty"`
+	Replies  int64                `bson:"rc,omitempty"`
 }
 
 // FromMessage returns the stored form of m.
 func FromMessage(m *store.Message) *Message {
 	d := &Message{ID: primitive.ObjectID(m.ID), Author: primitive.ObjectID(m.AuthorID), Text: m.Text, Kind: kindPost, Created: m.CreatedAt, Edited: m.EditedAt, Pulled: m.Pulled,
-		Mentions: FromIDs(m.Mentions), Likes: int64(m.LikeCount)}
+		Mentions: FromIDs(m.Mentions), Likes: int64(m.LikeCount), Root: optID(m.RootID), RootBy: optID(m.RootAuthorID), Replies: int64(m.ReplyCount)}
 	if m.Kind == store.KindReply {
 		r, ra := primitive.ObjectID(m.ReplyToID), primitive.ObjectID(m.ReplyToAuthorID)
 		d.Kind, d.ReplyTo, d.ReplyBy = kindReply, &r, &ra
@@ -150,7 +153,7 @@ func (d *Message) Store() *store.Message {
 // its messages into one slice instead of allocating each.
 func (d *Message) StoreTo(m *store.Message) {
 	*m = store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC(), Pulled: d.Pulled,
-		Mentions: ToIDs(d.Mentions), LikeCount: int(d.Likes)}
+		Mentions: ToIDs(d.Mentions), LikeCount: int(d.Likes), RootID: fromOpt(d.Root), RootAuthorID: fromOpt(d.RootBy), ReplyCount: int(d.Replies)}
 	if d.Kind == kindReply && d.ReplyTo != nil {
 		m.Kind, m.ReplyToID = store.KindReply, store.ID(*d.ReplyTo)
 		if d.ReplyBy != nil {
@@ -299,6 +302,16 @@ func decodeMessage(b []byte, d *Message) bool {
 			d.Mentions, ok = decodeIDs(v)
 		case "lc":
 			d.Likes, ok = v.Int64OK()
+		case "tr":
+			var id primitive.ObjectID
+			id, ok = v.ObjectIDOK()
+			d.Root = &id
+		case "tra":
+			var id primitive.ObjectID
+			id, ok = v.ObjectIDOK()
+			d.RootBy = &id
+		case "rc":
+			d.Replies, ok = v.Int64OK()
 		default:
 			return false
 		}

@@ -381,3 +381,32 @@ func (r *Resolver) likes(ctx context.Context, user *store.User, first *int, afte
 	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
 	return conn, nil
 }
+
+// replies returns a page of the replies to m, oldest first; the total is
+// m's ReplyCount. The replies come with the page, so they are primed into
+// MessageByKey, and their authors preloaded in one batch.
+func (r *Resolver) replies(ctx context.Context, m *store.Message, first *int, after *string, last *int, before *string) (*model.MessageConnection, error) {
+	rg, err := paging(cursorReplies, first, after, last, before)
+	if err != nil {
+		return nil, err
+	}
+	page, err := r.Service.Replies(ctx, m.ID, rg)
+	if err != nil {
+		return nil, err
+	}
+	ld := loader.For(ctx)
+	conn := &model.MessageConnection{Edges: make([]*model.MessageEdge, len(page.Messages)), TotalCount: m.ReplyCount}
+	cursors := make([]string, len(page.Messages))
+	authors := make([]store.ID, len(page.Messages))
+	for i, reply := range page.Messages {
+		ld.MessageByKey.Prime(ctx, reply.Key(), reply)
+		authors[i] = reply.AuthorID
+		cursors[i] = encodeIDCursor(cursorReplies, reply.ID)
+		conn.Edges[i] = &model.MessageEdge{Cursor: cursors[i], Node: reply}
+	}
+	if graphql.FieldRequested(ctx, "edges.node.author") {
+		ld.Preload(ctx, loader.Preloads{Users: authors})
+	}
+	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
+	return conn, nil
+}

@@ -19,6 +19,7 @@ const (
 	cursorAttribute cursorKind = 'a' // payload: the user's store.ID (usersByAttribute)
 	cursorLikers    cursorKind = 'l' // payload: the like's store.ID (Message.likedBy)
 	cursorLikes     cursorKind = 'k' // payload: the like's store.ID (User.likes)
+	cursorReplies   cursorKind = 'r' // payload: the reply's store.ID (Message.replies)
 )
 
 // Cursors are base64url(kind byte + payload). They are opaque to clients and

@@ -98,6 +98,19 @@ func (r *messageResolver) LikedBy(ctx context.Context, obj *store.Message, first
 	return r.likedBy(ctx, obj, first, after, last, before)
 }
 
+// Replies is the resolver for the replies field.
+func (r *messageResolver) Replies(ctx context.Context, obj *store.Message, first *int, after *string, last *int, before *string) (*model.MessageConnection, error) {
+	return r.replies(ctx, obj, first, after, last, before)
+}
+
+// Root is the resolver for the root field.
+func (r *messageResolver) Root(ctx context.Context, obj *store.Message) (*store.Message, error) {
+	if obj.RootID.IsZero() {
+		return nil, nil
+	}
+	return optionalMessage(ctx, store.MessageKey{ID: obj.RootID, AuthorID: obj.RootAuthorID})
+}
+
 // SignUp is the resolver for the signUp field.
 func (r *mutationResolver) SignUp(ctx context.Context, input service.SignUpInput) (*model.AuthPayload, error) {
 	u, err := r.Service.SignUp(ctx, input)

@@ -299,6 +299,7 @@ func setComplexity(c *generated.ComplexityRoot) {
 	c.User.Messages = page
 	c.User.Likes = page
 	c.Message.LikedBy = page
+	c.Message.Replies = page
 	c.Query.UsersByAttribute = func(child int, _, _ string, first *int, after *string, last *int, before *string) int {
 		return page(child, first, after, last, before)
 	}

@@ -37,6 +37,11 @@ func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput
 			return nil, err
 		}
 		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, target.ID, target.AuthorID
+		// A thread is rooted at the post its chain of replies started from.
+		m.RootID, m.RootAuthorID = target.ID, target.AuthorID
+		if !target.RootID.IsZero() {
+			m.RootID, m.RootAuthorID = target.RootID, target.RootAuthorID
+		}
 	}
 	if s.strategy == StrategyHybrid {
 		u, err := s.backend.FindUserByID(ctx, author)
@@ -161,6 +166,17 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id store.ID) error 
 		s.fanout.enqueueNotice(s.noticeOf(store.EventDeleted, m))
 	}
 	return nil
+}
+
+// Replies returns a page of the live replies to message parent, oldest
+// first.
+func (s *Service) Replies(ctx context.Context, parent store.ID, r store.Range) (MessagePage, error) {
+	ms, err := s.backend.ListReplies(ctx, parent, plusOne(r))
+	if err != nil {
+		return MessagePage{}, err
+	}
+	ms, more := trimPage(ms, r)
+	return MessagePage{Messages: ms, HasMore: more}, nil
 }
 
 // MessagePage is a page of an author's messages, newest first. HasMore

@@ -263,6 +263,19 @@ describe('demo client at /app/', () => {
       await until(async () => (await items.count()) === 0, TIMEOUT.ui, 'the timeline to empty', () => items.count());
       await screenshot(page, dir, 'app-3-unfollowed');
 
+      // A thread opens under its message: the author answers one of the
+      // viewer's posts, and the viewer opens the replies.
+      await page.getByTestId('compose-text').fill('ask me anything');
+      await page.getByTestId('post').click();
+      await mine.filter({ hasText: 'ask me anything' }).waitFor();
+      const asked = await gql(server.base, ownToken, 'query { viewer { messages(first: 1) { edges { node { id } } } } }');
+      await gql(server.base, author.token, 'mutation($in: PostMessageInput!) { postMessage(input: $in) { id } }',
+        { in: { text: 'an answer', replyTo: asked.viewer.messages.edges[0].node.id } });
+      await page.reload();
+      const askedItem = page.getByTestId('my-message').filter({ hasText: 'ask me anything' });
+      await askedItem.getByTestId('show-replies').filter({ hasText: '💬 1' }).click({ timeout: TIMEOUT.ui });
+      await askedItem.getByTestId('reply-item').filter({ hasText: 'an answer' }).waitFor();
+
       // A taken handle is refused with the server's code.
       await page.getByTestId('logout').click();
       await page.getByTestId('auth-handle').fill(handle);

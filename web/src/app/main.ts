@@ -25,6 +25,7 @@ interface Message {
   mentions: { handle: string }[];
   likeCount: number;
   viewerHasLiked: boolean;
+  replyCount: number;
 }
 
 interface FoundUser extends Author {
@@ -59,7 +60,7 @@ const MESSAGE = `fragment Msg on Message {
   author { id handle displayName }
   replyTo { id text author { handle } }
   mentions { handle }
-  likeCount viewerHasLiked
+  likeCount viewerHasLiked replyCount
 }`;
 const USER = 'id handle displayName followerCount followingCount messageCount viewerFollows';
 const INBOX = `query Inbox($first: Int!, $after: String) {
@@ -431,6 +432,31 @@ function messageItem(m: Message, testid: string): HTMLLIElement {
     }),
   );
   actions.append(like);
+  if (m.replyCount > 0) {
+    // The thread below this message: its direct replies, oldest first, each
+    // able to open its own.
+    const thread = h('button', { type: 'button', 'data-testid': 'show-replies', 'aria-expanded': 'false' }, `💬 ${m.replyCount}`);
+    thread.addEventListener('click', () =>
+      void act(thread, async () => {
+        const open = li.querySelector(':scope > ul.replies');
+        if (open) {
+          open.remove();
+          thread.setAttribute('aria-expanded', 'false');
+          return;
+        }
+        const d = await gql<{ node: { replies: { edges: { node: Message }[] } } | null }>(
+          `query($id: ID!) { node(id: $id) { ... on Message { replies(first: 20) { edges { node { ...Msg } } } } } } ${MESSAGE}`,
+          { id: m.id },
+          token,
+        );
+        const list = h('ul', { class: 'messages replies', 'data-testid': 'replies' });
+        for (const e of d.node?.replies.edges ?? []) list.append(messageItem(e.node, 'reply-item'));
+        li.append(list);
+        thread.setAttribute('aria-expanded', 'true');
+      }),
+    );
+    actions.append(thread);
+  }
   const li = h(
     'li',
     { class: 'message', 'data-testid': testid, 'data-id': m.id },

@@ -19,7 +19,8 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 #    its counts; for the next page, pass its endCursor as
 #    "after". MarkRead clears the unread count. Like likes
 #    the message in "messageId" (copy one from the inbox),
-#    Unlike takes it back; MyLikes lists what you like.
+#    Unlike takes it back; MyLikes lists what you like;
+#    Thread shows its replies and its thread's root.
 # 6. InboxEvents keeps a websocket open and shows each
 #    change to your inbox as it happens, until you press
 #    stop: ADDED (edge), EDITED (message), DELETED
@@ -148,6 +149,32 @@ query MyLikes {
                 handle
               }
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+query Thread($messageId: ID!) {
+  node(id: $messageId) {
+    ... on Message {
+      text
+      replyCount
+      root {
+        id
+        text
+      }
+      replies(first: 20) {
+        totalCount
+        edges {
+          node {
+            id
+            text
+            author {
+              handle
+            }
+            replyCount
           }
         }
       }

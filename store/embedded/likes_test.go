@@ -19,16 +19,7 @@ import (
 // rewrite its record: neither may lose the other's change) and with its
 // deletion (a like must not bring the record back).
 func TestLikesRaceEditsAndDeletes(t *testing.T) {
-	ctx := context.Background()
-	st, err := embedded.Open(t.TempDir(), embedded.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	newUser := func(i int) store.ID {
-		u := &store.User{ID: store.NewID(t0), Handle: fmt.Sprintf("u%d", i), CreatedAt: t0, LastSeenAt: t0}
-		require.NoError(t, st.CreateUser(ctx, u))
-		return u.ID
-	}
+	ctx, st, t0, newUser := openRaceStore(t)
 	author := newUser(0)
 	var fans []store.ID
 	for i := range 6 {
@@ -75,4 +66,20 @@ func TestLikesRaceEditsAndDeletes(t *testing.T) {
 	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "no like revived the deleted message")
 	_, err = st.Unlike(ctx, fans[0], m.Key())
 	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
+}
+
+// openRaceStore opens a store for a race test, with its time and a maker of
+// users u<i>.
+func openRaceStore(t *testing.T) (context.Context, *embedded.Store, time.Time, func(i int) store.ID) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := embedded.Open(t.TempDir(), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return ctx, st, t0, func(i int) store.ID {
+		u := &store.User{ID: store.NewID(t0), Handle: fmt.Sprintf("u%d", i), CreatedAt: t0, LastSeenAt: t0}
+		require.NoError(t, st.CreateUser(ctx, u))
+		return u.ID
+	}
 }

@@ -1,17 +1,14 @@
 package embedded_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
-	"herald/store/embedded"
 	"herald/store/storage"
 )
 
@@ -21,16 +18,7 @@ import (
 // writer may lose another's change to ReplyCount or LikeCount. Then it
 // races replies with the parent's deletion: no reply may bring it back.
 func TestRepliesRaceParentWriters(t *testing.T) {
-	ctx := context.Background()
-	st, err := embedded.Open(t.TempDir(), embedded.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	newUser := func(i int) store.ID {
-		u := &store.User{ID: store.NewID(t0), Handle: fmt.Sprintf("u%d", i), CreatedAt: t0, LastSeenAt: t0}
-		require.NoError(t, st.CreateUser(ctx, u))
-		return u.ID
-	}
+	ctx, st, t0, newUser := openRaceStore(t)
 	newMessage := func(author store.ID, parent *store.Message) *store.Message {
 		m := &store.Message{ID: store.NewID(t0), AuthorID: author, Text: "hi", Kind: store.KindPost, CreatedAt: t0}
 		if parent != nil {

@@ -80,6 +80,10 @@ type Adapter struct {
 	byUser  map[store.ID][]*wsConn // open connections with a session, per user
 	sweep   *time.Timer            // the next sweep (sweepSessions); nil while no connection has a session
 	closing bool
+	// checks counts the session checks running off a connection's own
+	// goroutine (sweeps, revocations), which read the store: CloseAll
+	// waits for them, so none outlives the store it reads.
+	checks sync.WaitGroup
 }
 
 var _ transport.WebsocketImplementation = (*Adapter)(nil)
@@ -203,7 +207,8 @@ func (a *Adapter) Len() int {
 
 // CloseAll refuses new connections and closes every open one with 1001
 // Going Away. gqlgen's read loop then fails, which cancels the connection's
-// subscriptions.
+// subscriptions. It returns once no session check is running, so the store
+// can be closed after it.
 func (a *Adapter) CloseAll() {
 	a.mu.Lock()
 	a.closing = true
@@ -221,6 +226,7 @@ func (a *Adapter) CloseAll() {
 		_ = c.WriteClose(websocket.CloseGoingAway, "server shutting down")
 		_ = c.Close()
 	}
+	a.checks.Wait()
 }
 
 // wsConn is one accepted connection. gqlgen reads from one goroutine and

@@ -1,10 +1,14 @@
 package ws
 
 import (
+	"context"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"herald/store"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -33,4 +37,34 @@ func TestWS_AddressKey(t *testing.T) {
 	assert.Empty(t, admit("::ffff:192.0.2.1"))
 	assert.NotEmpty(t, admit("192.0.2.1"))
 	assert.Empty(t, admit("192.0.2.2"))
+}
+
+// authFunc is an authenticator made of a function.
+type authFunc func(context.Context, store.Session) error
+
+func (f authFunc) Authenticate(ctx context.Context, s store.Session) error { return f(ctx, s) }
+
+// TestCloseAll_WaitsForSessionChecks: a session check started by a
+// revocation (or a sweep) reads the store, so CloseAll, after which the
+// server closes the store, must not return while one runs. A check that
+// outlived it read a closed store, and Pebble panics on that.
+func TestCloseAll_WaitsForSessionChecks(t *testing.T) {
+	a := NewAdapter(func(*http.Request) bool { return true }, time.Second)
+	var storeClosed, lateRead atomic.Bool
+	started, finished := make(chan struct{}), make(chan struct{})
+	a.sessions = authFunc(func(context.Context, store.Session) error {
+		close(started)
+		time.Sleep(50 * time.Millisecond)
+		lateRead.Store(storeClosed.Load())
+		close(finished)
+		return nil
+	})
+	user := store.NewID(time.Now())
+	a.byUser = map[store.ID][]*wsConn{user: {{adapter: a, sess: store.Session{UserID: user}}}}
+	a.sessionsRevoked(user)
+	<-started
+	a.CloseAll()
+	storeClosed.Store(true)
+	<-finished
+	assert.False(t, lateRead.Load(), "a session check ran after CloseAll returned")
 }

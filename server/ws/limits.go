@@ -215,10 +215,16 @@ func (a *Adapter) sessionsRevoked(user store.ID) {
 	for _, c := range conns {
 		checks = append(checks, sessionCheck{c, c.sess})
 	}
-	a.mu.Unlock()
-	if len(checks) > 0 {
-		go a.recheck(checks)
+	if len(checks) == 0 || a.closing {
+		a.mu.Unlock()
+		return
 	}
+	a.checks.Add(1) // under mu: CloseAll, once closing is set, waits for it
+	a.mu.Unlock()
+	go func() {
+		defer a.checks.Done()
+		a.recheck(checks)
+	}()
 }
 
 type sessionCheck struct {
@@ -226,8 +232,16 @@ type sessionCheck struct {
 	sess store.Session
 }
 
+// recheck checks each session in turn, stopping early once CloseAll has
+// begun: every connection is being closed anyway.
 func (a *Adapter) recheck(checks []sessionCheck) {
 	for _, k := range checks {
+		a.mu.Lock()
+		closing := a.closing
+		a.mu.Unlock()
+		if closing {
+			return
+		}
 		a.endIfRefused(k.c, k.sess)
 	}
 }
@@ -237,6 +251,13 @@ func (a *Adapter) recheck(checks []sessionCheck) {
 // has a session. It runs on the timer's goroutine, one check at a time.
 func (a *Adapter) sweepSessions() {
 	a.mu.Lock()
+	if a.closing {
+		a.sweep = nil
+		a.mu.Unlock()
+		return
+	}
+	a.checks.Add(1) // under mu: CloseAll, once closing is set, waits for it
+	defer a.checks.Done()
 	var checks []sessionCheck
 	for _, conns := range a.byUser {
 		for _, c := range conns {

@@ -243,6 +243,12 @@ func (b *bench) mainSections(ctx context.Context) error {
 		if err := b.measureReads(ctx, "reads", b.f.concurrencyN, b.f.duration, nil); err != nil {
 			return fmt.Errorf("bench reads: %w", err)
 		}
+		if err := b.measureRichReads(ctx, "reads", b.f.duration); err != nil {
+			return fmt.Errorf("bench reads: %w", err)
+		}
+		if err := b.measureLikes(ctx, "reads"); err != nil {
+			return fmt.Errorf("bench likes: %w", err)
+		}
 	}
 	if !b.skip["live"] && b.f.subscribers > 0 {
 		if err := b.measureLive(ctx); err != nil {

@@ -16,10 +16,13 @@ import (
 	"time"
 )
 
-// The timeline read, and the page of items it asks for.
+// The timeline reads, and the page of items they ask for. BenchHomeRich
+// asks for what a social client shows beside each item: its counts,
+// whether the viewer likes it, and whom it mentions.
 const (
-	benchHomeQuery = `query BenchHome { inbox(first: 50) { totalCount unreadCount edges { cursor node { id text createdAt author { handle displayName } } } pageInfo { hasNextPage endCursor } } }`
-	benchPageSize  = 50
+	benchHomeQuery     = `query BenchHome { inbox(first: 50) { totalCount unreadCount edges { cursor node { id text createdAt author { handle displayName } } } pageInfo { hasNextPage endCursor } } }`
+	benchHomeRichQuery = `query BenchHomeRich { inbox(first: 50) { totalCount unreadCount edges { cursor node { id text createdAt likeCount replyCount viewerHasLiked mentions { handle } author { handle displayName } } } pageInfo { hasNextPage endCursor } } }`
+	benchPageSize      = 50
 )
 
 // processCPU returns the CPU seconds this process has used.
@@ -39,6 +42,8 @@ type readResult struct {
 	clientP50, client9 float64
 	calls              float64 // storage calls per request
 	callsBy            string  // the calls by backend method
+	serverCPU          float64 // µs per request
+	clientCPU          float64 // µs per request, the bench's own
 }
 
 // callsByMethod lists the storage calls per request between two scrapes
@@ -62,65 +67,22 @@ func callsByMethod(before, after metricsSnapshot, requests int) string {
 // measureReads reads viewers' home timelines at each concurrency for d
 // and, for a strategy row, fills row from concurrency 8.
 func (b *bench) measureReads(ctx context.Context, section string, levels []int, d time.Duration, row *strategyRow) error {
-	var viewers []int
-	for i := 0; i < b.net.Users() && len(viewers) < b.f.viewers; i++ {
-		if b.net.InboxSize(i) >= benchPageSize {
-			viewers = append(viewers, i)
-		}
-	}
-	if len(viewers) == 0 {
-		return errors.New("no user's inbox holds a page of 50 items; raise -avg-follows or -messages")
-	}
-	tokens := make([]string, len(viewers))
-	for i, v := range viewers {
-		t, err := b.token(v)
-		if err != nil {
-			return err
-		}
-		tokens[i] = t
-	}
-	body, err := json.Marshal(map[string]string{"query": benchHomeQuery})
+	tokens, err := b.readers(ctx)
 	if err != nil {
 		return err
 	}
-	// One read by each viewer first: the server's query cache, and its
-	// last-seen writes, which a user's first request makes.
-	if _, err := b.readLoad(ctx, body, tokens, min(8, len(tokens)), time.Minute, len(tokens)); err != nil {
-		return err
-	}
 	for _, c := range levels {
-		if err := b.waitIdle(ctx); err != nil {
-			return err
-		}
-		before, err := b.srv.scrape(ctx)
+		res, err := b.readAt(ctx, "BenchHome", benchHomeQuery, tokens, c, d)
 		if err != nil {
 			return err
 		}
-		cpu0 := processCPU()
-		res, err := b.readLoad(ctx, body, tokens, c, d, 0)
-		if err != nil {
-			return err
-		}
-		clientCPU := (processCPU() - cpu0) / float64(res.requests) * 1e6
-		after, err := b.srv.scrape(ctx)
-		if err != nil {
-			return err
-		}
-		// CPU per request does not depend on what else the machine runs
-		// the way requests per second do.
-		serverCPU := (after.sum("process_cpu_seconds_total", nil) - before.sum("process_cpu_seconds_total", nil)) / float64(res.requests) * 1e6
-		op := map[string]string{"operation": "BenchHome"}
-		h := after.histogram("herald_graphql_operation_duration_seconds", op).since(before.histogram("herald_graphql_operation_duration_seconds", op))
-		res.serverP50, res.p99 = h.quantile(.5)*1000, h.quantile(.99)*1000
-		res.calls = (after.sum("herald_store_calls_total", nil) - before.sum("herald_store_calls_total", nil)) / float64(res.requests)
-		res.callsBy = callsByMethod(before, after, res.requests)
 		if row != nil {
 			row.ReadsPerSec, row.ReadP50Ms, row.ReadP99Ms, row.RoundTrips = res.perSec, res.serverP50, res.p99, res.calls
 			continue
 		}
 		name := fmt.Sprintf("inbox page of 50 with authors, concurrency %d: ", c)
 		fig := figure{Section: section, Name: name + "requests/s", Value: res.perSec, Unit: "/s", Samples: res.requests,
-			Note: fmt.Sprintf("client p50 %.2f ms, p99 %.2f ms; CPU per request: server %.0f µs, bench's client %.0f µs", res.clientP50, res.client9, serverCPU, clientCPU)}
+			Note: fmt.Sprintf("client p50 %.2f ms, p99 %.2f ms; CPU per request: server %.0f µs, bench's client %.0f µs", res.clientP50, res.client9, res.serverCPU, res.clientCPU)}
 		if c == 8 {
 			fig.Target, fig.Pass = atLeast(res.perSec, 4000, "%.0f/s")
 		}
@@ -135,6 +97,95 @@ func (b *bench) measureReads(ctx context.Context, section string, levels []int, 
 		b.add(fig)
 	}
 	return nil
+}
+
+// measureRichReads reads the same timelines with each item's counts,
+// whether the viewer likes it and whom it mentions, at concurrency 8: the
+// counts come with the messages and the mentioned users with the authors,
+// so the page costs one storage call more (FindLiked) than the plain one.
+func (b *bench) measureRichReads(ctx context.Context, section string, d time.Duration) error {
+	tokens, err := b.readers(ctx)
+	if err != nil {
+		return err
+	}
+	const c = 8
+	res, err := b.readAt(ctx, "BenchHomeRich", benchHomeRichQuery, tokens, c, d)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("inbox page of 50 with likes, replies and mentions, concurrency %d: ", c)
+	b.add(figure{Section: section, Name: name + "requests/s", Value: res.perSec, Unit: "/s", Samples: res.requests,
+		Note: fmt.Sprintf("server p50 %.2f ms, p99 %.2f ms; CPU per request: server %.0f µs", res.serverP50, res.p99, res.serverCPU)})
+	fig := figure{Section: section, Name: name + "storage calls per request", Value: res.calls, Unit: "", Note: res.callsBy}
+	fig.Target, fig.Pass = atMost(res.calls, 4, "%.0f")
+	b.add(fig)
+	return nil
+}
+
+// readers returns the tokens of the users whose inboxes hold a page, up to
+// -viewers of them, each having read once: the server's query cache, and
+// its last-seen writes, which a user's first request makes.
+func (b *bench) readers(ctx context.Context) ([]string, error) {
+	var viewers []int
+	for i := 0; i < b.net.Users() && len(viewers) < b.f.viewers; i++ {
+		if b.net.InboxSize(i) >= benchPageSize {
+			viewers = append(viewers, i)
+		}
+	}
+	if len(viewers) == 0 {
+		return nil, errors.New("no user's inbox holds a page of 50 items; raise -avg-follows or -messages")
+	}
+	tokens := make([]string, len(viewers))
+	for i, v := range viewers {
+		t, err := b.token(v)
+		if err != nil {
+			return nil, err
+		}
+		tokens[i] = t
+	}
+	body, err := json.Marshal(map[string]string{"query": benchHomeQuery})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.readLoad(ctx, body, tokens, min(8, len(tokens)), time.Minute, len(tokens)); err != nil {
+		return nil, err
+	}
+	return tokens, nil
+}
+
+// readAt runs query (operation op) by c clients for d, once the server is
+// idle, and returns the client's and the server's figures for it.
+func (b *bench) readAt(ctx context.Context, op, query string, tokens []string, c int, d time.Duration) (readResult, error) {
+	body, err := json.Marshal(map[string]string{"query": query})
+	if err != nil {
+		return readResult{}, err
+	}
+	if err := b.waitIdle(ctx); err != nil {
+		return readResult{}, err
+	}
+	before, err := b.srv.scrape(ctx)
+	if err != nil {
+		return readResult{}, err
+	}
+	cpu0 := processCPU()
+	res, err := b.readLoad(ctx, body, tokens, c, d, 0)
+	if err != nil {
+		return readResult{}, err
+	}
+	res.clientCPU = (processCPU() - cpu0) / float64(res.requests) * 1e6
+	after, err := b.srv.scrape(ctx)
+	if err != nil {
+		return readResult{}, err
+	}
+	// CPU per request does not depend on what else the machine runs the
+	// way requests per second do.
+	res.serverCPU = (after.sum("process_cpu_seconds_total", nil) - before.sum("process_cpu_seconds_total", nil)) / float64(res.requests) * 1e6
+	opl := map[string]string{"operation": op}
+	h := after.histogram("herald_graphql_operation_duration_seconds", opl).since(before.histogram("herald_graphql_operation_duration_seconds", opl))
+	res.serverP50, res.p99 = h.quantile(.5)*1000, h.quantile(.99)*1000
+	res.calls = (after.sum("herald_store_calls_total", nil) - before.sum("herald_store_calls_total", nil)) / float64(res.requests)
+	res.callsBy = callsByMethod(before, after, res.requests)
+	return res, nil
 }
 
 // readLoad runs c clients reading timelines, the tokens in turn, until d

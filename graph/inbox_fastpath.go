@@ -52,7 +52,8 @@ var fastTypes = map[string]fastType{
 	}},
 	"Message": {[]string{"Message", "Node"}, map[string]string{
 		"__typename": "", "id": "", "text": "", "kind": "", "createdAt": "", "editedAt": "",
-		"author": "User",
+		"likeCount": "", "replyCount": "", "viewerHasLiked": "",
+		"author": "User", "mentions": "User",
 	}},
 	"User": {[]string{"User", "Node"}, map[string]string{
 		"__typename": "", "id": "", "handle": "", "displayName": "", "createdAt": "",
@@ -288,6 +289,31 @@ func (w *fastWriter) message(sel []fastField, m *store.Message) bool {
 		case "author":
 			u, err := w.r.Message().Author(w.ctx, m)
 			return err == nil && u != nil && w.user(f.sub, u)
+		case "likeCount":
+			w.int(m.LikeCount)
+		case "replyCount":
+			w.int(m.ReplyCount)
+		case "viewerHasLiked":
+			liked, err := w.r.Message().ViewerHasLiked(w.ctx, m)
+			if err != nil {
+				return false
+			}
+			w.bool(liked)
+		case "mentions":
+			us, err := w.r.Message().Mentions(w.ctx, m)
+			if err != nil || us == nil {
+				return false
+			}
+			w.buf = append(w.buf, '[')
+			for i, u := range us {
+				if i > 0 {
+					w.buf = append(w.buf, ',')
+				}
+				if u == nil || !w.user(f.sub, u) {
+					return false
+				}
+			}
+			w.buf = append(w.buf, ']')
 		}
 		return true
 	})

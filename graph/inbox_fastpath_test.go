@@ -57,6 +57,9 @@ func testInboxFastPath(t *testing.T) {
 	mustPost(t, e, odd, "quote \" backslash \\ tab \t newline \n return \r unicode é ✓ \u2028")
 	edited := mustPost(t, e, odd, "before the edit")
 	e.mustExec(t, odd, `mutation($id: ID!) { editMessage(id: $id, text: "after the edit") { id } }`, map[string]any{"id": edited}, nil)
+	// A liked message, a reply to it, and mentions.
+	e.mustExec(t, reader, `mutation($id: ID!) { like(messageId: $id) { id } }`, map[string]any{"id": edited}, nil)
+	mustReply(t, e, odd, "a reply mentioning @odd and @nobody_at_all", edited)
 	waitFanOut(t, e)
 	empty, _ := mustSignUp(t, e, "nobody")
 
@@ -98,6 +101,8 @@ func testInboxFastPath(t *testing.T) {
 		{"FirstZero", reader, `{ inbox(first: 0) { edges { cursor } pageInfo { startCursor endCursor } } }`, nil, true},
 		{"Empty", empty, `{ inbox { totalCount edges { cursor } pageInfo { hasNextPage startCursor } } }`, nil, true},
 		{"Typename", reader, `{ __typename inbox(first: 1) { totalCount } }`, nil, true},
+		{"Social", reader, `{ inbox(first: 10) { edges { node { id likeCount replyCount viewerHasLiked
+			mentions { __typename id handle } author { handle } } } } }`, nil, true},
 		{"OtherFields", reader, `{ inbox(first: 3) { edges { node { id replyTo { id } author { viewerFollows } } } } }`, nil, false},
 		{"Deferred", reader, `{ inbox(first: 3) { edges { cursor ... @defer { node { id } } } } }`, nil, false},
 		{"ErrUnauthenticated", "", home, nil, false},

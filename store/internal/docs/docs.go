@@ -281,13 +281,9 @@ func decodeMessage(b []byte, d *Message) bool {
 		case "k":
 			d.Kind, ok = v.Int32OK()
 		case "r":
-			var id primitive.ObjectID
-			id, ok = v.ObjectIDOK()
-			d.ReplyTo = &id
+			d.ReplyTo, ok = decodeOptID(v)
 		case "ra":
-			var id primitive.ObjectID
-			id, ok = v.ObjectIDOK()
-			d.ReplyBy = &id
+			d.ReplyBy, ok = decodeOptID(v)
 		case "c":
 			d.Created, ok = decodeTime(v)
 		case "e":
@@ -303,13 +299,9 @@ func decodeMessage(b []byte, d *Message) bool {
 		case "lc":
 			d.Likes, ok = v.Int64OK()
 		case "tr":
-			var id primitive.ObjectID
-			id, ok = v.ObjectIDOK()
-			d.Root = &id
+			d.Root, ok = decodeOptID(v)
 		case "tra":
-			var id primitive.ObjectID
-			id, ok = v.ObjectIDOK()
-			d.RootBy = &id
+			d.RootBy, ok = decodeOptID(v)
 		case "rc":
 			d.Replies, ok = v.Int64OK()
 		default:
@@ -320,6 +312,13 @@ func decodeMessage(b []byte, d *Message) bool {
 		}
 	}
 	return true
+}
+
+// decodeOptID decodes an ObjectID into a pointer, as bson.Unmarshal does
+// for a *primitive.ObjectID field that is present.
+func decodeOptID(v bsoncore.Value) (*primitive.ObjectID, bool) {
+	id, ok := v.ObjectIDOK()
+	return &id, ok
 }
 
 // decodeIDs decodes an array of ObjectIDs as bson.Unmarshal does: an empty

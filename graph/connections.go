@@ -150,22 +150,36 @@ func (r *Resolver) follows(ctx context.Context, user *store.User, following bool
 	if err != nil {
 		return nil, err
 	}
-	ids := page.IDs
-	users, errs := loader.For(ctx).Users(ctx, ids)
-	conn := &model.UserConnection{Edges: make([]*model.UserEdge, 0, len(ids)), TotalCount: total}
-	cursors := make([]string, 0, len(ids))
+	users, _, err := usersFound(ctx, page.IDs)
+	if err != nil {
+		return nil, err
+	}
+	conn := &model.UserConnection{Edges: make([]*model.UserEdge, len(users)), TotalCount: total}
+	cursors := make([]string, len(users))
 	for i, u := range users {
-		if store.ErrorCode(errs[i]) == store.ENOTFOUND {
-			continue // an edge to a user that is gone: nothing to show
-		} else if errs[i] != nil {
-			return nil, errs[i]
-		}
-		c := encodeIDCursor(kind, u.ID)
-		cursors = append(cursors, c)
-		conn.Edges = append(conn.Edges, &model.UserEdge{Cursor: c, Node: u})
+		cursors[i] = encodeIDCursor(kind, u.ID)
+		conn.Edges[i] = &model.UserEdge{Cursor: cursors[i], Node: u}
 	}
 	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
 	return conn, nil
+}
+
+// usersFound loads the users of ids in one batch and returns those that
+// exist, in order, with the index in ids of each: an edge to a user that is
+// gone shows nothing. Any other error is returned.
+func usersFound(ctx context.Context, ids []store.ID) ([]*store.User, []int, error) {
+	users, errs := loader.For(ctx).Users(ctx, ids)
+	found := make([]*store.User, 0, len(ids))
+	at := make([]int, 0, len(ids))
+	for i, u := range users {
+		if store.ErrorCode(errs[i]) == store.ENOTFOUND {
+			continue
+		} else if errs[i] != nil {
+			return nil, nil, errs[i]
+		}
+		found, at = append(found, u), append(at, i)
+	}
+	return found, at, nil
 }
 
 // usersByAttribute returns a page of the users whose attribute name has
@@ -332,18 +346,15 @@ func (r *Resolver) likedBy(ctx context.Context, m *store.Message, first *int, af
 	for i, l := range page.Likes {
 		ids[i] = l.UserID
 	}
-	users, errs := loader.For(ctx).Users(ctx, ids)
-	conn := &model.UserConnection{Edges: make([]*model.UserEdge, 0, len(ids)), TotalCount: m.LikeCount}
-	cursors := make([]string, 0, len(ids))
+	users, at, err := usersFound(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	conn := &model.UserConnection{Edges: make([]*model.UserEdge, len(users)), TotalCount: m.LikeCount}
+	cursors := make([]string, len(users))
 	for i, u := range users {
-		if store.ErrorCode(errs[i]) == store.ENOTFOUND {
-			continue
-		} else if errs[i] != nil {
-			return nil, errs[i]
-		}
-		c := encodeIDCursor(cursorLikers, page.Likes[i].ID)
-		cursors = append(cursors, c)
-		conn.Edges = append(conn.Edges, &model.UserEdge{Cursor: c, Node: u})
+		cursors[i] = encodeIDCursor(cursorLikers, page.Likes[at[i]].ID)
+		conn.Edges[i] = &model.UserEdge{Cursor: cursors[i], Node: u}
 	}
 	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
 	return conn, nil

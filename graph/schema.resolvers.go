@@ -23,7 +23,7 @@ func (r *inboxEventResolver) Edge(ctx context.Context, obj *model.InboxEvent) (*
 	if m == nil || err != nil {
 		return nil, err
 	}
-	return &model.InboxEdge{Cursor: encodeIDCursors(cursorInbox, 1, func(int) store.ID { return m.ID })[0], Node: m, DeliveredAt: obj.DeliveredAt}, nil
+	return &model.InboxEdge{Cursor: encodeIDCursor(cursorInbox, m.ID), Node: m, DeliveredAt: obj.DeliveredAt}, nil
 }
 
 // Message is the resolver for the message field.
@@ -72,17 +72,8 @@ func (r *messageResolver) Mentions(ctx context.Context, obj *store.Message) ([]*
 	if len(obj.Mentions) == 0 {
 		return []*store.User{}, nil
 	}
-	users, errs := loader.For(ctx).Users(ctx, obj.Mentions)
-	out := make([]*store.User, 0, len(users))
-	for i, u := range users {
-		if err := errs[i]; err != nil && store.ErrorCode(err) != store.ENOTFOUND {
-			return nil, err
-		}
-		if u != nil {
-			out = append(out, u)
-		}
-	}
-	return out, nil
+	users, _, err := usersFound(ctx, obj.Mentions)
+	return users, err
 }
 
 // ViewerHasLiked is the resolver for the viewerHasLiked field.

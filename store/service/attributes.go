@@ -23,12 +23,7 @@ func (s *Service) FindUsersByAttribute(ctx context.Context, name, value string, 
 	if err := store.ValidateAttribute(name, &value); err != nil {
 		return nil, false, err
 	}
-	us, err := s.backend.FindUsersByAttribute(ctx, name, value, plusOne(r))
-	if err != nil {
-		return nil, false, err
-	}
-	us, more := trimPage(us, r)
-	return us, more, nil
+	return readPage(r, func(r store.Range) ([]*store.User, error) { return s.backend.FindUsersByAttribute(ctx, name, value, r) })
 }
 
 // CountUsersByAttribute counts the users whose attribute name equals value.

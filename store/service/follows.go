@@ -85,14 +85,12 @@ type FollowPage struct {
 
 // Followers returns a page of user's followers in ID order, within r.
 func (s *Service) Followers(ctx context.Context, user store.ID, r store.Range) (FollowPage, error) {
-	ids, err := s.backend.ListFollowers(ctx, user, plusOne(r))
-	ids, more := trimPage(ids, r)
+	ids, more, err := readPage(r, func(r store.Range) ([]store.ID, error) { return s.backend.ListFollowers(ctx, user, r) })
 	return FollowPage{IDs: ids, HasMore: more}, err
 }
 
 // Following returns a page of the users user follows in ID order, within r.
 func (s *Service) Following(ctx context.Context, user store.ID, r store.Range) (FollowPage, error) {
-	ids, err := s.backend.ListFollowing(ctx, user, plusOne(r))
-	ids, more := trimPage(ids, r)
+	ids, more, err := readPage(r, func(r store.Range) ([]store.ID, error) { return s.backend.ListFollowing(ctx, user, r) })
 	return FollowPage{IDs: ids, HasMore: more}, err
 }

@@ -59,20 +59,12 @@ type LikePage struct {
 
 // Likers returns a page of the likes of message, newest first.
 func (s *Service) Likers(ctx context.Context, message store.ID, r store.Range) (LikePage, error) {
-	likes, err := s.backend.ListLikers(ctx, message, plusOne(r))
-	if err != nil {
-		return LikePage{}, err
-	}
-	likes, more := trimPage(likes, r)
-	return LikePage{Likes: likes, HasMore: more}, nil
+	likes, more, err := readPage(r, func(r store.Range) ([]store.Like, error) { return s.backend.ListLikers(ctx, message, r) })
+	return LikePage{Likes: likes, HasMore: more}, err
 }
 
 // Likes returns a page of the likes user made, newest first.
 func (s *Service) Likes(ctx context.Context, user store.ID, r store.Range) (LikePage, error) {
-	likes, err := s.backend.ListLikes(ctx, user, plusOne(r))
-	if err != nil {
-		return LikePage{}, err
-	}
-	likes, more := trimPage(likes, r)
-	return LikePage{Likes: likes, HasMore: more}, nil
+	likes, more, err := readPage(r, func(r store.Range) ([]store.Like, error) { return s.backend.ListLikes(ctx, user, r) })
+	return LikePage{Likes: likes, HasMore: more}, err
 }

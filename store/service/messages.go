@@ -171,12 +171,8 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id store.ID) error 
 // Replies returns a page of the live replies to message parent, oldest
 // first.
 func (s *Service) Replies(ctx context.Context, parent store.ID, r store.Range) (MessagePage, error) {
-	ms, err := s.backend.ListReplies(ctx, parent, plusOne(r))
-	if err != nil {
-		return MessagePage{}, err
-	}
-	ms, more := trimPage(ms, r)
-	return MessagePage{Messages: ms, HasMore: more}, nil
+	ms, more, err := readPage(r, func(r store.Range) ([]*store.Message, error) { return s.backend.ListReplies(ctx, parent, r) })
+	return MessagePage{Messages: ms, HasMore: more}, err
 }
 
 // MessagePage is a page of an author's messages, newest first. HasMore
@@ -188,10 +184,8 @@ type MessagePage struct {
 
 // Messages returns a page of author's messages, newest first, within r.
 func (s *Service) Messages(ctx context.Context, author store.ID, r store.Range) (MessagePage, error) {
-	ms, err := s.backend.FindMessages(ctx, storage.MessageFilter{AuthorID: author, Range: plusOne(r)})
-	if err != nil {
-		return MessagePage{}, err
-	}
-	ms, more := trimPage(ms, r)
-	return MessagePage{Messages: ms, HasMore: more}, nil
+	ms, more, err := readPage(r, func(r store.Range) ([]*store.Message, error) {
+		return s.backend.FindMessages(ctx, storage.MessageFilter{AuthorID: author, Range: r})
+	})
+	return MessagePage{Messages: ms, HasMore: more}, err
 }

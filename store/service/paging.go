@@ -24,3 +24,14 @@ func trimPage[T any](items []T, r store.Range) ([]T, bool) {
 	}
 	return items, more
 }
+
+// readPage reads the page r selects with read, one item more to tell
+// whether more follow, and returns it in its list's order.
+func readPage[T any](r store.Range, read func(store.Range) ([]T, error)) ([]T, bool, error) {
+	items, err := read(plusOne(r))
+	if err != nil {
+		return nil, false, err
+	}
+	items, more := trimPage(items, r)
+	return items, more, nil
+}

@@ -243,10 +243,15 @@ func (b *bench) mainSections(ctx context.Context) error {
 		if err := b.measureReads(ctx, "reads", b.f.concurrencyN, b.f.duration, nil); err != nil {
 			return fmt.Errorf("bench reads: %w", err)
 		}
-		if err := b.measureRichReads(ctx, "reads", b.f.duration); err != nil {
+		// The readers, warmed up by the reads above: no second warm-up.
+		tokens, err := b.readerTokens()
+		if err != nil {
 			return fmt.Errorf("bench reads: %w", err)
 		}
-		if err := b.measureLikes(ctx, "reads"); err != nil {
+		if err := b.measureRichReads(ctx, "reads", tokens, b.f.duration); err != nil {
+			return fmt.Errorf("bench reads: %w", err)
+		}
+		if err := b.measureLikes(ctx, "reads", tokens[0]); err != nil {
 			return fmt.Errorf("bench likes: %w", err)
 		}
 	}

@@ -7,15 +7,11 @@ import (
 	"time"
 )
 
-// measureLikes likes and unlikes one message of a viewer's timeline, one
+// measureLikes likes and unlikes one message of token's timeline, one
 // request at a time, a bounded number of times, and reports each
 // mutation's latency and storage calls: a like is a round trip a client
 // waits on.
-func (b *bench) measureLikes(ctx context.Context, section string) error {
-	tokens, err := b.readers(ctx)
-	if err != nil {
-		return err
-	}
+func (b *bench) measureLikes(ctx context.Context, section, token string) error {
 	var page struct {
 		Inbox struct {
 			Edges []struct {
@@ -23,7 +19,7 @@ func (b *bench) measureLikes(ctx context.Context, section string) error {
 			}
 		}
 	}
-	if err := b.srv.gql(ctx, tokens[0], `{ inbox(first: 1) { edges { node { id } } } }`, nil, &page); err != nil {
+	if err := b.srv.gql(ctx, token, `{ inbox(first: 1) { edges { node { id } } } }`, nil, &page); err != nil {
 		return err
 	}
 	if len(page.Inbox.Edges) == 0 {
@@ -45,11 +41,11 @@ func (b *bench) measureLikes(ctx context.Context, section string) error {
 			break
 		}
 		t0 := time.Now()
-		if err := b.srv.gql(ctx, tokens[0], `mutation BenchLike($id: ID!) { like(messageId: $id) { likeCount } }`, vars, nil); err != nil {
+		if err := b.srv.gql(ctx, token, `mutation BenchLike($id: ID!) { like(messageId: $id) { likeCount } }`, vars, nil); err != nil {
 			return err
 		}
 		t1 := time.Now()
-		if err := b.srv.gql(ctx, tokens[0], `mutation BenchUnlike($id: ID!) { unlike(messageId: $id) { likeCount } }`, vars, nil); err != nil {
+		if err := b.srv.gql(ctx, token, `mutation BenchUnlike($id: ID!) { unlike(messageId: $id) { likeCount } }`, vars, nil); err != nil {
 			return err
 		}
 		liked, unliked = append(liked, t1.Sub(t0)), append(unliked, time.Since(t1))

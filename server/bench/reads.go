@@ -99,15 +99,11 @@ func (b *bench) measureReads(ctx context.Context, section string, levels []int, 
 	return nil
 }
 
-// measureRichReads reads the same timelines with each item's counts,
+// measureRichReads reads the timelines of tokens (from readers) with each item's counts,
 // whether the viewer likes it and whom it mentions, at concurrency 8: the
 // counts come with the messages and the mentioned users with the authors,
 // so the page costs one storage call more (FindLiked) than the plain one.
-func (b *bench) measureRichReads(ctx context.Context, section string, d time.Duration) error {
-	tokens, err := b.readers(ctx)
-	if err != nil {
-		return err
-	}
+func (b *bench) measureRichReads(ctx context.Context, section string, tokens []string, d time.Duration) error {
 	const c = 8
 	res, err := b.readAt(ctx, "BenchHomeRich", benchHomeRichQuery, tokens, c, d)
 	if err != nil {
@@ -122,10 +118,27 @@ func (b *bench) measureRichReads(ctx context.Context, section string, d time.Dur
 	return nil
 }
 
-// readers returns the tokens of the users whose inboxes hold a page, up to
-// -viewers of them, each having read once: the server's query cache, and
-// its last-seen writes, which a user's first request makes.
+// readers returns the tokens of readerTokens, each having read once: the
+// server's query cache, and its last-seen writes, which a user's first
+// request makes.
 func (b *bench) readers(ctx context.Context) ([]string, error) {
+	tokens, err := b.readerTokens()
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(map[string]string{"query": benchHomeQuery})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.readLoad(ctx, body, tokens, min(8, len(tokens)), time.Minute, len(tokens)); err != nil {
+		return nil, err
+	}
+	return tokens, nil
+}
+
+// readerTokens returns the tokens of the users whose inboxes hold a page,
+// up to -viewers of them.
+func (b *bench) readerTokens() ([]string, error) {
 	var viewers []int
 	for i := 0; i < b.net.Users() && len(viewers) < b.f.viewers; i++ {
 		if b.net.InboxSize(i) >= benchPageSize {
@@ -142,13 +155,6 @@ func (b *bench) readers(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		tokens[i] = t
-	}
-	body, err := json.Marshal(map[string]string{"query": benchHomeQuery})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := b.readLoad(ctx, body, tokens, min(8, len(tokens)), time.Minute, len(tokens)); err != nil {
-		return nil, err
 	}
 	return tokens, nil
 }

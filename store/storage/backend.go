@@ -156,8 +156,9 @@ type Inboxes interface {
 	// and unread if the message is newer than the read mark). LayoutCache
 	// adds it only to owners whose cache is live at d.At, keeping the newest
 	// d.CacheCap, and counts nothing; a cache's entries are delivered at
-	// their message's creation, as fan-out on read shows them; it reports every active owner (with
-	// NoCounts), since the item reaches their inbox through fan-out on read.
+	// their message's creation, as fan-out on read shows them. It reports
+	// every active owner (with NoCounts), since the item reaches their inbox
+	// through fan-out on read.
 	//
 	// The chunk applies only if the stored job is still at d.Job.Cursor: a
 	// chunk applied before changes nothing and returns no changes. It

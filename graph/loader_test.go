@@ -28,10 +28,13 @@ func timelineCalls(st service.Strategy, more map[string]int64) map[string]int64 
 	case service.StrategyRead:
 		calls = map[string]int64{"ReadInbox": 1, "ListFollowing": 1, "FindOutbox": 1, "FindUsersByIDs": 1, "CountOutbox": 1}
 	case service.StrategyCache:
-		calls = map[string]int64{"ReadInbox": 1, "ReadInboxCache": 1, "ListFollowing": 1, "FindUsersByIDs": 1, "CountOutbox": 1}
+		calls = map[string]int64{"ReadInbox": 1, "ReadInboxCache": 1, "ListFollowing": 1, "FindUsersByIDs": 1, "CountOutbox": 1, "FindOutbox": 1}
 	default:
-		calls = map[string]int64{"ReadInbox": 1}
+		calls = map[string]int64{"ReadInbox": 1, "FindOutbox": 1}
 	}
+	// Every strategy but read reads the viewer's own messages from their
+	// outbox beside the inbox (FindOutbox): read merges the outbox into
+	// the followees' read.
 	for k, n := range more {
 		calls[k] += n
 	}

@@ -1232,9 +1232,16 @@ type InboxConnection {
   edges: [InboxEdge!]!
   "Where this page sits in the whole inbox."
   pageInfo: PageInfo!
-  "The number of items in the whole inbox."
+  """
+  The number of items others' messages make in the whole inbox. The viewer's
+  own messages are in the timeline but not counted: the counts are of what
+  others sent.
+  """
   totalCount: Int!
-  "The number of items delivered since the viewer last called ` + "`" + `markInboxRead` + "`" + `."
+  """
+  The number of items delivered since the viewer last called ` + "`" + `markInboxRead` + "`" + `;
+  the viewer's own messages are never unread.
+  """
   unreadCount: Int!
   """
   True while the inbox is being rebuilt for a user returning after a long
@@ -1372,9 +1379,11 @@ type Query {
   "A user by handle (any case), or null when there is none."
   user(handle: String!): User
   """
-  The viewer's home timeline: messages from the users they follow, newest
-  first. ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100. Requires
-  sign-in (UNAUTHENTICATED otherwise).
+  The viewer's home timeline: messages from the users they follow and the
+  viewer's own, newest first. One's own message is there as soon as
+  ` + "`" + `postMessage` + "`" + ` returns (and ` + "`" + `inboxEvents` + "`" + ` reports it as ADDED), before any
+  follower has it. ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
+  Requires sign-in (UNAUTHENTICATED otherwise).
   """
   inbox(first: Int, after: String, last: Int, before: String): InboxConnection!
   """

@@ -23,9 +23,12 @@ type InboxConnection struct {
 	Edges []*InboxEdge `json:"edges"`
 	// Where this page sits in the whole inbox.
 	PageInfo *PageInfo `json:"pageInfo"`
-	// The number of items in the whole inbox.
+	// The number of items others' messages make in the whole inbox. The viewer's
+	// own messages are in the timeline but not counted: the counts are of what
+	// others sent.
 	TotalCount int `json:"totalCount"`
-	// The number of items delivered since the viewer last called `markInboxRead`.
+	// The number of items delivered since the viewer last called `markInboxRead`;
+	// the viewer's own messages are never unread.
 	UnreadCount int `json:"unreadCount"`
 	// True while the inbox is being rebuilt for a user returning after a long
 	// absence; the page may be incomplete until it turns false.

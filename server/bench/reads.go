@@ -92,8 +92,10 @@ func (b *bench) measureReads(ctx context.Context, section string, levels []int, 
 			fig.Target, fig.Pass = atMost(res.p99, 5, "%.0f ms")
 		}
 		b.add(fig)
+		// The inbox, the reader's own outbox (their own posts are at
+		// home), the messages, their authors.
 		fig = figure{Section: section, Name: name + "storage calls per request", Value: res.calls, Unit: "", Note: res.callsBy}
-		fig.Target, fig.Pass = atMost(res.calls, 3, "%.0f")
+		fig.Target, fig.Pass = atMost(res.calls, 4, "%.0f")
 		b.add(fig)
 	}
 	return nil
@@ -113,7 +115,7 @@ func (b *bench) measureRichReads(ctx context.Context, section string, tokens []s
 	b.add(figure{Section: section, Name: name + "requests/s", Value: res.perSec, Unit: "/s", Samples: res.requests,
 		Note: fmt.Sprintf("server p50 %.2f ms, p99 %.2f ms; CPU per request: server %.0f µs", res.serverP50, res.p99, res.serverCPU)})
 	fig := figure{Section: section, Name: name + "storage calls per request", Value: res.calls, Unit: "", Note: res.callsBy}
-	fig.Target, fig.Pass = atMost(res.calls, 4, "%.0f")
+	fig.Target, fig.Pass = atMost(res.calls, 5, "%.0f")
 	b.add(fig)
 	return nil
 }

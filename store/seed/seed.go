@@ -244,8 +244,8 @@ func (n *Network) Pinned(j int) int { return int(n.pinned[j]) }
 func (n *Network) InboxSize(i int) int { return n.followedMessages(i, false) }
 
 // TimelineSize returns how many items user i's timeline shows: the
-// messages of the users it follows, pulled ones included.
-func (n *Network) TimelineSize(i int) int { return n.followedMessages(i, true) }
+// messages of the users it follows, pulled ones included, and its own.
+func (n *Network) TimelineSize(i int) int { return n.followedMessages(i, true) + len(n.byAuthor[i]) }
 
 // followedMessages counts the messages of the users user i follows, those
 // of pulled authors only if withPulled.

@@ -9,26 +9,51 @@ import (
 
 // notice tells the subscriptions of a message's readers of an event that no
 // stored job reports: an edit, or a post, a reply or a deletion that is not
-// fanned out (strategy read, hybrid's pulled messages, the cache). It is
-// never stored: a missed event loses nothing, since inboxes point at
-// messages or read them from outboxes, and show the change anyway.
+// fanned out (strategy read, hybrid's pulled messages, the cache), and, for
+// every change, its author, whose own timeline reads the message from their
+// outbox. It is never stored: a missed event loses nothing, since inboxes
+// point at messages or read them from outboxes, and show the change anyway.
 type notice struct {
 	event   store.EventType
 	message store.ID
 	author  store.ID
-	// deliveries: the readers are the message's delivery records (the
-	// layout stores inboxes); otherwise its author's followers.
-	deliveries bool
+	readers noticeReaders
+	// toldAuthor is set once the author's event is out, so that a retry
+	// does not tell them twice.
+	toldAuthor bool
 	// at is when an added message reached its readers' inboxes: when it
 	// was made, since they read it from its author's outbox.
 	at     time.Time
 	cursor []byte // the readers told so far
 }
 
-// noticeOf returns the notice of event t on m.
-func (s *Service) noticeOf(t store.EventType, m *store.Message) *notice {
-	n := &notice{event: t, message: m.ID, author: m.AuthorID,
-		deliveries: s.layout.Stores() && !m.Pulled && t == store.EventEdited}
+// noticeReaders says who, besides the author, a notice tells.
+type noticeReaders uint8
+
+const (
+	// readersFollowers: the author's followers, who read the message from
+	// the author's outbox.
+	readersFollowers noticeReaders = iota
+	// readersDeliveries: the owners of the message's delivery records (the
+	// layout stores inboxes).
+	readersDeliveries
+	// readersAuthor: the author alone; a stored job tells the others.
+	readersAuthor
+)
+
+// noticeOf returns the notice of event t on m: for the author alone when
+// fanned is true (a stored job tells the readers), else for the author and
+// the message's readers.
+func (s *Service) noticeOf(t store.EventType, m *store.Message, fanned bool) *notice {
+	n := &notice{event: t, message: m.ID, author: m.AuthorID}
+	switch {
+	case fanned:
+		n.readers = readersAuthor
+	case s.layout.Stores() && !m.Pulled && t == store.EventEdited:
+		n.readers = readersDeliveries
+	default:
+		n.readers = readersFollowers
+	}
 	if t == store.EventAdded {
 		n.at = m.CreatedAt
 	}
@@ -62,12 +87,15 @@ func (f *fanout) notify(n *notice) error {
 		if err != nil {
 			return err
 		}
+		if !n.toldAuthor {
+			readers = append([]store.ID{n.author}, readers...)
+		}
 		evs := make([]store.Event, len(readers))
 		for i, o := range readers {
 			evs[i] = store.Event{Type: n.event, UserID: o, MessageID: n.message, AuthorID: n.author, NoCounts: true, DeliveredAt: n.at}
 		}
 		f.s.events.Publish(f.ctx, evs...)
-		n.cursor = next
+		n.toldAuthor, n.cursor = true, next
 		if next == nil {
 			return nil
 		}
@@ -77,7 +105,10 @@ func (f *fanout) notify(n *notice) error {
 // noticeReaders returns the next chunk of n's readers and the cursor after
 // them (nil at the end).
 func (f *fanout) noticeReaders(ctx context.Context, n *notice) ([]store.ID, []byte, error) {
-	if n.deliveries {
+	switch n.readers {
+	case readersAuthor:
+		return nil, nil, nil
+	case readersDeliveries:
 		refs, next, err := f.s.backend.FindDeliveries(ctx, n.message, n.cursor, f.chunk)
 		if err != nil {
 			return nil, nil, err

@@ -62,9 +62,8 @@ func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput
 	}
 	if job != nil {
 		s.fanout.enqueue(job)
-	} else {
-		s.fanout.enqueueNotice(s.noticeOf(store.EventAdded, m))
 	}
+	s.fanout.enqueueNotice(s.noticeOf(store.EventAdded, m, job != nil))
 	return m, nil
 }
 
@@ -137,7 +136,7 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id store.ID, text str
 	if err != nil {
 		return nil, err
 	}
-	s.fanout.enqueueNotice(s.noticeOf(store.EventEdited, m))
+	s.fanout.enqueueNotice(s.noticeOf(store.EventEdited, m, false))
 	return m, nil
 }
 
@@ -162,9 +161,8 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id store.ID) error 
 	if job != nil {
 		s.fanout.enqueue(job)
 	}
-	if job == nil || !job.Layout.Stores() {
-		s.fanout.enqueueNotice(s.noticeOf(store.EventDeleted, m))
-	}
+	// A stored job's retraction tells the inboxes it reached.
+	s.fanout.enqueueNotice(s.noticeOf(store.EventDeleted, m, job != nil && job.Layout.Stores()))
 	return nil
 }
 

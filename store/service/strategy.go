@@ -175,12 +175,44 @@ func (r *timelineRead) authors(ctx context.Context) ([]store.ID, error) {
 // page reads the items within r (of the timeline, newest first) nearest
 // first, without their messages, and the inbox's counts when the same read
 // gives them (ok; the stored layouts).
+//
+// The owner's own messages are in every timeline, read from their outbox
+// as a followee's are under fan-out on read: they are there as soon as they
+// are stored, with nothing to deliver (read-your-writes). Under the other
+// strategies that read is one more call, made beside the inbox's.
 func (tr *timelineRead) page(ctx context.Context, r store.Range) (_ []store.InboxItem, _ store.InboxCounts, ok bool, _ error) {
+	if tr.s.strategy == StrategyRead {
+		items, err := tr.readPage(ctx, r, true)
+		return items, store.InboxCounts{}, false, err
+	}
+	var own []store.InboxItem
+	var ownErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var es []storage.OutboxEntry
+		es, ownErr = tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{tr.owner}, Range: r})
+		own = outboxItems(es)
+	}()
+	items, c, ok, err := tr.othersPage(ctx, r)
+	<-done
+	if err == nil {
+		err = ownErr
+	}
+	if err != nil {
+		return nil, store.InboxCounts{}, false, err
+	}
+	if len(own) > 0 {
+		items = mergeItems(r.Limit, r.Ascending(true), items, own)
+	}
+	return items, c, ok, nil
+}
+
+// othersPage is page without the owner's own messages, under every strategy
+// but read.
+func (tr *timelineRead) othersPage(ctx context.Context, r store.Range) (_ []store.InboxItem, _ store.InboxCounts, ok bool, _ error) {
 	s := tr.s
 	switch s.strategy {
-	case StrategyWrite, StrategyBucket:
-		items, c, err := s.backend.ReadInbox(ctx, storage.InboxFilter{Owner: tr.owner, Layout: s.layout, Range: r})
-		return items, c, true, err
 	case StrategyHybrid:
 		items, c, err := s.backend.ReadInbox(ctx, storage.InboxFilter{Owner: tr.owner, Layout: s.layout, Range: r})
 		if err != nil {
@@ -198,19 +230,27 @@ func (tr *timelineRead) page(ctx context.Context, r store.Range) (_ []store.Inbo
 	case StrategyCache:
 		items, err := tr.cachedPage(ctx, r)
 		return items, store.InboxCounts{}, false, err
-	default:
-		items, err := tr.readPage(ctx, r)
-		return items, store.InboxCounts{}, false, err
+	default: // write, bucket
+		items, c, err := s.backend.ReadInbox(ctx, storage.InboxFilter{Owner: tr.owner, Layout: s.layout, Range: r})
+		return items, c, true, err
 	}
 }
 
-// readPage is fan-out on read: the followees' outboxes merged.
-func (tr *timelineRead) readPage(ctx context.Context, r store.Range) ([]store.InboxItem, error) {
+// readPage is fan-out on read: the followees' outboxes merged, and the
+// owner's own if withOwn.
+func (tr *timelineRead) readPage(ctx context.Context, r store.Range, withOwn bool) ([]store.InboxItem, error) {
 	followees, err := tr.authors(ctx)
-	if err != nil || len(followees) == 0 {
+	if err != nil {
 		return nil, err
 	}
-	es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: followees, Range: r})
+	authors := followees
+	if withOwn {
+		authors = append(slices.Clip(followees), tr.owner)
+	}
+	if len(authors) == 0 {
+		return nil, nil
+	}
+	es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: r})
 	return outboxItems(es), err
 }
 
@@ -255,7 +295,7 @@ func (tr *timelineRead) cachedPage(ctx context.Context, r store.Range) ([]store.
 	if r.Reverse {
 		held := c.Complete || (len(c.Items) > 0 && !r.From.IsZero() && r.From.Compare(c.Items[len(c.Items)-1].MessageID) >= 0)
 		if !held {
-			return tr.readPage(ctx, r)
+			return tr.readPage(ctx, r, false)
 		}
 		items := make([]store.InboxItem, 0, min(r.Limit, len(c.Items)))
 		for i := len(c.Items) - 1; i >= 0 && len(items) < r.Limit; i-- {
@@ -277,7 +317,7 @@ func (tr *timelineRead) cachedPage(ctx context.Context, r store.Range) ([]store.
 	if c.Complete {
 		return items, nil
 	}
-	return tr.readPage(ctx, r)
+	return tr.readPage(ctx, r, false)
 }
 
 // cacheExtendMargin is how close to its expiry a cache is no longer
@@ -302,7 +342,7 @@ func (r *timelineRead) buildCache(ctx context.Context, now time.Time) (*storage.
 	if err := s.backend.PutInboxCache(ctx, &storage.InboxCache{Owner: r.owner, Expires: expires}, s.cacheCap()); err != nil {
 		return nil, err
 	}
-	items, err := r.readPage(ctx, store.Forward(store.NilID, s.cacheCap()))
+	items, err := r.readPage(ctx, store.Forward(store.NilID, s.cacheCap()), false)
 	if err != nil {
 		return nil, err
 	}

@@ -55,11 +55,12 @@ func testSameTimelines(t *testing.T, open OpenFunc) {
 	want := got[service.StrategyBucket]
 	require.NotNil(t, want)
 	r1 := want["r1"]
-	assert.Len(t, r1.Texts, 104, "r1's timeline: ann's 75 but one deleted, cel's 32 but two deleted")
+	assert.Len(t, r1.Texts, 105, "r1's timeline: ann's 75 but one deleted, cel's 32 but two deleted, and r1's own reply")
+	assert.Contains(t, r1.Texts, "r1 replies", "one's own messages are at home")
 	assert.Equal(t, "cel 31", r1.Texts[0], "the last post")
 	assert.Contains(t, r1.Texts, "ann 10, edited")
 	assert.NotContains(t, r1.Texts, "bo 0", "r1 unfollowed bo")
-	assert.Equal(t, timeline{Texts: r1.Texts, Total: 104, Unread: 22}, r1, "unread: ann 60–74 and cel 25–31, posted after the mark")
+	assert.Equal(t, timeline{Texts: r1.Texts, Total: 104, Unread: 22}, r1, "unread: ann 60–74 and cel 25–31, posted after the mark; one's own reply is not counted")
 	for _, st := range service.Strategies[1:] {
 		if got[st] != nil {
 			assert.Equal(t, want, got[st], "strategy %s against %s", st, service.StrategyBucket)

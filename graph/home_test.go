@@ -104,3 +104,65 @@ func edgeTexts(edges []homeEdge) []string {
 	}
 	return out
 }
+
+func TestHome_RepliesAtHome(t *testing.T) { forStrategies(t, testHome_RepliesAtHome) }
+
+// testHome_RepliesAtHome checks the rule of replies at home, as Mastodon
+// and Twitter apply it: a reply reaches a follower of its author only if
+// the follower follows the user answered too, or is that user; a reply to
+// oneself reaches every follower. The follower it does not reach gets no
+// event for it either, and counts only what it shows.
+func testHome_RepliesAtHome(t *testing.T) {
+	e := newEnv(t, nil)
+	author, authorID := mustSignUp(t, e, "author")
+	answered, answeredID := mustSignUp(t, e, "answered")
+	both, _ := mustSignUp(t, e, "both")    // follows the author and the answered user
+	onlyA, _ := mustSignUp(t, e, "only_a") // follows the author alone
+	for _, tok := range []string{both, onlyA, answered} {
+		mustFollow(t, e, tok, authorID)
+	}
+	mustFollow(t, e, both, answeredID)
+	question := mustPost(t, e, answered, "a question")
+	waitFanOut(t, e)
+
+	sub := e.client.Websocket(inboxEventsQuery, opts(onlyA, nil)...)
+	t.Cleanup(func() { _ = sub.Close() })
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond, "the subscription did not register")
+
+	reply := func(text, to string) {
+		e.mustExec(t, author, `mutation($in: PostMessageInput!) { postMessage(input: $in) { id } }`,
+			map[string]any{"in": map[string]any{"text": text, "replyTo": to}}, nil)
+	}
+	reply("an answer", question)
+	first := mustPost(t, e, author, "a post")
+	reply("a follow-up to myself", first)
+	waitFanOut(t, e)
+
+	const q = `{ inbox(first: 10) { totalCount unreadCount edges { cursor deliveredAt node { id text } } } }`
+	var p struct {
+		Inbox struct {
+			TotalCount  int        `json:"totalCount"`
+			UnreadCount int        `json:"unreadCount"`
+			Edges       []homeEdge `json:"edges"`
+		} `json:"inbox"`
+	}
+	e.mustExec(t, both, q, nil, &p)
+	assert.Equal(t, []string{"a follow-up to myself", "a post", "an answer", "a question"}, edgeTexts(p.Inbox.Edges), "following both, one sees the answer")
+	assert.Equal(t, 4, p.Inbox.TotalCount)
+	e.mustExec(t, answered, q, nil, &p)
+	assert.Equal(t, []string{"a follow-up to myself", "a post", "an answer", "a question"}, edgeTexts(p.Inbox.Edges), "the answered user sees the answer, and their own question")
+	assert.Equal(t, 3, p.Inbox.TotalCount, "one's own question is not counted")
+	e.mustExec(t, onlyA, q, nil, &p)
+	assert.Equal(t, []string{"a follow-up to myself", "a post"}, edgeTexts(p.Inbox.Edges), "following the author alone, one does not see the answer")
+	assert.Equal(t, 2, p.Inbox.TotalCount)
+	assert.Equal(t, 2, p.Inbox.UnreadCount)
+
+	// The first event the left-out follower gets is the post's, not the answer's.
+	ev := next(t, sub).InboxEvents
+	assert.Equal(t, "ADDED", ev.Type)
+	require.NotNil(t, ev.Message)
+	assert.Equal(t, "a post", ev.Message.Text)
+	ev = next(t, sub).InboxEvents
+	require.NotNil(t, ev.Message)
+	assert.Equal(t, "a follow-up to myself", ev.Message.Text)
+}

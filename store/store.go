@@ -102,6 +102,13 @@ func (l Like) Key() MessageKey { return MessageKey{ID: l.MessageID, AuthorID: l.
 // Key returns the key that finds m in storage.
 func (m *Message) Key() MessageKey { return MessageKey{ID: m.ID, AuthorID: m.AuthorID} }
 
+// RepliesToOther reports whether m is a reply to another user than its
+// author: one that a home timeline shows only to the readers who follow
+// that user too (docs/design.md#replies-at-home).
+func (m *Message) RepliesToOther() bool {
+	return m.Kind == KindReply && m.ReplyToAuthorID != m.AuthorID
+}
+
 // MessageKey finds a message: its ID and, when known, its author. Messages
 // are placed by author (a sharded backend keeps an author's messages
 // together), so a lookup that knows the author asks one place only; NilID

@@ -1382,7 +1382,8 @@ type Query {
   The viewer's home timeline: messages from the users they follow and the
   viewer's own, newest first. One's own message is there as soon as
   ` + "`" + `postMessage` + "`" + ` returns (and ` + "`" + `inboxEvents` + "`" + ` reports it as ADDED), before any
-  follower has it. ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
+  follower has it. A followee's reply to another user is there only if the
+  viewer follows that user too or is that user; a reply to oneself always. ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
   Requires sign-in (UNAUTHENTICATED otherwise).
   """
   inbox(first: Int, after: String, last: Int, before: String): InboxConnection!

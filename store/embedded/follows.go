@@ -76,6 +76,19 @@ func (s *Store) FindFollowing(_ context.Context, follower store.ID, targets []st
 	return out, nil
 }
 
+// FindFollowers implements storage.Backend.
+func (s *Store) FindFollowers(_ context.Context, followee store.ID, candidates []store.ID) ([]bool, error) {
+	out := make([]bool, len(candidates))
+	for i, c := range candidates {
+		_, ok, err := s.get(key(pFollower, followee, c))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ok
+	}
+	return out, nil
+}
+
 // ListFollowers implements storage.Backend.
 func (s *Store) ListFollowers(_ context.Context, user store.ID, r store.Range) ([]store.ID, error) {
 	return s.listEdges(pFollower, user, r)

@@ -15,35 +15,52 @@ import (
 
 // The outbox index value holds what fan-out on read needs of a message, so
 // that FindOutbox and CountOutbox decode no message document: its creation
-// time (Unix ms) and whether it is pulled.
-const outboxSize = 8 + 1
+// time (Unix ms), whether it is pulled and, for a reply to another user, that
+// user (the rule of replies at home). A value of outboxSize bytes is a post,
+// a reply to oneself, or a message stored before replies were told apart.
+const (
+	outboxSize      = 8 + 1
+	outboxReplySize = outboxSize + len(store.ID{})
+)
 
 func encodeOutbox(m *store.Message) []byte {
-	v := binary.BigEndian.AppendUint64(make([]byte, 0, outboxSize), uint64(m.CreatedAt.UnixMilli()))
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, outboxReplySize), uint64(m.CreatedAt.UnixMilli()))
 	pulled := byte(0)
 	if m.Pulled {
 		pulled = 1
 	}
-	return append(v, pulled)
+	v = append(v, pulled)
+	if m.Kind == store.KindReply && m.ReplyToAuthorID != m.AuthorID {
+		v = append(v, m.ReplyToAuthorID[:]...)
+	}
+	return v
 }
 
 // outboxRow is one decoded outbox index entry.
 type outboxRow struct {
-	entry  store.InboxEntry
-	pulled bool
+	entry   store.InboxEntry
+	pulled  bool
+	replyTo store.ID // the user replied to, if another than the author
 }
 
 func decodeOutbox(author, id store.ID, v []byte) (outboxRow, error) {
-	if len(v) != outboxSize {
-		return outboxRow{}, fmt.Errorf("decode outbox index of message %s: %d bytes, want %d (a data directory of an older format?)", id, len(v), outboxSize)
+	if len(v) != outboxSize && len(v) != outboxReplySize {
+		return outboxRow{}, fmt.Errorf("decode outbox index of message %s: %d bytes, want %d or %d (a data directory of an older format?)", id, len(v), outboxSize, outboxReplySize)
 	}
-	return outboxRow{
+	row := outboxRow{
 		entry:  store.InboxEntry{MessageID: id, AuthorID: author, CreatedAt: time.UnixMilli(int64(binary.BigEndian.Uint64(v[:8]))).UTC()},
 		pulled: v[8] == 1,
-	}, nil
+	}
+	if len(v) == outboxReplySize {
+		copy(row.replyTo[:], v[outboxSize:])
+	}
+	return row, nil
 }
 
-func (r outboxRow) matches(f storage.PullFilter) bool {
+func (r outboxRow) matches(f storage.PullFilter, replies *storage.ReplyRule) bool {
+	if !replies.Keeps(r.entry.AuthorID, r.replyTo) {
+		return false
+	}
 	switch f {
 	case storage.PushedOnly:
 		return !r.pulled
@@ -75,7 +92,7 @@ func (h *outboxHeap) Pop() any {
 // nextOutbox returns author's row nearest to from (NilID: the newest, or
 // the oldest when up) on the side the reading goes, below from or (up)
 // above it, that passes the filter, using the shared iterator it.
-func nextOutbox(it *pebble.Iterator, author, from store.ID, up bool, f storage.PullFilter) (outboxRow, bool, error) {
+func nextOutbox(it *pebble.Iterator, author, from store.ID, up bool, f storage.PullFilter, replies *storage.ReplyRule) (outboxRow, bool, error) {
 	p := key(pOutbox, author)
 	var ok bool
 	switch {
@@ -98,7 +115,7 @@ func nextOutbox(it *pebble.Iterator, author, from store.ID, up bool, f storage.P
 		if err != nil {
 			return row, false, err
 		}
-		if row.matches(f) {
+		if row.matches(f, replies) {
 			return row, true, nil
 		}
 	}
@@ -130,7 +147,7 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 			return nil, ctx.Err()
 		}
 		done[a] = struct{}{}
-		row, ok, err := nextOutbox(it, a, f.From, up, f.Pulled)
+		row, ok, err := nextOutbox(it, a, f.From, up, f.Pulled, f.Replies)
 		if err != nil {
 			return nil, err
 		} else if ok {
@@ -141,8 +158,8 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 	out := make([]storage.OutboxEntry, 0, min(f.Limit, 1024))
 	for h.Len() > 0 && len(out) < f.Limit {
 		top := h.rows[0]
-		out = append(out, storage.OutboxEntry{InboxEntry: top.entry})
-		row, ok, err := nextOutbox(it, top.entry.AuthorID, top.entry.MessageID, up, f.Pulled)
+		out = append(out, storage.OutboxEntry{InboxEntry: top.entry, ReplyToAuthorID: top.replyTo})
+		row, ok, err := nextOutbox(it, top.entry.AuthorID, top.entry.MessageID, up, f.Pulled, f.Replies)
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +209,7 @@ func (s *Store) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, e
 			return 0, fmt.Errorf("embedded iter: %w", err)
 		}
 		for ok := it.First(); ok; ok = it.Next() {
-			if f.Pulled == storage.AnyMessage {
+			if f.Pulled == storage.AnyMessage && f.Replies == nil {
 				n++
 				continue
 			}
@@ -203,7 +220,7 @@ func (s *Store) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, e
 				it.Close()
 				return 0, err
 			}
-			if row.matches(f.Pulled) {
+			if row.matches(f.Pulled, f.Replies) {
 				n++
 			}
 		}

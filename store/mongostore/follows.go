@@ -170,6 +170,12 @@ func (s *Store) FindFollowing(ctx context.Context, follower store.ID, targets []
 	return s.findPresent(ctx, s.followees, follower, "o", targets)
 }
 
+// FindFollowers implements storage.Backend: one covered query on the
+// followers edges' (u, o) index, on the shard of followee.
+func (s *Store) FindFollowers(ctx context.Context, followee store.ID, candidates []store.ID) ([]bool, error) {
+	return s.findPresent(ctx, s.followers, followee, "o", candidates)
+}
+
 // ListFollowers implements storage.Backend.
 func (s *Store) ListFollowers(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error) {
 	return s.listEdges(ctx, s.followers, user, r)

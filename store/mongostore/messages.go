@@ -45,10 +45,14 @@ func (d *messageDoc) job() *storage.Job {
 	if d.Job == nil {
 		return nil
 	}
-	return &storage.Job{
+	j := &storage.Job{
 		ID: store.ID(d.ID), Kind: storage.JobKind(d.Job.Kind), Layout: storage.Layout(d.Job.Layout),
 		MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC(), Cursor: d.Job.Cursor,
 	}
+	if d.ReplyBy != nil {
+		j.ReplyToAuthorID = store.ID(*d.ReplyBy)
+	}
+	return j
 }
 
 // live matches messages not deleted.
@@ -352,7 +356,7 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 	cond, sort := idRange("_id", f.Range, true)
 	filter := append(outboxFilter(f), cond...)
 	cur, err := s.messages.Find(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(f.Limit)).
-		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "j.k", Value: 1}}))
+		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "ra", Value: 1}, {Key: "j.k", Value: 1}}))
 	if err != nil {
 		return nil, wrap("find outbox", err)
 	}
@@ -360,6 +364,7 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 		ID      primitive.ObjectID `bson:"_id"`
 		Author  primitive.ObjectID `bson:"a"`
 		Created time.Time          `bson:"c"`
+		ReplyBy primitive.ObjectID `bson:"ra"`
 		Job     *jobDoc            `bson:"j"`
 	}
 	if err := cur.All(ctx, &ds); err != nil {
@@ -368,8 +373,9 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 	out := make([]storage.OutboxEntry, len(ds))
 	for i, d := range ds {
 		out[i] = storage.OutboxEntry{
-			InboxEntry: store.InboxEntry{MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC()},
-			Pending:    d.Job != nil && storage.JobKind(d.Job.Kind) == storage.JobDeliver,
+			InboxEntry:      store.InboxEntry{MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC()},
+			ReplyToAuthorID: store.ID(d.ReplyBy),
+			Pending:         d.Job != nil && storage.JobKind(d.Job.Kind) == storage.JobDeliver,
 		}
 	}
 	return out, nil
@@ -390,6 +396,16 @@ func (s *Store) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, e
 
 func outboxFilter(f storage.OutboxFilter) bson.D {
 	filter := bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: oids(f.Authors)}}}, live}
+	if r := f.Replies; r != nil {
+		// A reply to oneself has ra equal to a, one of the authors, who
+		// are among the users shown.
+		shown := append(oids(r.Shown), oid(r.Reader))
+		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
+			bson.D{{Key: "ra", Value: bson.D{{Key: "$exists", Value: false}}}},
+			bson.D{{Key: "ra", Value: bson.D{{Key: "$in", Value: shown}}}},
+			bson.D{{Key: "a", Value: oid(r.Reader)}},
+		}})
+	}
 	switch f.Pulled {
 	case storage.PushedOnly:
 		filter = append(filter, bson.E{Key: "pl", Value: bson.D{{Key: "$ne", Value: true}}})

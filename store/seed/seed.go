@@ -247,16 +247,43 @@ func (n *Network) InboxSize(i int) int { return n.followedMessages(i, false) }
 // messages of the users it follows, pulled ones included, and its own.
 func (n *Network) TimelineSize(i int) int { return n.followedMessages(i, true) + len(n.byAuthor[i]) }
 
-// followedMessages counts the messages of the users user i follows, those
-// of pulled authors only if withPulled.
+// followedMessages counts the messages of the users user i follows that
+// its home timeline shows, pulled ones only if withPulled.
 func (n *Network) followedMessages(i int, withPulled bool) int {
 	size := 0
 	for _, v := range n.following[i] {
-		if withPulled || !n.pulled[v] {
-			size += len(n.byAuthor[v])
+		for _, k := range n.byAuthor[v] {
+			if n.shows(i, int(k)) && (withPulled || !n.isPulled(int(k))) {
+				size++
+			}
 		}
 	}
 	return size
+}
+
+// replyTarget returns the user message k replies to if it is another than
+// its author, else -1.
+func (n *Network) replyTarget(k int) int {
+	r := n.replyTo[k]
+	if r < 0 || n.msgAuthor[r] == n.msgAuthor[k] {
+		return -1
+	}
+	return int(n.msgAuthor[r])
+}
+
+// isPulled reports whether message k is pulled under hybrid: its author is
+// a celebrity and it is no reply to another user (those are pushed).
+func (n *Network) isPulled(k int) bool { return n.pulled[n.msgAuthor[k]] && n.replyTarget(k) < 0 }
+
+// shows reports whether the home timeline of user i, who follows the author
+// of message k, shows it: the rule of replies at home.
+func (n *Network) shows(i, k int) bool {
+	x := n.replyTarget(k)
+	if x < 0 || x == i {
+		return true
+	}
+	_, follows := slices.BinarySearch(n.following[i], uint32(x))
+	return follows
 }
 
 // Edges returns the number of follow edges.
@@ -329,7 +356,7 @@ func (n *Network) message(k int) *store.Message {
 	text, mentions := n.content(k)
 	m := &store.Message{
 		ID: n.messageID(k), AuthorID: n.UserID(a), Text: text, Kind: store.KindPost,
-		CreatedAt: t, Pulled: n.pulled[a], Mentions: mentions,
+		CreatedAt: t, Pulled: n.isPulled(k), Mentions: mentions,
 	}
 	m.ReplyCount = int(n.replies[k])
 	if r := n.replyTo[k]; r >= 0 {
@@ -347,8 +374,10 @@ func (n *Network) message(k int) *store.Message {
 func (n *Network) user(i int, passwordHash []byte, seen time.Time) *store.User {
 	t := n.userTime(i)
 	pulled := 0
-	if n.pulled[i] {
-		pulled = len(n.byAuthor[i])
+	for _, k := range n.byAuthor[i] {
+		if n.isPulled(int(k)) {
+			pulled++
+		}
 	}
 	return &store.User{
 		ID: n.UserID(i), Handle: Handle(i), DisplayName: fmt.Sprintf("User %d", i+1),
@@ -362,8 +391,10 @@ func (n *Network) user(i int, passwordHash []byte, seen time.Time) *store.User {
 func (n *Network) inbox(i int) storage.BulkInbox {
 	ks := make([]uint32, 0, n.InboxSize(i))
 	for _, v := range n.following[i] {
-		if !n.pulled[v] {
-			ks = append(ks, n.byAuthor[v]...)
+		for _, k := range n.byAuthor[v] {
+			if n.shows(i, int(k)) && !n.isPulled(int(k)) {
+				ks = append(ks, k)
+			}
 		}
 	}
 	slices.SortFunc(ks, func(a, b uint32) int { return cmp.Compare(b, a) })

@@ -73,7 +73,9 @@ func TestGenerate_Hybrid(t *testing.T) {
 	for k := range 2000 {
 		m := n.message(k)
 		a := int(n.msgAuthor[k])
-		assert.Equal(t, n.Followers(a) > 100, m.Pulled)
+		// A reply to another user is pushed, to the followers who follow
+		// that user too.
+		assert.Equal(t, n.Followers(a) > 100 && !m.RepliesToOther(), m.Pulled)
 		if m.Pulled {
 			pulled++
 		}
@@ -254,4 +256,35 @@ func BenchmarkGenerate(b *testing.B) {
 		}
 		b.ReportMetric(float64(records), "records")
 	}
+}
+
+// TestGenerate_RepliesAtHome checks the seeded inboxes against the rule of
+// replies at home: a reply to another user is in the inbox of a follower of
+// its author only if the follower follows that user too, or is that user.
+func TestGenerate_RepliesAtHome(t *testing.T) {
+	n, err := Generate(Config{Seed: 2, Users: 300, AvgFollows: 10, Messages: 3000})
+	require.NoError(t, err)
+	hidden, shownToOthers := 0, 0
+	for i := range n.Users() {
+		in := map[store.ID]bool{}
+		for _, it := range n.inbox(i).Items {
+			in[it.MessageID] = true
+		}
+		for _, v := range n.Following(i) {
+			for _, k := range n.byAuthor[v] {
+				m := n.message(int(k))
+				want := !m.RepliesToOther() || m.ReplyToAuthorID == n.UserID(i) || slices.Contains(n.Following(i), uint32(n.msgAuthor[n.replyTo[k]]))
+				assert.Equal(t, want, in[m.ID], "user %d, message %d", i, k)
+				switch {
+				case !want:
+					hidden++
+				case m.RepliesToOther():
+					shownToOthers++
+				}
+			}
+		}
+		assert.Len(t, in, n.InboxSize(i))
+	}
+	assert.NotZero(t, hidden, "some replies are kept out")
+	assert.NotZero(t, shownToOthers, "some replies to others are shown")
 }

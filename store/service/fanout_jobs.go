@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"context"
+	"slices"
 	"time"
 
 	"herald/store"
@@ -62,7 +63,11 @@ func (f *fanout) deliver(ctx context.Context, j *storage.Job, next **followerPag
 	if err != nil {
 		return false, err
 	}
-	d := storage.Delivery{Job: j, Owners: fs, At: s.clock(), CacheCap: s.cacheCap(), Done: len(fs) < f.chunk}
+	owners, err := f.replyReaders(ctx, j.AuthorID, j.ReplyToAuthorID, fs)
+	if err != nil {
+		return false, err
+	}
+	d := storage.Delivery{Job: j, Owners: owners, At: s.clock(), CacheCap: s.cacheCap(), Done: len(fs) < f.chunk}
 	if j.Layout != storage.LayoutCache {
 		// A cache is appended to while it lives, whoever owns it:
 		// nothing rebuilds a cache an idle owner missed an entry of.
@@ -87,6 +92,26 @@ func (f *fanout) deliver(ctx context.Context, j *storage.Job, next **followerPag
 	f.publish(ctx, store.EventAdded, j, changes, at)
 	j.Cursor = d.Cursor
 	return d.Done, nil
+}
+
+// replyReaders returns the followers among fs whose home timeline shows a
+// message by author replying to replyTo (NilID: a post): all of them, but
+// for a reply to another user, only that user and those who follow them.
+func (f *fanout) replyReaders(ctx context.Context, author, replyTo store.ID, fs []store.ID) ([]store.ID, error) {
+	if replyTo.IsZero() || replyTo == author || len(fs) == 0 {
+		return fs, nil
+	}
+	follows, err := f.s.backend.FindFollowers(ctx, replyTo, fs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.ID, 0, len(fs))
+	for i, o := range fs {
+		if follows[i] || o == replyTo {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }
 
 // retract removes a JobRetract's message from the next chunk of the inboxes
@@ -209,9 +234,18 @@ func (f *fanout) backfill(ctx context.Context, j *storage.Job) ([]store.InboxEnt
 	if len(authors) == 0 || limit <= 0 {
 		return nil, nil
 	}
-	es, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, limit), Pulled: s.strategy.pullFilter()})
+	filter := storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, limit), Pulled: s.strategy.pullFilter()}
+	if j.Kind == storage.JobRebuild {
+		filter.Replies = storage.NewReplyRule(j.OwnerID, authors)
+	}
+	es, err := b.FindOutbox(ctx, filter)
 	if err != nil {
 		return nil, err
+	}
+	if j.Kind == storage.JobFollow {
+		if es, err = f.followedReplies(ctx, j.OwnerID, es); err != nil {
+			return nil, err
+		}
 	}
 	entries := make([]store.InboxEntry, 0, len(es))
 	for _, e := range es {
@@ -223,6 +257,33 @@ func (f *fanout) backfill(ctx context.Context, j *storage.Job) ([]store.InboxEnt
 		return nil, nil
 	}
 	return entries, nil
+}
+
+// followedReplies returns es without the replies to other users that
+// owner does not follow, as the rule of replies at home wants: the entries
+// a follow's backfill brings.
+func (f *fanout) followedReplies(ctx context.Context, owner store.ID, es []storage.OutboxEntry) ([]storage.OutboxEntry, error) {
+	var targets []store.ID
+	for _, e := range es {
+		if x := e.ReplyToAuthorID; !x.IsZero() && x != e.AuthorID && x != owner && !slices.Contains(targets, x) {
+			targets = append(targets, x)
+		}
+	}
+	if len(targets) == 0 {
+		return es, nil
+	}
+	follows, err := f.s.backend.FindFollowing(ctx, owner, targets)
+	if err != nil {
+		return nil, err
+	}
+	var shown []store.ID
+	for i, x := range targets {
+		if follows[i] {
+			shown = append(shown, x)
+		}
+	}
+	rule := storage.NewReplyRule(owner, shown)
+	return slices.DeleteFunc(es, func(e storage.OutboxEntry) bool { return !rule.Keeps(e.AuthorID, e.ReplyToAuthorID) }), nil
 }
 
 // publish tells the owners of changes of the change, each on j's message

@@ -17,6 +17,7 @@ type notice struct {
 	event   store.EventType
 	message store.ID
 	author  store.ID
+	replyTo store.ID // the user a reply answers: its followers' readers are those who follow that user too
 	readers noticeReaders
 	// toldAuthor is set once the author's event is out, so that a retry
 	// does not tell them twice.
@@ -45,7 +46,7 @@ const (
 // fanned is true (a stored job tells the readers), else for the author and
 // the message's readers.
 func (s *Service) noticeOf(t store.EventType, m *store.Message, fanned bool) *notice {
-	n := &notice{event: t, message: m.ID, author: m.AuthorID}
+	n := &notice{event: t, message: m.ID, author: m.AuthorID, replyTo: m.ReplyToAuthorID}
 	switch {
 	case fanned:
 		n.readers = readersAuthor
@@ -120,8 +121,13 @@ func (f *fanout) noticeReaders(ctx context.Context, n *notice) ([]store.ID, []by
 		return owners, next, nil
 	}
 	fs, err := f.followersAfter(ctx, n.author, n.cursor)
-	if err != nil || len(fs) < f.chunk {
-		return fs, nil, err
+	if err != nil {
+		return nil, nil, err
 	}
-	return fs, fs[len(fs)-1][:], nil
+	var next []byte
+	if len(fs) == f.chunk {
+		next = fs[len(fs)-1][:]
+	}
+	readers, err := f.replyReaders(ctx, n.author, n.replyTo, fs)
+	return readers, next, err
 }

@@ -48,11 +48,14 @@ func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput
 		if err != nil {
 			return nil, err
 		}
-		m.Pulled = u.FollowerCount > s.opts.CelebrityThreshold
+		// A reply to another user reaches only the followers who follow
+		// that user too: fanned out, it reaches those alone, where pulled
+		// every reader would have to find out.
+		m.Pulled = u.FollowerCount > s.opts.CelebrityThreshold && !m.RepliesToOther()
 	}
 	var job *storage.Job
 	if s.layout != storage.LayoutNone && !m.Pulled {
-		job = &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: s.layout, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+		job = &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: s.layout, MessageID: m.ID, AuthorID: author, CreatedAt: now, ReplyToAuthorID: m.ReplyToAuthorID}
 	}
 	if err := s.backend.CreateMessage(ctx, m, job); err != nil {
 		return nil, err

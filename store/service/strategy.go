@@ -237,7 +237,7 @@ func (tr *timelineRead) othersPage(ctx context.Context, r store.Range) (_ []stor
 }
 
 // readPage is fan-out on read: the followees' outboxes merged, and the
-// owner's own if withOwn.
+// owner's own if withOwn, under the rule of replies at home.
 func (tr *timelineRead) readPage(ctx context.Context, r store.Range, withOwn bool) ([]store.InboxItem, error) {
 	followees, err := tr.authors(ctx)
 	if err != nil {
@@ -250,7 +250,7 @@ func (tr *timelineRead) readPage(ctx context.Context, r store.Range, withOwn boo
 	if len(authors) == 0 {
 		return nil, nil
 	}
-	es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: r})
+	es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: r, Replies: storage.NewReplyRule(tr.owner, followees)})
 	return outboxItems(es), err
 }
 
@@ -373,9 +373,8 @@ func (r *timelineRead) buildCache(ctx context.Context, now time.Time) (*storage.
 func (s *Service) cacheCap() int { return s.opts.InboxCap + 1 }
 
 // counts returns the inbox counts under the strategy: kept by the backend
-// for the stored layouts, computed from the followees' outboxes (their
-// message counts, and a count of messages above the read mark) for the
-// others, and both for hybrid's pulled messages.
+// for the stored layouts, counted in the followees' outboxes for read and
+// cache, and both for hybrid's pulled messages.
 func (r *timelineRead) counts(ctx context.Context) (store.InboxCounts, error) {
 	_, c, err := r.s.backend.ReadInbox(ctx, storage.InboxFilter{Owner: r.owner, Layout: r.s.layout})
 	if err != nil {
@@ -387,13 +386,18 @@ func (r *timelineRead) counts(ctx context.Context) (store.InboxCounts, error) {
 // outboxCounts adds to c, the backend's counts, what the timeline reads
 // from outboxes: everything under read and cache, pulled messages under
 // hybrid.
+//
+// Under read and cache both counts are counted in the followees' outboxes,
+// under the rule of replies at home: which replies a reader sees depends
+// on whom the reader follows, so no per-author count gives the total.
+// Hybrid's pulled messages are never replies to others (PostMessage pushes
+// those), so their authors' PulledCount is their total.
 func (r *timelineRead) outboxCounts(ctx context.Context, c store.InboxCounts) (store.InboxCounts, error) {
-	filter := storage.PulledOnly
 	switch r.s.strategy {
 	case StrategyWrite, StrategyBucket:
 		return c, nil
 	case StrategyRead, StrategyCache:
-		c.Total, c.Unread, filter = 0, 0, storage.AnyMessage
+		return r.followeeCounts(ctx, c)
 	}
 	authors, err := r.authors(ctx)
 	if err != nil || len(authors) == 0 {
@@ -404,20 +408,44 @@ func (r *timelineRead) outboxCounts(ctx context.Context, c store.InboxCounts) (s
 		return store.InboxCounts{}, err
 	}
 	for _, u := range users {
-		if u == nil {
-			continue
-		}
-		if filter == storage.PulledOnly {
+		if u != nil {
 			c.Total += u.PulledCount
-		} else {
-			c.Total += u.MessageCount
 		}
 	}
-	unread, err := r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, After: c.ReadMark, Pulled: filter})
+	unread, err := r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, After: c.ReadMark, Pulled: storage.PulledOnly})
 	if err != nil {
 		return store.InboxCounts{}, err
 	}
 	c.Unread += unread
+	return c, nil
+}
+
+// followeeCounts sets c's counts to those of the followees' messages the
+// timeline shows: all of them and those above the read mark, counted at
+// once.
+func (r *timelineRead) followeeCounts(ctx context.Context, c store.InboxCounts) (store.InboxCounts, error) {
+	c.Total, c.Unread = 0, 0
+	followees, err := r.authors(ctx)
+	if err != nil || len(followees) == 0 {
+		return c, err
+	}
+	rule := storage.NewReplyRule(r.owner, followees)
+	var total int
+	var totalErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		total, totalErr = r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: followees, Replies: rule})
+	}()
+	unread, err := r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: followees, After: c.ReadMark, Replies: rule})
+	<-done
+	if err == nil {
+		err = totalErr
+	}
+	if err != nil {
+		return store.InboxCounts{}, err
+	}
+	c.Total, c.Unread = total, unread
 	return c, nil
 }
 

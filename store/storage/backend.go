@@ -73,6 +73,9 @@ type Follows interface {
 	Unfollow(ctx context.Context, follower, followee store.ID) (bool, error)
 	// FindFollowing reports, for each target, whether follower follows it.
 	FindFollowing(ctx context.Context, follower store.ID, targets []store.ID) ([]bool, error)
+	// FindFollowers reports, for each candidate, whether it follows
+	// followee.
+	FindFollowers(ctx context.Context, followee store.ID, candidates []store.ID) ([]bool, error)
 	// ListFollowers returns followers of user in ID order, within r. Only
 	// IDs: a backend answers from the edge index alone.
 	ListFollowers(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error)
@@ -135,11 +138,13 @@ type Likes interface {
 // Outboxes reads several authors' outboxes at once: fan-out on read.
 type Outboxes interface {
 	// FindOutbox merges the outboxes of f.Authors: their messages within
-	// f.Range, newest first, as inbox entries, each saying whether its
-	// JobDeliver is still pending. It is fan-out on read, in one call.
+	// f.Range that pass f.Pulled and f.Replies, newest first, as inbox
+	// entries, each saying whether its JobDeliver is still pending. It is
+	// fan-out on read, in one call.
 	FindOutbox(ctx context.Context, f OutboxFilter) ([]OutboxEntry, error)
 	// CountOutbox counts the messages of f.Authors above f.After (NilID:
-	// all of them). It costs a scan of the counted index entries.
+	// all of them) that pass f.Pulled and f.Replies. It costs a scan of
+	// the counted index entries.
 	CountOutbox(ctx context.Context, f OutboxFilter) (int, error)
 	// ListPullAuthors returns every user whose PulledCount is above zero.
 	ListPullAuthors(ctx context.Context) ([]store.ID, error)
@@ -266,6 +271,38 @@ type OutboxFilter struct {
 	store.Range          // FindOutbox
 	After       store.ID // CountOutbox: above this message (NilID: all)
 	Pulled      PullFilter
+	// Replies, if not nil, leaves out the replies a home timeline does
+	// not show.
+	Replies *ReplyRule
+}
+
+// ReplyRule is the home timeline's rule for replies
+// (docs/design.md#replies-at-home), for one reader: a reply to another
+// user than its author is kept only if it replies to the reader or to a
+// user in Shown (those the reader follows), or the reader wrote it. Posts
+// and replies to oneself are always kept. Every author a filter reads must
+// be in Shown or be the reader: a backend may know a reply to oneself by
+// that alone. Make one with NewReplyRule.
+type ReplyRule struct {
+	Reader store.ID
+	Shown  []store.ID
+	shown  map[store.ID]bool
+}
+
+// NewReplyRule returns the rule for reader, who is shown replies to the
+// users in shown.
+func NewReplyRule(reader store.ID, shown []store.ID) *ReplyRule {
+	r := &ReplyRule{Reader: reader, Shown: shown, shown: make(map[store.ID]bool, len(shown))}
+	for _, id := range shown {
+		r.shown[id] = true
+	}
+	return r
+}
+
+// Keeps reports whether the rule keeps a message by author that replies
+// to a message of replyTo (NilID for a post). A nil rule keeps everything.
+func (r *ReplyRule) Keeps(author, replyTo store.ID) bool {
+	return r == nil || replyTo.IsZero() || replyTo == author || author == r.Reader || replyTo == r.Reader || r.shown[replyTo]
 }
 
 // PullFilter selects messages by whether fan-out pushes them (Message.Pulled).
@@ -281,6 +318,9 @@ const (
 // OutboxEntry is a message found by FindOutbox.
 type OutboxEntry struct {
 	store.InboxEntry
+	// ReplyToAuthorID is the author of the message it replies to (NilID
+	// for a post), for the rule of replies at home.
+	ReplyToAuthorID store.ID
 	// Pending is true while the message's JobDeliver is stored: the job,
 	// not a backfill, brings it to the author's followers.
 	Pending bool

@@ -125,6 +125,13 @@ func (w *observed) FindFollowing(ctx context.Context, follower store.ID, targets
 	return r0, err
 }
 
+func (w *observed) FindFollowers(ctx context.Context, followee store.ID, candidates []store.ID) ([]bool, error) {
+	start := time.Now()
+	r0, err := w.b.FindFollowers(ctx, followee, candidates)
+	w.o.Observe("FindFollowers", start, err)
+	return r0, err
+}
+
 func (w *observed) ListFollowers(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error) {
 	start := time.Now()
 	r0, err := w.b.ListFollowers(ctx, user, r)

@@ -91,6 +91,10 @@ type Job struct {
 	AuthorID  store.ID
 	OwnerID   store.ID // the inbox owner of JobFollow, JobUnfollow and JobRebuild
 	CreatedAt time.Time
+	// ReplyToAuthorID is, for a JobDeliver of a reply, the author of the
+	// message replied to: a reply to another user reaches only the
+	// followers who follow that user too (docs/design.md#replies-at-home).
+	ReplyToAuthorID store.ID
 	// Cursor is the progress so far, opaque to everything but the step that
 	// made it: the last follower delivered to, or the position in the
 	// message's delivery records. Empty means not started.

@@ -100,6 +100,12 @@ func testFollows(t *testing.T, open OpenFunc) {
 		follows, err := b.FindFollowing(ctx, a.ID, []store.ID{o.ID, a.ID})
 		require.NoError(t, err)
 		assert.Equal(t, []bool{true, false}, follows)
+		followers, err := b.FindFollowers(ctx, o.ID, []store.ID{a.ID, o.ID})
+		require.NoError(t, err)
+		assert.Equal(t, []bool{true, false}, followers, "a follows o; o does not follow itself")
+		followers, err = b.FindFollowers(ctx, a.ID, []store.ID{o.ID})
+		require.NoError(t, err)
+		assert.Equal(t, []bool{false}, followers, "the edge has a direction")
 
 		removed, err := b.Unfollow(ctx, a.ID, o.ID)
 		require.NoError(t, err)
@@ -108,6 +114,9 @@ func testFollows(t *testing.T, open OpenFunc) {
 		require.NoError(t, err)
 		assert.False(t, removed)
 		assert.Equal(t, 0, mustUser(t, b, a.ID).FollowingCount)
+		followers, err = b.FindFollowers(ctx, o.ID, []store.ID{a.ID})
+		require.NoError(t, err)
+		assert.Equal(t, []bool{false}, followers, "unfollowed")
 		assert.Equal(t, 0, mustUser(t, b, o.ID).FollowerCount)
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
@@ -262,6 +271,7 @@ func testMessages(t *testing.T, open OpenFunc) {
 	})
 	t.Run("PulledCount", func(t *testing.T) { testPulledCount(t, open) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open) })
+	t.Run("OutboxReplies", func(t *testing.T) { testOutboxReplies(t, open) })
 }
 
 func testPulledCount(t *testing.T, open OpenFunc) {
@@ -388,4 +398,61 @@ func testOutbox(t *testing.T, open OpenFunc) {
 	none, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{fan.ID}, Range: store.Forward(store.NilID, 10)})
 	require.NoError(t, err)
 	assert.Empty(t, none)
+}
+
+// testOutboxReplies checks the rule of replies at home in FindOutbox and
+// CountOutbox: a reply to another user passes only if the reader follows
+// that user, is that user, or wrote it; posts and replies to oneself pass.
+func testOutboxReplies(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	reader, a, followed, stranger := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+	post := func(author store.ID, replyTo *store.Message) *store.Message {
+		m := newMessage(c, author, "m")
+		if replyTo != nil {
+			m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, replyTo.ID, replyTo.AuthorID
+			m.RootID, m.RootAuthorID = replyTo.ID, replyTo.AuthorID
+		}
+		require.NoError(t, b.CreateMessage(ctx, m, nil))
+		return m
+	}
+	ofStranger, ofFollowed, ofReader, ofA := post(stranger.ID, nil), post(followed.ID, nil), post(reader.ID, nil), post(a.ID, nil)
+	toStranger := post(a.ID, ofStranger)      // hidden
+	toFollowed := post(a.ID, ofFollowed)      // shown: the reader follows followed
+	toReader := post(a.ID, ofReader)          // shown: a reply to the reader
+	toSelf := post(a.ID, ofA)                 // shown: a reply to oneself
+	readersOwn := post(reader.ID, ofStranger) // shown: the reader's own
+	aPost := post(a.ID, nil)
+
+	authors := []store.ID{a.ID, followed.ID, reader.ID}
+	rule := storage.NewReplyRule(reader.ID, []store.ID{a.ID, followed.ID})
+	got, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, 20), Replies: rule})
+	require.NoError(t, err)
+	want := []store.ID{aPost.ID, readersOwn.ID, toSelf.ID, toReader.ID, toFollowed.ID, ofA.ID, ofReader.ID, ofFollowed.ID}
+	assert.Equal(t, want, outboxIDs(got))
+	for _, e := range got {
+		switch e.MessageID {
+		case toFollowed.ID:
+			assert.Equal(t, followed.ID, e.ReplyToAuthorID, "an entry names the user its message replies to")
+		case aPost.ID:
+			assert.True(t, e.ReplyToAuthorID.IsZero())
+		}
+	}
+	// A page stays full past a hidden reply, both ways.
+	page, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(toFollowed.ID, 1), Replies: rule})
+	require.NoError(t, err)
+	assert.Equal(t, []store.ID{ofA.ID}, outboxIDs(page))
+	page, err = b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Backward(ofA.ID, 2), Replies: rule})
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []store.ID{toFollowed.ID, toReader.ID}, outboxIDs(page))
+
+	all, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, 20)})
+	require.NoError(t, err)
+	assert.Len(t, all, len(want)+1, "without a rule, the reply to a stranger is there")
+
+	n, err := b.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, Replies: rule})
+	require.NoError(t, err)
+	assert.Equal(t, len(want), n)
+	n, err = b.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, After: toStranger.ID, Replies: rule})
+	require.NoError(t, err)
+	assert.Equal(t, 5, n, "above the hidden reply: toFollowed, toReader, toSelf, the reader's own, aPost")
 }

@@ -55,12 +55,20 @@ func testSameTimelines(t *testing.T, open OpenFunc) {
 	want := got[service.StrategyBucket]
 	require.NotNil(t, want)
 	r1 := want["r1"]
-	assert.Len(t, r1.Texts, 105, "r1's timeline: ann's 75 but one deleted, cel's 32 but two deleted, and r1's own reply")
+	assert.Len(t, r1.Texts, 108, "r1's timeline: ann's 75 but one deleted, cel's 32 but two deleted, r1's own reply, and cel's replies to ann, to r1 and to cel")
 	assert.Contains(t, r1.Texts, "r1 replies", "one's own messages are at home")
+	assert.NotContains(t, r1.Texts, "cel to bo", "r1 does not follow bo")
+	assert.Subset(t, r1.Texts, []string{"cel to ann", "cel to r1", "cel to cel"})
+	r3 := want["r3"]
+	assert.Subset(t, r3.Texts, []string{"cel to bo", "cel to cel"}, "r3 follows bo")
+	assert.NotContains(t, r3.Texts, "cel to ann", "r3 does not follow ann")
+	assert.NotContains(t, r3.Texts, "cel to r1", "r3 does not follow r1")
+	assert.Subset(t, want["r2"].Texts, []string{"cel to ann", "cel to r1", "cel to cel"})
+	assert.NotContains(t, want["r2"].Texts, "cel to bo")
 	assert.Equal(t, "cel 31", r1.Texts[0], "the last post")
 	assert.Contains(t, r1.Texts, "ann 10, edited")
 	assert.NotContains(t, r1.Texts, "bo 0", "r1 unfollowed bo")
-	assert.Equal(t, timeline{Texts: r1.Texts, Total: 104, Unread: 22}, r1, "unread: ann 60–74 and cel 25–31, posted after the mark; one's own reply is not counted")
+	assert.Equal(t, timeline{Texts: r1.Texts, Total: 107, Unread: 22}, r1, "unread: ann 60–74 and cel 25–31, posted after the mark; one's own reply is not counted")
 	for _, st := range service.Strategies[1:] {
 		if got[st] != nil {
 			assert.Equal(t, want, got[st], "strategy %s against %s", st, service.StrategyBucket)
@@ -120,6 +128,21 @@ func playHistory(t *testing.T, svc *service.Service) map[string]timeline {
 	waitIdle(t, svc)
 	unfollow("r1", "bo")
 	follow("r2", "r1") // backfill: r1's reply
+	waitIdle(t, svc)
+	// Replies at home: cel (a celebrity now) answers four users. A reply
+	// reaches a follower of cel who follows the user answered too, or is
+	// that user; a reply to oneself reaches every follower.
+	replyTo := func(who, text, to string) {
+		t.Helper()
+		m, err := svc.PostMessage(ctx, users[who], service.PostInput{Text: text, ReplyToID: posted[to]})
+		require.NoError(t, err)
+		posted[text] = m.ID
+	}
+	posted["r1 replies"] = reply.ID
+	replyTo("cel", "cel to ann", "ann 7")     // r1, r2 follow ann; r3 does not
+	replyTo("cel", "cel to bo", "bo 3")       // only r3 follows bo now
+	replyTo("cel", "cel to r1", "r1 replies") // r1's own; r2 follows r1
+	replyTo("cel", "cel to cel", "cel 1")     // to oneself: everyone
 	waitIdle(t, svc)
 	_, err = svc.MarkInboxRead(ctx, users["r1"])
 	require.NoError(t, err)

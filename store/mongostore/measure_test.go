@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -263,6 +264,19 @@ func TestRoundTrips(t *testing.T) {
 		assert.Equal(t, author.ID, users[2].ID)
 		t.Logf("find 5 users by handle (a message's mentions): %d round trips", n.Load())
 		assert.Equal(t, int64(2), n.Load(), "the handles' claims, then their users, however many")
+	})
+	t.Run("followers of a reply's answered user", func(t *testing.T) {
+		// A chunk of a reply's delivery checks which of its owners follow
+		// the user answered: one covered query, whatever the chunk's size.
+		n.Store(0)
+		docs.Store(0)
+		follows, err := st.FindFollowers(ctx, author.ID, append(slices.Clone(followers), other.ID))
+		require.NoError(t, err)
+		require.Len(t, follows, len(followers)+1)
+		assert.True(t, follows[0])
+		assert.False(t, follows[len(followers)], "other does not follow the author")
+		t.Logf("which of %d users follow one: %d round trips", len(follows), n.Load())
+		assert.Equal(t, int64(1), n.Load())
 	})
 	t.Run("like", func(t *testing.T) {
 		j := post(t, st, clk, author.ID, storage.LayoutNone, "liked")

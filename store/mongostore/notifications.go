@@ -284,14 +284,14 @@ func (s *Store) ReadNotifications(ctx context.Context, owner store.ID, r store.R
 	if err != nil {
 		return nil, store.NotificationCounts{}, err
 	}
+	if r.Limit <= 0 {
+		return nil, h.counts(), nil
+	}
 	cond, sort := idRange("t", r, true)
 	if cond == nil {
 		cond = bson.D{{Key: "t", Value: bson.D{{Key: "$gt", Value: primitive.NilObjectID}}}}
 	}
-	opts := options.Find().SetSort(sort)
-	if r.Limit > 0 {
-		opts.SetLimit(int64(r.Limit))
-	}
+	opts := options.Find().SetSort(sort).SetLimit(int64(r.Limit))
 	cur, err := s.notifGroups.Find(ctx, append(bson.D{{Key: "o", Value: oid(owner)}}, cond...), opts)
 	if err != nil {
 		return nil, store.NotificationCounts{}, wrap("read notifications", err)

@@ -65,6 +65,7 @@ func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput
 	} else {
 		s.fanout.enqueueNotice(s.noticeOf(store.EventAdded, m))
 	}
+	s.notifyPosted(ctx, m, false, nil)
 	return m, nil
 }
 
@@ -122,7 +123,8 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id store.ID, text str
 	if err := store.ValidateMessageText(text); err != nil {
 		return nil, err
 	}
-	if _, err := s.ownMessage(ctx, viewer, id); err != nil {
+	old, err := s.ownMessage(ctx, viewer, id)
+	if err != nil {
 		return nil, err
 	}
 	mentions, err := s.mentions(ctx, text)
@@ -138,6 +140,7 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id store.ID, text str
 		return nil, err
 	}
 	s.fanout.enqueueNotice(s.noticeOf(store.EventEdited, m))
+	s.notifyPosted(ctx, m, true, old.Mentions)
 	return m, nil
 }
 

@@ -146,7 +146,8 @@ type Notifications interface {
 	// feed's counts after the change.
 	Notify(ctx context.Context, n Notice) (NotifyResult, error)
 	// ReadNotifications returns owner's groups within r (its From a
-	// group's LatestID), newest activity first, with the feed's counts.
+	// group's LatestID), newest activity first, with the feed's counts; a
+	// Limit of 0 reads the counts only.
 	ReadNotifications(ctx context.Context, owner store.ID, r store.Range) ([]store.NotificationGroup, store.NotificationCounts, error)
 	// FindNotificationGroup returns owner's group of that ID, NOT_FOUND
 	// if owner has none.

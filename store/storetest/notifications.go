@@ -3,11 +3,13 @@ package storetest
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
+	"herald/store/service"
 	"herald/store/storage"
 )
 
@@ -17,6 +19,7 @@ func testNotifications(t *testing.T, open OpenFunc) {
 	t.Run("ReadMark", func(t *testing.T) { testNotifyReadMark(t, open) })
 	t.Run("Paging", func(t *testing.T) { testNotifyPaging(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testNotifyConcurrent(t, open) })
+	t.Run("Service", func(t *testing.T) { testNotifyService(t, open) })
 }
 
 // like is a LIKED notice of m to its author by actor at the clock's time.
@@ -222,4 +225,113 @@ func testNotifyConcurrent(t *testing.T, open OpenFunc) {
 	actors, err := b.ListNotificationActors(ctx, author.ID, gs[0].ID, store.Forward(store.NilID, 100))
 	require.NoError(t, err)
 	assert.Len(t, actors, n)
+}
+
+// The activities the service notifies: follows, likes, reposts, replies and
+// mentions, never to oneself, each told to its subscriptions.
+func testNotifyService(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	svc, hub := newService(t, b, c)
+	alice, bob, carol := mustSignUp(t, svc, "alice"), mustSignUp(t, svc, "bob"), mustSignUp(t, svc, "carol")
+	events, err := hub.Subscribe(t.Context(), alice.ID)
+	require.NoError(t, err)
+	next := func() store.Event {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "no event")
+			return store.Event{}
+		}
+	}
+	// nextNotice skips inbox events (alice's own post reaches nobody's
+	// inbox, but a follow's backfill may tell her of items).
+	nextNotice := func() store.Event {
+		t.Helper()
+		for range 100 {
+			if ev := next(); ev.Type.Notification() {
+				return ev
+			}
+		}
+		require.FailNow(t, "no notification event")
+		return store.Event{}
+	}
+	kinds := func() []store.NotificationKind {
+		t.Helper()
+		page, err := svc.Notifications(ctx, alice.ID, store.Forward(store.NilID, 100))
+		require.NoError(t, err)
+		out := make([]store.NotificationKind, len(page.Groups))
+		for i, g := range page.Groups {
+			out[i] = g.Kind
+		}
+		return out
+	}
+
+	post, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "hello @alice"})
+	require.NoError(t, err)
+	_, err = svc.Like(ctx, alice.ID, post.ID)
+	require.NoError(t, err)
+	assert.Empty(t, kinds(), "no notification to yourself: a self mention, a like of your own post")
+
+	_, err = svc.Follow(ctx, bob.ID, alice.ID)
+	require.NoError(t, err)
+	ev := nextNotice()
+	assert.Equal(t, store.EventNotified, ev.Type)
+	assert.Equal(t, 1, ev.Counts.Unread)
+	for _, u := range []store.ID{bob.ID, carol.ID} {
+		_, err = svc.Like(ctx, u, post.ID)
+		require.NoError(t, err)
+	}
+	_, err = svc.Unlike(ctx, bob.ID, post.ID)
+	require.NoError(t, err)
+	_, err = svc.Like(ctx, bob.ID, post.ID)
+	require.NoError(t, err)
+	svc.NotifyReposted(ctx, carol.ID, post)
+	svc.NotifyReposted(ctx, bob.ID, post)
+	assert.Equal(t, []store.NotificationKind{store.NotifyReposted, store.NotifyLiked, store.NotifyFollowed}, kinds())
+	page, err := svc.Notifications(ctx, alice.ID, store.Forward(store.NilID, 100))
+	require.NoError(t, err)
+	assert.Equal(t, 2, page.Groups[0].Count, "reposts group")
+	assert.Equal(t, []store.ID{carol.ID, bob.ID}, page.Groups[1].LatestActors, "like, unlike, like again neither counts twice nor moves the group")
+
+	// A reply that mentions its parent's author is one REPLIED; a mention
+	// added by an edit is told once, and only to the newly mentioned.
+	reply, err := svc.PostMessage(ctx, bob.ID, service.PostInput{Text: "@alice yes", ReplyToID: post.ID})
+	require.NoError(t, err)
+	other, err := svc.PostMessage(ctx, carol.ID, service.PostInput{Text: "nobody yet"})
+	require.NoError(t, err)
+	_, err = svc.EditMessage(ctx, carol.ID, other.ID, "now @alice")
+	require.NoError(t, err)
+	_, err = svc.EditMessage(ctx, carol.ID, other.ID, "still @alice, and @bob")
+	require.NoError(t, err)
+	page, err = svc.Notifications(ctx, alice.ID, store.Forward(store.NilID, 100))
+	require.NoError(t, err)
+	require.Len(t, page.Groups, 5)
+	assert.Equal(t, store.NotifyMentioned, page.Groups[0].Kind)
+	assert.Equal(t, other.ID, page.Groups[0].Message.ID)
+	assert.Equal(t, store.NotifyReplied, page.Groups[1].Kind)
+	assert.Equal(t, reply.ID, page.Groups[1].Message.ID, "the reply is the group's message")
+	assert.Equal(t, store.NotificationCounts{Total: 5, Unread: 5}, page.Counts)
+	bobs, err := svc.Notifications(ctx, bob.ID, store.Forward(store.NilID, 100))
+	require.NoError(t, err)
+	require.Len(t, bobs.Groups, 1, "bob, newly mentioned by the edit")
+	assert.Equal(t, carol.ID, bobs.Groups[0].LatestActors[0])
+
+	counts, err := svc.MarkNotificationsRead(ctx, alice.ID, page.Groups[1].ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, counts.Unread, "marked up to the reply: the mention above it stays unread")
+	_, err = svc.MarkNotificationsRead(ctx, alice.ID, bobs.Groups[0].ID)
+	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "another user's group")
+	counts, err = svc.MarkNotificationsRead(ctx, alice.ID, store.NilID)
+	require.NoError(t, err)
+	assert.Equal(t, store.NotificationCounts{Total: 5, ReadMark: page.Groups[0].LatestID}, counts)
+	var read store.Event
+	for range 100 {
+		if read = nextNotice(); read.Type == store.EventNotificationsRead && read.Counts.Unread == 0 {
+			break
+		}
+	}
+	assert.Equal(t, store.EventNotificationsRead, read.Type)
+	assert.Equal(t, 5, read.Counts.Total)
 }

@@ -38,7 +38,7 @@ import (
 //
 // A crash anywhere leaves np set: a retry of the notice (same ID) resumes at
 // once, and any other operation of the owner resumes it once the claim has
-// expired (lockTTL). Resuming redoes each step, and each step applies once.
+// expired (notifClaimTTL). Resuming redoes each step, and each step applies once.
 const (
 	collNotifGroups = "notifications"
 	collNotifActors = "notifactors"
@@ -129,6 +129,10 @@ func (h *notifHeadDoc) counts() store.NotificationCounts {
 
 const after = options.After
 
+// notifClaimTTL bounds how long a claim may be held; an older one was left
+// by a crashed process and is taken over. Tests shorten it.
+var notifClaimTTL = lockTTL
+
 // claimFeed sets p as owner's pending operation and returns the head as it
 // was then. A pending operation of a crashed process is finished first,
 // once its claim expired; if it is p itself (a retry), claimFeed takes its
@@ -136,7 +140,7 @@ const after = options.After
 func (s *Store) claimFeed(ctx context.Context, owner store.ID, p notifPending) (h notifHeadDoc, resume bool, err error) {
 	for {
 		now := time.Now().UTC()
-		p.Expires = now.Add(lockTTL)
+		p.Expires = now.Add(notifClaimTTL)
 		h = notifHeadDoc{}
 		err = s.notifHeads.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "np", Value: bson.D{{Key: "$exists", Value: false}}}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "np", Value: p}}}}, options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(after)).Decode(&h)

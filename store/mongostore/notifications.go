@@ -191,9 +191,10 @@ func (s *Store) releaseFeed(ctx context.Context, owner store.ID, id primitive.Ob
 	return wrap("release notifications", err)
 }
 
-// Notify implements storage.Backend: see the steps above. A new group
-// costs six round trips (claim, group, actor, group, head, and the claim's
-// read when it is contended), an actor already counted four.
+// Notify implements storage.Backend: see the steps above. A new actor
+// costs five round trips (claim, group, actor, group, head), an actor
+// already counted four (claim, group, actor, release); a contended claim
+// adds a read of the head and a wait.
 func (s *Store) Notify(ctx context.Context, n storage.Notice) (storage.NotifyResult, error) {
 	p := notifPending{ID: oid(n.ID), Key: n.Key, Kind: notifKindCode(n.Kind), Actor: oid(n.Actor), Message: oid(n.Message.ID), Author: oid(n.Message.AuthorID)}
 	h, resume, err := s.claimFeed(ctx, n.Owner, p)
@@ -234,15 +235,18 @@ func (s *Store) applyNotice(ctx context.Context, h notifHeadDoc, n storage.Notic
 	}
 	a := notifActorDoc{ID: oid(n.ID), Group: g.ID, User: oid(n.Actor), Resume: g.Count<<2 | dt<<1 | du}
 	if _, err := s.notifActors.InsertOne(ctx, &a); isDuplicate(err) {
+		// Counted before, unless it is this notice's own, from a try cut
+		// short: only a resumed notice can have one.
 		var had notifActorDoc
-		if err := s.notifActors.FindOne(ctx, bson.D{{Key: "g", Value: g.ID}, {Key: "u", Value: oid(n.Actor)}}).Decode(&had); err != nil {
-			return storage.NotifyResult{}, wrap("notify actor", err)
+		if resume {
+			if err := s.notifActors.FindOne(ctx, bson.D{{Key: "g", Value: g.ID}, {Key: "u", Value: oid(n.Actor)}}).Decode(&had); err != nil {
+				return storage.NotifyResult{}, wrap("notify actor", err)
+			}
 		}
-		if had.ID != a.ID || !resume {
-			// Counted before: nothing changes.
+		if had.ID != a.ID {
 			return res, s.releaseFeed(ctx, n.Owner, oid(n.ID))
 		}
-		a = had // this notice's own, from a try cut short: resume it
+		a = had
 	} else if err != nil {
 		return storage.NotifyResult{}, wrap("notify actor", err)
 	}

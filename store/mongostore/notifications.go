@@ -252,12 +252,13 @@ func (s *Store) applyNotice(ctx context.Context, h notifHeadDoc, n storage.Notic
 	}
 	count, dt, du := a.Resume>>2, a.Resume>>1&1, a.Resume&1
 	actors := append([]primitive.ObjectID{a.User}, g.Actors...)[:min(len(g.Actors)+1, store.LatestActorsShown)]
-	err = s.notifGroups.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: g.ID}, {Key: "o", Value: oid(n.Owner)}, {Key: "nc", Value: count}},
+	// The filters name the shard key (o, k): findAndModify needs it.
+	err = s.notifGroups.FindOneAndUpdate(ctx, bson.D{{Key: "o", Value: oid(n.Owner)}, {Key: "k", Value: n.Key}, {Key: "_id", Value: g.ID}, {Key: "nc", Value: count}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "nc", Value: count + 1}, {Key: "t", Value: latest}, {Key: "nl", Value: actors}}}},
 		options.FindOneAndUpdate().SetReturnDocument(after)).Decode(&g)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		// Done by the try this one resumes.
-		err = s.notifGroups.FindOne(ctx, bson.D{{Key: "_id", Value: g.ID}, {Key: "o", Value: oid(n.Owner)}}).Decode(&g)
+		err = s.notifGroups.FindOne(ctx, bson.D{{Key: "o", Value: oid(n.Owner)}, {Key: "k", Value: n.Key}}).Decode(&g)
 	}
 	if err != nil {
 		return storage.NotifyResult{}, wrap("notify group", err)

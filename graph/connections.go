@@ -255,7 +255,7 @@ func (r *Resolver) nodes(ctx context.Context, ids []string) ([]model.Node, error
 		return nil, store.Errorf(store.EINVALID, "at most %d ids at once", store.MaxPageSize)
 	}
 	types := make([]string, len(ids))
-	var userIDs []store.ID
+	var userIDs, groupIDs []store.ID
 	var msgKeys []store.MessageKey
 	for i, s := range ids {
 		typ, id, err := parseGlobalID(s)
@@ -265,6 +265,8 @@ func (r *Resolver) nodes(ctx context.Context, ids []string) ([]model.Node, error
 		types[i] = typ
 		if typ == typeUser {
 			userIDs = append(userIDs, id)
+		} else if typ == typeNotificationGroup {
+			groupIDs = append(groupIDs, id)
 		} else {
 			// A global id does not name the author, so the backend looks
 			// the message up by ID alone.
@@ -277,13 +279,22 @@ func (r *Resolver) nodes(ctx context.Context, ids []string) ([]model.Node, error
 	loader.Queue(ctx, ld.MessageByKey, msgKeys)
 	users, uerrs := ld.Users(ctx, userIDs)
 	msgs, merrs := ld.Messages(ctx, msgKeys)
+	groups, err := r.notificationNodes(ctx, groupIDs)
+	if err != nil {
+		return nil, err
+	}
 
 	out := make([]model.Node, len(ids))
-	var ui, mi int
+	var ui, mi, gi int
 	for i, typ := range types {
 		var n model.Node
 		var err error
-		if typ == typeUser {
+		if typ == typeNotificationGroup {
+			if groups[gi] != nil {
+				n = groups[gi]
+			}
+			gi++
+		} else if typ == typeUser {
 			if uerrs[ui] == nil {
 				n = users[ui]
 			}

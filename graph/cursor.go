@@ -20,6 +20,8 @@ const (
 	cursorLikers    cursorKind = 'l' // payload: the like's store.ID (Message.likedBy)
 	cursorLikes     cursorKind = 'k' // payload: the like's store.ID (User.likes)
 	cursorReplies   cursorKind = 'r' // payload: the reply's store.ID (Message.replies)
+	cursorNotifs    cursorKind = 'n' // payload: the group's LatestID (Query.notifications)
+	cursorActors    cursorKind = 'y' // payload: the actor's activity store.ID (NotificationGroup.actors)
 )
 
 // Cursors are base64url(kind byte + payload). They are opaque to clients and

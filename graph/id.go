@@ -12,15 +12,16 @@ import (
 // across types (so Query.node can tell a user from a message), and free of
 // characters that need escaping in URLs.
 const (
-	typeUser    = "User"
-	typeMessage = "Message"
+	typeUser              = "User"
+	typeMessage           = "Message"
+	typeNotificationGroup = "NotificationGroup"
 )
 
 // globalID returns the opaque GraphQL id of the object of type typ with id.
 // It builds the id in a stack buffer, so that the string is its only
 // allocation.
 func globalID(typ string, id store.ID) string {
-	var out [44]byte
+	var out [60]byte // base64 of the longest, "NotificationGroup:" and 24 hex digits
 	return string(appendGlobalID(out[:0], typ, id))
 }
 
@@ -28,7 +29,7 @@ func globalID(typ string, id store.ID) string {
 // path writes a page's ids with it straight into the response, without a
 // string per edge. The id is base64url, so it needs no JSON escaping.
 func appendGlobalID(dst []byte, typ string, id store.ID) []byte {
-	var raw [32]byte // "Message:" and 24 hex digits
+	var raw [42]byte // "NotificationGroup:" and 24 hex digits
 	b := append(append(raw[:0], typ...), ':')
 	b = hex.AppendEncode(b, id[:])
 	return base64.RawURLEncoding.AppendEncode(dst, b)
@@ -45,7 +46,7 @@ func parseGlobalID(s string) (typ string, id store.ID, err error) {
 		return "", store.NilID, bad
 	}
 	typ, hexID, ok := strings.Cut(string(raw), ":")
-	if !ok || (typ != typeUser && typ != typeMessage) {
+	if !ok || (typ != typeUser && typ != typeMessage && typ != typeNotificationGroup) {
 		return "", store.NilID, bad
 	}
 	id, err = store.ParseID(hexID)

@@ -407,7 +407,7 @@ func testContract(t *testing.T) {
 		for _, pt := range schema.Type.PossibleTypes {
 			names = append(names, pt.Name)
 		}
-		assert.ElementsMatch(t, []string{"User", "Message"}, names)
+		assert.ElementsMatch(t, []string{"User", "Message", "NotificationGroup"}, names)
 	})
 
 	t.Run("Nodes", func(t *testing.T) {

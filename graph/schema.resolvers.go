@@ -232,6 +232,15 @@ func (r *mutationResolver) MarkInboxRead(ctx context.Context) (int, error) {
 	return c.Unread, nil
 }
 
+// MarkNotificationsRead is the resolver for the markNotificationsRead field.
+func (r *mutationResolver) MarkNotificationsRead(ctx context.Context, upTo *string) (int, error) {
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return r.markNotificationsRead(ctx, viewer, upTo)
+}
+
 // SetAttributes is the resolver for the setAttributes field.
 func (r *mutationResolver) SetAttributes(ctx context.Context, input []*store.AttributeChange) (*store.User, error) {
 	viewer, err := requireViewer(ctx)
@@ -239,6 +248,36 @@ func (r *mutationResolver) SetAttributes(ctx context.Context, input []*store.Att
 		return nil, err
 	}
 	return r.setAttributes(ctx, viewer, input)
+}
+
+// Edge is the resolver for the edge field.
+func (r *notificationEventResolver) Edge(ctx context.Context, obj *model.NotificationEvent) (*model.NotificationEdge, error) {
+	return r.notificationEventEdge(ctx, obj)
+}
+
+// ID is the resolver for the id field.
+func (r *notificationGroupResolver) ID(ctx context.Context, obj *model.NotificationGroup) (string, error) {
+	return globalID(typeNotificationGroup, obj.ID), nil
+}
+
+// LatestActors is the resolver for the latestActors field.
+func (r *notificationGroupResolver) LatestActors(ctx context.Context, obj *model.NotificationGroup) ([]*store.User, error) {
+	return latestActors(ctx, obj)
+}
+
+// Actors is the resolver for the actors field.
+func (r *notificationGroupResolver) Actors(ctx context.Context, obj *model.NotificationGroup, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
+	return r.notificationActors(ctx, obj, first, after, last, before)
+}
+
+// Message is the resolver for the message field.
+func (r *notificationGroupResolver) Message(ctx context.Context, obj *model.NotificationGroup) (*store.Message, error) {
+	return groupMessage(ctx, obj)
+}
+
+// Unread is the resolver for the unread field.
+func (r *notificationGroupResolver) Unread(ctx context.Context, obj *model.NotificationGroup) (bool, error) {
+	return obj.Unread(obj.Counts), nil
 }
 
 // Node is the resolver for the node field.
@@ -286,6 +325,15 @@ func (r *queryResolver) UsersByAttribute(ctx context.Context, name string, value
 	return r.usersByAttribute(ctx, name, value, first, after, last, before)
 }
 
+// Notifications is the resolver for the notifications field.
+func (r *queryResolver) Notifications(ctx context.Context, first *int, after *string, last *int, before *string) (*model.NotificationConnection, error) {
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.notifications(ctx, viewer, first, after, last, before)
+}
+
 // InboxEvents is the resolver for the inboxEvents field.
 func (r *subscriptionResolver) InboxEvents(ctx context.Context) (<-chan *model.InboxEvent, error) {
 	viewer, err := requireViewer(ctx)
@@ -293,6 +341,15 @@ func (r *subscriptionResolver) InboxEvents(ctx context.Context) (<-chan *model.I
 		return nil, err
 	}
 	return r.inboxEvents(ctx, viewer)
+}
+
+// NotificationEvents is the resolver for the notificationEvents field.
+func (r *subscriptionResolver) NotificationEvents(ctx context.Context) (<-chan *model.NotificationEvent, error) {
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.notificationEvents(ctx, viewer)
 }
 
 // ID is the resolver for the id field.
@@ -345,6 +402,16 @@ func (r *Resolver) Message() generated.MessageResolver { return &messageResolver
 // Mutation returns generated.MutationResolver implementation.
 func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResolver{r} }
 
+// NotificationEvent returns generated.NotificationEventResolver implementation.
+func (r *Resolver) NotificationEvent() generated.NotificationEventResolver {
+	return &notificationEventResolver{r}
+}
+
+// NotificationGroup returns generated.NotificationGroupResolver implementation.
+func (r *Resolver) NotificationGroup() generated.NotificationGroupResolver {
+	return &notificationGroupResolver{r}
+}
+
 // Query returns generated.QueryResolver implementation.
 func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 
@@ -360,11 +427,13 @@ func (r *Resolver) UserConnection() generated.UserConnectionResolver {
 }
 
 type (
-	inboxEventResolver     struct{ *Resolver }
-	messageResolver        struct{ *Resolver }
-	mutationResolver       struct{ *Resolver }
-	queryResolver          struct{ *Resolver }
-	subscriptionResolver   struct{ *Resolver }
-	userResolver           struct{ *Resolver }
-	userConnectionResolver struct{ *Resolver }
+	inboxEventResolver        struct{ *Resolver }
+	messageResolver           struct{ *Resolver }
+	mutationResolver          struct{ *Resolver }
+	notificationEventResolver struct{ *Resolver }
+	notificationGroupResolver struct{ *Resolver }
+	queryResolver             struct{ *Resolver }
+	subscriptionResolver      struct{ *Resolver }
+	userResolver              struct{ *Resolver }
+	userConnectionResolver    struct{ *Resolver }
 )

@@ -300,6 +300,9 @@ func setComplexity(c *generated.ComplexityRoot) {
 	c.User.Likes = page
 	c.Message.LikedBy = page
 	c.Message.Replies = page
+	c.Query.Notifications = page
+	c.NotificationGroup.Actors = page
+	c.NotificationGroup.LatestActors = func(child int) int { return satAdd(1, satMul(store.LatestActorsShown, child)) }
 	c.Query.UsersByAttribute = func(child int, _, _ string, first *int, after *string, last *int, before *string) int {
 		return page(child, first, after, last, before)
 	}

@@ -44,6 +44,9 @@ func (r *Resolver) inboxEvents(ctx context.Context, viewer store.ID) (<-chan *mo
 // have them read here; if that read fails the event is skipped (false),
 // which loses nothing: the change shows on the next read anyway.
 func (r *Resolver) inboxEvent(ctx context.Context, viewer store.ID, ev store.Event) (*model.InboxEvent, bool) {
+	if ev.Type.Notification() {
+		return nil, false // notificationEvents' to send
+	}
 	ie := &model.InboxEvent{Type: ev.Type, UnreadCount: ev.Counts.Unread, TotalCount: ev.Counts.Total}
 	if ev.Type != store.EventRead {
 		ie.MessageID, ie.AuthorID, ie.DeliveredAt = ev.MessageID, ev.AuthorID, ev.DeliveredAt

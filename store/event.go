@@ -24,7 +24,20 @@ const (
 	// every process forgets what it knew of them and closes the sockets
 	// they opened.
 	EventSessionsRevoked EventType = "SESSIONS_REVOKED"
+	// EventNotified is not an inbox event: a group of the user's
+	// notifications feed (Group) was created or gained an actor. Counts
+	// are the feed's counts (NotificationCounts) after the change.
+	EventNotified EventType = "NOTIFIED"
+	// EventNotificationsRead: the user's notifications were marked read;
+	// Counts are the feed's counts after.
+	EventNotificationsRead EventType = "NOTIFICATIONS_READ"
 )
+
+// Notification reports whether t is an event of the notifications feed,
+// which inbox subscriptions skip.
+func (t EventType) Notification() bool {
+	return t == EventNotified || t == EventNotificationsRead
+}
 
 // Event is a change in one user's inbox, published after the change is
 // stored. Counts are the inbox's counts after the change, except for
@@ -44,4 +57,6 @@ type Event struct {
 	NoCounts bool
 	// Subject is the user an event on SessionsTopic concerns.
 	Subject ID
+	// Group is the notification group of an EventNotified.
+	Group ID
 }

@@ -3,7 +3,11 @@
 package model
 
 import (
+	"bytes"
+	"fmt"
 	"herald/store"
+	"io"
+	"strconv"
 	"time"
 )
 
@@ -93,6 +97,27 @@ type MessageEdge struct {
 type Mutation struct {
 }
 
+// A page of the viewer's notifications feed, newest activity first.
+type NotificationConnection struct {
+	// The groups of this page, each with its cursor.
+	Edges []*NotificationEdge `json:"edges"`
+	// Where this page sits in the whole feed.
+	PageInfo *PageInfo `json:"pageInfo"`
+	// The number of groups in the whole feed.
+	TotalCount int `json:"totalCount"`
+	// The number of groups that changed since the viewer last called `markNotificationsRead`.
+	UnreadCount int `json:"unreadCount"`
+}
+
+// A group in the viewer's notifications feed.
+type NotificationEdge struct {
+	// Pass as `after` to get the groups older than this one, as `before` for the
+	// newer ones. A group that moves to the top gets a new cursor.
+	Cursor string `json:"cursor"`
+	// The group.
+	Node *NotificationGroup `json:"node"`
+}
+
 // Where a page of a connection sits. Every connection pages forward
 // (`first`/`after`: the edges after a cursor, in the list's order) and backward
 // (`last`/`before`: the edges before a cursor, still in the list's order, the
@@ -139,4 +164,63 @@ type UserEdge struct {
 	Cursor string `json:"cursor"`
 	// The user.
 	Node *store.User `json:"node"`
+}
+
+// What happened in the viewer's notifications feed.
+type NotificationEventType string
+
+const (
+	// A group was created, or gained an actor and moved to the top: `edge` is
+	// its edge, to prepend (a group that moved keeps its node id).
+	NotificationEventTypeAdded NotificationEventType = "ADDED"
+	// The notifications were marked read.
+	NotificationEventTypeRead NotificationEventType = "READ"
+)
+
+var AllNotificationEventType = []NotificationEventType{
+	NotificationEventTypeAdded,
+	NotificationEventTypeRead,
+}
+
+func (e NotificationEventType) IsValid() bool {
+	switch e {
+	case NotificationEventTypeAdded, NotificationEventTypeRead:
+		return true
+	}
+	return false
+}
+
+func (e NotificationEventType) String() string {
+	return string(e)
+}
+
+func (e *NotificationEventType) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = NotificationEventType(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid NotificationEventType", str)
+	}
+	return nil
+}
+
+func (e NotificationEventType) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *NotificationEventType) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e NotificationEventType) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }

@@ -46,7 +46,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		for _, l := range indexLines {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 19, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.Equal(t, 23, strings.Count(out, `db.runCommand({"createIndexes"`), out)
 		assert.NotContains(t, out, "shardCollection")
 		assert.NotContains(t, out, "enableSharding")
 	})
@@ -67,11 +67,14 @@ func TestMongoSetup_DryRun(t *testing.T) {
 			`admin> db.runCommand({"shardCollection":"social.caches","key":{"_id":"hashed"}})`,
 			`admin> db.runCommand({"shardCollection":"social.deliveries","key":{"m":1,"k":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.likes","key":{"u":1,"m":1}})`,
+			`admin> db.runCommand({"shardCollection":"social.notifications","key":{"o":1,"k":1}})`,
+			`admin> db.runCommand({"shardCollection":"social.notifactors","key":{"g":1,"u":1}})`,
+			`admin> db.runCommand({"shardCollection":"social.notifheads","key":{"_id":"hashed"}})`,
 			`social> db.runCommand({"createIndexes":"messages","indexes":[{"key":{"a":1,"_id":1},"name":"shardkey"}]})`,
 		} {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 10, strings.Count(out, `"shardCollection"`))
+		assert.Equal(t, 13, strings.Count(out, `"shardCollection"`))
 		assert.NotContains(t, out, "updateZoneKeyRange")
 		assert.NotContains(t, out, "(if sharded)")
 	})

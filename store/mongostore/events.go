@@ -43,6 +43,7 @@ import (
 //	z  no counts (Event.NoCounts)
 //	d  when the item was delivered (Event.DeliveredAt), for ADDED
 //	s  the user whose tokens were revoked (Event.Subject), for SESSIONS_REVOKED
+//	g  the notification group (Event.Group), for NOTIFIED
 //
 // Zero counts and false flags are left out: EDITED carries none (see
 // store.Event).
@@ -68,6 +69,7 @@ type eventDoc struct {
 	// Delivered is a time.Time, which omitempty leaves out when zero.
 	Delivered time.Time          `bson:"d,omitempty"`
 	Subject   primitive.ObjectID `bson:"s,omitempty"`
+	Group     primitive.ObjectID `bson:"g,omitempty"`
 }
 
 // eventTypes maps event types to their stored codes. Codes, not names:
@@ -81,6 +83,9 @@ var eventTypes = map[store.EventType]int32{
 	store.EventSessionsRevoked: 5,
 
 	store.EventRemoved: 6,
+
+	store.EventNotified:          7,
+	store.EventNotificationsRead: 8,
 }
 
 var eventTypeNames = func() map[int32]store.EventType {
@@ -106,6 +111,7 @@ func encodeEvent(ev store.Event) (eventDoc, bool) {
 		Message: primitive.ObjectID(ev.MessageID), Author: primitive.ObjectID(ev.AuthorID),
 		Mark: primitive.ObjectID(ev.Counts.ReadMark), Total: int64(ev.Counts.Total), Unread: int64(ev.Counts.Unread),
 		Rebuild: ev.Counts.Rebuilding, NoCounts: ev.NoCounts, Delivered: ev.DeliveredAt, Subject: primitive.ObjectID(ev.Subject),
+		Group: primitive.ObjectID(ev.Group),
 	}, true
 }
 
@@ -119,7 +125,7 @@ func (d eventDoc) event() (store.Event, bool) {
 		Counts: store.InboxCounts{
 			Total: int(d.Total), Unread: int(d.Unread), ReadMark: store.ID(d.Mark), Rebuilding: d.Rebuild,
 		},
-		NoCounts: d.NoCounts, DeliveredAt: d.Delivered, Subject: store.ID(d.Subject),
+		NoCounts: d.NoCounts, DeliveredAt: d.Delivered, Subject: store.ID(d.Subject), Group: store.ID(d.Group),
 	}, true
 }
 

@@ -373,6 +373,8 @@ func TestEventDoc_RoundTrip(t *testing.T) {
 		{Type: store.EventRemoved, UserID: id, MessageID: id, AuthorID: id, Counts: store.InboxCounts{Total: 1}},
 		{Type: store.EventRead, UserID: id, Counts: store.InboxCounts{ReadMark: id, Total: 9}},
 		{Type: store.EventSessionsRevoked, UserID: store.SessionsTopic, Subject: id},
+		{Type: store.EventNotified, UserID: id, Group: id, Counts: store.InboxCounts{Total: 2, Unread: 1}},
+		{Type: store.EventNotificationsRead, UserID: id, Counts: store.InboxCounts{Total: 2}},
 	} {
 		t.Run(string(ev.Type), func(t *testing.T) {
 			d, ok := encodeEvent(ev)

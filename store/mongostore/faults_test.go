@@ -32,6 +32,9 @@ type faults struct {
 	msgsUpdate  atomic.Int32 // fail this many messages.UpdateOne calls,
 	msgsSkip    atomic.Int32 // after letting this many through
 	likesWrite  atomic.Int32 // fail this many likes.UpdateOne and DeleteOne calls
+	// notifWrite fails the notifWrite-th write to the notification
+	// collections from now (1: the next one); 0 fails none.
+	notifWrite atomic.Int32
 	// unkeyed counts the writes of messages whose filter does not name the
 	// author, the shard key's prefix.
 	unkeyed atomic.Int32
@@ -83,9 +86,22 @@ type fColl struct {
 
 var errInjected = errors.New("injected: process killed here")
 
+// notifFails reports whether this write to a notification collection is
+// the one notifWrite names.
+func (c fColl) notifFails() bool {
+	switch c.name {
+	case "notifications", "notifactors", "notifheads":
+		return c.f.notifWrite.Add(-1) == 0
+	}
+	return false
+}
+
 func (c fColl) InsertOne(ctx context.Context, doc interface{}, o ...*options.InsertOneOptions) (*mongo.InsertOneResult, error) {
 	if err := c.f.writeErr(); err != nil {
 		return nil, err
+	}
+	if c.notifFails() {
+		return nil, errInjected
 	}
 	return c.ICollection.InsertOne(ctx, doc, o...)
 }
@@ -123,6 +139,9 @@ func (c fColl) FindOneAndUpdate(ctx context.Context, f, u interface{}, o ...*opt
 	if err := c.f.writeErr(); err != nil {
 		return mongo.NewSingleResultFromDocument(bson.D{}, err, nil)
 	}
+	if c.notifFails() {
+		return mongo.NewSingleResultFromDocument(bson.D{}, errInjected, nil)
+	}
 	return c.ICollection.FindOneAndUpdate(ctx, f, u, o...)
 }
 
@@ -135,6 +154,9 @@ func (c fColl) UpdateOne(ctx context.Context, f, u interface{}, o ...*options.Up
 	c.keyed(f)
 	if err := c.f.writeErr(); err != nil {
 		return nil, err
+	}
+	if c.notifFails() {
+		return nil, errInjected
 	}
 	if c.name == "users" && c.f.gate.CompareAndSwap(true, false) {
 		close(c.f.gated)

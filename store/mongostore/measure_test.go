@@ -327,6 +327,46 @@ func TestRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, got.ReplyCount)
 	})
+	t.Run("notification", func(t *testing.T) {
+		j := post(t, st, clk, author.ID, storage.LayoutNone, "liked by many")
+		key := store.MessageKey{ID: j.MessageID, AuthorID: author.ID}
+		gk := store.NotificationGroupKey(store.NotifyLiked, key.ID, clk.t)
+		notice := func(actor store.ID) storage.Notice {
+			return storage.Notice{Owner: author.ID, Kind: store.NotifyLiked, Key: gk, Actor: actor, Message: key, ID: store.NewID(clk.now())}
+		}
+		var group store.NotificationGroup
+		for _, step := range []struct {
+			what  string
+			n     storage.Notice
+			want  bool
+			trips int64
+			why   string
+		}{
+			{"new group", notice(followers[0]), true, 5, "claim the head, upsert the group, insert the actor, count it in the group, count the feed and release"},
+			{"new actor, group moves", notice(followers[1]), true, 5, "the same steps: the move is the group's t"},
+			{"actor again", notice(followers[0]), false, 4, "claim, find the group, the actor's insert is a duplicate, release"},
+		} {
+			n.Store(0)
+			res, err := st.Notify(ctx, step.n)
+			require.NoError(t, err)
+			assert.Equal(t, step.want, res.Changed, step.what)
+			group = res.Group
+			t.Logf("notify, %s: %d round trips", step.what, n.Load())
+			assert.Equal(t, step.trips, n.Load(), step.why)
+		}
+		for _, size := range []int{5, 50} {
+			n.Store(0)
+			_, _, err := st.ReadNotifications(ctx, author.ID, store.Forward(store.NilID, size))
+			require.NoError(t, err)
+			t.Logf("notifications page of %d: %d round trips", size, n.Load())
+			assert.Equal(t, int64(2), n.Load(), "the head, then one range of (o, t)")
+		}
+		n.Store(0)
+		_, err := st.MarkNotificationsRead(ctx, author.ID, group.LatestID)
+		require.NoError(t, err)
+		t.Logf("mark notifications read: %d round trips", n.Load())
+		assert.Equal(t, int64(3), n.Load(), "claim, count the groups above the mark, set the mark and release")
+	})
 	t.Run("revoke", func(t *testing.T) {
 		exp := clk.t.Add(time.Hour).Truncate(time.Second)
 		for _, r := range []store.TokenRevocation{{TokenID: "a", Expires: exp, Now: clk.t}, {All: true, Now: clk.t}} {
@@ -395,6 +435,15 @@ func TestBytes(t *testing.T) {
 	_, err = st.RevokeTokens(ctx, alice.ID, store.TokenRevocation{TokenID: strings.Repeat("t", 22), Expires: clk.t.Add(24 * time.Hour), Now: clk.t})
 	require.NoError(t, err)
 
+	// Three users like a message of Alice's: one group, three actors, and
+	// Alice's feed head.
+	for range 3 {
+		at := clk.now()
+		_, err := st.Notify(ctx, storage.Notice{Owner: alice.ID, Kind: store.NotifyLiked, Key: store.NotificationGroupKey(store.NotifyLiked, last, clk.t),
+			Actor: store.NewID(at), Message: store.MessageKey{ID: last, AuthorID: alice.ID}, ID: store.NewID(at)})
+		require.NoError(t, err)
+	}
+
 	raw := func(coll string, filter bson.D) bson.Raw {
 		var r bson.Raw
 		require.NoError(t, st.Database().Collection(coll).FindOne(ctx, filter).Decode(&r))
@@ -423,6 +472,9 @@ func TestBytes(t *testing.T) {
 		{"inbox entry, in a bucket", bucket.Lookup("e").Array().Index(0).Value().Document(), elem},
 		{"inbox entry, in a cache", cache.Lookup("e").Array().Index(0).Value().Document(), elem},
 		{"like", raw("likes", bson.D{}), 0},
+		{"notification group, 3 actors", raw("notifications", bson.D{}), 0},
+		{"notification actor", raw("notifactors", bson.D{}), 0},
+		{"notifications head", raw("notifheads", bson.D{}), 0},
 		{"delivery record, per follower", raw("deliveries", bson.D{}).Lookup("r").Array().Index(0).Value().Document(), elem},
 	}
 	t.Logf("%-32s %6s %6s %6s", "stored document", "short", "long", "saved")

@@ -194,6 +194,14 @@ var indexes = []index{
 		"a message's likes newest first (ListLikers)"),
 	idx(collLikes, bson.D{{Key: "u", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("liked"),
 		"a user's likes newest first (ListLikes)"),
+	idx(collNotifGroups, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, options.Index().SetName("group").SetUnique(true),
+		"one group per (owner, group key): a notice finds its group"),
+	idx(collNotifGroups, bson.D{{Key: "o", Value: 1}, {Key: "t", Value: -1}}, options.Index().SetName("feed"),
+		"the notifications feed, newest activity first: a page is one range; unread is counted above the mark"),
+	idx(collNotifActors, bson.D{{Key: "g", Value: 1}, {Key: "u", Value: 1}}, options.Index().SetName("actor").SetUnique(true),
+		"one actor per (group, user): a repeated activity counts once"),
+	idx(collNotifActors, bson.D{{Key: "g", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("actors"),
+		"a group's actors newest first (ListNotificationActors)"),
 	idx(collEntries, bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("entry").SetUnique(true),
 		"one entry per (owner, message); an inbox page is one range of it, read backwards"),
 	idx(collEntries, bson.D{{Key: "o", Value: 1}, {Key: "a", Value: 1}}, options.Index().SetName("author"),
@@ -222,6 +230,9 @@ var shardKeys = []struct {
 	{collFollowers, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "u's followers, streamed in o order by fan-out: one shard range per user"},
 	{collMessages, bson.D{{Key: "a", Value: 1}, {Key: "_id", Value: 1}}, "outbox pages and inbox message loads name the author"},
 	{collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, "like, unlike and a page's liked flags name the user; a popular message's likes spread over the shards"},
+	{collNotifGroups, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, "every read and write names the owner, so a feed page and a notice stay on one shard; the unique (o, k) needs the shard key as its prefix"},
+	{collNotifActors, bson.D{{Key: "g", Value: 1}, {Key: "u", Value: 1}}, "a notice's dedupe and a group's actors name the group; the unique (g, u) needs the shard key as its prefix"},
+	{collNotifHeads, bson.D{{Key: "_id", Value: "hashed"}}, "every head read and write names the owner; hashed spreads them evenly"},
 	{collEntries, bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}, "an inbox's entries stay together; reads name the owner (Social Inboxes: recipient)"},
 	{collBuckets, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, "an inbox's buckets stay together; reads name the owner (Social Inboxes: owner and bucket)"},
 	{collCaches, bson.D{{Key: "_id", Value: "hashed"}}, "every cache read and write names the owner; hashed spreads them evenly"},
@@ -250,6 +261,11 @@ var FieldNames = map[string]string{
 	// entries, buckets and caches (o owner, k key, e entries; m message,
 	// d delivered, b bucket; f complete, cv version)
 	"m": "message", "d": "deliveredAt", "b": "bucket", "f": "complete", "cv": "cacheVersion",
+	// notifications: groups (o owner, k key, m and a the message, t the
+	// newest activity), actors (u the user), heads
+	"nk": "notificationKind", "nc": "actorCount", "nl": "latestActors", "g": "group", "rs": "resumeState",
+	"nt": "notificationsTotal", "nu": "notificationsUnread", "nr": "notificationsReadMark",
+	"np": "pendingNotice", "ni": "noticeID", "nx": "claimExpires",
 	// names (l the names) and jobs (l the layout, p the chunk's plan)
 	"l": "names",
 }

@@ -47,6 +47,8 @@ type Store struct {
 	messages, entries, buckets, caches   lungo.ICollection
 	jobs, deliveries, likes              lungo.ICollection
 	names, events, leases, locks         lungo.ICollection
+	// the notifications feed (notifications.go)
+	notifGroups, notifActors, notifHeads lungo.ICollection
 
 	tokens *tokenCache
 	// inFlight is the job this process last recorded as running (beginJob).
@@ -119,6 +121,7 @@ func New(client lungo.IClient, name string, opts Options) *Store {
 		buckets: db.Collection(collBuckets), caches: db.Collection(collCaches), jobs: db.Collection(collJobs),
 		deliveries: db.Collection(collDeliveries), likes: db.Collection(collLikes), names: db.Collection(collNames),
 		events: db.Collection(collEvents), leases: db.Collection(collLeases), locks: db.Collection(collLocks),
+		notifGroups: db.Collection(collNotifGroups), notifActors: db.Collection(collNotifActors), notifHeads: db.Collection(collNotifHeads),
 		tokens: newTokenCache(),
 	}
 }

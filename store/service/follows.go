@@ -39,7 +39,11 @@ func (s *Service) Unfollow(ctx context.Context, viewer, target store.ID) (*store
 func (s *Service) changeFollow(ctx context.Context, viewer, target store.ID, kind storage.JobKind) error {
 	edge := func() (bool, error) {
 		if kind == storage.JobFollow {
-			return s.backend.Follow(ctx, viewer, target, s.clock())
+			changed, err := s.backend.Follow(ctx, viewer, target, s.clock())
+			if changed {
+				s.notify(ctx, store.NotifyFollowed, target, viewer, nil)
+			}
+			return changed, err
 		}
 		return s.backend.Unfollow(ctx, viewer, target)
 	}

@@ -39,6 +39,7 @@ func (s *Service) changeLike(ctx context.Context, viewer, id store.ID, like bool
 	switch {
 	case changed && like:
 		m.LikeCount++
+		s.notify(ctx, store.NotifyLiked, m.AuthorID, viewer, m)
 	case changed && m.LikeCount > 0:
 		m.LikeCount--
 	}

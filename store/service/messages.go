@@ -67,6 +67,7 @@ func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput
 		s.fanout.enqueue(job)
 	}
 	s.fanout.enqueueNotice(s.noticeOf(store.EventAdded, m, job != nil))
+	s.notifyPosted(ctx, m, false, nil)
 	return m, nil
 }
 
@@ -124,7 +125,8 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id store.ID, text str
 	if err := store.ValidateMessageText(text); err != nil {
 		return nil, err
 	}
-	if _, err := s.ownMessage(ctx, viewer, id); err != nil {
+	old, err := s.ownMessage(ctx, viewer, id)
+	if err != nil {
 		return nil, err
 	}
 	mentions, err := s.mentions(ctx, text)
@@ -140,6 +142,7 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id store.ID, text str
 		return nil, err
 	}
 	s.fanout.enqueueNotice(s.noticeOf(store.EventEdited, m, false))
+	s.notifyPosted(ctx, m, true, old.Mentions)
 	return m, nil
 }
 

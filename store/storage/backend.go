@@ -27,6 +27,7 @@ type Backend interface {
 	Follows
 	Messages
 	Likes
+	Notifications
 	Outboxes
 	Inboxes
 	Caches
@@ -133,6 +134,34 @@ type Likes interface {
 	// ListLikes returns the likes user made, newest first, within r (its
 	// From a like's ID).
 	ListLikes(ctx context.Context, user store.ID, r store.Range) ([]store.Like, error)
+}
+
+// Notifications stores each user's notifications feed: groups of
+// activities (see store.NotificationGroupKey) newest activity first, each
+// group's actors, and the feed's counts and read mark, O(1) to read.
+type Notifications interface {
+	// Notify adds n.Actor to the group n.Key of n.Owner's feed, creating
+	// the group if needed, in one atomic step (or, without transactions,
+	// steps that a retry or the owner's next Notify completes exactly
+	// once). A new actor counts once, moves the group to the top (its
+	// LatestID becomes n.ID) and makes it unread; an actor already in the
+	// group changes nothing (Changed false). It returns the group and the
+	// feed's counts after the change.
+	Notify(ctx context.Context, n Notice) (NotifyResult, error)
+	// ReadNotifications returns owner's groups within r (its From a
+	// group's LatestID), newest activity first, with the feed's counts; a
+	// Limit of 0 reads the counts only.
+	ReadNotifications(ctx context.Context, owner store.ID, r store.Range) ([]store.NotificationGroup, store.NotificationCounts, error)
+	// FindNotificationGroup returns owner's group of that ID, NOT_FOUND
+	// if owner has none.
+	FindNotificationGroup(ctx context.Context, owner, id store.ID) (*store.NotificationGroup, error)
+	// ListNotificationActors returns the actors of owner's group, newest
+	// first, within r (its From an actor's ID).
+	ListNotificationActors(ctx context.Context, owner, group store.ID, r store.Range) ([]store.NotificationActor, error)
+	// MarkNotificationsRead moves owner's read mark to mark if that is
+	// newer and recounts unread (the groups above the mark), and returns
+	// the counts.
+	MarkNotificationsRead(ctx context.Context, owner, mark store.ID) (store.NotificationCounts, error)
 }
 
 // Outboxes reads several authors' outboxes at once: fan-out on read.

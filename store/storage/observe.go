@@ -230,6 +230,41 @@ func (w *observed) ListLikes(ctx context.Context, user store.ID, r store.Range) 
 	return r0, err
 }
 
+func (w *observed) Notify(ctx context.Context, n Notice) (NotifyResult, error) {
+	start := time.Now()
+	r0, err := w.b.Notify(ctx, n)
+	w.o.Observe("Notify", start, err)
+	return r0, err
+}
+
+func (w *observed) ReadNotifications(ctx context.Context, owner store.ID, r store.Range) ([]store.NotificationGroup, store.NotificationCounts, error) {
+	start := time.Now()
+	r0, r1, err := w.b.ReadNotifications(ctx, owner, r)
+	w.o.Observe("ReadNotifications", start, err)
+	return r0, r1, err
+}
+
+func (w *observed) FindNotificationGroup(ctx context.Context, owner, id store.ID) (*store.NotificationGroup, error) {
+	start := time.Now()
+	r0, err := w.b.FindNotificationGroup(ctx, owner, id)
+	w.o.Observe("FindNotificationGroup", start, err)
+	return r0, err
+}
+
+func (w *observed) ListNotificationActors(ctx context.Context, owner, group store.ID, r store.Range) ([]store.NotificationActor, error) {
+	start := time.Now()
+	r0, err := w.b.ListNotificationActors(ctx, owner, group, r)
+	w.o.Observe("ListNotificationActors", start, err)
+	return r0, err
+}
+
+func (w *observed) MarkNotificationsRead(ctx context.Context, owner, mark store.ID) (store.NotificationCounts, error) {
+	start := time.Now()
+	r0, err := w.b.MarkNotificationsRead(ctx, owner, mark)
+	w.o.Observe("MarkNotificationsRead", start, err)
+	return r0, err
+}
+
 func (w *observed) FindOutbox(ctx context.Context, f OutboxFilter) ([]OutboxEntry, error) {
 	start := time.Now()
 	r0, err := w.b.FindOutbox(ctx, f)

@@ -81,6 +81,32 @@ const INBOX_EVENTS = `subscription InboxEvents {
 }
 ${MESSAGE}`;
 
+// A group of the notifications feed: "bob and 2 others liked your post".
+interface NotificationGroup {
+  id: string;
+  kind: 'FOLLOWED' | 'LIKED' | 'REPOSTED' | 'REPLIED' | 'MENTIONED';
+  count: number;
+  latestActors: { handle: string }[];
+  message: { id: string; text: string } | null;
+  latestAt: string;
+  unread: boolean;
+}
+
+interface NotificationEvent {
+  type: 'ADDED' | 'READ';
+  unreadCount: number;
+  totalCount: number;
+  edge: { cursor: string; node: NotificationGroup } | null;
+}
+
+const GROUP = 'id kind count latestActors { handle } message { id text } latestAt unread';
+const NOTIFICATIONS = `query Notifications($first: Int!) {
+  notifications(first: $first) { totalCount unreadCount edges { node { ${GROUP} } } }
+}`;
+const NOTIFICATION_EVENTS = `subscription NotificationEvents {
+  notificationEvents { type unreadCount totalCount edge { cursor node { ${GROUP} } } }
+}`;
+
 const el = {
   session: must('session'),
   viewer: must('viewer'),
@@ -106,11 +132,17 @@ const el = {
   inboxEmpty: must('inbox-empty'),
   loadMore: must<HTMLButtonElement>('load-more'),
   mine: must<HTMLOListElement>('mine'),
+  notifUnread: must('notif-unread'),
+  notifTotal: must('notif-total'),
+  notifMarkRead: must<HTMLButtonElement>('notif-mark-read'),
+  notifications: must<HTMLOListElement>('notifications'),
+  notifEmpty: must('notif-empty'),
 };
 
 let token: string | null = localStorage.getItem(TOKEN_KEY);
 let viewer: Author | null = null;
 let stopLive: (() => void) | null = null;
+let stopNotifs: (() => void) | null = null;
 let replyTo: Message | null = null;
 // The inbox as shown: its items in DOM order, and where the next page starts.
 const shown = new Map<string, Message>();
@@ -180,13 +212,16 @@ function showHome(v: Author): void {
   el.home.hidden = false;
   startLive();
   void act(null, async () => {
-    await Promise.all([loadInbox(), loadMine()]);
+    await Promise.all([loadInbox(), loadMine(), loadNotifications()]);
   });
 }
 
 function signOut(): void {
   stopLive?.();
   stopLive = null;
+  stopNotifs?.();
+  stopNotifs = null;
+  el.notifications.replaceChildren();
   token = null;
   viewer = null;
   localStorage.removeItem(TOKEN_KEY);
@@ -256,6 +291,77 @@ function startLive(): void {
     },
   });
 }
+
+// The notifications feed has its own subscription: the two lists are kept
+// apart, and a client may want only one.
+function startNotifications(): void {
+  stopNotifs?.();
+  if (!token) return;
+  stopNotifs = subscribe<{ notificationEvents: NotificationEvent }>(NOTIFICATION_EVENTS, token, {
+    event: (d) => onNotification(d.notificationEvents),
+    error: showError,
+    state: () => {},
+  });
+}
+
+function onNotification(ev: NotificationEvent): void {
+  setNotifCounts(ev.unreadCount, ev.totalCount);
+  if (ev.type === 'ADDED' && ev.edge) {
+    // A group that gained an actor keeps its id: it moves to the top.
+    el.notifications.querySelector(`li[data-id="${CSS.escape(ev.edge.node.id)}"]`)?.remove();
+    el.notifications.prepend(notificationItem(ev.edge.node));
+  } else if (ev.type === 'READ') {
+    for (const li of el.notifications.querySelectorAll('li.unread')) li.classList.remove('unread');
+  }
+  el.notifEmpty.hidden = el.notifications.children.length > 0;
+}
+
+function setNotifCounts(unread: number, total: number): void {
+  el.notifUnread.textContent = String(unread);
+  el.notifUnread.setAttribute('aria-label', `${unread} unread`);
+  el.notifUnread.hidden = unread === 0;
+  el.notifTotal.textContent = plural(total, 'notification');
+}
+
+const verbs: Record<NotificationGroup['kind'], string> = {
+  FOLLOWED: 'followed you',
+  LIKED: 'liked your message',
+  REPOSTED: 'reposted your message',
+  REPLIED: 'replied to you',
+  MENTIONED: 'mentioned you',
+};
+
+function notificationItem(g: NotificationGroup): HTMLLIElement {
+  const names = g.latestActors.map((a) => '@' + a.handle);
+  const others = g.count - 1;
+  const who = names.length === 0 ? plural(g.count, 'user') : others > 0 ? `${names[0]} and ${plural(others, 'other')}` : names[0];
+  return h(
+    'li',
+    { class: g.unread ? 'message unread' : 'message', 'data-testid': 'notification', 'data-id': g.id, 'data-kind': g.kind },
+    h('p', { class: 'byline' }, h('strong', { 'data-testid': 'notification-text' }, `${who} ${verbs[g.kind]}`), ' · ', h('time', { datetime: g.latestAt }, formatTime(g.latestAt))),
+    g.message ? h('p', { class: 'text' }, g.message.text) : null,
+  );
+}
+
+async function loadNotifications(): Promise<void> {
+  startNotifications();
+  const d = await gql<{ notifications: { totalCount: number; unreadCount: number; edges: { node: NotificationGroup }[] } }>(
+    NOTIFICATIONS,
+    { first: PAGE },
+    token,
+  );
+  el.notifications.replaceChildren(...d.notifications.edges.map((e) => notificationItem(e.node)));
+  el.notifEmpty.hidden = d.notifications.edges.length > 0;
+  setNotifCounts(d.notifications.unreadCount, d.notifications.totalCount);
+}
+
+el.notifMarkRead.addEventListener('click', () =>
+  void act(el.notifMarkRead, async () => {
+    const d = await gql<{ markNotificationsRead: number }>('mutation { markNotificationsRead }', {}, token);
+    el.notifUnread.textContent = String(d.markNotificationsRead);
+    el.notifUnread.hidden = d.markNotificationsRead === 0;
+  }),
+);
 
 function onEvent(ev: InboxEvent): void {
   setCounts(ev.unreadCount, ev.totalCount);

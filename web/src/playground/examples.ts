@@ -21,11 +21,16 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 #    the message in "messageId" (copy one from the inbox),
 #    Unlike takes it back; MyLikes lists what you like;
 #    Thread shows its replies and its thread's root.
+#    Notifications reads who followed, liked, replied to or
+#    mentioned you, grouped ("bob and 2 others liked your
+#    post"); MarkNotificationsRead clears its unread count.
 # 6. InboxEvents keeps a websocket open and shows each
 #    change to your inbox as it happens, until you press
 #    stop: ADDED (edge), EDITED (message), DELETED
 #    (deletedMessageId), REMOVED (removedMessageId: you
-#    unfollowed its author), READ.
+#    unfollowed its author), READ. NotificationEvents does
+#    the same for your notifications: ADDED (a group, new
+#    or moved to the top), READ.
 # 7. LogOut ends the token in the Headers pane at once,
 #    on every server: its websockets close with 4403.
 #    LogOutEverywhere ends every token of your account.
@@ -115,6 +120,38 @@ query Inbox($after: String) {
 
 mutation MarkRead {
   markInboxRead
+}
+
+query Notifications {
+  notifications(first: 20) {
+    totalCount
+    unreadCount
+    edges {
+      cursor
+      node {
+        id
+        kind
+        count
+        latestActors {
+          handle
+        }
+        message {
+          id
+          text
+        }
+        latestAt
+        unread
+      }
+    }
+    pageInfo {
+      hasNextPage
+      endCursor
+    }
+  }
+}
+
+mutation MarkNotificationsRead {
+  markNotificationsRead
 }
 
 mutation Like($messageId: ID!) {
@@ -212,6 +249,31 @@ subscription InboxEvents {
     }
     deletedMessageId
     removedMessageId
+  }
+}
+
+subscription NotificationEvents {
+  notificationEvents {
+    type
+    unreadCount
+    totalCount
+    edge {
+      cursor
+      node {
+        id
+        kind
+        count
+        latestActors {
+          handle
+        }
+        message {
+          id
+          text
+        }
+        latestAt
+        unread
+      }
+    }
   }
 }
 `;

@@ -1,0 +1,148 @@
+package service
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"herald/store"
+	"herald/store/storage"
+)
+
+// notifyTimeout bounds the notices a request writes after its activity.
+// They run without the request's cancellation: the activity is stored,
+// and a client that hung up must not cost its target the notification.
+const notifyTimeout = 5 * time.Second
+
+// notify writes the notice of one activity by actor to owner (no notice to
+// yourself) and tells owner's subscriptions if it changed the feed. The
+// activity (the like, the follow, the message) is stored before: the
+// notice is derived from it. A failure is logged, not returned, so it
+// never fails the activity; a crash between the two loses the notice,
+// never the activity. The notice's ID is made once, so the backend's
+// retries of it are harmless; a repeated activity (like, unlike, like
+// again) finds its actor in the group and changes nothing.
+func (s *Service) notify(ctx context.Context, kind store.NotificationKind, owner, actor store.ID, m *store.Message) {
+	if owner == actor || owner.IsZero() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
+	defer cancel()
+	now := s.clock()
+	n := storage.Notice{Owner: owner, Kind: kind, Actor: actor, ID: store.NewID(now)}
+	if m != nil {
+		n.Message = m.Key()
+	}
+	n.Key = store.NotificationGroupKey(kind, n.Message.ID, now)
+	res, err := s.backend.Notify(ctx, n)
+	if err != nil {
+		s.log.WarnContext(ctx, "notifying", "kind", kind, "owner", owner.String(), "err", err)
+		return
+	}
+	if res.Changed {
+		s.events.Publish(ctx, store.Event{Type: store.EventNotified, UserID: owner, Group: res.Group.ID, Counts: inboxCounts(res.Counts)})
+	}
+}
+
+// inboxCounts carries a feed's counts in an Event's Counts.
+func inboxCounts(c store.NotificationCounts) store.InboxCounts {
+	return store.InboxCounts{Total: c.Total, Unread: c.Unread, ReadMark: c.ReadMark}
+}
+
+// NotifyReposted tells m's author that actor reposted m: the entry point of
+// the repost mutation. Reposts of one message group as likes do.
+func (s *Service) NotifyReposted(ctx context.Context, actor store.ID, m *store.Message) {
+	s.notify(ctx, store.NotifyReposted, m.AuthorID, actor, m)
+}
+
+// notifyPosted notifies what a new message m tells others: its reply to
+// their message (REPLIED) and its mentions of them (MENTIONED), each user
+// once: the author replied to is not also told of a mention. An edit
+// tells only the users it newly mentions: before holds the mentions the
+// message had, whose users were told already.
+func (s *Service) notifyPosted(ctx context.Context, m *store.Message, edit bool, before []store.ID) {
+	if !edit && !m.ReplyToAuthorID.IsZero() {
+		s.notify(ctx, store.NotifyReplied, m.ReplyToAuthorID, m.AuthorID, m)
+	}
+	for _, u := range m.Mentions {
+		if u != m.ReplyToAuthorID && !slices.Contains(before, u) {
+			s.notify(ctx, store.NotifyMentioned, u, m.AuthorID, m)
+		}
+	}
+}
+
+// NotificationPage is a page of a notifications feed, newest activity
+// first, with the feed's counts. HasMore says whether more groups lie
+// beyond the page in the direction it was read.
+type NotificationPage struct {
+	Groups  []store.NotificationGroup
+	Counts  store.NotificationCounts
+	HasMore bool
+}
+
+// Notifications returns a page of owner's notifications feed within r (its
+// From a group's LatestID).
+func (s *Service) Notifications(ctx context.Context, owner store.ID, r store.Range) (NotificationPage, error) {
+	gs, c, err := s.backend.ReadNotifications(ctx, owner, plusOne(r))
+	if err != nil {
+		return NotificationPage{}, err
+	}
+	gs, more := trimPage(gs, r)
+	return NotificationPage{Groups: gs, Counts: c, HasMore: more}, nil
+}
+
+// NotificationCounts returns owner's feed counts.
+func (s *Service) NotificationCounts(ctx context.Context, owner store.ID) (store.NotificationCounts, error) {
+	_, c, err := s.backend.ReadNotifications(ctx, owner, store.Forward(store.NilID, 0))
+	return c, err
+}
+
+// NotificationGroup returns owner's group id: NOT_FOUND if owner has none
+// of that ID (another user's group included).
+func (s *Service) NotificationGroup(ctx context.Context, owner, id store.ID) (*store.NotificationGroup, error) {
+	return s.backend.FindNotificationGroup(ctx, owner, id)
+}
+
+// ActorPage is a page of a group's actors, newest first.
+type ActorPage struct {
+	Actors  []store.NotificationActor
+	HasMore bool
+}
+
+// NotificationActors returns a page of the actors of owner's group.
+func (s *Service) NotificationActors(ctx context.Context, owner, group store.ID, r store.Range) (ActorPage, error) {
+	as, more, err := readPage(r, func(r store.Range) ([]store.NotificationActor, error) {
+		return s.backend.ListNotificationActors(ctx, owner, group, r)
+	})
+	return ActorPage{Actors: as, HasMore: more}, err
+}
+
+// MarkNotificationsRead moves owner's read mark to group upTo's newest
+// activity (NOT_FOUND if owner has no such group), or to the newest
+// group's when upTo is NilID, and tells owner's subscriptions. Groups that
+// change while it runs stay unread.
+func (s *Service) MarkNotificationsRead(ctx context.Context, owner, upTo store.ID) (store.NotificationCounts, error) {
+	var mark store.ID
+	if upTo.IsZero() {
+		gs, c, err := s.backend.ReadNotifications(ctx, owner, store.Forward(store.NilID, 1))
+		if err != nil {
+			return c, err
+		}
+		if len(gs) == 0 {
+			return c, nil // nothing to mark
+		}
+		mark = gs[0].LatestID
+	} else {
+		g, err := s.backend.FindNotificationGroup(ctx, owner, upTo)
+		if err != nil {
+			return store.NotificationCounts{}, err
+		}
+		mark = g.LatestID
+	}
+	c, err := s.backend.MarkNotificationsRead(ctx, owner, mark)
+	if err != nil {
+		return c, err
+	}
+	s.events.Publish(ctx, store.Event{Type: store.EventNotificationsRead, UserID: owner, Counts: inboxCounts(c)})
+	return c, nil
+}

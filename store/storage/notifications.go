@@ -1,0 +1,25 @@
+package storage
+
+import "herald/store"
+
+// Notice is one activity to notify its owner of.
+type Notice struct {
+	Owner store.ID
+	Kind  store.NotificationKind
+	// Key is the group the activity joins (store.NotificationGroupKey).
+	Key   string
+	Actor store.ID
+	// Message is the message concerned (NilID for a follow).
+	Message store.MessageKey
+	// ID is the activity's ID, made from its time: the group's ID if the
+	// notice creates it, and its LatestID if the actor is new to it. A
+	// retry passes the same ID.
+	ID store.ID
+}
+
+// NotifyResult is what Notify did.
+type NotifyResult struct {
+	Group   store.NotificationGroup
+	Counts  store.NotificationCounts
+	Changed bool
+}

@@ -1,0 +1,286 @@
+import{g as w,c as v,w as I}from"./endpoint-DHTdaLEw.js";import{g as E,p as S,c as $,j as n,r as c,G as l,u as p,T as C}from"./vendor-Dv8STY8J.js";import"./runtime-Bpr93w1e.js";const T=`# Herald's GraphQL playground: one named operation per
+# step. Press the run button and pick one, or put the
+# cursor in it and press Ctrl-Enter. Variables are in the
+# Variables pane below; the Headers pane holds your token.
+#
+# 1. SignUp creates an account (LogIn signs in). Its token
+#    goes into the Headers pane as an Authorization header,
+#    sent with every request and in the websocket's
+#    connection_init. The key button sets a token by hand.
+# 2. FindUser looks someone up by handle: copy their id
+#    into "userId" in the Variables pane.
+# 3. Follow follows them: their posts reach your inbox.
+# 4. Post writes a message to your followers' inboxes;
+#    each @handle in it is a mention.
+# 5. Inbox reads your home timeline, newest first, with
+#    its counts; for the next page, pass its endCursor as
+#    "after". MarkRead clears the unread count. Like likes
+#    the message in "messageId" (copy one from the inbox),
+#    Unlike takes it back; MyLikes lists what you like;
+#    Thread shows its replies and its thread's root.
+#    Notifications reads who followed, liked, replied to or
+#    mentioned you, grouped ("bob and 2 others liked your
+#    post"); MarkNotificationsRead clears its unread count.
+# 6. InboxEvents keeps a websocket open and shows each
+#    change to your inbox as it happens, until you press
+#    stop: ADDED (edge), EDITED (message), DELETED
+#    (deletedMessageId), REMOVED (removedMessageId: you
+#    unfollowed its author), READ. NotificationEvents does
+#    the same for your notifications: ADDED (a group, new
+#    or moved to the top), READ.
+# 7. LogOut ends the token in the Headers pane at once,
+#    on every server: its websockets close with 4403.
+#    LogOutEverywhere ends every token of your account.
+
+mutation SignUp($handle: String!, $password: String!, $displayName: String) {
+  signUp(input: {handle: $handle, password: $password, displayName: $displayName}) {
+    token
+    expiresAt
+    user {
+      id
+      handle
+      displayName
+    }
+  }
+}
+
+mutation LogIn($handle: String!, $password: String!) {
+  logIn(input: {handle: $handle, password: $password}) {
+    token
+    expiresAt
+    user {
+      id
+      handle
+    }
+  }
+}
+
+query FindUser($followHandle: String!) {
+  user(handle: $followHandle) {
+    id
+    handle
+    displayName
+    followerCount
+    viewerFollows
+  }
+}
+
+mutation Follow($userId: ID!) {
+  follow(userId: $userId) {
+    handle
+    followerCount
+    viewerFollows
+  }
+}
+
+mutation Post($text: String!) {
+  postMessage(input: {text: $text}) {
+    id
+    text
+    createdAt
+    mentions {
+      handle
+    }
+  }
+}
+
+query Inbox($after: String) {
+  inbox(first: 20, after: $after) {
+    totalCount
+    unreadCount
+    rebuilding
+    edges {
+      deliveredAt
+      node {
+        id
+        text
+        kind
+        createdAt
+        editedAt
+        author {
+          handle
+          displayName
+        }
+        mentions {
+          handle
+        }
+        likeCount
+        viewerHasLiked
+      }
+    }
+    pageInfo {
+      hasNextPage
+      endCursor
+    }
+  }
+}
+
+mutation MarkRead {
+  markInboxRead
+}
+
+query Notifications {
+  notifications(first: 20) {
+    totalCount
+    unreadCount
+    edges {
+      cursor
+      node {
+        id
+        kind
+        count
+        latestActors {
+          handle
+        }
+        message {
+          id
+          text
+        }
+        latestAt
+        unread
+      }
+    }
+    pageInfo {
+      hasNextPage
+      endCursor
+    }
+  }
+}
+
+mutation MarkNotificationsRead {
+  markNotificationsRead
+}
+
+mutation Like($messageId: ID!) {
+  like(messageId: $messageId) {
+    id
+    likeCount
+    viewerHasLiked
+  }
+}
+
+mutation Unlike($messageId: ID!) {
+  unlike(messageId: $messageId) {
+    id
+    likeCount
+    viewerHasLiked
+  }
+}
+
+query MyLikes {
+  viewer {
+    likes(first: 20) {
+      edges {
+        likedAt
+        node {
+          id
+          text
+          likeCount
+          likedBy(first: 3) {
+            totalCount
+            edges {
+              node {
+                handle
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+query Thread($messageId: ID!) {
+  node(id: $messageId) {
+    ... on Message {
+      text
+      replyCount
+      root {
+        id
+        text
+      }
+      replies(first: 20) {
+        totalCount
+        edges {
+          node {
+            id
+            text
+            author {
+              handle
+            }
+            replyCount
+          }
+        }
+      }
+    }
+  }
+}
+
+mutation LogOut {
+  logOut
+}
+
+mutation LogOutEverywhere {
+  logOutEverywhere
+}
+
+subscription InboxEvents {
+  inboxEvents {
+    type
+    unreadCount
+    totalCount
+    edge {
+      cursor
+      deliveredAt
+      node {
+        id
+        text
+        author {
+          handle
+        }
+      }
+    }
+    message {
+      id
+      text
+    }
+    deletedMessageId
+    removedMessageId
+  }
+}
+
+subscription NotificationEvents {
+  notificationEvents {
+    type
+    unreadCount
+    totalCount
+    edge {
+      cursor
+      node {
+        id
+        kind
+        count
+        latestActors {
+          handle
+        }
+        message {
+          id
+          text
+        }
+        latestAt
+        unread
+      }
+    }
+  }
+}
+`,j=`{
+  "handle": "alice",
+  "password": "correct horse",
+  "displayName": "Alice",
+  "followHandle": "bob",
+  "userId": "paste the id FindUser returned",
+  "messageId": "paste a message id from Inbox",
+  "text": "Hello from the playground, @bob!",
+  "after": null
+}
+`;function m(e){if(e.trim()==="")return{};try{const t=JSON.parse(e);return t!==null&&typeof t=="object"&&!Array.isArray(t)?t:void 0}catch{return}}function k(e){for(const[t,o]of Object.entries(e??{}))if(t.toLowerCase()==="authorization"&&o!=null)return String(o);return""}function A(e,t){const o=m(e);if(!o)return;const s={};for(const[r,i]of Object.entries(o))r.toLowerCase()!=="authorization"&&(s[r]=i);return t!==""&&(s.Authorization=`Bearer ${t}`),Object.keys(s).length===0?"":JSON.stringify(s,null,2)}function y(e){const t=/^Bearer\s+(\S+)$/i.exec(k(m(e)).trim());return t?t[1]:""}const h=new Set;function N(e){return h.add(e),()=>h.delete(e)}function L(e){for(const t of h)t(e)}let u;function O(e){if(u?.authorization===e)return u.client;u?.client.dispose();const t=v({url:I(),connectionParams:e?{authorization:e}:{},retryAttempts:0});return u={authorization:e,client:t},t}function D(e,t){try{return E(t??S(e.query),e.operationName??void 0)?.operation==="subscription"}catch{return!1}}function M(e){if(Array.isArray(e))return e;if(e&&typeof e=="object"&&"code"in e){const t=e;return{message:`websocket closed: ${t.code}${t.reason?` ${t.reason}`:""}`}}return e instanceof Error?{message:e.message}:{message:"websocket failed (is the server running?)"}}async function q(e,t){const o={"Content-Type":"application/json",Accept:"application/graphql-response+json, application/json"};for(const[x,f]of Object.entries(t))f!=null&&(o[x]=String(f));const s=await fetch(w(),{method:"POST",headers:o,body:JSON.stringify(e)}),r=await s.text();let i;try{i=JSON.parse(r)}catch{return{errors:[{message:`HTTP ${s.status}: ${r.trim()}`}]}}const a=i.data,d=a?.signUp??a?.logIn;return d&&typeof d.token=="string"&&L({token:d.token,handle:String(d.user?.handle??"")}),i}const H=(e,t)=>{const o=t?.headers??{};if(!D(e,t?.documentAST))return q(e,o);const s=O(k(o));return{subscribe(r){return{unsubscribe:s.subscribe({query:e.query,operationName:e.operationName,variables:e.variables},{next:a=>r.next(a),error:a=>r.error(M(a)),complete:()=>r.complete()})}}}};function R(){return n.jsxs("svg",{className:"graphiql-toolbar-icon","aria-hidden":"true",viewBox:"0 0 24 24",fill:"none",stroke:"currentColor",strokeWidth:"1.5",children:[n.jsx("circle",{cx:"8",cy:"15",r:"4"}),n.jsx("path",{d:"M11 12l9-9M17 6l3 3M14 9l2 2"})]})}function b(){const e=p(t=>t.headerEditor);return t=>{if(!e)return;const o=A(e.getValue(),t);if(o===void 0){window.alert("The Headers pane must hold a JSON object (for example {}) before a token can be put in it.");return}e.setValue(o)}}function U(){const e=b();return c.useEffect(()=>N(({token:t})=>e(t))),null}function V(){const e=p(s=>s.headerEditor),t=b(),o=()=>{const s=y(e?.getValue()??""),r=window.prompt("Bearer token for HTTP requests and the websocket (empty to remove):",s);r!==null&&t(r.trim().replace(/^Bearer\s+/i,""))};return n.jsx(C,{label:"Set or clear the bearer token",onClick:o,"data-testid":"token-button",children:n.jsx(R,{})})}function F(){const e=p(r=>r.headerEditor),[t,o]=c.useState("");c.useEffect(()=>{if(!e)return;o(e.getValue());const r=e.onDidChangeModelContent(()=>o(e.getValue()));return()=>r.dispose()},[e]);const s=y(t);return n.jsx("p",{className:"herald-token-status","data-testid":"token-status",role:"status",children:s?`Signed in: requests and subscriptions carry the token …${s.slice(-8)} from the Headers pane.`:"No token: run SignUp or LogIn, or press the key button, to act as a user."})}const g=e=>localStorage.getItem(`graphiql:${e}`);function P(){return n.jsxs(l,{fetcher:H,initialQuery:g("query")??T,initialVariables:g("variables")??j,defaultEditorToolsVisibility:"variables",children:[n.jsx(l.Logo,{children:"Herald"}),n.jsx(l.Toolbar,{children:({prettify:e,merge:t,copy:o})=>n.jsxs(n.Fragment,{children:[e,t,o,n.jsx(V,{})]})}),n.jsx(l.Footer,{children:n.jsx(F,{})}),n.jsx(U,{})]})}$.createRoot(document.getElementById("graphiql")).render(n.jsx(c.StrictMode,{children:n.jsx(P,{})}));

@@ -287,12 +287,12 @@ func (r *queryResolver) UsersByAttribute(ctx context.Context, name string, value
 }
 
 // InboxEvents is the resolver for the inboxEvents field.
-func (r *subscriptionResolver) InboxEvents(ctx context.Context) (<-chan *model.InboxEvent, error) {
+func (r *subscriptionResolver) InboxEvents(ctx context.Context, after *string) (<-chan *model.InboxEvent, error) {
 	viewer, err := requireViewer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.inboxEvents(ctx, viewer)
+	return r.inboxEvents(ctx, viewer, after)
 }
 
 // ID is the resolver for the id field.

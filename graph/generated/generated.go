@@ -70,6 +70,7 @@ type ComplexityRoot struct {
 	}
 
 	InboxEvent struct {
+		Cursor           func(childComplexity int) int
 		DeletedMessageID func(childComplexity int) int
 		Edge             func(childComplexity int) int
 		Message          func(childComplexity int) int
@@ -152,7 +153,7 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		InboxEvents func(childComplexity int) int
+		InboxEvents func(childComplexity int, after *string) int
 	}
 
 	User struct {
@@ -232,7 +233,7 @@ type QueryResolver interface {
 	UsersByAttribute(ctx context.Context, name string, value string, first *int, after *string, last *int, before *string) (*model.UserConnection, error)
 }
 type SubscriptionResolver interface {
-	InboxEvents(ctx context.Context) (<-chan *model.InboxEvent, error)
+	InboxEvents(ctx context.Context, after *string) (<-chan *model.InboxEvent, error)
 }
 type UserResolver interface {
 	ID(ctx context.Context, obj *store.User) (string, error)
@@ -347,6 +348,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.InboxEdge.Node(childComplexity), true
 
+	case "InboxEvent.cursor":
+		if e.ComplexityRoot.InboxEvent.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxEvent.Cursor(childComplexity), true
 	case "InboxEvent.deletedMessageId":
 		if e.ComplexityRoot.InboxEvent.DeletedMessageID == nil {
 			break
@@ -777,7 +784,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			break
 		}
 
-		return e.ComplexityRoot.Subscription.InboxEvents(childComplexity), true
+		args, err := ec.field_Subscription_inboxEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.InboxEvents(childComplexity, args["after"].(*string)), true
 
 	case "User.attributes":
 		if e.ComplexityRoot.User.Attributes == nil {
@@ -1353,6 +1365,12 @@ type InboxEvent {
   unreadCount: Int!
   "The inbox's total count after the change."
   totalCount: Int!
+  """
+  Names this event: pass the last one received as ` + "`" + `after` + "`" + ` when subscribing
+  again (after a dropped connection) to get every event since, and none
+  twice. Opaque.
+  """
+  cursor: String!
 }
 
 "The entry points for reading."
@@ -1469,8 +1487,22 @@ type Subscription {
   """
   Live changes to the viewer's inbox, from the moment of subscribing. Requires
   sign-in (UNAUTHENTICATED otherwise).
+
+  ` + "`" + `after` + "`" + ` resumes: given the ` + "`" + `cursor` + "`" + ` of the last event received, the
+  subscription first sends, in order, every event of the viewer's inbox
+  since that one, then the live ones, with none missed and none twice. The
+  server keeps the viewer's events while they have a subscription and for
+  5 minutes after the last one ends, up to the newest 1,024; an event stays
+  for 5 minutes after the next one arrives. So a client that reconnects to
+  the same server within 5 minutes resumes, unless more than 1,024 events
+  came meanwhile; on another server of the same MongoDB, only if the viewer
+  had a subscription there in that time. When the server cannot prove it
+  has every event since the cursor (too old, too many since, from before a
+  restart, from another server, or not the viewer's), the subscription
+  fails at once with RESUME_EXPIRED: read the inbox again, then subscribe
+  without ` + "`" + `after` + "`" + `. A malformed cursor is BAD_USER_INPUT.
   """
-  inboxEvents: InboxEvent!
+  inboxEvents(after: String): InboxEvent!
 }
 `, BuiltIn: false},
 }
@@ -1548,6 +1580,8 @@ func (ec *executionContext) childFields_InboxEvent(ctx context.Context, field gr
 		return ec.fieldContext_InboxEvent_unreadCount(ctx, field)
 	case "totalCount":
 		return ec.fieldContext_InboxEvent_totalCount(ctx, field)
+	case "cursor":
+		return ec.fieldContext_InboxEvent_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type InboxEvent", field.Name)
 }
@@ -2183,6 +2217,20 @@ func (ec *executionContext) field_Query_usersByAttribute_args(ctx context.Contex
 		return nil, err
 	}
 	args["before"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_inboxEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
 	return args, nil
 }
 
@@ -2933,6 +2981,29 @@ func (ec *executionContext) _InboxEvent_totalCount(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_InboxEvent_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("InboxEvent", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _InboxEvent_cursor(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxEvent_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxEvent_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxEvent", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _LikeConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.LikeConnection) (ret graphql.Marshaler) {
@@ -4557,7 +4628,8 @@ func (ec *executionContext) _Subscription_inboxEvents(ctx context.Context, field
 			return ec.fieldContext_Subscription_inboxEvents(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Subscription().InboxEvents(ctx)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().InboxEvents(ctx, fc.Args["after"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.InboxEvent) graphql.Marshaler {
@@ -4567,7 +4639,7 @@ func (ec *executionContext) _Subscription_inboxEvents(ctx context.Context, field
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Subscription_inboxEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Subscription_inboxEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Subscription",
 		Field:      field,
@@ -4576,6 +4648,17 @@ func (ec *executionContext) fieldContext_Subscription_inboxEvents(_ context.Cont
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_InboxEvent(ctx, field)
 		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_inboxEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -6774,6 +6857,11 @@ func (ec *executionContext) _InboxEvent(ctx context.Context, sel ast.SelectionSe
 			}
 		case "totalCount":
 			out.Values[i] = ec._InboxEvent_totalCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "cursor":
+			out.Values[i] = ec._InboxEvent_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -25,7 +25,9 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 #    change to your inbox as it happens, until you press
 #    stop: ADDED (edge), EDITED (message), DELETED
 #    (deletedMessageId), REMOVED (removedMessageId: you
-#    unfollowed its author), READ.
+#    unfollowed its author), READ. To resume after a
+#    dropped connection, pass the last event's cursor as
+#    "after": you get what you missed, then live events.
 # 7. LogOut ends the token in the Headers pane at once,
 #    on every server: its websockets close with 4403.
 #    LogOutEverywhere ends every token of your account.
@@ -190,9 +192,10 @@ mutation LogOutEverywhere {
   logOutEverywhere
 }
 
-subscription InboxEvents {
-  inboxEvents {
+subscription InboxEvents($after: String) {
+  inboxEvents(after: $after) {
     type
+    cursor
     unreadCount
     totalCount
     edge {

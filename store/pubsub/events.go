@@ -219,6 +219,7 @@ func (h *Hub) SubscribeWith(ctx context.Context, userID store.ID, opts Subscribe
 		}
 		s.queue, s.replay, s.pumping = replay, len(replay), len(replay) > 0
 	}
+	replaying := s.pumping // read before s is shared
 	m := h.subs[userID]
 	if m == nil {
 		m = make(map[*hubSub]struct{})
@@ -230,7 +231,7 @@ func (h *Hub) SubscribeWith(ctx context.Context, userID store.ID, opts Subscribe
 		h.openLogLocked(userID)
 	}
 	h.mu.Unlock()
-	if s.replay > 0 {
+	if replaying {
 		go s.pump()
 	}
 

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 
 	"herald/store"
 )
@@ -22,6 +23,7 @@ const (
 	cursorReplies   cursorKind = 'r' // payload: the reply's store.ID (Message.replies)
 	cursorNotifs    cursorKind = 'n' // payload: the group's LatestID (Query.notifications)
 	cursorActors    cursorKind = 'y' // payload: the actor's activity store.ID (NotificationGroup.actors)
+	cursorEvent     cursorKind = 'e' // payload: the event's store.EventPosition (subscriptions)
 )
 
 // Cursors are base64url(kind byte + payload). They are opaque to clients and
@@ -90,4 +92,34 @@ func decodeIDCursor(kind cursorKind, after *string) (store.ID, error) {
 		return store.NilID, errInvalidCursor()
 	}
 	return id, nil
+}
+
+// eventCursorSize is the payload of an event cursor: the position's batch
+// id, then its index, big-endian.
+const eventCursorSize = len(store.ID{}) + 8
+
+// encodeEventCursor returns the cursor of the event at p.
+func encodeEventCursor(p store.EventPosition) string {
+	var raw [1 + eventCursorSize]byte
+	raw[0] = byte(cursorEvent)
+	copy(raw[1:], p.Batch[:])
+	binary.BigEndian.PutUint64(raw[1+len(p.Batch):], p.Index)
+	return base64.RawURLEncoding.EncodeToString(raw[:])
+}
+
+// decodeEventCursor returns the position in a subscription's `after`
+// argument; nil means from now (the zero position).
+func decodeEventCursor(after *string) (store.EventPosition, error) {
+	if after == nil {
+		return store.EventPosition{}, nil
+	}
+	b, err := decodeCursor(cursorEvent, eventCursorSize, *after)
+	if err != nil {
+		return store.EventPosition{}, err
+	}
+	p := store.EventPosition{Batch: store.ID(b[:len(store.ID{})]), Index: binary.BigEndian.Uint64(b[len(store.ID{}):])}
+	if p.IsZero() {
+		return store.EventPosition{}, errInvalidCursor()
+	}
+	return p, nil
 }

@@ -116,3 +116,27 @@ func TestEncodings(t *testing.T) {
 		}
 	}
 }
+
+func TestCursor_Event(t *testing.T) {
+	p := store.EventPosition{Batch: store.NewID(time.Now()), Index: 1<<40 + 7}
+	c := encodeEventCursor(p)
+	assert.Equal(t, encodeCursor(cursorEvent, append(p.Batch[:], 0, 0, 1, 0, 0, 0, 0, 7)), c)
+	got, err := decodeEventCursor(&c)
+	require.NoError(t, err)
+	assert.Equal(t, p, got)
+	got, err = decodeEventCursor(nil)
+	require.NoError(t, err)
+	assert.True(t, got.IsZero(), "no cursor: from now")
+
+	for name, bad := range map[string]string{
+		"Truncated": c[:len(c)-1],
+		"Zero":      encodeEventCursor(store.EventPosition{}),
+		"Inbox":     encodeIDCursor(cursorInbox, p.Batch),
+		"Garbage":   "nope",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := decodeEventCursor(&bad)
+			assert.Equal(t, store.EINVALID, store.ErrorCode(err))
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 
 	"herald/graph/model"
 	"herald/store"
+	"herald/store/pubsub"
 )
 
 // notifications returns a page of viewer's notifications feed, newest
@@ -134,11 +135,15 @@ func (r *Resolver) markNotificationsRead(ctx context.Context, viewer store.ID, u
 
 // notificationEvents subscribes to viewer's events and forwards those of
 // the notifications feed, as inboxEvents forwards the inbox's (the same
-// subscription machinery, the same ending rules).
-func (r *Resolver) notificationEvents(ctx context.Context, viewer store.ID) (<-chan *model.NotificationEvent, error) {
+// subscription machinery, resumption and ending rules).
+func (r *Resolver) notificationEvents(ctx context.Context, viewer store.ID, after *string) (<-chan *model.NotificationEvent, error) {
+	pos, err := decodeEventCursor(after)
+	if err != nil {
+		return nil, err
+	}
 	out := make(chan *model.NotificationEvent)
 	deliver := func(ev store.Event) bool {
-		ne := &model.NotificationEvent{Type: model.NotificationEventTypeRead, ReadMark: ev.Counts.ReadMark, UnreadCount: ev.Counts.Unread, TotalCount: ev.Counts.Total}
+		ne := &model.NotificationEvent{Type: model.NotificationEventTypeRead, ReadMark: ev.Counts.ReadMark, UnreadCount: ev.Counts.Unread, TotalCount: ev.Counts.Total, Cursor: encodeEventCursor(ev.Position)}
 		switch ev.Type {
 		case store.EventNotified:
 			ne.Type, ne.Group = model.NotificationEventTypeAdded, ev.Group
@@ -153,11 +158,15 @@ func (r *Resolver) notificationEvents(ctx context.Context, viewer store.ID) (<-c
 			return false
 		}
 	}
-	if err := r.Service.SubscribeFunc(ctx, viewer, deliver, func() { close(out) }); err != nil {
+	opts := pubsub.SubscribeOptions{After: pos, Filter: isNotificationEvent}
+	if err := r.Service.SubscribeWith(ctx, viewer, opts, deliver, func() { close(out) }); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
+
+// isNotificationEvent keeps the events notificationEvents delivers.
+func isNotificationEvent(ev store.Event) bool { return ev.Type.Notification() }
 
 // notificationEventEdge is an ADDED event's edge: the group as it is now,
 // with its cursor; nil for READ.

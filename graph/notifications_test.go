@@ -349,3 +349,90 @@ func TestSubscription_NotificationEventsUnauthenticated(t *testing.T) {
 		assert.Equal(t, 0, e.hub.Len())
 	})
 }
+
+func TestSubscription_NotificationEventsResume(t *testing.T) {
+	forBackends(t, testSubscriptionNotificationEventsResume)
+}
+
+// testSubscriptionNotificationEventsResume drops a notifications
+// subscription, makes two notifications and an inbox event while it is
+// away, and resumes after the last event it had: it gets exactly the two
+// notifications it missed, then live ones, none twice, and no inbox event.
+func testSubscriptionNotificationEventsResume(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, aliceID := mustSignUp(t, e, "alice")
+	bob, bobID := mustSignUp(t, e, "bob")
+	carol, _ := mustSignUp(t, e, "carol")
+	post := mustPost(t, e, alice, "hello")
+	mustFollow(t, e, alice, bobID)
+	waitFanOut(t, e)
+
+	const q = `subscription($after: String) { notificationEvents(after: $after) { type cursor edge { node { kind count } } } }`
+	type event struct {
+		NotificationEvents struct {
+			Type   string `json:"type"`
+			Cursor string `json:"cursor"`
+			Edge   *struct {
+				Node struct {
+					Kind  string `json:"kind"`
+					Count int    `json:"count"`
+				} `json:"node"`
+			} `json:"edge"`
+		} `json:"notificationEvents"`
+	}
+	recv := func(sub *client.Subscription) event {
+		t.Helper()
+		ch := make(chan event, 1)
+		errc := make(chan error, 1)
+		go func() {
+			var ev event
+			if err := sub.Next(&ev); err != nil {
+				errc <- err
+				return
+			}
+			ch <- ev
+		}()
+		select {
+		case ev := <-ch:
+			return ev
+		case err := <-errc:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no subscription event within 5s")
+		}
+		return event{}
+	}
+
+	sub := e.client.Websocket(q, opts(alice, nil)...)
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond)
+	mustLike(t, e, bob, post)
+	last := recv(sub).NotificationEvents
+	require.Equal(t, "ADDED", last.Type)
+	require.NotEmpty(t, last.Cursor)
+	require.NoError(t, sub.Close())
+	require.Eventually(t, func() bool { return e.hub.Len() == 0 }, 5*time.Second, 5*time.Millisecond)
+
+	// Away: carol likes (the group moves), bob follows, and bob posts (an
+	// inbox event, not this subscription's).
+	mustLike(t, e, carol, post)
+	mustFollow(t, e, bob, aliceID)
+	mustPost(t, e, bob, "for alice's inbox")
+	waitFanOut(t, e)
+
+	sub = e.client.Websocket(q, opts(alice, map[string]any{"after": last.Cursor})...)
+	t.Cleanup(func() { _ = sub.Close() })
+	got := []event{recv(sub), recv(sub)}
+	assert.Equal(t, "LIKED", got[0].NotificationEvents.Edge.Node.Kind)
+	assert.Equal(t, 2, got[0].NotificationEvents.Edge.Node.Count)
+	assert.Equal(t, "FOLLOWED", got[1].NotificationEvents.Edge.Node.Kind)
+	e.mustExec(t, alice, `mutation { markNotificationsRead }`, nil, nil)
+	assert.Equal(t, "READ", recv(sub).NotificationEvents.Type, "then live, with nothing replayed twice")
+
+	// A malformed cursor is BAD_USER_INPUT.
+	bad := e.client.Websocket(q, opts(alice, map[string]any{"after": "not a cursor"})...)
+	t.Cleanup(func() { _ = bad.Close() })
+	var ev event
+	err := bad.Next(&ev)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "BAD_USER_INPUT")
+}

@@ -335,21 +335,21 @@ func (r *queryResolver) Notifications(ctx context.Context, first *int, after *st
 }
 
 // InboxEvents is the resolver for the inboxEvents field.
-func (r *subscriptionResolver) InboxEvents(ctx context.Context) (<-chan *model.InboxEvent, error) {
+func (r *subscriptionResolver) InboxEvents(ctx context.Context, after *string) (<-chan *model.InboxEvent, error) {
 	viewer, err := requireViewer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.inboxEvents(ctx, viewer)
+	return r.inboxEvents(ctx, viewer, after)
 }
 
 // NotificationEvents is the resolver for the notificationEvents field.
-func (r *subscriptionResolver) NotificationEvents(ctx context.Context) (<-chan *model.NotificationEvent, error) {
+func (r *subscriptionResolver) NotificationEvents(ctx context.Context, after *string) (<-chan *model.NotificationEvent, error) {
 	viewer, err := requireViewer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.notificationEvents(ctx, viewer)
+	return r.notificationEvents(ctx, viewer, after)
 }
 
 // ID is the resolver for the id field.

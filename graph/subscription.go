@@ -5,9 +5,12 @@ import (
 
 	"herald/graph/model"
 	"herald/store"
+	"herald/store/pubsub"
 )
 
-// inboxEvents subscribes to viewer's inbox and forwards its events until ctx
+// inboxEvents subscribes to viewer's inbox, after the event the cursor
+// after names if set (replaying what the viewer missed since: see
+// pubsub.SubscribeOptions), and forwards its events until ctx
 // ends (the client unsubscribed or disconnected) or the hub ends the
 // subscription (this subscriber fell HubBuffer events behind, or the hub shut
 // down); then the hub calls end, which closes the returned channel and so
@@ -19,7 +22,11 @@ import (
 // An event carries only the message id: the message resolves when gqlgen
 // marshals the event, through loaders NewServer makes fresh for each event,
 // so it shows the message as it is then.
-func (r *Resolver) inboxEvents(ctx context.Context, viewer store.ID) (<-chan *model.InboxEvent, error) {
+func (r *Resolver) inboxEvents(ctx context.Context, viewer store.ID, after *string) (<-chan *model.InboxEvent, error) {
+	pos, err := decodeEventCursor(after)
+	if err != nil {
+		return nil, err
+	}
 	out := make(chan *model.InboxEvent)
 	deliver := func(ev store.Event) bool {
 		ie, ok := r.inboxEvent(ctx, viewer, ev)
@@ -33,7 +40,8 @@ func (r *Resolver) inboxEvents(ctx context.Context, viewer store.ID) (<-chan *mo
 			return false
 		}
 	}
-	if err := r.Service.SubscribeFunc(ctx, viewer, deliver, func() { close(out) }); err != nil {
+	opts := pubsub.SubscribeOptions{After: pos, Filter: isInboxEvent}
+	if err := r.Service.SubscribeWith(ctx, viewer, opts, deliver, func() { close(out) }); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -44,10 +52,7 @@ func (r *Resolver) inboxEvents(ctx context.Context, viewer store.ID) (<-chan *mo
 // have them read here; if that read fails the event is skipped (false),
 // which loses nothing: the change shows on the next read anyway.
 func (r *Resolver) inboxEvent(ctx context.Context, viewer store.ID, ev store.Event) (*model.InboxEvent, bool) {
-	if ev.Type.Notification() {
-		return nil, false // notificationEvents' to send
-	}
-	ie := &model.InboxEvent{Type: ev.Type, UnreadCount: ev.Counts.Unread, TotalCount: ev.Counts.Total}
+	ie := &model.InboxEvent{Type: ev.Type, UnreadCount: ev.Counts.Unread, TotalCount: ev.Counts.Total, Cursor: encodeEventCursor(ev.Position)}
 	if ev.Type != store.EventRead {
 		ie.MessageID, ie.AuthorID, ie.DeliveredAt = ev.MessageID, ev.AuthorID, ev.DeliveredAt
 	}
@@ -63,6 +68,10 @@ func (r *Resolver) inboxEvent(ctx context.Context, viewer store.ID, ev store.Eve
 	}
 	return ie, true
 }
+
+// isInboxEvent keeps the events inboxEvents delivers: the viewer's stream
+// may carry events of other kinds, for other subscriptions.
+func isInboxEvent(ev store.Event) bool { return ev.Type.IsInbox() }
 
 // eventMessageID is the global id of ev's message if ev is of type t, else
 // nil: each of an event's message id fields is set for its own type only,

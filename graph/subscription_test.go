@@ -1,12 +1,17 @@
 package graph_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/99designs/gqlgen/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"herald/graph"
+	"herald/store"
+	"herald/store/pubsub"
 )
 
 type inboxEvent struct {
@@ -24,6 +29,7 @@ type inboxEvent struct {
 		MessageID        *string `json:"messageId"`
 		UnreadCount      int     `json:"unreadCount"`
 		TotalCount       int     `json:"totalCount"`
+		Cursor           string  `json:"cursor"`
 		Message          *struct {
 			ID     string `json:"id"`
 			Text   string `json:"text"`
@@ -34,8 +40,8 @@ type inboxEvent struct {
 	} `json:"inboxEvents"`
 }
 
-const inboxEventsQuery = `subscription { inboxEvents { type edge { cursor deliveredAt node { id } } deletedMessageId removedMessageId
-	messageId unreadCount totalCount message { id text author { handle } } } }`
+const inboxEventsQuery = `subscription($after: String) { inboxEvents(after: $after) { type edge { cursor deliveredAt node { id } }
+	deletedMessageId removedMessageId messageId unreadCount totalCount cursor message { id text author { handle } } } }`
 
 // onlyFields checks that an event sets the fields of its own type and no
 // others, as a client cache applying it by field expects.
@@ -188,4 +194,132 @@ func testSubscription_Unauthenticated(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "UNAUTHENTICATED")
 	assert.Equal(t, 0, e.hub.Len())
+}
+
+// TestSubscription_Resume drops one of two subscriptions of the same
+// viewer, makes every kind of change while it is away, and resumes it with
+// the last cursor it received: it gets exactly what the one that stayed
+// got meanwhile, in the same order, then the live events, none twice.
+func TestSubscription_Resume(t *testing.T) { forStrategies(t, testSubscription_Resume) }
+
+func testSubscription_Resume(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, aliceID := mustSignUp(t, e, "alice")
+	bob, _ := mustSignUp(t, e, "bob")
+	mustFollow(t, e, bob, aliceID)
+
+	stayed := e.client.Websocket(inboxEventsQuery, opts(bob, nil)...)
+	t.Cleanup(func() { _ = stayed.Close() })
+	dropped := e.client.Websocket(inboxEventsQuery, opts(bob, nil)...)
+	require.Eventually(t, func() bool { return e.hub.Len() == 2 }, 5*time.Second, 5*time.Millisecond, "the subscriptions did not register")
+
+	mustPost(t, e, alice, "first")
+	ev := next(t, stayed)
+	require.Equal(t, ev, next(t, dropped), "both subscriptions see the same event, cursor included")
+	require.NotEmpty(t, ev.InboxEvents.Cursor)
+	cursor := ev.InboxEvents.Cursor
+	first := *ev.InboxEvents.MessageID
+	require.NoError(t, dropped.Close())
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond, "the dropped subscription did not end")
+
+	// While it is away: every kind of event, as the one that stayed sees it.
+	var missed []inboxEvent
+	see := func() { missed = append(missed, next(t, stayed)) }
+	second := mustPost(t, e, alice, "second")
+	see()
+	e.mustExec(t, alice, `mutation($id: ID!) { editMessage(id: $id, text: "first, edited") { id } }`, map[string]any{"id": first}, nil)
+	see()
+	e.mustExec(t, bob, `mutation { markInboxRead }`, nil, nil)
+	see()
+	e.mustExec(t, alice, `mutation($id: ID!) { deleteMessage(id: $id) }`, map[string]any{"id": first}, nil)
+	see()
+	e.mustExec(t, bob, `mutation($id: ID!) { unfollow(userId: $id) { id } }`, map[string]any{"id": aliceID}, nil)
+	if strategyOf(t).Layout().Stores() {
+		see()
+		require.Equal(t, second, *missed[len(missed)-1].InboxEvents.RemovedMessageID)
+	}
+	types, want := []string{}, []string{"ADDED", "EDITED", "READ", "DELETED"}
+	if strategyOf(t).Layout().Stores() {
+		want = append(want, "REMOVED")
+	}
+	for _, m := range missed {
+		types = append(types, m.InboxEvents.Type)
+	}
+	require.Equal(t, want, types)
+
+	resumed := e.client.Websocket(inboxEventsQuery, opts(bob, map[string]any{"after": cursor})...)
+	t.Cleanup(func() { _ = resumed.Close() })
+	// The events resolve now, not when they happened: a message deleted
+	// since is null, counts a strategy reads are today's. Which events, in
+	// which order, naming which messages, is what must match.
+	for i, want := range missed {
+		got := next(t, resumed)
+		assert.Equal(t, eventKey(want), eventKey(got), "missed event %d", i)
+	}
+	// Then live, and nothing twice: the next event is the new one.
+	e.mustExec(t, bob, `mutation { markInboxRead }`, nil, nil)
+	live := next(t, stayed)
+	assert.Equal(t, live, next(t, resumed))
+	assert.Equal(t, "READ", live.InboxEvents.Type)
+	require.NoError(t, resumed.Close())
+}
+
+// eventKey is what identifies an event: its type, cursor and messages.
+func eventKey(ev inboxEvent) []string {
+	e := ev.InboxEvents
+	deref := func(s *string) string {
+		if s == nil {
+			return ""
+		}
+		return *s
+	}
+	edge := ""
+	if e.Edge != nil {
+		edge = e.Edge.Node.ID
+	}
+	return []string{e.Type, e.Cursor, deref(e.MessageID), edge, deref(e.DeletedMessageID), deref(e.RemovedMessageID)}
+}
+
+func TestSubscription_ResumeRefused(t *testing.T) { forBackends(t, testSubscription_ResumeRefused) }
+
+func testSubscription_ResumeRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, _ := mustSignUp(t, e, "alice")
+	bob, bobID := mustSignUp(t, e, "bob")
+	carol, carolID := mustSignUp(t, e, "carol")
+	subscribe := func(token string, after any) *client.Subscription {
+		sub := e.client.Websocket(inboxEventsQuery, opts(token, map[string]any{"after": after})...)
+		t.Cleanup(func() { _ = sub.Close() })
+		return sub
+	}
+	refused := func(token, after, code string) {
+		t.Helper()
+		var ev inboxEvent
+		err := subscribe(token, after).Next(&ev)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), code)
+	}
+	onAlice, onBob, onCarol := subscribe(alice, nil), subscribe(bob, nil), subscribe(carol, nil)
+	require.Eventually(t, func() bool { return e.hub.Len() == 3 }, 5*time.Second, 5*time.Millisecond)
+	e.mustExec(t, alice, `mutation { markInboxRead }`, nil, nil)
+	e.mustExec(t, bob, `mutation { markInboxRead }`, nil, nil)
+	alices, bobs := next(t, onAlice).InboxEvents.Cursor, next(t, onBob).InboxEvents.Cursor
+
+	refused(bob, "nope", "BAD_USER_INPUT")
+	refused(bob, alices[:len(alices)-1], "BAD_USER_INPUT")
+	refused(bob, alices, "RESUME_EXPIRED") // not bob's event: nothing of alice's is replayed to him
+
+	// More events than a log holds since bob's cursor: the first ones are
+	// gone. carol's event, last in the same publish, says they were routed.
+	bobStore, err := graph.ParseUserIDForTest(bobID)
+	require.NoError(t, err)
+	carolStore, err := graph.ParseUserIDForTest(carolID)
+	require.NoError(t, err)
+	evs := make([]store.Event, pubsub.DefaultRetainEvents+1)
+	for i := range evs {
+		evs[i] = store.Event{Type: store.EventRead, UserID: bobStore}
+	}
+	e.hub.Publish(context.Background(), append(evs, store.Event{Type: store.EventRead, UserID: carolStore})...)
+	next(t, onCarol)
+	refused(bob, bobs, "RESUME_EXPIRED")
 }

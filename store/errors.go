@@ -17,6 +17,11 @@ const (
 	// refused until space is freed; reads still work. Nothing is lost: a
 	// write refused this way did not happen.
 	ESTORAGEFULL = "STORAGE_FULL"
+	// ERESUMEEXPIRED: a subscription's `after` cursor names an event the
+	// server no longer keeps (too old, evicted, from before a restart, or
+	// not the viewer's), so it cannot prove it would replay every event
+	// since. The client reads the inbox again, then subscribes without it.
+	ERESUMEEXPIRED = "RESUME_EXPIRED"
 )
 
 // Error is the one error type the domain reports to clients. Message is safe to

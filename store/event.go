@@ -59,4 +59,33 @@ type Event struct {
 	Subject ID
 	// Group is the notification group of an EventNotified.
 	Group ID
+	// Position is where the event stands in the stream its hub delivers,
+	// set by the hub (or, on MongoDB, by the events document that carried
+	// it): a subscription resumes after the event a position names.
+	Position EventPosition
+}
+
+// EventPosition names one event of a hub's stream. It is unique, the same
+// in every process that receives the event, and says nothing of order:
+// only the hub that retained the events knows which came after it.
+type EventPosition struct {
+	// Batch is the id of the events document that carried the event
+	// (MongoDB), or the epoch of the process's hub (in process).
+	Batch ID
+	// Index is the event's index in its document (MongoDB), or its
+	// sequence number in the hub's epoch (in process).
+	Index uint64
+}
+
+// IsZero reports whether p names no event.
+func (p EventPosition) IsZero() bool { return p == EventPosition{} }
+
+// IsInbox reports whether t is one of the types the inboxEvents
+// subscription delivers.
+func (t EventType) IsInbox() bool {
+	switch t {
+	case EventAdded, EventEdited, EventDeleted, EventRemoved, EventRead:
+		return true
+	}
+	return false
 }

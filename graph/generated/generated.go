@@ -72,6 +72,7 @@ type ComplexityRoot struct {
 	}
 
 	InboxEvent struct {
+		Cursor           func(childComplexity int) int
 		DeletedMessageID func(childComplexity int) int
 		Edge             func(childComplexity int) int
 		Message          func(childComplexity int) int
@@ -151,6 +152,7 @@ type ComplexityRoot struct {
 	}
 
 	NotificationEvent struct {
+		Cursor      func(childComplexity int) int
 		Edge        func(childComplexity int) int
 		TotalCount  func(childComplexity int) int
 		Type        func(childComplexity int) int
@@ -186,8 +188,8 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		InboxEvents        func(childComplexity int) int
-		NotificationEvents func(childComplexity int) int
+		InboxEvents        func(childComplexity int, after *string) int
+		NotificationEvents func(childComplexity int, after *string) int
 	}
 
 	User struct {
@@ -281,8 +283,8 @@ type QueryResolver interface {
 	Notifications(ctx context.Context, first *int, after *string, last *int, before *string) (*model.NotificationConnection, error)
 }
 type SubscriptionResolver interface {
-	InboxEvents(ctx context.Context) (<-chan *model.InboxEvent, error)
-	NotificationEvents(ctx context.Context) (<-chan *model.NotificationEvent, error)
+	InboxEvents(ctx context.Context, after *string) (<-chan *model.InboxEvent, error)
+	NotificationEvents(ctx context.Context, after *string) (<-chan *model.NotificationEvent, error)
 }
 type UserResolver interface {
 	ID(ctx context.Context, obj *store.User) (string, error)
@@ -397,6 +399,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.InboxEdge.Node(childComplexity), true
 
+	case "InboxEvent.cursor":
+		if e.ComplexityRoot.InboxEvent.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxEvent.Cursor(childComplexity), true
 	case "InboxEvent.deletedMessageId":
 		if e.ComplexityRoot.InboxEvent.DeletedMessageID == nil {
 			break
@@ -783,6 +791,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.NotificationEdge.Node(childComplexity), true
 
+	case "NotificationEvent.cursor":
+		if e.ComplexityRoot.NotificationEvent.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationEvent.Cursor(childComplexity), true
 	case "NotificationEvent.edge":
 		if e.ComplexityRoot.NotificationEvent.Edge == nil {
 			break
@@ -966,13 +980,23 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			break
 		}
 
-		return e.ComplexityRoot.Subscription.InboxEvents(childComplexity), true
+		args, err := ec.field_Subscription_inboxEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.InboxEvents(childComplexity, args["after"].(*string)), true
 	case "Subscription.notificationEvents":
 		if e.ComplexityRoot.Subscription.NotificationEvents == nil {
 			break
 		}
 
-		return e.ComplexityRoot.Subscription.NotificationEvents(childComplexity), true
+		args, err := ec.field_Subscription_notificationEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.NotificationEvents(childComplexity, args["after"].(*string)), true
 
 	case "User.attributes":
 		if e.ComplexityRoot.User.Attributes == nil {
@@ -1555,6 +1579,12 @@ type NotificationEvent {
   unreadCount: Int!
   "The feed's total count after the change."
   totalCount: Int!
+  """
+  Names this event: pass the last one received as ` + "`" + `after` + "`" + ` when subscribing
+  again (after a dropped connection) to get every event since, and none
+  twice, as ` + "`" + `inboxEvents` + "`" + ` does. Opaque.
+  """
+  cursor: String!
 }
 
 "What a new user supplies to sign up."
@@ -1606,7 +1636,12 @@ input PostMessageInput {
 
 "What happened in the viewer's inbox."
 enum InboxEventType {
-  "An item arrived: ` + "`" + `edge` + "`" + ` is the new edge, to insert at its cursor."
+  """
+  An item arrived: ` + "`" + `edge` + "`" + ` is the new edge. A new message is the newest item
+  (Relay: ` + "`" + `@prependEdge` + "`" + `); an item a follow's backfill brings is an older
+  message, which sorts below newer items: a client that keeps the order
+  inserts it by its node's ` + "`" + `createdAt` + "`" + `, or refetches.
+  """
   ADDED
   "A message in the inbox was edited: ` + "`" + `message` + "`" + ` is the message as it is now."
   EDITED
@@ -1645,18 +1680,36 @@ type InboxEvent {
   the message was deleted before the event was sent.
   """
   message: Message
-  "DELETED only: the global id of the message that no longer exists."
+  """
+  DELETED only: the global id of the message that no longer exists. Relay
+  takes it out of its connections with ` + "`" + `@deleteEdge(connections:)` + "`" + ` on an
+  alias of this field, placed before ` + "`" + `@deleteRecord` + "`" + ` on the field itself
+  (` + "`" + `@deleteRecord` + "`" + ` alone leaves an edge with a null node).
+  """
   deletedMessageId: ID
-  "REMOVED only: the global id of the message whose item left this inbox."
+  """
+  REMOVED only: the global id of the message whose item left this inbox
+  (Relay: ` + "`" + `@deleteEdge(connections:)` + "`" + `; the message still exists).
+  """
   removedMessageId: ID
   """
   The global id of the message concerned, null for READ.
   """
   messageId: ID @deprecated(reason: "Set for every type but READ. Use ` + "`" + `edge.node.id` + "`" + ` (ADDED), ` + "`" + `message.id` + "`" + ` (EDITED), ` + "`" + `deletedMessageId` + "`" + ` (DELETED) or ` + "`" + `removedMessageId` + "`" + ` (REMOVED), each set only for its own type.")
-  "The inbox's unread count after the change."
+  """
+  The inbox's unread count after the change. It is the event's own field:
+  a client cache shows it on the inbox connection's count by an updater (or
+  a refetch); no directive copies it there.
+  """
   unreadCount: Int!
   "The inbox's total count after the change."
   totalCount: Int!
+  """
+  Names this event: pass the last one received as ` + "`" + `after` + "`" + ` when subscribing
+  again (after a dropped connection) to get every event since, and none
+  twice. Opaque.
+  """
+  cursor: String!
 }
 
 "The entry points for reading."
@@ -1793,14 +1846,31 @@ type Subscription {
   """
   Live changes to the viewer's inbox, from the moment of subscribing. Requires
   sign-in (UNAUTHENTICATED otherwise).
+
+  ` + "`" + `after` + "`" + ` resumes: given the ` + "`" + `cursor` + "`" + ` of the last event received, the
+  subscription first sends, in order, every event of the viewer's inbox
+  since that one, then the live ones, with none missed and none twice. The
+  server keeps the viewer's events while they have a subscription and for
+  5 minutes after the last one ends, up to the newest 1,024; an event stays
+  for 5 minutes after the next one arrives. So a client that reconnects to
+  the same server within 5 minutes resumes, unless more than 1,024 events
+  came meanwhile; on another server of the same MongoDB, only if the viewer
+  had a subscription there in that time. When the server cannot prove it
+  has every event since the cursor (too old, too many since, from before a
+  restart, from another server, or not the viewer's), the subscription
+  fails at once with RESUME_EXPIRED: read the inbox again, then subscribe
+  without ` + "`" + `after` + "`" + `. A malformed cursor is BAD_USER_INPUT.
   """
-  inboxEvents: InboxEvent!
+  inboxEvents(after: String): InboxEvent!
   """
   Live changes to the viewer's notifications feed, from the moment of
   subscribing. Requires sign-in (UNAUTHENTICATED otherwise). Over
-  graphql-transport-ws it shares the socket with ` + "`" + `inboxEvents` + "`" + `.
+  graphql-transport-ws it shares the socket with ` + "`" + `inboxEvents` + "`" + `. ` + "`" + `after` + "`" + `
+  resumes after the event with that cursor, on the terms of ` + "`" + `inboxEvents` + "`" + `
+  (the same window, the same RESUME_EXPIRED); a cursor of either
+  subscription's events may be given to either.
   """
-  notificationEvents: NotificationEvent!
+  notificationEvents(after: String): NotificationEvent!
 }
 `, BuiltIn: false},
 }
@@ -1878,6 +1948,8 @@ func (ec *executionContext) childFields_InboxEvent(ctx context.Context, field gr
 		return ec.fieldContext_InboxEvent_unreadCount(ctx, field)
 	case "totalCount":
 		return ec.fieldContext_InboxEvent_totalCount(ctx, field)
+	case "cursor":
+		return ec.fieldContext_InboxEvent_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type InboxEvent", field.Name)
 }
@@ -1994,6 +2066,8 @@ func (ec *executionContext) childFields_NotificationEvent(ctx context.Context, f
 		return ec.fieldContext_NotificationEvent_unreadCount(ctx, field)
 	case "totalCount":
 		return ec.fieldContext_NotificationEvent_totalCount(ctx, field)
+	case "cursor":
+		return ec.fieldContext_NotificationEvent_cursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type NotificationEvent", field.Name)
 }
@@ -2663,6 +2737,34 @@ func (ec *executionContext) field_Query_usersByAttribute_args(ctx context.Contex
 		return nil, err
 	}
 	args["before"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_inboxEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_notificationEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
 	return args, nil
 }
 
@@ -3413,6 +3515,29 @@ func (ec *executionContext) _InboxEvent_totalCount(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_InboxEvent_totalCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("InboxEvent", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _InboxEvent_cursor(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxEvent_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InboxEvent_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InboxEvent", field, false, false, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _LikeConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.LikeConnection) (ret graphql.Marshaler) {
@@ -4918,6 +5043,29 @@ func (ec *executionContext) fieldContext_NotificationEvent_totalCount(_ context.
 	return graphql.NewScalarFieldContext("NotificationEvent", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
+func (ec *executionContext) _NotificationEvent_cursor(ctx context.Context, field graphql.CollectedField, obj *model.NotificationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationEvent_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationEvent_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationEvent", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
 func (ec *executionContext) _NotificationGroup_id(ctx context.Context, field graphql.CollectedField, obj *model.NotificationGroup) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -5614,7 +5762,8 @@ func (ec *executionContext) _Subscription_inboxEvents(ctx context.Context, field
 			return ec.fieldContext_Subscription_inboxEvents(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Subscription().InboxEvents(ctx)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().InboxEvents(ctx, fc.Args["after"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.InboxEvent) graphql.Marshaler {
@@ -5624,7 +5773,7 @@ func (ec *executionContext) _Subscription_inboxEvents(ctx context.Context, field
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Subscription_inboxEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Subscription_inboxEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Subscription",
 		Field:      field,
@@ -5633,6 +5782,17 @@ func (ec *executionContext) fieldContext_Subscription_inboxEvents(_ context.Cont
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_InboxEvent(ctx, field)
 		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_inboxEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -5646,7 +5806,8 @@ func (ec *executionContext) _Subscription_notificationEvents(ctx context.Context
 			return ec.fieldContext_Subscription_notificationEvents(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.Subscription().NotificationEvents(ctx)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().NotificationEvents(ctx, fc.Args["after"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.NotificationEvent) graphql.Marshaler {
@@ -5656,7 +5817,7 @@ func (ec *executionContext) _Subscription_notificationEvents(ctx context.Context
 		true,
 	)
 }
-func (ec *executionContext) fieldContext_Subscription_notificationEvents(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Subscription_notificationEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Subscription",
 		Field:      field,
@@ -5665,6 +5826,17 @@ func (ec *executionContext) fieldContext_Subscription_notificationEvents(_ conte
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_NotificationEvent(ctx, field)
 		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_notificationEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -7873,6 +8045,11 @@ func (ec *executionContext) _InboxEvent(ctx context.Context, sel ast.SelectionSe
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "cursor":
+			out.Values[i] = ec._InboxEvent_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -8740,6 +8917,11 @@ func (ec *executionContext) _NotificationEvent(ctx context.Context, sel ast.Sele
 			}
 		case "totalCount":
 			out.Values[i] = ec._NotificationEvent_totalCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "cursor":
+			out.Values[i] = ec._NotificationEvent_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -32,6 +32,8 @@ type InboxEvent struct {
 	UnreadCount int
 	// TotalCount is the inbox's total count after the change.
 	TotalCount int
+	// Cursor names the event, to resume after it.
+	Cursor string
 }
 
 // UserConnection is a page of users. It is hand-written so that totalCount

@@ -21,4 +21,6 @@ type NotificationEvent struct {
 	ReadMark    store.ID
 	UnreadCount int
 	TotalCount  int
+	// Cursor names the event, to resume after it.
+	Cursor string
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,4 +100,130 @@ func TestSubscribe_Errors(t *testing.T) {
 	err = Subscribe(context.Background(), []string{"-url", servertest.WSURL(ts.URL), "-token", "nonsense"}, noEnv, io.Discard, io.Discard)
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "4403"), "refused with 4403: %v", err)
+}
+
+// TestSubscribe_Resume cuts the command's connection to the real server
+// and holds its reconnect while messages arrive: once it reconnects, it
+// prints exactly the events it missed, then the live ones, none twice.
+func TestSubscribe_Resume(t *testing.T) {
+	ts := servertest.New(t, nil)
+	alice, bob := servertest.MustSignUp(t, ts.URL, "alice"), servertest.MustSignUp(t, ts.URL, "bob")
+	servertest.MustFollow(t, ts.URL, bob, alice)
+
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	hold := make(chan struct{})
+	netDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		n := len(conns)
+		mu.Unlock()
+		if n == 1 { // the reconnect waits for the test
+			select {
+			case <-hold:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+		return c, err
+	}
+	t.Cleanup(func() { netDial = (&net.Dialer{}).DialContext })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Subscribe(ctx, []string{"-url", servertest.WSURL(ts.URL), "-token", bob.Token}, servertest.Env(), outW, errW)
+		outW.Close()
+		errW.Close()
+	}()
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	notes := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(errR)
+		for sc.Scan() {
+			notes <- sc.Text()
+		}
+		close(notes)
+	}()
+	note := func(want string) {
+		t.Helper()
+		for {
+			select {
+			case l := <-notes:
+				if strings.Contains(l, want) {
+					return
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no %q on stderr", want)
+			}
+		}
+	}
+	text := func() string {
+		t.Helper()
+		select {
+		case l := <-lines:
+			var ev struct {
+				InboxEvents struct {
+					Type    string
+					Cursor  string
+					Message struct{ Text string }
+				}
+			}
+			require.NoError(t, json.Unmarshal([]byte(l), &ev), l)
+			assert.Equal(t, "ADDED", ev.InboxEvents.Type)
+			assert.NotEmpty(t, ev.InboxEvents.Cursor)
+			return ev.InboxEvents.Message.Text
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event printed")
+			return ""
+		}
+	}
+
+	note("subscribed to inboxEvents;")
+	require.Eventually(t, func() bool { return ts.Hub.Len() == 1 }, 10*time.Second, time.Millisecond)
+	servertest.MustPost(t, ts.URL, alice, "one")
+	assert.Equal(t, "one", text())
+
+	mu.Lock()
+	require.NoError(t, conns[0].Close())
+	mu.Unlock()
+	require.Eventually(t, func() bool { return ts.Hub.Len() == 0 }, 10*time.Second, time.Millisecond, "the server saw the connection drop")
+	servertest.MustPost(t, ts.URL, alice, "two")
+	servertest.MustPost(t, ts.URL, alice, "three")
+	servertest.WaitIdle(t, ts.Svc) // their events are out, with nobody there to get them
+	close(hold)
+	note("resuming after the last event")
+	assert.Equal(t, "two", text())
+	assert.Equal(t, "three", text())
+	servertest.MustPost(t, ts.URL, alice, "four")
+	assert.Equal(t, "four", text(), "then live, nothing twice")
+
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("subscribe did not stop")
+	}
+	for range lines {
+	}
+	for range notes {
+	}
 }

@@ -47,6 +47,10 @@ import (
 //
 // Zero counts and false flags are left out: EDITED carries none (see
 // store.Event).
+// An event's position (store.EventPosition, which subscription cursors
+// carry) is its document's _id and its index in e: every process reads the
+// same documents in the same order, so a position names the same event in
+// all of them.
 // Documents expire through the TTL index on x; they only need to live long
 // enough for every process to read them, and a process that was away longer
 // than that resumes from "now" (inboxes, not events, are the truth).
@@ -146,6 +150,9 @@ type EventsOptions struct {
 	MaxBackoff time.Duration
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
+	// Hub configures the local hub's retention of events for resuming
+	// subscriptions; its clock is Now.
+	Hub pubsub.HubOptions
 }
 
 // Events is the pubsub.Events of Herald processes sharing one MongoDB:
@@ -192,11 +199,14 @@ func NewEvents(db lungo.IDatabase, opts EventsOptions) *Events {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Hub.Now == nil {
+		opts.Hub.Now = opts.Now
+	}
 	_, embedded := db.(*lungo.Database)
 	return &Events{
 		coll:     db.Collection(collEvents),
 		embedded: embedded,
-		hub:      pubsub.NewHub(),
+		hub:      pubsub.NewHubWith(opts.Hub),
 		log:      opts.Logger,
 		opts:     opts,
 	}
@@ -259,6 +269,17 @@ func (e *Events) Subscribe(ctx context.Context, userID store.ID) (<-chan store.E
 // idle subscriber costs no goroutine here either.
 func (e *Events) SubscribeFunc(ctx context.Context, userID store.ID, deliver func(store.Event) bool, end func()) error {
 	return e.hub.SubscribeFunc(ctx, userID, deliver, end)
+}
+
+// SubscribeWith implements pubsub.Events through the local hub. Every
+// process's hub receives the same events in the same order, each
+// positioned by its events document's id and its index there, so a
+// position names the same event everywhere: a subscription resumes in any
+// process that retained the user's events since it, which a process does
+// while the user has a subscription there and for a while after (see
+// pubsub.HubOptions).
+func (e *Events) SubscribeWith(ctx context.Context, userID store.ID, opts pubsub.SubscribeOptions, deliver func(store.Event) bool, end func()) error {
+	return e.hub.SubscribeWith(ctx, userID, opts, deliver, end)
 }
 
 // Len returns the number of open subscriptions in this process.
@@ -495,8 +516,9 @@ func (e *Events) drain(ctx context.Context, cs lungo.IChangeStream, p *position)
 // deliver hands one document's events to the hub, which never blocks.
 func (e *Events) deliver(ctx context.Context, d eventsDoc) {
 	evs := make([]store.Event, 0, len(d.Events))
-	for _, ed := range d.Events {
+	for i, ed := range d.Events {
 		if ev, ok := ed.event(); ok {
+			ev.Position = store.EventPosition{Batch: store.ID(d.ID), Index: uint64(i)}
 			evs = append(evs, ev)
 		} else {
 			// A newer Herald may publish types this one does not know.

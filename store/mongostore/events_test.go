@@ -83,7 +83,18 @@ func subscribe(t *testing.T, e *Events, user store.ID) <-chan store.Event {
 	return ch
 }
 
+// mustRecv returns the next event of ch without its position, which it
+// checks is set, so that tests compare what was published.
 func mustRecv(t *testing.T, ch <-chan store.Event) store.Event {
+	t.Helper()
+	ev := mustRecvAt(t, ch)
+	assert.False(t, ev.Position.IsZero(), "a delivered event carries its position")
+	ev.Position = store.EventPosition{}
+	return ev
+}
+
+// mustRecvAt returns the next event of ch, position included.
+func mustRecvAt(t *testing.T, ch <-chan store.Event) store.Event {
 	t.Helper()
 	select {
 	case ev, ok := <-ch:
@@ -396,4 +407,52 @@ func TestEventDoc_RoundTrip(t *testing.T) {
 		_, ok = eventDoc{Type: 99}.event()
 		assert.False(t, ok)
 	})
+}
+
+// TestEvents_ResumeOtherProcess checks that an event has the same position
+// in every process, so a subscription resumes in another process that
+// retained the user's events, and not in one that did not.
+func TestEvents_ResumeOtherProcess(t *testing.T) {
+	c1, engine := newEngine(t, lungo.Options{})
+	a := startEvents(t, c1, "herald", EventsOptions{})
+	b := startEvents(t, lungo.NewClient(engine), "herald", EventsOptions{})
+	c := startEvents(t, lungo.NewClient(engine), "herald", EventsOptions{})
+	alice, bob := store.NewID(time.Now()), store.NewID(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	onA, err := a.Subscribe(ctx, alice)
+	require.NoError(t, err)
+	onB := subscribe(t, b, alice) // alice's other tab, on process b
+	read := func(n int) store.Event {
+		return store.Event{Type: store.EventRead, UserID: alice, Counts: store.InboxCounts{Total: n}}
+	}
+
+	c.Publish(context.Background(), read(1), store.Event{Type: store.EventRead, UserID: bob}, read(2))
+	first, second := mustRecvAt(t, onA), mustRecvAt(t, onA)
+	assert.Equal(t, first, mustRecvAt(t, onB), "the same event at the same position in both processes")
+	assert.Equal(t, second, mustRecvAt(t, onB))
+	assert.Equal(t, uint64(2), second.Position.Index, "the index in the document, bob's event counted")
+
+	// alice's socket to a drops; she reconnects to b while events arrive.
+	cancel()
+	for range onA {
+	}
+	a.Publish(context.Background(), read(3))
+	c.Publish(context.Background(), read(4))
+	for n := 3; n <= 4; n++ {
+		require.Equal(t, n, mustRecv(t, onB).Counts.Total)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	t.Cleanup(rcancel)
+	got := make(chan store.Event, 8)
+	require.NoError(t, b.SubscribeWith(rctx, alice, pubsub.SubscribeOptions{After: second.Position},
+		func(ev store.Event) bool { got <- ev; return true }, func() {}))
+	b.Publish(context.Background(), read(5))
+	for n := 3; n <= 5; n++ {
+		assert.Equal(t, n, mustRecv(t, got).Counts.Total, "the missed events, then the live one")
+	}
+	assertNoRecv(t, got, 100*time.Millisecond)
+
+	// c never had a subscription of alice: it kept nothing of hers.
+	err = c.SubscribeWith(rctx, alice, pubsub.SubscribeOptions{After: second.Position}, func(store.Event) bool { return true }, func() {})
+	assert.Equal(t, store.ERESUMEEXPIRED, store.ErrorCode(err))
 }

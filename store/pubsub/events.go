@@ -4,6 +4,7 @@
 package pubsub
 
 import (
+	"container/list"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,15 @@ type Events interface {
 	// deliver returns false; then end is called, once, after the last
 	// deliver has returned. end must not block.
 	SubscribeFunc(ctx context.Context, userID store.ID, deliver func(store.Event) bool, end func()) error
+	// SubscribeWith is SubscribeFunc with options. With opts.After set,
+	// deliver first gets, in order, every event of the user published
+	// after the event at After, then the live ones: none missed and none
+	// twice, however events keep arriving meanwhile. When the
+	// implementation cannot prove it still has every event since After
+	// (too old, evicted, from another epoch, not the user's), it returns
+	// RESUME_EXPIRED and subscribes nothing. opts.Filter, when set, keeps
+	// the events the subscription takes, replayed and live.
+	SubscribeWith(ctx context.Context, userID store.ID, opts SubscribeOptions, deliver func(store.Event) bool, end func()) error
 }
 
 // HubBuffer is how many undelivered events a subscriber may have before the
@@ -50,11 +60,22 @@ const HubBuffer = 64
 // of the subscriber's ctx is watched with context.AfterFunc. With ten
 // thousand websocket subscribers on one server, a 64-event channel and a
 // watching goroutine each came to some 11 KiB a subscriber.
+//
+// The hub also retains recent events of the users who have or recently had
+// a subscription, for SubscribeWith's After (see log.go for the bounds).
 type Hub struct {
+	opts  HubOptions
+	epoch store.ID // Batch of the positions Publish gives, unique to this hub
+
 	mu     sync.Mutex
 	subs   map[store.ID]map[*hubSub]struct{}
+	seq    uint64 // Index of the last position Publish gave
+	logs   map[store.ID]*userLog
+	idle   *list.List // of user ids, the idle logs, oldest ended first
 	closed bool
 	done   chan struct{} // closed by Close, to stop Subscribe's sends
+	// idleEvents is the number of events in idle logs.
+	idleEvents int
 	// open and dropped are written under mu and read without it, so
 	// that monitoring never waits on a publish.
 	open    atomic.Int64
@@ -77,11 +98,13 @@ type hubSub struct {
 	userID  store.ID
 	deliver func(store.Event) bool
 	end     func()
+	filter  func(store.Event) bool // nil: every event
 
 	mu      sync.Mutex
 	stop    func() bool   // stops the AfterFunc watching ctx
 	queue   []store.Event // waiting for the pump; nil when empty
-	pending int           // events queued or being delivered
+	replay  int           // replayed events at the front of queue
+	pending int           // live events queued or being delivered
 	pumping bool          // a pump runs; once removed, stays true (end is the pump's)
 	removed bool          // out of the hub: nothing more is queued
 	flush   bool          // removed for falling behind: deliver the queue first
@@ -89,18 +112,41 @@ type hubSub struct {
 
 var _ Events = (*Hub)(nil)
 
-// NewHub returns an empty hub.
-func NewHub() *Hub {
-	return &Hub{subs: make(map[store.ID]map[*hubSub]struct{}), done: make(chan struct{})}
+// NewHub returns an empty hub that retains events with the default bounds.
+func NewHub() *Hub { return NewHubWith(HubOptions{}) }
+
+// NewHubWith returns an empty hub that retains events as opts say.
+func NewHubWith(opts HubOptions) *Hub {
+	opts = opts.withDefaults()
+	return &Hub{
+		opts: opts, epoch: store.NewID(opts.Now()),
+		subs: make(map[store.ID]map[*hubSub]struct{}), logs: make(map[store.ID]*userLog), idle: list.New(),
+		done: make(chan struct{}),
+	}
 }
 
-// Publish implements Events. It holds the hub's lock while it queues, and
-// starts a pump for each subscriber that had nothing queued.
+// Publish implements Events. It gives each event without a position the
+// next one of this hub, retains it in its user's log if there is one, and
+// queues it for the user's subscribers, all under the hub's lock, so that
+// SubscribeWith sees each event either in the log or live, never both.
+// It starts a pump for each subscriber that had nothing queued.
 func (h *Hub) Publish(_ context.Context, evs ...store.Event) {
+	now := h.opts.Now().UnixNano()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer h.evictIdleLocked(now)
 	for _, ev := range evs {
+		if ev.Position.IsZero() {
+			h.seq++
+			ev.Position = store.EventPosition{Batch: h.epoch, Index: h.seq}
+		}
+		if ev.UserID != store.SessionsTopic {
+			h.appendLocked(ev, now)
+		}
 		for s := range h.subs[ev.UserID] {
+			if s.filter != nil && !s.filter(ev) {
+				continue
+			}
 			s.mu.Lock()
 			if s.pending >= HubBuffer {
 				s.mu.Unlock()
@@ -143,12 +189,37 @@ func (h *Hub) Subscribe(ctx context.Context, userID store.ID) (<-chan store.Even
 
 // SubscribeFunc implements Events. After Close it returns INTERNAL.
 func (h *Hub) SubscribeFunc(ctx context.Context, userID store.ID, deliver func(store.Event) bool, end func()) error {
-	s := &hubSub{hub: h, userID: userID, deliver: deliver, end: end}
+	return h.SubscribeWith(ctx, userID, SubscribeOptions{}, deliver, end)
+}
+
+// SubscribeWith implements Events. It reads the replay from the user's
+// log and registers the subscriber under the hub's lock, which Publish
+// holds too, so no event falls between the two. The replay is queued
+// before any live event and does not count against HubBuffer. After Close
+// it returns INTERNAL.
+func (h *Hub) SubscribeWith(ctx context.Context, userID store.ID, opts SubscribeOptions, deliver func(store.Event) bool, end func()) error {
+	s := &hubSub{hub: h, userID: userID, deliver: deliver, end: end, filter: opts.Filter}
+	now := h.opts.Now().UnixNano()
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return store.Errorf(store.EINTERNAL, "event hub is closed")
 	}
+	h.evictIdleLocked(now)
+	if !opts.After.IsZero() {
+		l := h.logs[userID]
+		if l == nil || userID == store.SessionsTopic {
+			h.mu.Unlock()
+			return errResumeExpired()
+		}
+		replay, ok := l.since(opts.After, opts.Filter)
+		if !ok {
+			h.mu.Unlock()
+			return errResumeExpired()
+		}
+		s.queue, s.replay, s.pumping = replay, len(replay), len(replay) > 0
+	}
+	replaying := s.pumping // read before s is shared
 	m := h.subs[userID]
 	if m == nil {
 		m = make(map[*hubSub]struct{})
@@ -157,8 +228,12 @@ func (h *Hub) SubscribeFunc(ctx context.Context, userID store.ID, deliver func(s
 	m[s] = struct{}{}
 	if userID != store.SessionsTopic {
 		h.open.Add(1)
+		h.openLogLocked(userID)
 	}
 	h.mu.Unlock()
+	if replaying {
+		go s.pump()
+	}
 
 	// Registered after the subscriber, so that a ctx already ended removes
 	// it; a subscriber dropped in between stops the watch here.
@@ -200,6 +275,7 @@ func (h *Hub) removeLocked(s *hubSub, flush bool) {
 	}
 	if s.userID != store.SessionsTopic {
 		h.open.Add(-1)
+		h.closeLogLocked(s.userID)
 	}
 
 	s.mu.Lock()
@@ -219,14 +295,14 @@ func (h *Hub) removeLocked(s *hubSub, flush bool) {
 // pump delivers s's queued events, and returns when the queue is empty;
 // once s is removed, it calls end and returns.
 func (s *hubSub) pump() {
-	delivered := false
+	live := false // the last event delivered was live, not replayed
 	for {
 		s.mu.Lock()
-		if delivered {
+		if live {
 			s.pending--
 		}
 		if len(s.queue) == 0 || (s.removed && !s.flush) {
-			s.queue, s.pending = nil, 0
+			s.queue, s.pending, s.replay = nil, 0, 0
 			removed := s.removed
 			if !removed {
 				s.pumping = false
@@ -239,8 +315,11 @@ func (s *hubSub) pump() {
 		}
 		ev := s.queue[0]
 		s.queue = s.queue[1:]
+		live = s.replay == 0
+		if !live {
+			s.replay--
+		}
 		s.mu.Unlock()
-		delivered = true
 		if !s.deliver(ev) {
 			s.hub.remove(s)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"herald/store"
+	"herald/store/pubsub"
 )
 
 // InboxPage is a page of a home timeline, newest first. HasMore says
@@ -129,4 +130,10 @@ func (s *Service) Subscribe(ctx context.Context, owner store.ID) (<-chan store.E
 // ends, as Events.SubscribeFunc describes.
 func (s *Service) SubscribeFunc(ctx context.Context, owner store.ID, deliver func(store.Event) bool, end func()) error {
 	return s.events.SubscribeFunc(ctx, owner, deliver, end)
+}
+
+// SubscribeWith is SubscribeFunc with options: resuming after an event,
+// and filtering, as Events.SubscribeWith describes.
+func (s *Service) SubscribeWith(ctx context.Context, owner store.ID, opts pubsub.SubscribeOptions, deliver func(store.Event) bool, end func()) error {
+	return s.events.SubscribeWith(ctx, owner, opts, deliver, end)
 }

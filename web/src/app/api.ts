@@ -59,9 +59,16 @@ export interface LiveHandlers<T> {
 }
 
 // subscribe keeps one graphql-transport-ws subscription open with the token
-// in connection_init, reconnecting after a dropped connection. It returns a
-// function that closes it.
-export function subscribe<T>(query: string, token: string, h: LiveHandlers<T>): () => void {
+// in connection_init, reconnecting after a dropped connection. It calls
+// variables each time it subscribes, on the first connection and on every
+// reconnect, so that a reconnect resumes after the newest event received.
+// It returns a function that closes it.
+export function subscribe<T>(
+  query: string,
+  token: string,
+  variables: () => Record<string, unknown>,
+  h: LiveHandlers<T>,
+): () => void {
   const client: Client = createClient({
     url: websocketURL(),
     connectionParams: { authorization: bearer(token) },
@@ -75,8 +82,16 @@ export function subscribe<T>(query: string, token: string, h: LiveHandlers<T>): 
       closed: () => h.state('offline'),
     },
   });
+  // graphql-ws sends this same payload again on every reconnect: the getter
+  // reads the variables afresh each time it is serialized.
+  const payload = {
+    query,
+    get variables() {
+      return variables();
+    },
+  };
   const dispose = client.subscribe<T>(
-    { query },
+    payload,
     {
       next: (r) => {
         if (r.errors?.length) h.error(firstError(r.errors as GraphQLError[]));

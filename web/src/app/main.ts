@@ -47,6 +47,7 @@ interface InboxPage {
 // deletedMessageId (DELETED), removedMessageId (REMOVED).
 interface InboxEvent {
   type: 'ADDED' | 'EDITED' | 'DELETED' | 'REMOVED' | 'READ';
+  cursor: string;
   unreadCount: number;
   totalCount: number;
   edge: { cursor: string; node: Message } | null;
@@ -71,9 +72,9 @@ const INBOX = `query Inbox($first: Int!, $after: String) {
   }
 }
 ${MESSAGE}`;
-const INBOX_EVENTS = `subscription InboxEvents {
-  inboxEvents {
-    type unreadCount totalCount
+const INBOX_EVENTS = `subscription InboxEvents($after: String) {
+  inboxEvents(after: $after) {
+    type unreadCount totalCount cursor
     edge { cursor node { ...Msg } }
     message { ...Msg }
     deletedMessageId removedMessageId
@@ -94,6 +95,7 @@ interface NotificationGroup {
 
 interface NotificationEvent {
   type: 'ADDED' | 'READ';
+  cursor: string;
   unreadCount: number;
   totalCount: number;
   edge: { cursor: string; node: NotificationGroup } | null;
@@ -103,8 +105,8 @@ const GROUP = 'id kind count latestActors { handle } message { id text } latestA
 const NOTIFICATIONS = `query Notifications($first: Int!) {
   notifications(first: $first) { totalCount unreadCount edges { node { ${GROUP} } } }
 }`;
-const NOTIFICATION_EVENTS = `subscription NotificationEvents {
-  notificationEvents { type unreadCount totalCount edge { cursor node { ${GROUP} } } }
+const NOTIFICATION_EVENTS = `subscription NotificationEvents($after: String) {
+  notificationEvents(after: $after) { type cursor unreadCount totalCount edge { cursor node { ${GROUP} } } }
 }`;
 
 const el = {
@@ -143,6 +145,9 @@ let token: string | null = localStorage.getItem(TOKEN_KEY);
 let viewer: Author | null = null;
 let stopLive: (() => void) | null = null;
 let stopNotifs: (() => void) | null = null;
+// The cursors of the last live events, to resume after them on a reconnect.
+let lastEvent: string | null = null;
+let lastNotif: string | null = null;
 let replyTo: Message | null = null;
 // The inbox as shown: its items in DOM order, and where the next page starts.
 const shown = new Map<string, Message>();
@@ -222,6 +227,8 @@ function signOut(): void {
   stopNotifs?.();
   stopNotifs = null;
   el.notifications.replaceChildren();
+  lastEvent = null;
+  lastNotif = null;
   token = null;
   viewer = null;
   localStorage.removeItem(TOKEN_KEY);
@@ -277,17 +284,28 @@ for (const [button, op] of [
 
 // ---- live events ----
 
+// startLive subscribes to the inbox's events. A reconnect resumes after the
+// last event received, so the server replays what happened meanwhile; when
+// it cannot (RESUME_EXPIRED: too long away), or before any event came, the
+// top of the inbox is read again instead.
 function startLive(): void {
   stopLive?.();
   if (!token) return;
-  stopLive = subscribe<{ inboxEvents: InboxEvent }>(INBOX_EVENTS, token, {
-    event: (d) => onEvent(d.inboxEvents),
-    error: showError,
+  stopLive = subscribe<{ inboxEvents: InboxEvent }>(INBOX_EVENTS, token, () => ({ after: lastEvent }), {
+    event: (d) => {
+      lastEvent = d.inboxEvents.cursor;
+      onEvent(d.inboxEvents);
+    },
+    error: (e) => {
+      if (e.code !== 'RESUME_EXPIRED') return showError(e);
+      lastEvent = null;
+      startLive();
+      void act(null, refreshTop);
+    },
     state: (s: LiveState) => {
       el.live.textContent = s;
-      // Items that arrived while the socket was down are fetched on
-      // reconnecting; the first connection's page is loaded by showHome.
-      if (s === 'live' && el.inbox.dataset.loaded === 'yes') void act(null, refreshTop);
+      // The first connection's page is loaded by showHome.
+      if (s === 'live' && lastEvent === null && el.inbox.dataset.loaded === 'yes') void act(null, refreshTop);
     },
   });
 }
@@ -297,9 +315,17 @@ function startLive(): void {
 function startNotifications(): void {
   stopNotifs?.();
   if (!token) return;
-  stopNotifs = subscribe<{ notificationEvents: NotificationEvent }>(NOTIFICATION_EVENTS, token, {
-    event: (d) => onNotification(d.notificationEvents),
-    error: showError,
+  stopNotifs = subscribe<{ notificationEvents: NotificationEvent }>(NOTIFICATION_EVENTS, token, () => ({ after: lastNotif }), {
+    event: (d) => {
+      lastNotif = d.notificationEvents.cursor;
+      onNotification(d.notificationEvents);
+    },
+    error: (e) => {
+      if (e.code !== 'RESUME_EXPIRED') return showError(e);
+      lastNotif = null;
+      startNotifications();
+      void act(null, loadNotifications);
+    },
     state: () => {},
   });
 }

@@ -28,9 +28,12 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 #    change to your inbox as it happens, until you press
 #    stop: ADDED (edge), EDITED (message), DELETED
 #    (deletedMessageId), REMOVED (removedMessageId: you
-#    unfollowed its author), READ. NotificationEvents does
-#    the same for your notifications: ADDED (a group, new
-#    or moved to the top), READ.
+#    unfollowed its author), READ. To resume after a
+#    dropped connection, pass the last event's cursor as
+#    "after": you get what you missed, then live events.
+#    NotificationEvents does the same for your
+#    notifications: ADDED (a group, new or moved to the
+#    top), READ.
 # 7. LogOut ends the token in the Headers pane at once,
 #    on every server: its websockets close with 4403.
 #    LogOutEverywhere ends every token of your account.
@@ -227,9 +230,10 @@ mutation LogOutEverywhere {
   logOutEverywhere
 }
 
-subscription InboxEvents {
-  inboxEvents {
+subscription InboxEvents($after: String) {
+  inboxEvents(after: $after) {
     type
+    cursor
     unreadCount
     totalCount
     edge {
@@ -252,9 +256,10 @@ subscription InboxEvents {
   }
 }
 
-subscription NotificationEvents {
-  notificationEvents {
+subscription NotificationEvents($after: String) {
+  notificationEvents(after: $after) {
     type
+    cursor
     unreadCount
     totalCount
     edge {

@@ -43,13 +43,19 @@ type AttributeChange struct {
 	Value *string
 }
 
-// MessageKind tells a post from a reply. The values are the GraphQL enum values.
+// MessageKind tells a post from a reply and a repost. The values are the
+// GraphQL enum values.
 type MessageKind string
 
 // Message kinds.
 const (
 	KindPost  MessageKind = "POST"
 	KindReply MessageKind = "REPLY"
+	// KindRepost is a repost: a message with no text of its own, stored in
+	// the reposter's outbox and delivered like a post, that stands for the
+	// message it names (RepostOfID). It sits in timelines at the time it
+	// was made, keyed by its own ID.
+	KindRepost MessageKind = "REPOST"
 )
 
 // Message is stored once, in its author's outbox. Inbox entries point at it,
@@ -84,6 +90,13 @@ type Message struct {
 	// ReplyCount is how many live replies answer the message, kept by the
 	// backend as replies are created and deleted; never counted by scanning.
 	ReplyCount int
+	// RepostOfID and RepostOfAuthorID name the message a repost stands
+	// for (never itself a repost); NilID unless Kind is KindRepost.
+	RepostOfID       ID
+	RepostOfAuthorID ID
+	// RepostCount is how many live reposts the message has, kept by the
+	// backend as reposts are created and deleted, like ReplyCount.
+	RepostCount int
 }
 
 // Like is one user's like of one message. Its ID is made at the time of

@@ -26,6 +26,7 @@
 //	L <message> <like>       user and the message's author: "who likes the message", newest first
 //	k <user> <message>       like id: whether user likes the message (FindLiked, idempotent Like)
 //	t <parent> <reply>       the reply's author: the replies to a message, oldest first (threads.go)
+//	R <user> <original>      the ID of user's live repost of the message (reposts.go)
 //	g, G, x, y, Y, z         the notifications feed: groups, their keys, feed order, actors, counts (notifications.go)
 //	N, K, a                  name store and attribute index (attributes.go)
 //
@@ -81,6 +82,7 @@ const (
 	pLikers   = 'L'
 	pLiked    = 'k'
 	pReplies  = 't'
+	pReposted = 'R'
 )
 
 // Options configure the embedded backend.

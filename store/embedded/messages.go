@@ -21,6 +21,11 @@ func (s *Store) CreateMessage(_ context.Context, m *store.Message, job *storage.
 	if err != nil {
 		return err
 	}
+	if m.Kind == store.KindRepost {
+		if err := s.checkRepost(m); err != nil {
+			return err
+		}
+	}
 	author.Messages++
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -29,6 +34,9 @@ func (s *Store) CreateMessage(_ context.Context, m *store.Message, job *storage.
 	}
 	_ = b.Set(key(pOutbox, m.AuthorID, m.ID), encodeOutbox(m), nil)
 	if err := s.writeReply(b, m, true); err != nil {
+		return err
+	}
+	if err := s.writeRepost(b, m, true); err != nil {
 		return err
 	}
 	if m.Pulled {
@@ -163,7 +171,8 @@ func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *storage.J
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
 	// The author's stripe for the counters, the message's against an edit
-	// or a like writing the record back, a reply's parent's for its count.
+	// or a like writing the record back, a reply's parent's or a repost's
+	// original's for its count.
 	// The author and the parent never change, so m read unlocked names them.
 	unlock := s.lock(lockKeys(m, true)...)
 	defer unlock()
@@ -187,6 +196,9 @@ func (s *Store) DeleteMessage(_ context.Context, id store.ID, retract *storage.J
 	_ = b.Delete(key(pOutbox, m.AuthorID, id), nil)
 	_ = b.Delete(key(pJob, id), nil)
 	if err := s.writeReply(b, m, false); err != nil {
+		return err
+	}
+	if err := s.writeRepost(b, m, false); err != nil {
 		return err
 	}
 	if err := setUserDoc(b, author); err != nil {

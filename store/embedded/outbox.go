@@ -16,43 +16,53 @@ import (
 // The outbox index value holds what fan-out on read needs of a message, so
 // that FindOutbox and CountOutbox decode no message document: its creation
 // time (Unix ms), whether it is pulled and, for a reply to another user, that
-// user (the rule of replies at home). A value of outboxSize bytes is a post,
-// a reply to oneself, or a message stored before replies were told apart.
+// user (the rule of replies at home), or for a repost, the reposted message
+// and its author (a reader's dedupe of reposts). A value of outboxSize
+// bytes is a post, a reply to oneself, or a message stored before replies
+// were told apart; the three forms differ in length.
 const (
-	outboxSize      = 8 + 1
-	outboxReplySize = outboxSize + len(store.ID{})
+	outboxSize       = 8 + 1
+	outboxReplySize  = outboxSize + idLen
+	outboxRepostSize = outboxSize + 2*idLen
 )
 
 func encodeOutbox(m *store.Message) []byte {
-	v := binary.BigEndian.AppendUint64(make([]byte, 0, outboxReplySize), uint64(m.CreatedAt.UnixMilli()))
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, outboxRepostSize), uint64(m.CreatedAt.UnixMilli()))
 	pulled := byte(0)
 	if m.Pulled {
 		pulled = 1
 	}
 	v = append(v, pulled)
-	if m.Kind == store.KindReply && m.ReplyToAuthorID != m.AuthorID {
+	switch {
+	case m.Kind == store.KindReply && m.ReplyToAuthorID != m.AuthorID:
 		v = append(v, m.ReplyToAuthorID[:]...)
+	case m.Kind == store.KindRepost:
+		v = append(append(v, m.RepostOfID[:]...), m.RepostOfAuthorID[:]...)
 	}
 	return v
 }
 
 // outboxRow is one decoded outbox index entry.
 type outboxRow struct {
-	entry   store.InboxEntry
-	pulled  bool
-	replyTo store.ID // the user replied to, if another than the author
+	entry    store.InboxEntry
+	pulled   bool
+	replyTo  store.ID         // the user replied to, if another than the author
+	repostOf store.MessageKey // the message reposted, for a repost
 }
 
 func decodeOutbox(author, id store.ID, v []byte) (outboxRow, error) {
-	if len(v) != outboxSize && len(v) != outboxReplySize {
-		return outboxRow{}, fmt.Errorf("decode outbox index of message %s: %d bytes, want %d or %d (a data directory of an older format?)", id, len(v), outboxSize, outboxReplySize)
+	if len(v) != outboxSize && len(v) != outboxReplySize && len(v) != outboxRepostSize {
+		return outboxRow{}, fmt.Errorf("decode outbox index of message %s: %d bytes, want %d, %d or %d (a data directory of an older format?)", id, len(v), outboxSize, outboxReplySize, outboxRepostSize)
 	}
 	row := outboxRow{
 		entry:  store.InboxEntry{MessageID: id, AuthorID: author, CreatedAt: time.UnixMilli(int64(binary.BigEndian.Uint64(v[:8]))).UTC()},
 		pulled: v[8] == 1,
 	}
-	if len(v) == outboxReplySize {
-		copy(row.replyTo[:], v[outboxSize:])
+	switch len(v) {
+	case outboxReplySize:
+		row.replyTo = store.ID(v[outboxSize:])
+	case outboxRepostSize:
+		row.repostOf = store.MessageKey{ID: store.ID(v[outboxSize:outboxReplySize]), AuthorID: store.ID(v[outboxReplySize:])}
 	}
 	return row, nil
 }
@@ -158,7 +168,8 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 	out := make([]storage.OutboxEntry, 0, min(f.Limit, 1024))
 	for h.Len() > 0 && len(out) < f.Limit {
 		top := h.rows[0]
-		out = append(out, storage.OutboxEntry{InboxEntry: top.entry, ReplyToAuthorID: top.replyTo})
+		out = append(out, storage.OutboxEntry{InboxEntry: top.entry, ReplyToAuthorID: top.replyTo,
+			RepostOfID: top.repostOf.ID, RepostOfAuthorID: top.repostOf.AuthorID})
 		row, ok, err := nextOutbox(it, top.entry.AuthorID, top.entry.MessageID, up, f.Pulled, f.Replies)
 		if err != nil {
 			return nil, err

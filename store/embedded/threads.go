@@ -33,7 +33,8 @@ func isReply(m *store.Message) bool {
 
 // lockKeys returns the stripe keys that storing or deleting m needs: its
 // author's (counters), its own if it is being deleted (against an edit or a
-// like writing it back), and its parent's if it is a reply.
+// like writing it back), its parent's if it is a reply, and its original's
+// if it is a repost (reposts.go).
 func lockKeys(m *store.Message, deleting bool) [][]byte {
 	keys := make([][]byte, 0, 3)
 	keys = append(keys, m.AuthorID[:])
@@ -42,6 +43,9 @@ func lockKeys(m *store.Message, deleting bool) [][]byte {
 	}
 	if isReply(m) {
 		keys = append(keys, m.ReplyToID[:])
+	}
+	if isRepost(m) {
+		keys = append(keys, m.RepostOfID[:])
 	}
 	return keys
 }

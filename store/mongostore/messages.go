@@ -82,6 +82,12 @@ func (s *Store) CreateMessage(ctx context.Context, m *store.Message, job *storag
 	if err := s.usersExist(ctx, m.AuthorID); err != nil {
 		return err
 	}
+	if m.Kind == store.KindRepost {
+		// Its guard first: a repost stored is one its author may hold.
+		if err := s.claimRepost(ctx, m); err != nil {
+			return err
+		}
+	}
 	d := &messageDoc{Message: *docs.FromMessage(m)}
 	if job != nil {
 		d.Job = newJobDoc(job)
@@ -104,7 +110,8 @@ func countInc(d *messageDoc, sign int64) bson.D {
 
 // count takes message d into its author's message count (or out of it,
 // for a deletion) exactly once, and a reply into its parent's reply count
-// (rc) too: each increment is marked on its document (incOnce, the same
+// (rc) or a repost into its original's repost count (rp) too (parentKey,
+// parentInc): each increment is marked on its document (incOnce, the same
 // operation on both) until the message records that it was counted, so a
 // retry at any point neither repeats nor skips one. The parent's comes
 // after the user's and before the flag, so while the user still has the
@@ -118,6 +125,14 @@ func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 	}
 	if (!deleted && d.Counted) || (deleted && d.Uncounted) {
 		return nil
+	}
+	if deleted {
+		// A repost's guard goes first, so that its author may repost
+		// again while the count is finished; every retry of this step
+		// repeats it until the flag below is set.
+		if err := s.releaseRepost(ctx, d); err != nil {
+			return err
+		}
 	}
 	parent := parentKey(d)
 	if deleted && !d.Counted {
@@ -138,7 +153,7 @@ func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 			// The parent's increment may not have happened yet: finish it
 			// (once, by its marker), so that the decrement below takes back
 			// one that is there and rc never goes below 0.
-			if err := s.incOnce(ctx, s.messages, append(parent, live), postedOp(id), replyInc(1)); err != nil {
+			if err := s.incOnce(ctx, s.messages, append(parent, live), postedOp(id), parentInc(d, 1)); err != nil {
 				return err
 			}
 			defer func() { _ = s.forgetOp(ctx, s.messages, parent, postedOp(id)) }()
@@ -152,7 +167,7 @@ func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 		// rc never goes below 0: a decrement comes only after the flag mn
 		// (so the increment was done, or the parent was already deleted
 		// and still is) or after the increment was finished above.
-		if err := s.incOnce(ctx, s.messages, append(parent, live), op, replyInc(sign)); err != nil {
+		if err := s.incOnce(ctx, s.messages, append(parent, live), op, parentInc(d, sign)); err != nil {
 			return err
 		}
 	}
@@ -324,13 +339,18 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *storage
 		// the decrements once have no use left; they go, or every deletion
 		// would grow the user's (and the parent's) document. (A crash
 		// between the writes leaves a count one high: the cost of no job.)
+		// A repost's guard first: a crash after it leaves a count one high
+		// at worst, not the pair held by a repost that is gone.
+		if err := s.releaseRepost(ctx, &d); err != nil {
+			return err
+		}
 		author := store.ID(d.Author)
 		if err := s.incOnce(ctx, s.users, userKey(author), deletedOp(id), countInc(&d, -1)); err != nil {
 			return err
 		}
 		parent := parentKey(&d)
 		if parent != nil {
-			if err := s.incOnce(ctx, s.messages, append(parent, live), deletedOp(id), replyInc(-1)); err != nil {
+			if err := s.incOnce(ctx, s.messages, append(parent, live), deletedOp(id), parentInc(&d, -1)); err != nil {
 				return err
 			}
 		}
@@ -356,16 +376,18 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 	cond, sort := idRange("_id", f.Range, true)
 	filter := append(outboxFilter(f), cond...)
 	cur, err := s.messages.Find(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(f.Limit)).
-		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "ra", Value: 1}, {Key: "j.k", Value: 1}}))
+		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "ra", Value: 1}, {Key: "ro", Value: 1}, {Key: "roa", Value: 1}, {Key: "j.k", Value: 1}}))
 	if err != nil {
 		return nil, wrap("find outbox", err)
 	}
 	var ds []struct {
-		ID      primitive.ObjectID `bson:"_id"`
-		Author  primitive.ObjectID `bson:"a"`
-		Created time.Time          `bson:"c"`
-		ReplyBy primitive.ObjectID `bson:"ra"`
-		Job     *jobDoc            `bson:"j"`
+		ID       primitive.ObjectID `bson:"_id"`
+		Author   primitive.ObjectID `bson:"a"`
+		Created  time.Time          `bson:"c"`
+		ReplyBy  primitive.ObjectID `bson:"ra"`
+		RepostOf primitive.ObjectID `bson:"ro"`
+		RepostBy primitive.ObjectID `bson:"roa"`
+		Job      *jobDoc            `bson:"j"`
 	}
 	if err := cur.All(ctx, &ds); err != nil {
 		return nil, wrap("find outbox", err)
@@ -373,9 +395,11 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 	out := make([]storage.OutboxEntry, len(ds))
 	for i, d := range ds {
 		out[i] = storage.OutboxEntry{
-			InboxEntry:      store.InboxEntry{MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC()},
-			ReplyToAuthorID: store.ID(d.ReplyBy),
-			Pending:         d.Job != nil && storage.JobKind(d.Job.Kind) == storage.JobDeliver,
+			InboxEntry:       store.InboxEntry{MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC()},
+			ReplyToAuthorID:  store.ID(d.ReplyBy),
+			RepostOfID:       store.ID(d.RepostOf),
+			RepostOfAuthorID: store.ID(d.RepostBy),
+			Pending:          d.Job != nil && storage.JobKind(d.Job.Kind) == storage.JobDeliver,
 		}
 	}
 	return out, nil

@@ -16,22 +16,33 @@ import (
 // count), so every retry of that step (the job's first chunk, a deletion
 // finishing a half-done count) covers it too.
 
-// parentKey finds the message d replies to by its shard key (a, _id), so
-// its count's writes go to one shard; nil if d is not a reply.
+// parentKey finds the message whose count d changes (the one it replies
+// to, or the one it reposts) by its shard key (a, _id), so the count's
+// writes go to one shard; nil if d is neither a reply nor a repost.
 func parentKey(d *messageDoc) bson.D {
-	if d.ReplyTo == nil {
+	id, by := d.ReplyTo, d.ReplyBy
+	if d.RepostOf != nil {
+		id, by = d.RepostOf, d.RepostBy
+	}
+	if id == nil {
 		return nil
 	}
 	var author store.ID
-	if d.ReplyBy != nil {
-		author = store.ID(*d.ReplyBy)
+	if by != nil {
+		author = store.ID(*by)
 	}
-	return msgKey(store.ID(*d.ReplyTo), author)
+	return msgKey(store.ID(*id), author)
 }
 
-// replyInc is what a reply adds to its parent's counters (sign 1) or takes
-// away (-1).
-func replyInc(sign int64) bson.D { return bson.D{{Key: "rc", Value: sign}} }
+// parentInc is what d adds to the counters of the message parentKey finds
+// (sign 1) or takes away (-1): a reply its parent's rc, a repost its
+// original's rp.
+func parentInc(d *messageDoc, sign int64) bson.D {
+	if d.RepostOf != nil {
+		return bson.D{{Key: "rp", Value: sign}}
+	}
+	return bson.D{{Key: "rc", Value: sign}}
+}
 
 // ListReplies implements storage.Backend, through the partial replies index
 // (r, _id), oldest first. Messages are sharded by author and replies to

@@ -47,8 +47,8 @@ const (
 	// k kind, l layout, cur cursor, p the plan of the delivery chunk at
 	// cur: {k record key, o owners}), x (deleted at), mn and xn (counted in
 	// and out of the author's message count, and a reply into and out of
-	// its parent's rc) and po (the like- and reply-count operations not
-	// yet forgotten, as on users). docs.Message's lc, the like count, and
+	// its parent's rc, a repost its original's rp) and po (the like-,
+	// reply- and repost-count operations not yet forgotten, as on users). docs.Message's lc, the like count, and
 	// rc, the reply count, are kept here, beside the message that every
 	// read loads anyway; each like and reply changes them once (see likes
 	// and replies). A reply's tr and tra (its thread's root) are stored as
@@ -72,6 +72,13 @@ const (
 	// message's likes spread over the shards rather than filling one hot
 	// chunk; ListLikers asks every shard, each from its (m, _id) index.
 	collLikes = "likes"
+	// reposts: {_id: repost, u: user, o: original} — the guard of one
+	// user's repost of one message (the repost itself is a message, k 2,
+	// with ro and roa naming the original, whose rp counts it; see
+	// reposts.go). The unique index (u, o) allows one repost per pair:
+	// messages cannot hold that index, since a sharded collection's unique
+	// index must start with its shard key. Sharded on (u, o), as likes.
+	collReposts = "reposts"
 	// entries: {o: owner, m: message, a: author, c: created, d: delivered}
 	// — LayoutEntries (strategy write, Social Inboxes' fan-out on write): one
 	// document per inbox entry. A page is one range read of the unique
@@ -188,6 +195,10 @@ var indexes = []index{
 		"pending fan-out jobs, oldest first; partial, so only messages with a job are indexed"),
 	idx(collMessages, bson.D{{Key: "r", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("replies").SetPartialFilterExpression(bson.D{{Key: "r", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"a message's replies oldest first (ListReplies); partial, so only replies are indexed; messages are sharded by author, so it asks every shard"),
+	idx(collMessages, bson.D{{Key: "a", Value: 1}, {Key: "ro", Value: 1}}, options.Index().SetName("reposts").SetPartialFilterExpression(bson.D{{Key: "ro", Value: bson.D{{Key: "$exists", Value: true}}}}),
+		"a user's reposts of a page's messages (FindReposts: viewerHasReposted, unrepost); partial, so only reposts are indexed; names the shard key's prefix"),
+	idx(collReposts, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, options.Index().SetName("repost").SetUnique(true),
+		"one repost per (user, message): a second is refused by a duplicate key"),
 	idx(collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("like").SetUnique(true),
 		"one like per (user, message); whether u likes a page's messages, covered"),
 	idx(collLikes, bson.D{{Key: "m", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("likers"),
@@ -230,6 +241,7 @@ var shardKeys = []struct {
 	{collFollowers, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "u's followers, streamed in o order by fan-out: one shard range per user"},
 	{collMessages, bson.D{{Key: "a", Value: 1}, {Key: "_id", Value: 1}}, "outbox pages and inbox message loads name the author"},
 	{collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, "like, unlike and a page's liked flags name the user; a popular message's likes spread over the shards"},
+	{collReposts, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "a repost's guard is inserted, read and removed by (user, original); the unique (u, o) needs the shard key as its prefix"},
 	{collNotifGroups, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, "every read and write names the owner, so a feed page and a notice stay on one shard; the unique (o, k) needs the shard key as its prefix"},
 	{collNotifActors, bson.D{{Key: "g", Value: 1}, {Key: "u", Value: 1}}, "a notice's dedupe and a group's actors name the group; the unique (g, u) needs the shard key as its prefix"},
 	{collNotifHeads, bson.D{{Key: "_id", Value: "hashed"}}, "every head read and write names the owner; hashed spreads them evenly"},
@@ -258,6 +270,8 @@ var FieldNames = map[string]string{
 	"x": "deletedAt", "mn": "counted", "xn": "uncounted", "me": "mentions", "lc": "likeCount",
 	// and threads
 	"tr": "threadRoot", "tra": "threadRootAuthor", "rc": "replyCount",
+	// and reposts
+	"ro": "repostOf", "roa": "repostOfAuthor", "rp": "repostCount",
 	// entries, buckets and caches (o owner, k key, e entries; m message,
 	// d delivered, b bucket; f complete, cv version)
 	"m": "message", "d": "deliveredAt", "b": "bucket", "f": "complete", "cv": "cacheVersion",

@@ -91,23 +91,43 @@ type Messages interface {
 	// ReplyCount of the message it replies to (if it is a reply and that
 	// message is live), and stores job (if not nil), in the same atomic
 	// step.
+	//
+	// A repost (m.Kind store.KindRepost, with RepostOfID and
+	// RepostOfAuthorID, no text, no mentions) is stored the same way and
+	// increments the RepostCount of the message it reposts in that step.
+	// A user reposts a message at most once: a second live repost of the
+	// same message by the same author is CONFLICT, changing nothing, also
+	// when the two race (exactly one is stored and counted); deleting the
+	// repost allows a new one. A repost of a message that does not exist
+	// or was deleted is NOT_FOUND; of a repost, BAD_USER_INPUT (the
+	// caller reposts the original instead).
 	CreateMessage(ctx context.Context, m *store.Message, job *Job) error
 	// FindMessageByID returns NOT_FOUND for a deleted message.
 	FindMessageByID(ctx context.Context, id store.ID) (*store.Message, error)
 	FindMessagesByKeys(ctx context.Context, keys []store.MessageKey) ([]*store.Message, error)
 	// FindMessages returns an author's messages, newest first, within
-	// f.Range.
+	// f.Range: their outbox, reposts included (Kind store.KindRepost),
+	// since a repost is an entry of the reposter's timeline.
 	FindMessages(ctx context.Context, f MessageFilter) ([]*store.Message, error)
+	// FindReposts returns, aligned with originals, the ID of user's live
+	// repost of each message (NilID where user has none), in one read:
+	// viewerHasReposted, and the repost that an unrepost deletes. The
+	// author part of a key is not needed.
+	FindReposts(ctx context.Context, user store.ID, originals []store.MessageKey) ([]store.ID, error)
 	UpdateMessage(ctx context.Context, id store.ID, upd MessageUpdate) (*store.Message, error)
 	// ListReplies returns the live replies to message parent, oldest first,
 	// within r (its From a reply's ID).
 	ListReplies(ctx context.Context, parent store.ID, r store.Range) ([]*store.Message, error)
 	// DeleteMessage removes the message from its author's outbox, decrements
 	// the author's message count (and PulledCount) and the ReplyCount of the
-	// message it replies to (if live), cancels the message's
+	// message it replies to (if live), or a repost's from the RepostCount
+	// of the message it reposts (if live; the author may repost it again),
+	// cancels the message's
 	// pending job and stores retract (if not nil) in its place, in one
 	// atomic step. A delivery racing with it either lands before (and is
-	// retracted) or fails.
+	// retracted) or fails. Deleting a message leaves its reposts, as it
+	// leaves its replies: the caller deletes them (each a repost's own
+	// deletion), and a count of a deleted message is never read.
 	DeleteMessage(ctx context.Context, id store.ID, retract *Job) error
 }
 
@@ -350,6 +370,11 @@ type OutboxEntry struct {
 	// ReplyToAuthorID is the author of the message it replies to (NilID
 	// for a post), for the rule of replies at home.
 	ReplyToAuthorID store.ID
+	// RepostOfID and RepostOfAuthorID name the message a repost stands
+	// for (NilID unless the entry is a repost), so that a reader can drop
+	// a repost of a message it already shows without loading either.
+	RepostOfID       store.ID
+	RepostOfAuthorID store.ID
 	// Pending is true while the message's JobDeliver is stored: the job,
 	// not a backfill, brings it to the author's followers.
 	Pending bool

@@ -34,6 +34,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Likes", func(t *testing.T) { testLikes(t, open) })
 	t.Run("Notifications", func(t *testing.T) { testNotifications(t, open) })
 	t.Run("Threads", func(t *testing.T) { testThreads(t, open) })
+	t.Run("Reposts", func(t *testing.T) { testReposts(t, open) })
 	t.Run("Attributes", func(t *testing.T) { testAttributes(t, open) })
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, open) })
 	t.Run("Ranges", func(t *testing.T) { testRanges(t, open) })

@@ -12,10 +12,11 @@
 //	          pc pulled messages (hybrid celebrity posts),
 //	          at custom attributes: [{k name-store token, v value}],
 //	          tv token version, rt revoked tokens: [{i token id, e expires}]
-//	messages: _id id, a author, t text, k kind (0 post, 1 reply),
+//	messages: _id id, a author, t text, k kind (0 post, 1 reply, 2 repost),
 //	          r replied-to message, ra its author, c created, e edited,
 //	          pl pulled (not fanned out), me mentioned users,
-//	          lc like count, rc reply count, tr thread root, tra its author
+//	          lc like count, rc reply count, tr thread root, tra its author,
+//	          ro reposted message, roa its author, rp repost count
 //	jobs:     _id job id, k kind, l layout, m message, a author (followee),
 //	          o owner, c message created, cur cursor
 package docs
@@ -109,8 +110,9 @@ func (d *User) RevokedTokens() []store.RevokedToken {
 
 // Message kinds as stored.
 const (
-	kindPost  = 0
-	kindReply = 1
+	kindPost   = 0
+	kindReply  = 1
+	kindRepost = 2
 )
 
 // Message is a stored message.
@@ -129,15 +131,23 @@ type Message struct {
 	Root     *primitive.ObjectID  `bson:"tr,omitempty"`
 	RootBy   *primitive.ObjectID  `bson:"tra,omitempty"`
 	Replies  int64                `bson:"rc,omitempty"`
+	RepostOf *primitive.ObjectID  `bson:"ro,omitempty"`
+	RepostBy *primitive.ObjectID  `bson:"roa,omitempty"`
+	Reposts  int64                `bson:"rp,omitempty"`
 }
 
 // FromMessage returns the stored form of m.
 func FromMessage(m *store.Message) *Message {
 	d := &Message{ID: primitive.ObjectID(m.ID), Author: primitive.ObjectID(m.AuthorID), Text: m.Text, Kind: kindPost, Created: m.CreatedAt, Edited: m.EditedAt, Pulled: m.Pulled,
-		Mentions: FromIDs(m.Mentions), Likes: int64(m.LikeCount), Root: optID(m.RootID), RootBy: optID(m.RootAuthorID), Replies: int64(m.ReplyCount)}
-	if m.Kind == store.KindReply {
+		Mentions: FromIDs(m.Mentions), Likes: int64(m.LikeCount), Root: optID(m.RootID), RootBy: optID(m.RootAuthorID), Replies: int64(m.ReplyCount),
+		Reposts: int64(m.RepostCount)}
+	switch m.Kind {
+	case store.KindReply:
 		r, ra := primitive.ObjectID(m.ReplyToID), primitive.ObjectID(m.ReplyToAuthorID)
 		d.Kind, d.ReplyTo, d.ReplyBy = kindReply, &r, &ra
+	case store.KindRepost:
+		ro, roa := primitive.ObjectID(m.RepostOfID), primitive.ObjectID(m.RepostOfAuthorID)
+		d.Kind, d.RepostOf, d.RepostBy = kindRepost, &ro, &roa
 	}
 	return d
 }
@@ -153,12 +163,13 @@ func (d *Message) Store() *store.Message {
 // its messages into one slice instead of allocating each.
 func (d *Message) StoreTo(m *store.Message) {
 	*m = store.Message{ID: store.ID(d.ID), AuthorID: store.ID(d.Author), Text: d.Text, Kind: store.KindPost, CreatedAt: d.Created.UTC(), Pulled: d.Pulled,
-		Mentions: ToIDs(d.Mentions), LikeCount: int(d.Likes), RootID: fromOpt(d.Root), RootAuthorID: fromOpt(d.RootBy), ReplyCount: int(d.Replies)}
-	if d.Kind == kindReply && d.ReplyTo != nil {
-		m.Kind, m.ReplyToID = store.KindReply, store.ID(*d.ReplyTo)
-		if d.ReplyBy != nil {
-			m.ReplyToAuthorID = store.ID(*d.ReplyBy)
-		}
+		Mentions: ToIDs(d.Mentions), LikeCount: int(d.Likes), RootID: fromOpt(d.Root), RootAuthorID: fromOpt(d.RootBy), ReplyCount: int(d.Replies),
+		RepostCount: int(d.Reposts)}
+	switch {
+	case d.Kind == kindReply && d.ReplyTo != nil:
+		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, store.ID(*d.ReplyTo), fromOpt(d.ReplyBy)
+	case d.Kind == kindRepost && d.RepostOf != nil:
+		m.Kind, m.RepostOfID, m.RepostOfAuthorID = store.KindRepost, store.ID(*d.RepostOf), fromOpt(d.RepostBy)
 	}
 	if d.Edited != nil {
 		t := d.Edited.UTC()
@@ -305,6 +316,12 @@ func decodeMessage(b []byte, d *Message) bool {
 			d.RootBy, ok = decodeOptID(v)
 		case "rc":
 			d.Replies, ok = v.Int64OK()
+		case "ro":
+			d.RepostOf, ok = decodeOptID(v)
+		case "roa":
+			d.RepostBy, ok = decodeOptID(v)
+		case "rp":
+			d.Reposts, ok = v.Int64OK()
 		default:
 			return false
 		}

@@ -119,7 +119,7 @@ const (
 type Message struct {
 	ID       primitive.ObjectID   `bson:"_id"`
 	Author   primitive.ObjectID   `bson:"a"`
-	Text     string               `bson:"t"`
+	Text     string               `bson:"t,omitempty"` // none for a repost
 	Kind     int32                `bson:"k"`
 	ReplyTo  *primitive.ObjectID  `bson:"r,omitempty"`
 	ReplyBy  *primitive.ObjectID  `bson:"ra,omitempty"`

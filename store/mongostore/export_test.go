@@ -10,3 +10,11 @@ func SetNotifClaimTTL(d time.Duration) func() {
 	notifClaimTTL = d
 	return func() { notifClaimTTL = old }
 }
+
+// SetRepostClaimTTL makes a repost's guard whose repost is not stored
+// expire after d (instead of lockTTL), and returns the undo.
+func SetRepostClaimTTL(d time.Duration) func() {
+	old := repostClaimTTL
+	repostClaimTTL = d
+	return func() { repostClaimTTL = old }
+}

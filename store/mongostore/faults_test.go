@@ -32,6 +32,10 @@ type faults struct {
 	msgsUpdate  atomic.Int32 // fail this many messages.UpdateOne calls,
 	msgsSkip    atomic.Int32 // after letting this many through
 	likesWrite  atomic.Int32 // fail this many likes.UpdateOne and DeleteOne calls
+	// repostsWrite fails this many reposts.InsertOne and DeleteOne calls
+	// (a repost's guard); msgsInsert this many messages.InsertOne calls.
+	repostsWrite atomic.Int32
+	msgsInsert   atomic.Int32
 	// notifWrite fails the notifWrite-th write to the notification
 	// collections from now (1: the next one); 0 fails none.
 	notifWrite atomic.Int32
@@ -103,6 +107,9 @@ func (c fColl) InsertOne(ctx context.Context, doc interface{}, o ...*options.Ins
 	if c.notifFails() {
 		return nil, errInjected
 	}
+	if (c.name == "reposts" && c.f.repostsWrite.Add(-1) >= 0) || (c.name == "messages" && c.f.msgsInsert.Add(-1) >= 0) {
+		return nil, errInjected
+	}
 	return c.ICollection.InsertOne(ctx, doc, o...)
 }
 
@@ -129,6 +136,9 @@ func (c fColl) keyed(filter interface{}) {
 func (c fColl) DeleteOne(ctx context.Context, f interface{}, o ...*options.DeleteOptions) (*mongo.DeleteResult, error) {
 	c.keyed(f)
 	if c.name == "likes" && c.f.likesWrite.Add(-1) >= 0 {
+		return nil, errInjected
+	}
+	if c.name == "reposts" && c.f.repostsWrite.Add(-1) >= 0 {
 		return nil, errInjected
 	}
 	return c.ICollection.DeleteOne(ctx, f, o...)

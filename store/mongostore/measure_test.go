@@ -327,6 +327,46 @@ func TestRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, got.ReplyCount)
 	})
+	t.Run("repost", func(t *testing.T) {
+		orig := post(t, st, clk, author.ID, storage.LayoutNone, "reposted")
+		fan := followers[3]
+		repost := func() (*store.Message, *storage.Job, error) {
+			now := clk.now()
+			m := &store.Message{ID: store.NewID(now), AuthorID: fan, Kind: store.KindRepost, CreatedAt: now, RepostOfID: orig.MessageID, RepostOfAuthorID: author.ID}
+			j := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: fan, CreatedAt: now}
+			return m, j, st.CreateMessage(ctx, m, j)
+		}
+		n.Store(0)
+		m, _, err := repost()
+		require.NoError(t, err)
+		t.Logf("repost: %d round trips", n.Load())
+		assert.Equal(t, int64(9), n.Load(), "check users, check the original, insert the guard, insert the repost with its job, count the reposter and the original (marked), mark counted, forget both markers")
+		n.Store(0)
+		_, _, err = repost()
+		require.Equal(t, store.ECONFLICT, store.ErrorCode(err))
+		t.Logf("repost again (CONFLICT): %d round trips", n.Load())
+		assert.Equal(t, int64(5), n.Load(), "check users, check the original, the guard's duplicate key, read the guard, find its repost live")
+		keys := []store.MessageKey{{ID: orig.MessageID, AuthorID: author.ID}, {ID: m.ID, AuthorID: fan}}
+		n.Store(0)
+		found, err := st.FindReposts(ctx, fan, keys)
+		require.NoError(t, err)
+		assert.Equal(t, []store.ID{m.ID, store.NilID}, found)
+		t.Logf("FindReposts (%d messages): %d round trips", len(keys), n.Load())
+		assert.Equal(t, int64(1), n.Load())
+		n.Store(0)
+		require.NoError(t, st.DeleteMessage(ctx, m.ID, &storage.Job{ID: m.ID, Kind: storage.JobRetract, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: fan, CreatedAt: m.CreatedAt}))
+		t.Logf("unrepost (with its retraction): %d round trips", n.Load())
+		assert.Equal(t, int64(8), n.Load(), "find its author, mark it deleted with its retraction, release the guard, uncount the reposter and the original (marked), mark uncounted, forget both markers")
+		m, _, err = repost()
+		require.NoError(t, err, "a repost again once unreposted")
+		n.Store(0)
+		require.NoError(t, st.DeleteMessage(ctx, m.ID, nil))
+		t.Logf("unrepost (no job): %d round trips", n.Load())
+		assert.Equal(t, int64(7), n.Load(), "find its author, delete it, release the guard, uncount the reposter and the original (marked), forget both markers")
+		got, err := st.FindMessageByID(ctx, orig.MessageID)
+		require.NoError(t, err)
+		assert.Zero(t, got.RepostCount)
+	})
 	t.Run("notification", func(t *testing.T) {
 		j := post(t, st, clk, author.ID, storage.LayoutNone, "liked by many")
 		key := store.MessageKey{ID: j.MessageID, AuthorID: author.ID}
@@ -431,6 +471,12 @@ func TestBytes(t *testing.T) {
 	reply := &store.Message{ID: store.NewID(clk.now()), AuthorID: bob.ID, Text: strings.Repeat("x", 80), Kind: store.KindReply, CreatedAt: clk.t,
 		ReplyToID: asked.ID, ReplyToAuthorID: alice.ID, RootID: asked.ID, RootAuthorID: alice.ID}
 	require.NoError(t, st.CreateMessage(ctx, reply, nil))
+	// Bob reposts a post of Alice's: the repost (a message with no text),
+	// its guard, and the count it adds to the post (rp).
+	reposted := &store.Message{ID: store.NewID(clk.now()), AuthorID: alice.ID, Text: strings.Repeat("x", 80), Kind: store.KindPost, CreatedAt: clk.t}
+	require.NoError(t, st.CreateMessage(ctx, reposted, nil))
+	repost := &store.Message{ID: store.NewID(clk.now()), AuthorID: bob.ID, Kind: store.KindRepost, CreatedAt: clk.t, RepostOfID: reposted.ID, RepostOfAuthorID: alice.ID}
+	require.NoError(t, st.CreateMessage(ctx, repost, nil))
 	// A user who logged out once: the revoked token stays until it expires.
 	_, err = st.RevokeTokens(ctx, alice.ID, store.TokenRevocation{TokenID: strings.Repeat("t", 22), Expires: clk.t.Add(24 * time.Hour), Now: clk.t})
 	require.NoError(t, err)
@@ -468,6 +514,9 @@ func TestBytes(t *testing.T) {
 		{"message (80 characters), 2 mentions", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(mentioning.ID)}}), 0},
 		{"reply (80 characters)", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(reply.ID)}}), 0},
 		{"message (80 characters), 1 reply", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(asked.ID)}}), 0},
+		{"repost", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(repost.ID)}}), 0},
+		{"repost guard", raw("reposts", bson.D{}), 0},
+		{"message (80 characters), 1 repost", raw("messages", bson.D{{Key: "_id", Value: primitive.ObjectID(reposted.ID)}}), 0},
 		{"inbox entry, entries layout", raw("entries", bson.D{}), 0},
 		{"inbox entry, in a bucket", bucket.Lookup("e").Array().Index(0).Value().Document(), elem},
 		{"inbox entry, in a cache", cache.Lookup("e").Array().Index(0).Value().Document(), elem},

@@ -46,7 +46,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		for _, l := range indexLines {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 23, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.Equal(t, 25, strings.Count(out, `db.runCommand({"createIndexes"`), out)
 		assert.NotContains(t, out, "shardCollection")
 		assert.NotContains(t, out, "enableSharding")
 	})
@@ -67,6 +67,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 			`admin> db.runCommand({"shardCollection":"social.caches","key":{"_id":"hashed"}})`,
 			`admin> db.runCommand({"shardCollection":"social.deliveries","key":{"m":1,"k":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.likes","key":{"u":1,"m":1}})`,
+			`admin> db.runCommand({"shardCollection":"social.reposts","key":{"u":1,"o":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.notifications","key":{"o":1,"k":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.notifactors","key":{"g":1,"u":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.notifheads","key":{"_id":"hashed"}})`,
@@ -74,7 +75,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		} {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 13, strings.Count(out, `"shardCollection"`))
+		assert.Equal(t, 14, strings.Count(out, `"shardCollection"`))
 		assert.NotContains(t, out, "updateZoneKeyRange")
 		assert.NotContains(t, out, "(if sharded)")
 	})

@@ -362,7 +362,7 @@ func TestRoundTrips(t *testing.T) {
 		n.Store(0)
 		require.NoError(t, st.DeleteMessage(ctx, m.ID, nil))
 		t.Logf("unrepost (no job): %d round trips", n.Load())
-		assert.Equal(t, int64(7), n.Load(), "find its author, delete it, release the guard, uncount the reposter and the original (marked), forget both markers")
+		assert.Equal(t, int64(7), n.Load(), "find its author, delete it, uncount the reposter and the original (marked), forget both markers, release the guard")
 		got, err := st.FindMessageByID(ctx, orig.MessageID)
 		require.NoError(t, err)
 		assert.Zero(t, got.RepostCount)

@@ -339,11 +339,6 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *storage
 		// the decrements once have no use left; they go, or every deletion
 		// would grow the user's (and the parent's) document. (A crash
 		// between the writes leaves a count one high: the cost of no job.)
-		// A repost's guard first: a crash after it leaves a count one high
-		// at worst, not the pair held by a repost that is gone.
-		if err := s.releaseRepost(ctx, &d); err != nil {
-			return err
-		}
 		author := store.ID(d.Author)
 		if err := s.incOnce(ctx, s.users, userKey(author), deletedOp(id), countInc(&d, -1)); err != nil {
 			return err
@@ -354,10 +349,19 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *storage
 				return err
 			}
 		}
-		if err := s.forgetOp(ctx, s.users, userKey(author), deletedOp(id)); err != nil || parent == nil {
+		if err := s.forgetOp(ctx, s.users, userKey(author), deletedOp(id)); err != nil {
 			return err
 		}
-		return s.forgetOp(ctx, s.messages, parent, deletedOp(id))
+		if parent != nil {
+			if err := s.forgetOp(ctx, s.messages, parent, deletedOp(id)); err != nil {
+				return err
+			}
+		}
+		// A repost's guard last: a crash before it leaves the pair held
+		// only until the guard's claim expires (its repost is gone, so the
+		// next repost takes it over), and no count wrong that the steps
+		// above made right.
+		return s.releaseRepost(ctx, &d)
 	}
 	// A message whose count was not finished (or with a job to repeat
 	// this) takes the careful way; without a job the flag it sets lands

@@ -197,3 +197,25 @@ func TestFaults_RepostDeletedBeforeCounted(t *testing.T) {
 		}
 	}
 }
+
+// An unrepost without a job whose process dies after its counts, at its
+// guard's release (the last step): the counts are right, and the pair is
+// not lost: the guard's repost is gone, so once its claim expired a
+// repost takes the guard over.
+func TestFaults_UnrepostNoJobGuardLeft(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	a, x := mkUser(t, st, "author"), mkUser(t, st, "xxx")
+	orig, _ := mkPost(t, st, a)
+	m, _, err := mkRepost(st, f, func(*faults) {}, x, orig, time.Now())
+	require.NoError(t, err)
+	f.repostsWrite.Store(1)
+	require.ErrorIs(t, st.DeleteMessage(ctx, m.ID, nil), errInjected)
+	assert.Equal(t, repostState{guards: 1}, readRepost(t, st, orig, x), "deleted and uncounted, the guard left")
+	_, _, err = mkRepost(st, f, func(*faults) {}, x, orig, time.Now())
+	assert.Equal(t, store.ECONFLICT, store.ErrorCode(err), "a fresh guard might be a repost being stored: %v", err)
+	defer mongostore.SetRepostClaimTTL(0)()
+	again, _, err := mkRepost(st, f, func(*faults) {}, x, orig, time.Now())
+	require.NoError(t, err)
+	assert.Equal(t, repostState{reposts: 1, posted: 1, guards: 1, found: again.ID}, readRepost(t, st, orig, x))
+}

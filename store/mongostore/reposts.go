@@ -34,7 +34,10 @@ import (
 // never stored and its claim (the repost ID's time) is older than
 // repostClaimTTL: a repost still being stored is younger than that. A
 // deletion removes the guard before its count step (in count, which the
-// retraction's first chunk repeats), so a repost may be made again at once.
+// retraction's first chunk repeats), so a repost may be made again at once;
+// a deletion without a job, which nothing repeats, removes it after its
+// count step, so that a crash leaves at worst the guard (taken over once
+// expired), not a count wrong.
 //
 // FindReposts does not read guards, which may be stale: it reads the
 // reposter's live reposts through the partial messages index (a, ro), on

@@ -249,24 +249,7 @@ const notificationEventsQuery = `subscription { notificationEvents { type edge {
 
 func nextNotif(t *testing.T, sub *client.Subscription) notifEvent {
 	t.Helper()
-	type result struct {
-		ev  notifEvent
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		var r result
-		r.err = sub.Next(&r.ev)
-		ch <- r
-	}()
-	select {
-	case r := <-ch:
-		require.NoError(t, r.err)
-		return r.ev
-	case <-time.After(5 * time.Second):
-		t.Fatal("no subscription event within 5s")
-		return notifEvent{}
-	}
+	return nextOf[notifEvent](t, sub)
 }
 
 func TestSubscription_NotificationEvents(t *testing.T) {
@@ -382,25 +365,7 @@ func testSubscriptionNotificationEventsResume(t *testing.T) {
 	}
 	recv := func(sub *client.Subscription) event {
 		t.Helper()
-		ch := make(chan event, 1)
-		errc := make(chan error, 1)
-		go func() {
-			var ev event
-			if err := sub.Next(&ev); err != nil {
-				errc <- err
-				return
-			}
-			ch <- ev
-		}()
-		select {
-		case ev := <-ch:
-			return ev
-		case err := <-errc:
-			require.NoError(t, err)
-		case <-time.After(5 * time.Second):
-			t.Fatal("no subscription event within 5s")
-		}
-		return event{}
+		return nextOf[event](t, sub)
 	}
 
 	sub := e.client.Websocket(q, opts(alice, nil)...)

@@ -52,12 +52,11 @@ const SeedUsage = `Usage: herald seed [flags]
 Generates a social network (users, a follow graph whose follower counts
 follow a power law, messages, likes that go mostly to popular authors, and
 the inboxes the timeline strategy stores) from -seed and the sizes, and
-writes it into the store the server
-would open with the same flags: the embedded store in -data, or MongoDB
-with -mongodb-uri. It writes in batches, bypassing the API, and keeps its
-progress in the store: run it again after an interruption and it goes on
-where it stopped. Seed an empty store, with the -fanout and
--celebrity-threshold the server will run with.
+writes it into the store the server would open with the same flags: the
+embedded store in -data, or MongoDB with -mongodb-uri. It writes in
+batches, bypassing the API, and keeps its progress in the store: run it
+again after an interruption and it goes on where it stopped. Seed an empty
+store, with the -fanout and -celebrity-threshold the server will run with.
 
 Flags:`
 

@@ -456,3 +456,44 @@ func TestEvents_ResumeOtherProcess(t *testing.T) {
 	err = c.SubscribeWith(rctx, alice, pubsub.SubscribeOptions{After: second.Position}, func(store.Event) bool { return true }, func() {})
 	assert.Equal(t, store.ERESUMEEXPIRED, store.ErrorCode(err))
 }
+
+// TestEvents_ResumeAcrossHistoryLost: events the watcher never read (they
+// left the oplog while its stream was away) are not in the hub's logs, so a
+// cursor from before them cannot be resumed: the subscription must fail
+// with RESUME_EXPIRED, not replay what came after the gap as if it were
+// all.
+func TestEvents_ResumeAcrossHistoryLost(t *testing.T) {
+	c1, engine := newEngine(t, lungo.Options{MinOplogSize: 1, MaxOplogSize: 2, MinOplogAge: time.Nanosecond})
+	c2 := lungo.NewClient(engine)
+	a := startEvents(t, c1, "herald", EventsOptions{})
+	logs := &lockedBuffer{}
+	release := make(chan struct{})
+	b := NewEvents(c2.Database("herald"), EventsOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	b.testHookReopen = func() { <-release }
+	require.NoError(t, b.Run(context.Background()))
+	t.Cleanup(b.Close)
+	user := store.NewID(time.Now())
+	ch := subscribe(t, b, user)
+	ev := func(seq int) store.Event {
+		return store.Event{Type: store.EventAdded, UserID: user, MessageID: user, Counts: store.InboxCounts{Total: seq}}
+	}
+
+	a.Publish(context.Background(), ev(1))
+	last := mustRecvAt(t, ch)
+	require.Equal(t, 1, last.Counts.Total)
+	require.True(t, b.dropStream())
+	for i := range 5 {
+		a.Publish(context.Background(), ev(2+i))
+	}
+	time.Sleep(1100 * time.Millisecond) // lungo ages its oplog in whole seconds
+	a.Publish(context.Background(), ev(7))
+	close(release)
+	require.Eventually(t, func() bool { return bytes.Contains([]byte(logs.String()), []byte("events lost; starting from now")) },
+		5*time.Second, 10*time.Millisecond, "logs:\n%s", logs.String())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	err := b.SubscribeWith(ctx, user, pubsub.SubscribeOptions{After: last.Position},
+		func(store.Event) bool { return true }, func() {})
+	assert.Equal(t, store.ERESUMEEXPIRED, store.ErrorCode(err), "events 2 to 6 were lost: resuming after 1 must fail, not skip them")
+}

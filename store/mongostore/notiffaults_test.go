@@ -103,3 +103,44 @@ func TestFaults_NotifyTakenOver(t *testing.T) {
 		})
 	}
 }
+
+// An operation that fails under its claim, its process alive (a write
+// timed out, the connection dropped), must not hold the owner's feed for
+// the claim's whole TTL: the service gives each notice 5 seconds
+// (notifyTimeout), far less than the 30 s claim, so every notice to that
+// owner in between would wait and fail, lost. The owner's next notice
+// finishes the failed operation and counts its own within that bound.
+func TestFaults_NotifyAfterFailureNotBlocked(t *testing.T) {
+	ctx := context.Background()
+	const notifyTimeout = 5 * time.Second // store/service's
+	for _, tc := range []struct {
+		name string
+		step int
+		mark bool
+	}{{"NoticeWrite2", 2, false}, {"NoticeWrite3", 3, false}, {"NoticeWrite4", 4, false}, {"NoticeWrite5", 5, false}, {"MarkWrite2", 2, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, f := openFaulty(t)
+			author, fan, other := mkUser(t, st, "author"), mkUser(t, st, "fan"), mkUser(t, st, "other")
+			m, _ := mkPost(t, st, author)
+			if tc.mark {
+				res, err := st.Notify(ctx, likeNoticeOf(m, fan, tickClock()))
+				require.NoError(t, err)
+				f.notifWrite.Store(int32(tc.step))
+				_, err = st.MarkNotificationsRead(ctx, author, res.Group.LatestID)
+				require.ErrorIs(t, err, errInjected)
+			} else {
+				f.notifWrite.Store(int32(tc.step))
+				_, err := st.Notify(ctx, likeNoticeOf(m, fan, tickClock()))
+				require.ErrorIs(t, err, errInjected)
+			}
+			f.notifWrite.Store(0)
+
+			wait, cancel := context.WithTimeout(ctx, notifyTimeout)
+			defer cancel()
+			res, err := st.Notify(wait, likeNoticeOf(m, other, tickClock()))
+			require.NoError(t, err, "the next notice to the owner is not held up by the failed operation's claim")
+			assert.Equal(t, 2, res.Group.Count, "the failed notice counted once, then this one")
+			assert.Equal(t, 1, res.Counts.Total)
+		})
+	}
+}

@@ -169,9 +169,11 @@ func (s *Store) claimFeed(ctx context.Context, owner store.ID, p notifPending) (
 				}
 				if q.Key != "" {
 					if _, err := s.applyNotice(ctx, h, q.notice(owner), true); err != nil {
+						s.expireClaim(ctx, owner, q.ID)
 						return h, false, err
 					}
 				} else if err := s.releaseFeed(ctx, owner, q.ID); err != nil {
+					s.expireClaim(ctx, owner, q.ID)
 					return h, false, err
 				}
 			}
@@ -183,6 +185,18 @@ func (s *Store) claimFeed(ctx context.Context, owner store.ID, p notifPending) (
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// expireClaim makes owner's pending operation id, which failed in this
+// process, expire now, so that the owner's next operation finishes it at
+// once rather than after notifClaimTTL, longer than a notice waits for a
+// claim. It is best effort (a failure leaves the claim to its TTL) and runs
+// even when ctx has ended, which may be why the operation failed.
+func (s *Store) expireClaim(ctx context.Context, owner store.ID, id primitive.ObjectID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, _ = s.notifHeads.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "np.ni", Value: id}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "np.nx", Value: time.Now().UTC()}}}})
 }
 
 // releaseFeed clears owner's pending operation id.
@@ -198,10 +212,15 @@ func (s *Store) releaseFeed(ctx context.Context, owner store.ID, id primitive.Ob
 func (s *Store) Notify(ctx context.Context, n storage.Notice) (storage.NotifyResult, error) {
 	p := notifPending{ID: oid(n.ID), Key: n.Key, Kind: notifKindCode(n.Kind), Actor: oid(n.Actor), Message: oid(n.Message.ID), Author: oid(n.Message.AuthorID)}
 	h, resume, err := s.claimFeed(ctx, n.Owner, p)
-	if err != nil {
-		return storage.NotifyResult{}, err
+	if err == nil {
+		var res storage.NotifyResult
+		if res, err = s.applyNotice(ctx, h, n, resume); err == nil {
+			return res, nil
+		}
 	}
-	return s.applyNotice(ctx, h, n, resume)
+	// The claim may be n's (set before the failure, or by a try cut short).
+	s.expireClaim(ctx, n.Owner, p.ID)
+	return storage.NotifyResult{}, err
 }
 
 // applyNotice runs steps 2 to 5 of n under the claim, from head h as the
@@ -356,6 +375,15 @@ func (s *Store) ListNotificationActors(ctx context.Context, owner, group store.I
 // the mark as the claim is released.
 func (s *Store) MarkNotificationsRead(ctx context.Context, owner, mark store.ID) (store.NotificationCounts, error) {
 	id := oid(store.NewID(time.Now()))
+	c, err := s.markRead(ctx, owner, mark, id)
+	if err != nil {
+		s.expireClaim(ctx, owner, id)
+	}
+	return c, err
+}
+
+// markRead is MarkNotificationsRead under the claim id.
+func (s *Store) markRead(ctx context.Context, owner, mark store.ID, id primitive.ObjectID) (store.NotificationCounts, error) {
 	h, _, err := s.claimFeed(ctx, owner, notifPending{ID: id})
 	if err != nil {
 		return store.NotificationCounts{}, err

@@ -144,3 +144,52 @@ func TestFaults_NotifyAfterFailureNotBlocked(t *testing.T) {
 		})
 	}
 }
+
+// A claim taken over while its holder still runs (the holder slower than
+// the TTL, or its clock behind the taker's): the taker resumes the notice
+// and inserts its actor first; the holder, not resuming, takes the
+// duplicate for an actor counted before and releases the claim, which is
+// still this notice's; the taker's count update then finds no claim and
+// the feed's counts never count the group.
+func TestFaults_NotifyTakenOverWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	t.Cleanup(mongostore.SetNotifClaimTTL(time.Millisecond))
+	st, f := openFaulty(t)
+	author, fan, other := mkUser(t, st, "author"), mkUser(t, st, "fan"), mkUser(t, st, "other")
+	m, _ := mkPost(t, st, author)
+	// The holder: group upsert, then its actor insert, held. The taker,
+	// once the claim expired: the group upsert, the actor insert, then the
+	// group update, held.
+	holder, taker := newHold(), newHold()
+	f.notifHolds = map[string]*hold{"notifactors#1": holder, "notifications#3": taker}
+	wait := func(h *hold) {
+		t.Helper()
+		select {
+		case <-h.reached:
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "the write was not reached")
+		}
+	}
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := st.Notify(ctx, likeNoticeOf(m, fan, tickClock()))
+		first <- err
+	}()
+	wait(holder)
+	second := make(chan error, 1)
+	go func() {
+		_, err := st.Notify(ctx, likeNoticeOf(m, other, tickClock()))
+		second <- err
+	}()
+	wait(taker)
+	close(holder.release)
+	require.NoError(t, <-first)
+	close(taker.release)
+	require.NoError(t, <-second)
+
+	counts, c, actors := feedState(t, st, author)
+	assert.Equal(t, []int{2}, counts)
+	assert.Equal(t, []int{2}, actors)
+	assert.Equal(t, store.NotificationCounts{Total: 1, Unread: 1}, c, "one group, unread")
+}

@@ -134,24 +134,26 @@ const after = options.After
 var notifClaimTTL = lockTTL
 
 // claimFeed sets p as owner's pending operation and returns the head as it
-// was then. A pending operation of a crashed process is finished first,
-// once its claim expired; if it is p itself (a retry), claimFeed takes its
-// claim over and reports resume.
-func (s *Store) claimFeed(ctx context.Context, owner store.ID, p notifPending) (h notifHeadDoc, resume bool, err error) {
+// was then, and the claim's expiry (np.nx as stored), which says the claim
+// is still the caller's and not taken over. A pending operation of a
+// crashed process is finished first, once its claim expired; if it is p
+// itself (a retry), claimFeed takes its claim over and reports resume.
+func (s *Store) claimFeed(ctx context.Context, owner store.ID, p notifPending) (h notifHeadDoc, held time.Time, resume bool, err error) {
 	for {
 		now := time.Now().UTC()
-		p.Expires = now.Add(notifClaimTTL)
+		// Milliseconds, as stored, so that the expiry names the claim.
+		p.Expires = now.Add(notifClaimTTL).Truncate(time.Millisecond)
 		h = notifHeadDoc{}
 		err = s.notifHeads.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "np", Value: bson.D{{Key: "$exists", Value: false}}}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "np", Value: p}}}}, options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(after)).Decode(&h)
 		if err == nil {
 			h.Pending = nil
-			return h, false, nil
+			return h, p.Expires, false, nil
 		} else if !isDuplicate(err) {
-			return h, false, wrap("claim notifications", err)
+			return h, held, false, wrap("claim notifications", err)
 		}
 		if err := s.notifHeads.FindOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}}).Decode(&h); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-			return h, false, wrap("claim notifications", err)
+			return h, held, false, wrap("claim notifications", err)
 		}
 		if q := h.Pending; q != nil && (q.ID == p.ID || q.Expires.Before(now)) {
 			// Take the claim over (one taker wins), then finish its
@@ -160,28 +162,28 @@ func (s *Store) claimFeed(ctx context.Context, owner store.ID, p notifPending) (
 			res, err := s.notifHeads.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "np.ni", Value: q.ID}, {Key: "np.nx", Value: q.Expires}},
 				bson.D{{Key: "$set", Value: bson.D{{Key: "np.nx", Value: p.Expires}}}})
 			if err != nil {
-				return h, false, wrap("claim notifications", err)
+				return h, held, false, wrap("claim notifications", err)
 			}
 			if res.ModifiedCount == 1 {
 				h.Pending = nil
 				if q.ID == p.ID {
-					return h, true, nil
+					return h, p.Expires, true, nil
 				}
 				if q.Key != "" {
-					if _, err := s.applyNotice(ctx, h, q.notice(owner), true); err != nil {
+					if _, err := s.applyNotice(ctx, h, p.Expires, q.notice(owner), true); err != nil {
 						s.expireClaim(ctx, owner, q.ID)
-						return h, false, err
+						return h, held, false, err
 					}
 				} else if err := s.releaseFeed(ctx, owner, q.ID); err != nil {
 					s.expireClaim(ctx, owner, q.ID)
-					return h, false, err
+					return h, held, false, err
 				}
 			}
 			continue
 		}
 		select {
 		case <-ctx.Done():
-			return h, false, ctx.Err()
+			return h, held, false, ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -211,10 +213,10 @@ func (s *Store) releaseFeed(ctx context.Context, owner store.ID, id primitive.Ob
 // adds a read of the head and a wait.
 func (s *Store) Notify(ctx context.Context, n storage.Notice) (storage.NotifyResult, error) {
 	p := notifPending{ID: oid(n.ID), Key: n.Key, Kind: notifKindCode(n.Kind), Actor: oid(n.Actor), Message: oid(n.Message.ID), Author: oid(n.Message.AuthorID)}
-	h, resume, err := s.claimFeed(ctx, n.Owner, p)
+	h, held, resume, err := s.claimFeed(ctx, n.Owner, p)
 	if err == nil {
 		var res storage.NotifyResult
-		if res, err = s.applyNotice(ctx, h, n, resume); err == nil {
+		if res, err = s.applyNotice(ctx, h, held, n, resume); err == nil {
 			return res, nil
 		}
 	}
@@ -223,10 +225,11 @@ func (s *Store) Notify(ctx context.Context, n storage.Notice) (storage.NotifyRes
 	return storage.NotifyResult{}, err
 }
 
-// applyNotice runs steps 2 to 5 of n under the claim, from head h as the
-// claim found it. resume says n was pending already (a try of it was cut
-// short): only then may an actor document of n's own ID be n's, half done.
-func (s *Store) applyNotice(ctx context.Context, h notifHeadDoc, n storage.Notice, resume bool) (storage.NotifyResult, error) {
+// applyNotice runs steps 2 to 5 of n under the claim, which expires at
+// held, from head h as the claim found it. resume says n was pending
+// already (a try of it was cut short): only then may an actor document of
+// n's own ID be n's, half done.
+func (s *Store) applyNotice(ctx context.Context, h notifHeadDoc, held time.Time, n storage.Notice, resume bool) (storage.NotifyResult, error) {
 	var g notifGroupDoc
 	set := bson.D{{Key: "_id", Value: oid(n.ID)}, {Key: "nk", Value: notifKindCode(n.Kind)}, {Key: "nc", Value: int32(0)}}
 	if !n.Message.ID.IsZero() {
@@ -263,7 +266,12 @@ func (s *Store) applyNotice(ctx context.Context, h notifHeadDoc, n storage.Notic
 			}
 		}
 		if had.ID != a.ID {
-			return res, s.releaseFeed(ctx, n.Owner, oid(n.ID))
+			// Released only if the claim is still this try's: a taker
+			// that resumed n meanwhile may have inserted that actor, and
+			// finishes n under the claim.
+			_, err := s.notifHeads.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(n.Owner)}, {Key: "np.ni", Value: oid(n.ID)}, {Key: "np.nx", Value: held}},
+				bson.D{{Key: "$unset", Value: bson.D{{Key: "np", Value: ""}}}})
+			return res, wrap("release notifications", err)
 		}
 		a = had
 	} else if err != nil {
@@ -384,7 +392,7 @@ func (s *Store) MarkNotificationsRead(ctx context.Context, owner, mark store.ID)
 
 // markRead is MarkNotificationsRead under the claim id.
 func (s *Store) markRead(ctx context.Context, owner, mark store.ID, id primitive.ObjectID) (store.NotificationCounts, error) {
-	h, _, err := s.claimFeed(ctx, owner, notifPending{ID: id})
+	h, _, _, err := s.claimFeed(ctx, owner, notifPending{ID: id})
 	if err != nil {
 		return store.NotificationCounts{}, err
 	}

@@ -38,7 +38,9 @@ import (
 //
 // A crash anywhere leaves np set: a retry of the notice (same ID) resumes at
 // once, and any other operation of the owner resumes it once the claim has
-// expired (notifClaimTTL). Resuming redoes each step, and each step applies once.
+// expired (notifClaimTTL), or at once if the step failed in a process that
+// lives on (expireClaim). Resuming redoes each step, and each step applies
+// once.
 const (
 	collNotifGroups = "notifications"
 	collNotifActors = "notifactors"

@@ -401,3 +401,49 @@ func testSubscriptionNotificationEventsResume(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "BAD_USER_INPUT")
 }
+
+// TestNotifications_NodesCost: nodes(ids:) of notification groups reads
+// the feed's counts once, whatever the number of groups, and each group
+// once; another user's group costs a read and resolves to null.
+func TestNotifications_NodesCost(t *testing.T) { forBackends(t, testNotificationsNodesCost) }
+
+func testNotificationsNodesCost(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, _ := mustSignUp(t, e, "alice")
+	bob, _ := mustSignUp(t, e, "bob")
+	for range 6 {
+		mustLike(t, e, bob, mustPost(t, e, alice, "a post"))
+	}
+	p := notifications(t, e, alice, nil).Notifications
+	require.Len(t, p.Edges, 6, "a group per post")
+	ids := make([]string, len(p.Edges))
+	for i, ed := range p.Edges {
+		ids[i] = ed.Node.ID
+	}
+	calls := func(token string, ids []string) (map[string]int64, int) {
+		t.Helper()
+		var out struct {
+			Nodes []*struct {
+				ID     string `json:"id"`
+				Unread bool   `json:"unread"`
+			} `json:"nodes"`
+		}
+		e.backend.Reset()
+		e.mustExec(t, token, `query($ids: [ID!]!) { nodes(ids: $ids) { ... on NotificationGroup { id unread } } }`, map[string]any{"ids": ids}, &out)
+		c, _ := e.backend.Snapshot()
+		found := 0
+		for _, nd := range out.Nodes {
+			if nd != nil {
+				found++
+			}
+		}
+		return c, found
+	}
+	c, found := calls(alice, ids)
+	assert.Equal(t, 6, found)
+	assert.Equal(t, int64(6), c["FindNotificationGroup"], "one read a group")
+	assert.Equal(t, int64(1), c["ReadNotifications"], "the counts once")
+	c, found = calls(bob, ids)
+	assert.Zero(t, found, "another user's groups are not readable")
+	assert.Zero(t, c["ReadNotifications"], "no counts without a group")
+}

@@ -93,9 +93,12 @@ func (d *notifGroupDoc) store() store.NotificationGroup {
 // what its notice needs to resume: the group's count before it, shifted
 // left by two, and the changes to the feed's total (2) and unread (1).
 type notifActorDoc struct {
-	ID     primitive.ObjectID `bson:"_id"`
-	Group  primitive.ObjectID `bson:"g"`
-	User   primitive.ObjectID `bson:"u"`
+	ID    primitive.ObjectID `bson:"_id"`
+	Group primitive.ObjectID `bson:"g"`
+	User  primitive.ObjectID `bson:"u"`
+	// Owner is the feed's owner: listing a group's actors names it, so
+	// that one owner's group id cannot list another's actors.
+	Owner  primitive.ObjectID `bson:"o"`
 	Resume int32              `bson:"rs"`
 }
 
@@ -257,7 +260,7 @@ func (s *Store) applyNotice(ctx context.Context, h notifHeadDoc, held time.Time,
 	if !wasUnread && store.ID(latest).Compare(c.ReadMark) > 0 {
 		du = 1
 	}
-	a := notifActorDoc{ID: oid(n.ID), Group: g.ID, User: oid(n.Actor), Resume: g.Count<<2 | dt<<1 | du}
+	a := notifActorDoc{ID: oid(n.ID), Group: g.ID, User: oid(n.Actor), Owner: oid(n.Owner), Resume: g.Count<<2 | dt<<1 | du}
 	if _, err := s.notifActors.InsertOne(ctx, &a); isDuplicate(err) {
 		// Counted before, unless it is this notice's own, from a try cut
 		// short: only a resumed notice can have one.
@@ -357,15 +360,15 @@ func (s *Store) FindNotificationGroup(ctx context.Context, owner, id store.ID) (
 }
 
 // ListNotificationActors implements storage.Backend, through the index
-// (g, _id). An actor whose notice is still under way may show before the
-// group counts it.
+// (g, _id), keeping the actors of owner's group only. An actor whose notice
+// is still under way may show before the group counts it.
 func (s *Store) ListNotificationActors(ctx context.Context, owner, group store.ID, r store.Range) ([]store.NotificationActor, error) {
 	cond, sort := idRange("_id", r, true)
 	opts := options.Find().SetSort(sort).SetProjection(bson.D{{Key: "u", Value: 1}})
 	if r.Limit > 0 {
 		opts.SetLimit(int64(r.Limit))
 	}
-	cur, err := s.notifActors.Find(ctx, append(bson.D{{Key: "g", Value: oid(group)}}, cond...), opts)
+	cur, err := s.notifActors.Find(ctx, append(bson.D{{Key: "g", Value: oid(group)}, {Key: "o", Value: oid(owner)}}, cond...), opts)
 	if err != nil {
 		return nil, wrap("list notification actors", err)
 	}

@@ -139,7 +139,7 @@ func (r *Resolver) notificationEvents(ctx context.Context, viewer store.ID, afte
 	}
 	out := make(chan *model.NotificationEvent)
 	deliver := func(ev store.Event) bool {
-		ne := &model.NotificationEvent{Type: model.NotificationEventTypeRead, ReadMark: ev.Counts.ReadMark, UnreadCount: ev.Counts.Unread, TotalCount: ev.Counts.Total, Cursor: encodeEventCursor(ev.Position)}
+		ne := &model.NotificationEvent{Type: model.NotificationEventTypeRead, Cursor: encodeEventCursor(ev.Position)}
 		switch ev.Type {
 		case store.EventNotified:
 			ne.Type, ne.Group = model.NotificationEventTypeAdded, ev.Group
@@ -147,6 +147,19 @@ func (r *Resolver) notificationEvents(ctx context.Context, viewer store.ID, afte
 		default:
 			return true
 		}
+		// The counts are read as the event is sent, not taken from it:
+		// two notices to one owner from two requests (or processes)
+		// publish in either order, and the counts of the one published
+		// last may be the older. Read now, the last event sent shows the
+		// feed as it is.
+		c, err := r.Service.NotificationCounts(ctx, viewer)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.logger().ErrorContext(ctx, "graphql: notification counts for an event; event skipped", "user", viewer.String(), "err", err)
+			}
+			return true
+		}
+		ne.ReadMark, ne.UnreadCount, ne.TotalCount = c.ReadMark, c.Unread, c.Total
 		select {
 		case out <- ne:
 			return true

@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"context"
 	"encoding/base64"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"herald/graph"
 	"herald/store"
 )
 
@@ -446,4 +448,42 @@ func testNotificationsNodesCost(t *testing.T) {
 	c, found = calls(bob, ids)
 	assert.Zero(t, found, "another user's groups are not readable")
 	assert.Zero(t, c["ReadNotifications"], "no counts without a group")
+}
+
+// TestSubscription_NotificationEventsCountsNow: a notification event shows
+// the feed's counts as they are when it is sent, not those its publisher
+// read: two notices to one owner publish in either order, and a client
+// keeps the last event's counts.
+func TestSubscription_NotificationEventsCountsNow(t *testing.T) {
+	forBackends(t, testSubscriptionNotificationEventsCountsNow)
+}
+
+func testSubscriptionNotificationEventsCountsNow(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, aliceGID := mustSignUp(t, e, "alice")
+	bob, _ := mustSignUp(t, e, "bob")
+	carol, _ := mustSignUp(t, e, "carol")
+	aliceID, err := graph.ParseUserIDForTest(aliceGID)
+	require.NoError(t, err)
+	first, second := mustPost(t, e, alice, "one"), mustPost(t, e, alice, "two")
+
+	sub := e.client.Websocket(notificationEventsQuery, opts(alice, nil)...)
+	t.Cleanup(func() { _ = sub.Close() })
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond)
+	mustLike(t, e, bob, first)
+	ev := nextNotif(t, sub).NotificationEvents
+	require.Equal(t, 1, ev.TotalCount)
+	mustLike(t, e, carol, second)
+	ev = nextNotif(t, sub).NotificationEvents
+	require.Equal(t, 2, ev.TotalCount)
+
+	// The first notice's event, published late, as a racing request would:
+	// its counts are a feed of one.
+	require.NotNil(t, ev.Edge)
+	group, err := graph.ParseGroupIDForTest(ev.Edge.Node.ID)
+	require.NoError(t, err)
+	e.hub.Publish(context.Background(), store.Event{Type: store.EventNotified, UserID: aliceID, Group: group, Counts: store.InboxCounts{Total: 1, Unread: 1}})
+	ev = nextNotif(t, sub).NotificationEvents
+	assert.Equal(t, 2, ev.TotalCount, "the feed as it is, not as the late publisher read it")
+	assert.Equal(t, 2, ev.UnreadCount)
 }

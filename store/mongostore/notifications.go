@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
+	"herald/store/internal/docs"
 	"herald/store/storage"
 )
 
@@ -81,12 +82,9 @@ type notifGroupDoc struct {
 }
 
 func (d *notifGroupDoc) store() store.NotificationGroup {
-	g := store.NotificationGroup{ID: store.ID(d.ID), Owner: store.ID(d.Owner), Kind: notifKind(d.Kind), Key: d.Key,
-		Message: store.MessageKey{ID: store.ID(d.Message), AuthorID: store.ID(d.Author)}, Count: int(d.Count), LatestID: store.ID(d.Latest)}
-	for _, a := range d.Actors {
-		g.LatestActors = append(g.LatestActors, store.ID(a))
-	}
-	return g
+	return store.NotificationGroup{ID: store.ID(d.ID), Owner: store.ID(d.Owner), Kind: notifKind(d.Kind), Key: d.Key,
+		Message: store.MessageKey{ID: store.ID(d.Message), AuthorID: store.ID(d.Author)}, Count: int(d.Count), LatestID: store.ID(d.Latest),
+		LatestActors: docs.ToIDs(d.Actors)}
 }
 
 // notifActorDoc is one actor of a group; its _id is the activity's. RS is

@@ -287,7 +287,10 @@ func newHistoryLoss(t *testing.T) *historyLoss {
 	t.Helper()
 	c1, engine := newEngine(t, lungo.Options{MinOplogSize: 1, MaxOplogSize: 2, MinOplogAge: time.Nanosecond})
 	c2 := lungo.NewClient(engine)
-	h := &historyLoss{a: startEvents(t, c1, "herald", EventsOptions{}), logs: &lockedBuffer{}, release: make(chan struct{}), user: store.NewID(time.Now())}
+	// A publish that timed out on a loaded machine would leave the oplog
+	// unaged and the history not lost: a has all the time it needs.
+	a := startEvents(t, c1, "herald", EventsOptions{PublishTimeout: time.Minute})
+	h := &historyLoss{a: a, logs: &lockedBuffer{}, release: make(chan struct{}), user: store.NewID(time.Now())}
 	h.b = NewEvents(c2.Database("herald"), EventsOptions{Logger: slog.New(slog.NewTextHandler(h.logs, nil))})
 	h.b.testHookReopen = func() { <-h.release }
 	require.NoError(t, h.b.Run(context.Background()))

@@ -12,3 +12,7 @@ func NewServerWithoutFastPaths(cfg Config) *handler.Server { return newServer(cf
 
 // ParseUserIDForTest is parseUserID, for tests that reach the store.
 func ParseUserIDForTest(s string) (store.ID, error) { return parseUserID(s) }
+
+// ParseGroupIDForTest decodes a NotificationGroup's global id, for tests
+// that reach the store.
+func ParseGroupIDForTest(s string) (store.ID, error) { return parseIDOf(typeNotificationGroup, s) }

@@ -36,36 +36,32 @@ func notificationEdge(g *model.NotificationGroup) *model.NotificationEdge {
 	return &model.NotificationEdge{Cursor: encodeIDCursor(cursorNotifs, g.LatestID), Node: g}
 }
 
-// notificationGroup loads viewer's group id with the feed's counts, or nil
-// if viewer has no such group: another user's group is not readable.
-func (r *Resolver) notificationGroup(ctx context.Context, viewer, id store.ID) (*model.NotificationGroup, error) {
-	g, err := r.Service.NotificationGroup(ctx, viewer, id)
-	if store.ErrorCode(err) == store.ENOTFOUND {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	c, err := r.Service.NotificationCounts(ctx, viewer)
-	if err != nil {
-		return nil, err
-	}
-	return &model.NotificationGroup{NotificationGroup: *g, Counts: c}, nil
-}
-
 // notificationNodes loads the groups of ids for Query.node(s): only the
-// viewer's, nil for the rest and when nobody is signed in.
+// viewer's, nil for the rest and when nobody is signed in. The feed's
+// counts, which every group shows, are read once, and only if a group is
+// found.
 func (r *Resolver) notificationNodes(ctx context.Context, ids []store.ID) ([]*model.NotificationGroup, error) {
 	out := make([]*model.NotificationGroup, len(ids))
 	viewer, ok := ViewerFromContext(ctx)
 	if !ok {
 		return out, nil
 	}
+	var counts *store.NotificationCounts
 	for i, id := range ids {
-		g, err := r.notificationGroup(ctx, viewer, id)
-		if err != nil {
+		g, err := r.Service.NotificationGroup(ctx, viewer, id)
+		if store.ErrorCode(err) == store.ENOTFOUND {
+			continue
+		} else if err != nil {
 			return nil, err
 		}
-		out[i] = g
+		if counts == nil {
+			c, err := r.Service.NotificationCounts(ctx, viewer)
+			if err != nil {
+				return nil, err
+			}
+			counts = &c
+		}
+		out[i] = &model.NotificationGroup{NotificationGroup: *g, Counts: *counts}
 	}
 	return out, nil
 }
@@ -143,7 +139,7 @@ func (r *Resolver) notificationEvents(ctx context.Context, viewer store.ID, afte
 	}
 	out := make(chan *model.NotificationEvent)
 	deliver := func(ev store.Event) bool {
-		ne := &model.NotificationEvent{Type: model.NotificationEventTypeRead, ReadMark: ev.Counts.ReadMark, UnreadCount: ev.Counts.Unread, TotalCount: ev.Counts.Total, Cursor: encodeEventCursor(ev.Position)}
+		ne := &model.NotificationEvent{Type: model.NotificationEventTypeRead, Cursor: encodeEventCursor(ev.Position)}
 		switch ev.Type {
 		case store.EventNotified:
 			ne.Type, ne.Group = model.NotificationEventTypeAdded, ev.Group
@@ -151,6 +147,19 @@ func (r *Resolver) notificationEvents(ctx context.Context, viewer store.ID, afte
 		default:
 			return true
 		}
+		// The counts are read as the event is sent, not taken from it:
+		// two notices to one owner from two requests (or processes)
+		// publish in either order, and the counts of the one published
+		// last may be the older. Read now, the last event sent shows the
+		// feed as it is.
+		c, err := r.Service.NotificationCounts(ctx, viewer)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.logger().ErrorContext(ctx, "graphql: notification counts for an event; event skipped", "user", viewer.String(), "err", err)
+			}
+			return true
+		}
+		ne.ReadMark, ne.UnreadCount, ne.TotalCount = c.ReadMark, c.Unread, c.Total
 		select {
 		case out <- ne:
 			return true

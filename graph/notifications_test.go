@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"context"
 	"encoding/base64"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"herald/graph"
 	"herald/store"
 )
 
@@ -249,24 +251,7 @@ const notificationEventsQuery = `subscription { notificationEvents { type edge {
 
 func nextNotif(t *testing.T, sub *client.Subscription) notifEvent {
 	t.Helper()
-	type result struct {
-		ev  notifEvent
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		var r result
-		r.err = sub.Next(&r.ev)
-		ch <- r
-	}()
-	select {
-	case r := <-ch:
-		require.NoError(t, r.err)
-		return r.ev
-	case <-time.After(5 * time.Second):
-		t.Fatal("no subscription event within 5s")
-		return notifEvent{}
-	}
+	return nextOf[notifEvent](t, sub)
 }
 
 func TestSubscription_NotificationEvents(t *testing.T) {
@@ -382,25 +367,7 @@ func testSubscriptionNotificationEventsResume(t *testing.T) {
 	}
 	recv := func(sub *client.Subscription) event {
 		t.Helper()
-		ch := make(chan event, 1)
-		errc := make(chan error, 1)
-		go func() {
-			var ev event
-			if err := sub.Next(&ev); err != nil {
-				errc <- err
-				return
-			}
-			ch <- ev
-		}()
-		select {
-		case ev := <-ch:
-			return ev
-		case err := <-errc:
-			require.NoError(t, err)
-		case <-time.After(5 * time.Second):
-			t.Fatal("no subscription event within 5s")
-		}
-		return event{}
+		return nextOf[event](t, sub)
 	}
 
 	sub := e.client.Websocket(q, opts(alice, nil)...)
@@ -435,4 +402,88 @@ func testSubscriptionNotificationEventsResume(t *testing.T) {
 	err := bad.Next(&ev)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "BAD_USER_INPUT")
+}
+
+// TestNotifications_NodesCost: nodes(ids:) of notification groups reads
+// the feed's counts once, whatever the number of groups, and each group
+// once; another user's group costs a read and resolves to null.
+func TestNotifications_NodesCost(t *testing.T) { forBackends(t, testNotificationsNodesCost) }
+
+func testNotificationsNodesCost(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, _ := mustSignUp(t, e, "alice")
+	bob, _ := mustSignUp(t, e, "bob")
+	for range 6 {
+		mustLike(t, e, bob, mustPost(t, e, alice, "a post"))
+	}
+	p := notifications(t, e, alice, nil).Notifications
+	require.Len(t, p.Edges, 6, "a group per post")
+	ids := make([]string, len(p.Edges))
+	for i, ed := range p.Edges {
+		ids[i] = ed.Node.ID
+	}
+	calls := func(token string, ids []string) (map[string]int64, int) {
+		t.Helper()
+		var out struct {
+			Nodes []*struct {
+				ID     string `json:"id"`
+				Unread bool   `json:"unread"`
+			} `json:"nodes"`
+		}
+		e.backend.Reset()
+		e.mustExec(t, token, `query($ids: [ID!]!) { nodes(ids: $ids) { ... on NotificationGroup { id unread } } }`, map[string]any{"ids": ids}, &out)
+		c, _ := e.backend.Snapshot()
+		found := 0
+		for _, nd := range out.Nodes {
+			if nd != nil {
+				found++
+			}
+		}
+		return c, found
+	}
+	c, found := calls(alice, ids)
+	assert.Equal(t, 6, found)
+	assert.Equal(t, int64(6), c["FindNotificationGroup"], "one read a group")
+	assert.Equal(t, int64(1), c["ReadNotifications"], "the counts once")
+	c, found = calls(bob, ids)
+	assert.Zero(t, found, "another user's groups are not readable")
+	assert.Zero(t, c["ReadNotifications"], "no counts without a group")
+}
+
+// TestSubscription_NotificationEventsCountsNow: a notification event shows
+// the feed's counts as they are when it is sent, not those its publisher
+// read: two notices to one owner publish in either order, and a client
+// keeps the last event's counts.
+func TestSubscription_NotificationEventsCountsNow(t *testing.T) {
+	forBackends(t, testSubscriptionNotificationEventsCountsNow)
+}
+
+func testSubscriptionNotificationEventsCountsNow(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, aliceGID := mustSignUp(t, e, "alice")
+	bob, _ := mustSignUp(t, e, "bob")
+	carol, _ := mustSignUp(t, e, "carol")
+	aliceID, err := graph.ParseUserIDForTest(aliceGID)
+	require.NoError(t, err)
+	first, second := mustPost(t, e, alice, "one"), mustPost(t, e, alice, "two")
+
+	sub := e.client.Websocket(notificationEventsQuery, opts(alice, nil)...)
+	t.Cleanup(func() { _ = sub.Close() })
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond)
+	mustLike(t, e, bob, first)
+	ev := nextNotif(t, sub).NotificationEvents
+	require.Equal(t, 1, ev.TotalCount)
+	mustLike(t, e, carol, second)
+	ev = nextNotif(t, sub).NotificationEvents
+	require.Equal(t, 2, ev.TotalCount)
+
+	// The first notice's event, published late, as a racing request would:
+	// its counts are a feed of one.
+	require.NotNil(t, ev.Edge)
+	group, err := graph.ParseGroupIDForTest(ev.Edge.Node.ID)
+	require.NoError(t, err)
+	e.hub.Publish(context.Background(), store.Event{Type: store.EventNotified, UserID: aliceID, Group: group, Counts: store.InboxCounts{Total: 1, Unread: 1}})
+	ev = nextNotif(t, sub).NotificationEvents
+	assert.Equal(t, 2, ev.TotalCount, "the feed as it is, not as the late publisher read it")
+	assert.Equal(t, 2, ev.UnreadCount)
 }

@@ -53,12 +53,18 @@ func onlyFields(t *testing.T, ev inboxEvent, edge, deleted, removed bool) {
 	assert.Equal(t, removed, e.RemovedMessageID != nil, "%s: removedMessageId", e.Type)
 }
 
-// next waits for the subscription's next payload, failing after a timeout
-// rather than hanging the test.
+// next waits for the subscription's next inbox event (see nextOf).
 func next(t *testing.T, sub *client.Subscription) inboxEvent {
 	t.Helper()
+	return nextOf[inboxEvent](t, sub)
+}
+
+// nextOf waits for the subscription's next payload, failing after a timeout
+// rather than hanging the test.
+func nextOf[T any](t *testing.T, sub *client.Subscription) T {
+	t.Helper()
 	type result struct {
-		ev  inboxEvent
+		ev  T
 		err error
 	}
 	ch := make(chan result, 1)
@@ -73,7 +79,8 @@ func next(t *testing.T, sub *client.Subscription) inboxEvent {
 		return r.ev
 	case <-time.After(5 * time.Second):
 		t.Fatal("no subscription event within 5s")
-		return inboxEvent{}
+		var zero T
+		return zero
 	}
 }
 

@@ -1575,9 +1575,13 @@ type NotificationEvent {
   for READ.
   """
   edge: NotificationEdge
-  "The feed's unread count after the change."
+  """
+  The feed's unread count as the event is sent (read then, so that the last
+  event a client gets shows the feed as it is, whatever order concurrent
+  notices were published in).
+  """
   unreadCount: Int!
-  "The feed's total count after the change."
+  "The feed's total count as the event is sent."
   totalCount: Int!
   """
   Names this event: pass the last one received as ` + "`" + `after` + "`" + ` when subscribing

@@ -28,6 +28,7 @@ type SeedFlags struct {
 	users      int
 	avgFollows int
 	messages   int
+	avgLikes   float64
 	password   string
 	batch      int
 	quiet      bool
@@ -39,6 +40,7 @@ func (f *SeedFlags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.users, "users", 100_000, "number of users (handles user1, user2, …)")
 	fs.IntVar(&f.avgFollows, "avg-follows", 100, "average number of users each user follows")
 	fs.IntVar(&f.messages, "messages", 100_000, "number of messages, spread evenly over the users")
+	fs.Float64Var(&f.avgLikes, "avg-likes", seed.DefaultAvgLikes, "average number of likes per message, most of them on popular authors' messages, by their followers (0: none)")
 	fs.StringVar(&f.password, "password", "herald-seed", "every seeded user's password")
 	fs.IntVar(&f.batch, "batch", seed.DefaultBatchRecords, "records written in one batch")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
@@ -48,13 +50,13 @@ func (f *SeedFlags) Register(fs *flag.FlagSet) {
 const SeedUsage = `Usage: herald seed [flags]
 
 Generates a social network (users, a follow graph whose follower counts
-follow a power law, messages, and the inboxes the timeline strategy
-stores) from -seed and the sizes, and writes it into the store the server
-would open with the same flags: the embedded store in -data, or MongoDB
-with -mongodb-uri. It writes in batches, bypassing the API, and keeps its
-progress in the store: run it again after an interruption and it goes on
-where it stopped. Seed an empty store, with the -fanout and
--celebrity-threshold the server will run with.
+follow a power law, messages, likes that go mostly to popular authors, and
+the inboxes the timeline strategy stores) from -seed and the sizes, and
+writes it into the store the server would open with the same flags: the
+embedded store in -data, or MongoDB with -mongodb-uri. It writes in
+batches, bypassing the API, and keeps its progress in the store: run it
+again after an interruption and it goes on where it stopped. Seed an empty
+store, with the -fanout and -celebrity-threshold the server will run with.
 
 Flags:`
 
@@ -79,9 +81,16 @@ func Seed(ctx context.Context, sf SeedFlags, cfg SeedConfig, log *slog.Logger, s
 	if sf.batch < 1 {
 		return errors.New("-batch must be positive")
 	}
+	avgLikes := sf.avgLikes
+	switch {
+	case avgLikes < 0:
+		return errors.New("-avg-likes must not be negative")
+	case avgLikes == 0:
+		avgLikes = -1 // none; 0 is the default to seed.Config
+	}
 	start := time.Now()
 	n, err := seed.Generate(seed.Config{
-		Seed: sf.seed, Users: sf.users, AvgFollows: sf.avgFollows, Messages: sf.messages,
+		Seed: sf.seed, Users: sf.users, AvgFollows: sf.avgFollows, Messages: sf.messages, AvgLikes: avgLikes,
 		Strategy: cfg.Fanout, CelebrityThreshold: cfg.CelebrityThreshold,
 	})
 	if err != nil {
@@ -121,11 +130,11 @@ func Seed(ctx context.Context, sf SeedFlags, cfg SeedConfig, log *slog.Logger, s
 	_ = bar.Finish()
 	took := time.Since(start)
 	if loaded == 0 {
-		fmt.Fprintf(stdout, "already seeded: %d users, %d follows, %d messages\n", n.Users(), n.Edges(), sf.messages)
+		fmt.Fprintf(stdout, "already seeded: %d users, %d follows, %d messages, %d likes\n", n.Users(), n.Edges(), sf.messages, n.Likes())
 		return nil
 	}
-	fmt.Fprintf(stdout, "seeded %d users, %d follows, %d messages, %d records in all, in %v (%.0f records/s)\n",
-		n.Users(), n.Edges(), sf.messages, records, took.Round(time.Millisecond), float64(records)/took.Seconds())
+	fmt.Fprintf(stdout, "seeded %d users, %d follows, %d messages, %d likes, %d records in all, in %v (%.0f records/s)\n",
+		n.Users(), n.Edges(), sf.messages, n.Likes(), records, took.Round(time.Millisecond), float64(records)/took.Seconds())
 	fmt.Fprintf(stdout, "log in as %s … %s with password %q\n", seed.Handle(0), seed.Handle(n.Users()-1), sf.password)
 	return nil
 }

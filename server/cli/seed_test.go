@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,6 +16,7 @@ import (
 	"herald/server/datadir"
 	"herald/server/httpserver"
 	"herald/server/internal/servertest"
+	"herald/store"
 	"herald/store/embedded"
 	"herald/store/pubsub"
 	"herald/store/seed"
@@ -79,4 +81,47 @@ func TestSeed(t *testing.T) {
 	assert.EqualValues(t, n.InboxSize(reader), inbox["unreadCount"])
 	assert.Len(t, inbox["edges"], min(50, n.InboxSize(reader)))
 	assert.EqualValues(t, len(n.Following(reader)), home["viewer"].(map[string]any)["followingCount"])
+
+	// The reader's seeded likes, most recent first, each message with its
+	// seeded count.
+	var want []store.Like
+	likeCounts := map[store.ID]int{}
+	for k := range 900 {
+		likes := n.MessageLikes(k)
+		for _, l := range likes {
+			likeCounts[l.MessageID] = len(likes)
+			if l.UserID == n.UserID(reader) {
+				want = append(want, l)
+			}
+		}
+	}
+	require.NotEmpty(t, want, "the reader likes something")
+	slices.SortFunc(want, func(a, b store.Like) int { return b.ID.Compare(a.ID) })
+	var wantCounts []any
+	for _, l := range want {
+		wantCounts = append(wantCounts, float64(likeCounts[l.MessageID]))
+	}
+	liked := servertest.MustGQL(t, base, token, `{ viewer { likes(first: 100) { edges { node { likeCount viewerHasLiked likedBy(first: 1) { totalCount } } } } } }`, nil)
+	var gotCounts []any
+	for _, e := range liked["viewer"].(map[string]any)["likes"].(map[string]any)["edges"].([]any) {
+		node := e.(map[string]any)["node"].(map[string]any)
+		assert.Equal(t, true, node["viewerHasLiked"])
+		assert.Equal(t, node["likeCount"], node["likedBy"].(map[string]any)["totalCount"])
+		gotCounts = append(gotCounts, node["likeCount"])
+	}
+	assert.Equal(t, wantCounts, gotCounts)
+}
+
+// TestSeed_AvgLikes seeds a network without likes, and refuses a negative
+// average.
+func TestSeed_AvgLikes(t *testing.T) {
+	args := []string{"-users", "50", "-avg-follows", "3", "-messages", "50", "-quiet"}
+	var out bytes.Buffer
+	require.NoError(t, seedCmd(t.TempDir(), append(args, "-avg-likes", "0"), &out, io.Discard))
+	assert.Contains(t, out.String(), "50 messages, 0 likes")
+	out.Reset()
+	require.NoError(t, seedCmd(t.TempDir(), args, &out, io.Discard))
+	assert.NotContains(t, out.String(), " 0 likes", "likes by default")
+	err := seedCmd(t.TempDir(), append(args, "-avg-likes", "-1"), io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "-avg-likes")
 }

@@ -25,13 +25,15 @@ import (
 var bulkT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // network is a small hand-built social network in load batches: users
-// first, then edges, messages and LayoutBuckets inboxes with a progress
-// record.
+// first, then edges, messages, likes and LayoutBuckets inboxes with a
+// progress record.
 type network struct {
 	alice, bob, carol, dave *store.User
 	// m1, m2 by alice; m3 by bob, a reply to m1; m4 by alice, pulled.
 	m1, m2, m3, m4 *store.Message
-	users, rest    *storage.Bulk
+	// bob and carol like m1, dave m2, carol m3, in this order.
+	likes       []store.Like
+	users, rest *storage.Bulk
 }
 
 func newNetwork() *network {
@@ -56,6 +58,12 @@ func newNetwork() *network {
 	n.m1, n.m2, n.m3, n.m4 = msg(n.alice, "one"), msg(n.alice, "two"), msg(n.bob, "three"), msg(n.alice, "four")
 	n.m3.Kind, n.m3.ReplyToID, n.m3.ReplyToAuthorID = store.KindReply, n.m1.ID, n.alice.ID
 	n.m4.Pulled = true
+	like := func(u *store.User, m *store.Message) store.Like {
+		id := store.NewID(at())
+		m.LikeCount++
+		return store.Like{ID: id, UserID: u.ID, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: id.Time()}
+	}
+	n.likes = []store.Like{like(n.bob, n.m1), like(n.carol, n.m1), like(n.dave, n.m2), like(n.carol, n.m3)}
 	edge := func(follower, followee *store.User) storage.Edge {
 		return storage.Edge{Follower: follower.ID, Followee: followee.ID, At: at()}
 	}
@@ -70,6 +78,7 @@ func newNetwork() *network {
 	n.rest = &storage.Bulk{
 		Edges:    []storage.Edge{edge(n.bob, n.alice), edge(n.carol, n.alice), edge(n.dave, n.alice), edge(n.alice, n.bob), edge(n.carol, n.bob)},
 		Messages: []*store.Message{n.m1, n.m2, n.m3, n.m4},
+		Likes:    n.likes,
 		Layout:   storage.LayoutBuckets,
 		Inboxes: []storage.BulkInbox{
 			inbox(n.alice, n.m3),
@@ -205,6 +214,20 @@ func TestStore_LoadBulk(t *testing.T) {
 		require.Len(t, replies, 1)
 		assert.Equal(t, n.m3.ID, replies[0].ID)
 
+		// Likes, listed from both sides, newest first, and found by pair.
+		likers, err := st.ListLikers(ctx, n.m1.ID, store.Forward(store.NilID, 10))
+		require.NoError(t, err)
+		assert.Equal(t, []store.Like{n.likes[1], n.likes[0]}, likers)
+		likes, err := st.ListLikes(ctx, n.carol.ID, store.Forward(store.NilID, 10))
+		require.NoError(t, err)
+		assert.Equal(t, []store.Like{n.likes[3], n.likes[1]}, likes)
+		liked, err := st.FindLiked(ctx, n.carol.ID, []store.MessageKey{n.m1.Key(), n.m2.Key(), n.m3.Key()})
+		require.NoError(t, err)
+		assert.Equal(t, []bool{true, false, true}, liked)
+		m1, err := st.FindMessageByID(ctx, n.m1.ID)
+		require.NoError(t, err)
+		assert.Equal(t, 2, m1.LikeCount)
+
 		// Delivery records, paged.
 		refs, cur, err := st.FindDeliveries(ctx, n.m1.ID, nil, 2)
 		require.NoError(t, err)
@@ -235,6 +258,26 @@ func TestStore_LoadBulk(t *testing.T) {
 		mustLoad(t, st, &users)
 		assert.Equal(t, once, mustDump(t, st), "loading the users again last")
 		assert.Equal(t, store.InboxCounts{Total: 3, Unread: 3}, counts(t, st, n.carol.ID))
+	})
+
+	t.Run("LikeAsLikeStores", func(t *testing.T) {
+		// Unlike finds a loaded like's three keys and the count: it leaves
+		// what loading without that like leaves.
+		st := openBulk(t)
+		n := newNetwork()
+		mustLoad(t, st, n.users, n.rest)
+		changed, err := st.Unlike(ctx, n.bob.ID, n.m1.Key())
+		require.NoError(t, err)
+		require.True(t, changed)
+
+		m1 := *n.m1
+		m1.LikeCount--
+		without := *n.rest
+		without.Messages = []*store.Message{&m1, n.m2, n.m3, n.m4}
+		without.Likes = n.likes[1:]
+		ref := openBulk(t)
+		mustLoad(t, ref, n.users, &without)
+		assert.Equal(t, mustDump(t, ref), mustDump(t, st))
 	})
 
 	t.Run("Replace", func(t *testing.T) {
@@ -304,6 +347,8 @@ func TestStore_LoadBulk(t *testing.T) {
 		before := mustDump(t, st)
 		items := n.rest.Inboxes[2].Items
 		stranger := store.NewID(bulkT0.Add(time.Hour))
+		likeAgain := n.likes[0]
+		likeAgain.ID = stranger
 		for name, tc := range map[string]struct {
 			bk   *storage.Bulk
 			code string
@@ -315,6 +360,9 @@ func TestStore_LoadBulk(t *testing.T) {
 			"OwnerTwice":         {&storage.Bulk{Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID}, {Owner: n.carol.ID}}}, store.EINVALID},
 			"UnknownOwner":       {&storage.Bulk{Layout: storage.LayoutEntries, Inboxes: []storage.BulkInbox{{Owner: stranger, Items: items}}}, store.ENOTFOUND},
 			"UserTwice":          {&storage.Bulk{Users: []*store.User{n.bob, n.bob}}, store.EINVALID},
+			"LikeTwice":          {&storage.Bulk{Likes: []store.Like{n.likes[0], n.likes[0]}}, store.EINVALID},
+			"PairTwice":          {&storage.Bulk{Likes: []store.Like{n.likes[0], likeAgain}}, store.EINVALID},
+			"LikeWithoutUser":    {&storage.Bulk{Likes: []store.Like{{ID: n.likes[0].ID, MessageID: n.m1.ID, AuthorID: n.alice.ID}}}, store.EINVALID},
 		} {
 			t.Run(name, func(t *testing.T) {
 				err := st.LoadBulk(ctx, tc.bk)

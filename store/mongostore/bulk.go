@@ -29,7 +29,12 @@ var _ storage.BulkLoader = (*Store)(nil)
 //   - an edge: the followees edge in its final state (followed) and the
 //     followers edge, as a finished Follow leaves them;
 //   - a message: marked counted (mn), since its author's counters come
-//     with the user, so a deletion takes it out of them once; no job;
+//     with the user, so a deletion takes it out of them once; no job; its
+//     like count (lc) as given, the count of its loaded likes;
+//   - a like: its document as a finished Like leaves it (no st), inserted
+//     by an upsert on its pair (u, m) that sets nothing on a match: a pair
+//     that holds a like already keeps it, so loading again writes nothing
+//     and a like made since (another _id) stays the pair's one;
 //   - an inbox (LayoutEntries or LayoutBuckets): its entries, or its
 //     buckets cut oldest first into runs of bucketSize as deliveries in
 //     order would have filled them (each keyed by its first message, the
@@ -48,7 +53,7 @@ var _ storage.BulkLoader = (*Store)(nil)
 // last, is for.
 
 // LoadBulk implements storage.BulkLoader. A malformed batch (a zero ID, a
-// user, edge, message or inbox owner twice, a handle twice, too many
+// user, edge, message, like or inbox owner twice, a handle twice, too many
 // attributes, an inbox not newest first or with a message twice, inbox
 // items in a layout that stores none) is BAD_USER_INPUT and a handle held
 // by a user outside the batch is CONFLICT; either way nothing of the batch
@@ -67,6 +72,7 @@ func (s *Store) LoadBulk(ctx context.Context, b *storage.Bulk) error {
 	}
 	tasks := []func() error{
 		func() error { return s.loadMessages(ctx, b.Messages) },
+		func() error { return s.loadLikes(ctx, b.Likes) },
 		func() error { return s.loadInboxes(ctx, b.Layout, b.Inboxes) },
 	}
 	tasks = append(tasks, s.edgeTasks(ctx, b.Edges)...)
@@ -284,6 +290,21 @@ func (s *Store) loadMessages(ctx context.Context, msgs []*store.Message) error {
 	}
 	_, err := s.messages.BulkWrite(ctx, models, unordered)
 	return wrap("bulk: messages", err)
+}
+
+// loadLikes inserts each like whose pair has none, by its pair (the
+// unique index (u, m), within the shard of u).
+func (s *Store) loadLikes(ctx context.Context, likes []store.Like) error {
+	if len(likes) == 0 {
+		return nil
+	}
+	models := make([]mongo.WriteModel, len(likes))
+	for i, l := range likes {
+		models[i] = mongo.NewUpdateOneModel().SetFilter(likePair(oid(l.UserID), oid(l.MessageID), primitive.NilObjectID)).
+			SetUpdate(bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "_id", Value: oid(l.ID)}, {Key: "a", Value: oid(l.AuthorID)}}}}).SetUpsert(true)
+	}
+	_, err := s.likes.BulkWrite(ctx, models, unordered)
+	return wrap("bulk: likes", err)
 }
 
 // loadInboxes writes whole inboxes in layout lay (see the comment at the

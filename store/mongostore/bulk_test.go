@@ -28,7 +28,8 @@ import (
 // b, celebrity c (one pulled message), readers x and y. x follows a and b,
 // y follows a, b and c. a posts 110 messages, b 9 and a reply to a's
 // first, c one pulled message; x's and y's inboxes hold a's and b's 120,
-// more than two buckets.
+// more than two buckets. x and y like a's first message, y b's reply and
+// c's message.
 type bulkFixture struct {
 	st      *mongostore.Store
 	trips   *atomic.Int64 // collection calls: round trips
@@ -40,6 +41,7 @@ type bulkFixture struct {
 	msgs    []*store.Message // oldest first
 	reply   *store.Message
 	pulled  *store.Message
+	likes   []store.Like      // in the order made
 	inbox   []store.InboxItem // x's and y's, newest first
 	batches []*storage.Bulk
 }
@@ -91,6 +93,12 @@ func newBulkFixture(t *testing.T, layout storage.Layout) *bulkFixture {
 		m := f.msgs[i]
 		f.inbox = append(f.inbox, store.InboxItem{InboxEntry: store.InboxEntry{MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}, DeliveredAt: m.CreatedAt.Add(time.Second)})
 	}
+	like := func(u *store.User, m *store.Message) store.Like {
+		id := store.NewID(f.clk.now())
+		m.LikeCount++
+		return store.Like{ID: id, UserID: u.ID, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: id.Time()}
+	}
+	f.likes = []store.Like{like(f.x, f.msgs[0]), like(f.y, f.msgs[0]), like(f.y, f.reply), like(f.y, f.pulled)}
 	progress := func(n int) *storage.BulkProgress {
 		return &storage.BulkProgress{Name: "test", Value: fmt.Appendf(nil, "batch %d", n)}
 	}
@@ -99,7 +107,8 @@ func newBulkFixture(t *testing.T, layout storage.Layout) *bulkFixture {
 		{Edges: edges, Progress: progress(2)},
 		{Messages: append(slices.Clone(f.msgs[:60]), f.pulled), Progress: progress(3)},
 		{Messages: f.msgs[60:], Progress: progress(4)},
-		{Layout: layout, Inboxes: []storage.BulkInbox{{Owner: f.x.ID, Items: f.inbox}, {Owner: f.y.ID, Items: f.inbox}}, Progress: progress(5)},
+		{Likes: f.likes, Progress: progress(5)},
+		{Layout: layout, Inboxes: []storage.BulkInbox{{Owner: f.x.ID, Items: f.inbox}, {Owner: f.y.ID, Items: f.inbox}}, Progress: progress(6)},
 	}
 	return f
 }
@@ -298,10 +307,25 @@ func TestStore_LoadBulk(t *testing.T) {
 				})
 			}
 
+			t.Run("OKLikes", func(t *testing.T) {
+				likers, err := st.ListLikers(ctx, f.msgs[0].ID, store.Forward(store.NilID, 10))
+				require.NoError(t, err)
+				assert.Equal(t, []store.Like{f.likes[1], f.likes[0]}, likers, "newest first")
+				likes, err := st.ListLikes(ctx, f.y.ID, store.Forward(store.NilID, 10))
+				require.NoError(t, err)
+				assert.Equal(t, []store.Like{f.likes[3], f.likes[2], f.likes[1]}, likes)
+				liked, err := st.FindLiked(ctx, f.x.ID, []store.MessageKey{f.msgs[0].Key(), f.reply.Key(), f.pulled.Key()})
+				require.NoError(t, err)
+				assert.Equal(t, []bool{true, false, false}, liked)
+				got, err := st.FindMessageByID(ctx, f.msgs[0].ID)
+				require.NoError(t, err)
+				assert.Equal(t, 2, got.LikeCount)
+			})
+
 			t.Run("OKProgress", func(t *testing.T) {
 				v, err := st.BulkProgress(ctx, "test")
 				require.NoError(t, err)
-				assert.Equal(t, "batch 5", string(v))
+				assert.Equal(t, "batch 6", string(v))
 				v, err = st.BulkProgress(ctx, "other")
 				require.NoError(t, err)
 				assert.Nil(t, v)
@@ -390,6 +414,36 @@ func TestStore_LoadBulkConflict(t *testing.T) {
 	})
 }
 
+// TestStore_LoadBulkLikes: a loaded like is a finished one, which Unlike
+// takes back from its count and its lists; a pair liked anew since a load
+// keeps its new like when the batch is loaded again.
+func TestStore_LoadBulkLikes(t *testing.T) {
+	ctx := context.Background()
+	f := newBulkFixture(t, storage.LayoutBuckets)
+	f.load(t)
+	changed, err := f.st.Unlike(ctx, f.x.ID, f.msgs[0].Key())
+	require.NoError(t, err)
+	require.True(t, changed)
+	got, err := f.st.FindMessageByID(ctx, f.msgs[0].ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, got.LikeCount)
+	likers, err := f.st.ListLikers(ctx, f.msgs[0].ID, store.Forward(store.NilID, 10))
+	require.NoError(t, err)
+	assert.Equal(t, []store.Like{f.likes[1]}, likers)
+
+	changed, err = f.st.Like(ctx, f.x.ID, f.msgs[0].Key(), f.clk.now())
+	require.NoError(t, err)
+	require.True(t, changed)
+	again, err := f.st.ListLikes(ctx, f.x.ID, store.Forward(store.NilID, 10))
+	require.NoError(t, err)
+	require.Len(t, again, 1)
+	require.NotEqual(t, f.likes[0].ID, again[0].ID)
+	require.NoError(t, f.st.LoadBulk(ctx, f.batches[4]))
+	likes, err := f.st.ListLikes(ctx, f.x.ID, store.Forward(store.NilID, 10))
+	require.NoError(t, err)
+	assert.Equal(t, again, likes, "the pair keeps its like")
+}
+
 // TestStore_LoadBulkReplacesInbox: a loaded inbox replaces what its owner
 // held: a shorter one leaves no entry or bucket of the longer behind.
 func TestStore_LoadBulkReplacesInbox(t *testing.T) {
@@ -424,6 +478,7 @@ func TestStore_LoadBulkRoundTrips(t *testing.T) {
 		{"edges (followees, followers, progress)", 3},
 		{"messages (messages, progress)", 2},
 		{"messages (messages, progress)", 2},
+		{"likes (likes, progress)", 2},
 		{"inboxes (buckets, delivery records, counts, progress)", 4},
 	}
 	for i, b := range f.batches {

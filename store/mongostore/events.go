@@ -463,6 +463,9 @@ func (e *Events) watch(ctx context.Context, cs lungo.IChangeStream, p position) 
 				// cannot be had any more. Start from now; subscribers
 				// catch up on their next read of the inbox.
 				e.log.Error("inbox event stream cannot resume: events lost; starting from now", "err", err)
+				// The hub's logs lack the lost events: no cursor from
+				// before may resume as if it had them all.
+				e.hub.ForgetLogs()
 				p = e.now()
 				backoff = 0
 				continue

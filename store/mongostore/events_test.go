@@ -273,45 +273,70 @@ func TestEvents_Resume(t *testing.T) {
 	assertNoRecv(t, ch, 200*time.Millisecond)
 }
 
+// historyLoss is two Events on one engine with a tiny oplog: a publishes,
+// b watches, its stream held back when it reopens until lose lets it go.
+type historyLoss struct {
+	a, b    *Events
+	user    store.ID
+	ch      <-chan store.Event // b's subscription of user
+	logs    *lockedBuffer      // b's log
+	release chan struct{}
+}
+
+func newHistoryLoss(t *testing.T) *historyLoss {
+	t.Helper()
+	c1, engine := newEngine(t, lungo.Options{MinOplogSize: 1, MaxOplogSize: 2, MinOplogAge: time.Nanosecond})
+	c2 := lungo.NewClient(engine)
+	// A publish that timed out on a loaded machine would leave the oplog
+	// unaged and the history not lost: a has all the time it needs.
+	a := startEvents(t, c1, "herald", EventsOptions{PublishTimeout: time.Minute})
+	h := &historyLoss{a: a, logs: &lockedBuffer{}, release: make(chan struct{}), user: store.NewID(time.Now())}
+	h.b = NewEvents(c2.Database("herald"), EventsOptions{Logger: slog.New(slog.NewTextHandler(h.logs, nil))})
+	h.b.testHookReopen = func() { <-h.release }
+	require.NoError(t, h.b.Run(context.Background()))
+	t.Cleanup(h.b.Close)
+	h.ch = subscribe(t, h.b, h.user)
+	return h
+}
+
+// ev is the seq-th event of user, told apart by its total.
+func (h *historyLoss) ev(seq int) store.Event {
+	return store.Event{Type: store.EventAdded, UserID: h.user, MessageID: h.user, Counts: store.InboxCounts{Total: seq}}
+}
+
+// lose drops b's stream, has a publish events 2 to 6 and let the oplog age
+// them out, publishes then (one document each), lets b reopen, and waits for b to log that
+// events were lost.
+func (h *historyLoss) lose(t *testing.T, then ...store.Event) {
+	t.Helper()
+	require.True(t, h.b.dropStream())
+	for i := range 5 {
+		h.a.Publish(context.Background(), h.ev(2+i))
+	}
+	time.Sleep(1100 * time.Millisecond) // lungo ages its oplog in whole seconds
+	for _, ev := range then {
+		h.a.Publish(context.Background(), ev)
+	}
+	close(h.release)
+	require.Eventually(t, func() bool { return bytes.Contains([]byte(h.logs.String()), []byte("events lost; starting from now")) },
+		5*time.Second, 10*time.Millisecond, "logs:\n%s", h.logs.String())
+}
+
 // TestEvents_Resume_HistoryLost: when the events after the last one
 // delivered are gone from the oplog, the watcher says so and goes on from
 // now instead of retrying for ever.
 func TestEvents_Resume_HistoryLost(t *testing.T) {
-	c1, engine := newEngine(t, lungo.Options{MinOplogSize: 1, MaxOplogSize: 2, MinOplogAge: time.Nanosecond})
-	c2 := lungo.NewClient(engine)
-	a := startEvents(t, c1, "herald", EventsOptions{})
-	logs := &lockedBuffer{}
-	release := make(chan struct{})
-	b := NewEvents(c2.Database("herald"), EventsOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	b.testHookReopen = func() { <-release }
-	require.NoError(t, b.Run(context.Background()))
-	t.Cleanup(b.Close)
-	user := store.NewID(time.Now())
-	ch := subscribe(t, b, user)
-	ev := func(seq int) store.Event {
-		return store.Event{Type: store.EventAdded, UserID: user, MessageID: user, Counts: store.InboxCounts{Total: seq}}
-	}
-
-	a.Publish(context.Background(), ev(1))
-	assert.Equal(t, ev(1), mustRecv(t, ch))
-	require.True(t, b.dropStream())
-	for i := range 5 {
-		a.Publish(context.Background(), ev(2+i))
-	}
-	time.Sleep(1100 * time.Millisecond) // lungo ages its oplog in whole seconds
-	a.Publish(context.Background(), ev(7))
-	a.Publish(context.Background(), ev(8))
-	close(release)
-
-	require.Eventually(t, func() bool { return bytes.Contains([]byte(logs.String()), []byte("events lost; starting from now")) },
-		5*time.Second, 10*time.Millisecond, "logs:\n%s", logs.String())
+	h := newHistoryLoss(t)
+	h.a.Publish(context.Background(), h.ev(1))
+	assert.Equal(t, h.ev(1), mustRecv(t, h.ch))
+	h.lose(t, h.ev(7), h.ev(8))
 	// The stream runs again, from now.
 	require.Eventually(t, func() bool {
-		a.Publish(context.Background(), ev(100))
+		h.a.Publish(context.Background(), h.ev(100))
 		select {
-		case got := <-ch:
+		case got := <-h.ch:
 			for got.Counts.Total != 100 { // events still in the oplog may come first
-				got = mustRecv(t, ch)
+				got = mustRecv(t, h.ch)
 			}
 			return true
 		case <-time.After(100 * time.Millisecond):
@@ -455,4 +480,23 @@ func TestEvents_ResumeOtherProcess(t *testing.T) {
 	// c never had a subscription of alice: it kept nothing of hers.
 	err = c.SubscribeWith(rctx, alice, pubsub.SubscribeOptions{After: second.Position}, func(store.Event) bool { return true }, func() {})
 	assert.Equal(t, store.ERESUMEEXPIRED, store.ErrorCode(err))
+}
+
+// TestEvents_ResumeAcrossHistoryLost: events the watcher never read (they
+// left the oplog while its stream was away) are not in the hub's logs, so a
+// cursor from before them cannot be resumed: the subscription must fail
+// with RESUME_EXPIRED, not replay what came after the gap as if it were
+// all.
+func TestEvents_ResumeAcrossHistoryLost(t *testing.T) {
+	h := newHistoryLoss(t)
+	h.a.Publish(context.Background(), h.ev(1))
+	last := mustRecvAt(t, h.ch)
+	require.Equal(t, 1, last.Counts.Total)
+	h.lose(t, h.ev(7))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	err := h.b.SubscribeWith(ctx, h.user, pubsub.SubscribeOptions{After: last.Position},
+		func(store.Event) bool { return true }, func() {})
+	assert.Equal(t, store.ERESUMEEXPIRED, store.ErrorCode(err), "events 2 to 6 were lost: resuming after 1 must fail, not skip them")
 }

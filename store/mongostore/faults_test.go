@@ -3,7 +3,9 @@ package mongostore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,6 +41,13 @@ type faults struct {
 	// notifWrite fails the notifWrite-th write to the notification
 	// collections from now (1: the next one); 0 fails none.
 	notifWrite atomic.Int32
+	// notifHolds holds the write named "<collection>#<n>" (the n-th write
+	// to that notification collection since openFaulty) before it is
+	// made: its reached is closed, then it waits for release. Set before
+	// the writes start.
+	notifHolds map[string]*hold
+	notifMu    sync.Mutex
+	notifSeen  map[string]int
 	// unkeyed counts the writes of messages whose filter does not name the
 	// author, the shard key's prefix.
 	unkeyed atomic.Int32
@@ -88,6 +97,12 @@ type fColl struct {
 	name string
 }
 
+// hold is a call held by the faults: reached is closed when it is, and it
+// goes on when release is closed.
+type hold struct{ reached, release chan struct{} }
+
+func newHold() *hold { return &hold{reached: make(chan struct{}), release: make(chan struct{})} }
+
 var errInjected = errors.New("injected: process killed here")
 
 // notifFails reports whether this write to a notification collection is
@@ -95,6 +110,17 @@ var errInjected = errors.New("injected: process killed here")
 func (c fColl) notifFails() bool {
 	switch c.name {
 	case "notifications", "notifactors", "notifheads":
+		c.f.notifMu.Lock()
+		if c.f.notifSeen == nil {
+			c.f.notifSeen = map[string]int{}
+		}
+		c.f.notifSeen[c.name]++
+		n := c.f.notifSeen[c.name]
+		c.f.notifMu.Unlock()
+		if h := c.f.notifHolds[fmt.Sprintf("%s#%d", c.name, n)]; h != nil {
+			close(h.reached)
+			<-h.release
+		}
 		return c.f.notifWrite.Add(-1) == 0
 	}
 	return false

@@ -103,3 +103,93 @@ func TestFaults_NotifyTakenOver(t *testing.T) {
 		})
 	}
 }
+
+// An operation that fails under its claim, its process alive (a write
+// timed out, the connection dropped), must not hold the owner's feed for
+// the claim's whole TTL: the service gives each notice 5 seconds
+// (notifyTimeout), far less than the 30 s claim, so every notice to that
+// owner in between would wait and fail, lost. The owner's next notice
+// finishes the failed operation and counts its own within that bound.
+func TestFaults_NotifyAfterFailureNotBlocked(t *testing.T) {
+	ctx := context.Background()
+	const notifyTimeout = 5 * time.Second // store/service's
+	for _, tc := range []struct {
+		name string
+		step int
+		mark bool
+	}{{"NoticeWrite2", 2, false}, {"NoticeWrite3", 3, false}, {"NoticeWrite4", 4, false}, {"NoticeWrite5", 5, false}, {"MarkWrite2", 2, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, f := openFaulty(t)
+			author, fan, other := mkUser(t, st, "author"), mkUser(t, st, "fan"), mkUser(t, st, "other")
+			m, _ := mkPost(t, st, author)
+			if tc.mark {
+				res, err := st.Notify(ctx, likeNoticeOf(m, fan, tickClock()))
+				require.NoError(t, err)
+				f.notifWrite.Store(int32(tc.step))
+				_, err = st.MarkNotificationsRead(ctx, author, res.Group.LatestID)
+				require.ErrorIs(t, err, errInjected)
+			} else {
+				f.notifWrite.Store(int32(tc.step))
+				_, err := st.Notify(ctx, likeNoticeOf(m, fan, tickClock()))
+				require.ErrorIs(t, err, errInjected)
+			}
+			f.notifWrite.Store(0)
+
+			wait, cancel := context.WithTimeout(ctx, notifyTimeout)
+			defer cancel()
+			res, err := st.Notify(wait, likeNoticeOf(m, other, tickClock()))
+			require.NoError(t, err, "the next notice to the owner is not held up by the failed operation's claim")
+			assert.Equal(t, 2, res.Group.Count, "the failed notice counted once, then this one")
+			assert.Equal(t, 1, res.Counts.Total)
+		})
+	}
+}
+
+// A claim taken over while its holder still runs (the holder slower than
+// the TTL, or its clock behind the taker's): the taker resumes the notice
+// and inserts its actor first; the holder, not resuming, takes the
+// duplicate for an actor counted before and releases the claim, which is
+// still this notice's; the taker's count update then finds no claim and
+// the feed's counts never count the group.
+func TestFaults_NotifyTakenOverWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	t.Cleanup(mongostore.SetNotifClaimTTL(time.Millisecond))
+	st, f := openFaulty(t)
+	author, fan, other := mkUser(t, st, "author"), mkUser(t, st, "fan"), mkUser(t, st, "other")
+	m, _ := mkPost(t, st, author)
+	// The holder: group upsert, then its actor insert, held. The taker,
+	// once the claim expired: the group upsert, the actor insert, then the
+	// group update, held.
+	holder, taker := newHold(), newHold()
+	f.notifHolds = map[string]*hold{"notifactors#1": holder, "notifications#3": taker}
+	wait := func(h *hold) {
+		t.Helper()
+		select {
+		case <-h.reached:
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "the write was not reached")
+		}
+	}
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := st.Notify(ctx, likeNoticeOf(m, fan, tickClock()))
+		first <- err
+	}()
+	wait(holder)
+	second := make(chan error, 1)
+	go func() {
+		_, err := st.Notify(ctx, likeNoticeOf(m, other, tickClock()))
+		second <- err
+	}()
+	wait(taker)
+	close(holder.release)
+	require.NoError(t, <-first)
+	close(taker.release)
+	require.NoError(t, <-second)
+
+	counts, c, actors := feedState(t, st, author)
+	assert.Equal(t, []int{2}, counts)
+	assert.Equal(t, []int{2}, actors)
+	assert.Equal(t, store.NotificationCounts{Total: 1, Unread: 1}, c, "one group, unread")
+}

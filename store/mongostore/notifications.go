@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
+	"herald/store/internal/docs"
 	"herald/store/storage"
 )
 
@@ -38,7 +39,9 @@ import (
 //
 // A crash anywhere leaves np set: a retry of the notice (same ID) resumes at
 // once, and any other operation of the owner resumes it once the claim has
-// expired (notifClaimTTL). Resuming redoes each step, and each step applies once.
+// expired (notifClaimTTL), or at once if the step failed in a process that
+// lives on (expireClaim). Resuming redoes each step, and each step applies
+// once.
 const (
 	collNotifGroups = "notifications"
 	collNotifActors = "notifactors"
@@ -79,21 +82,21 @@ type notifGroupDoc struct {
 }
 
 func (d *notifGroupDoc) store() store.NotificationGroup {
-	g := store.NotificationGroup{ID: store.ID(d.ID), Owner: store.ID(d.Owner), Kind: notifKind(d.Kind), Key: d.Key,
-		Message: store.MessageKey{ID: store.ID(d.Message), AuthorID: store.ID(d.Author)}, Count: int(d.Count), LatestID: store.ID(d.Latest)}
-	for _, a := range d.Actors {
-		g.LatestActors = append(g.LatestActors, store.ID(a))
-	}
-	return g
+	return store.NotificationGroup{ID: store.ID(d.ID), Owner: store.ID(d.Owner), Kind: notifKind(d.Kind), Key: d.Key,
+		Message: store.MessageKey{ID: store.ID(d.Message), AuthorID: store.ID(d.Author)}, Count: int(d.Count), LatestID: store.ID(d.Latest),
+		LatestActors: docs.ToIDs(d.Actors)}
 }
 
 // notifActorDoc is one actor of a group; its _id is the activity's. RS is
 // what its notice needs to resume: the group's count before it, shifted
 // left by two, and the changes to the feed's total (2) and unread (1).
 type notifActorDoc struct {
-	ID     primitive.ObjectID `bson:"_id"`
-	Group  primitive.ObjectID `bson:"g"`
-	User   primitive.ObjectID `bson:"u"`
+	ID    primitive.ObjectID `bson:"_id"`
+	Group primitive.ObjectID `bson:"g"`
+	User  primitive.ObjectID `bson:"u"`
+	// Owner is the feed's owner: listing a group's actors names it, so
+	// that one owner's group id cannot list another's actors.
+	Owner  primitive.ObjectID `bson:"o"`
 	Resume int32              `bson:"rs"`
 }
 
@@ -134,24 +137,26 @@ const after = options.After
 var notifClaimTTL = lockTTL
 
 // claimFeed sets p as owner's pending operation and returns the head as it
-// was then. A pending operation of a crashed process is finished first,
-// once its claim expired; if it is p itself (a retry), claimFeed takes its
-// claim over and reports resume.
-func (s *Store) claimFeed(ctx context.Context, owner store.ID, p notifPending) (h notifHeadDoc, resume bool, err error) {
+// was then, and the claim's expiry (np.nx as stored), which says the claim
+// is still the caller's and not taken over. A pending operation of a
+// crashed process is finished first, once its claim expired; if it is p
+// itself (a retry), claimFeed takes its claim over and reports resume.
+func (s *Store) claimFeed(ctx context.Context, owner store.ID, p notifPending) (h notifHeadDoc, held time.Time, resume bool, err error) {
 	for {
 		now := time.Now().UTC()
-		p.Expires = now.Add(notifClaimTTL)
+		// Milliseconds, as stored, so that the expiry names the claim.
+		p.Expires = now.Add(notifClaimTTL).Truncate(time.Millisecond)
 		h = notifHeadDoc{}
 		err = s.notifHeads.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "np", Value: bson.D{{Key: "$exists", Value: false}}}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "np", Value: p}}}}, options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(after)).Decode(&h)
 		if err == nil {
 			h.Pending = nil
-			return h, false, nil
+			return h, p.Expires, false, nil
 		} else if !isDuplicate(err) {
-			return h, false, wrap("claim notifications", err)
+			return h, held, false, wrap("claim notifications", err)
 		}
 		if err := s.notifHeads.FindOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}}).Decode(&h); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-			return h, false, wrap("claim notifications", err)
+			return h, held, false, wrap("claim notifications", err)
 		}
 		if q := h.Pending; q != nil && (q.ID == p.ID || q.Expires.Before(now)) {
 			// Take the claim over (one taker wins), then finish its
@@ -160,29 +165,43 @@ func (s *Store) claimFeed(ctx context.Context, owner store.ID, p notifPending) (
 			res, err := s.notifHeads.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "np.ni", Value: q.ID}, {Key: "np.nx", Value: q.Expires}},
 				bson.D{{Key: "$set", Value: bson.D{{Key: "np.nx", Value: p.Expires}}}})
 			if err != nil {
-				return h, false, wrap("claim notifications", err)
+				return h, held, false, wrap("claim notifications", err)
 			}
 			if res.ModifiedCount == 1 {
 				h.Pending = nil
 				if q.ID == p.ID {
-					return h, true, nil
+					return h, p.Expires, true, nil
 				}
 				if q.Key != "" {
-					if _, err := s.applyNotice(ctx, h, q.notice(owner), true); err != nil {
-						return h, false, err
+					if _, err := s.applyNotice(ctx, h, p.Expires, q.notice(owner), true); err != nil {
+						s.expireClaim(ctx, owner, q.ID)
+						return h, held, false, err
 					}
 				} else if err := s.releaseFeed(ctx, owner, q.ID); err != nil {
-					return h, false, err
+					s.expireClaim(ctx, owner, q.ID)
+					return h, held, false, err
 				}
 			}
 			continue
 		}
 		select {
 		case <-ctx.Done():
-			return h, false, ctx.Err()
+			return h, held, false, ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// expireClaim makes owner's pending operation id, which failed in this
+// process, expire now, so that the owner's next operation finishes it at
+// once rather than after notifClaimTTL, longer than a notice waits for a
+// claim. It is best effort (a failure leaves the claim to its TTL) and runs
+// even when ctx has ended, which may be why the operation failed.
+func (s *Store) expireClaim(ctx context.Context, owner store.ID, id primitive.ObjectID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_, _ = s.notifHeads.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "np.ni", Value: id}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "np.nx", Value: time.Now().UTC()}}}})
 }
 
 // releaseFeed clears owner's pending operation id.
@@ -197,17 +216,23 @@ func (s *Store) releaseFeed(ctx context.Context, owner store.ID, id primitive.Ob
 // adds a read of the head and a wait.
 func (s *Store) Notify(ctx context.Context, n storage.Notice) (storage.NotifyResult, error) {
 	p := notifPending{ID: oid(n.ID), Key: n.Key, Kind: notifKindCode(n.Kind), Actor: oid(n.Actor), Message: oid(n.Message.ID), Author: oid(n.Message.AuthorID)}
-	h, resume, err := s.claimFeed(ctx, n.Owner, p)
-	if err != nil {
-		return storage.NotifyResult{}, err
+	h, held, resume, err := s.claimFeed(ctx, n.Owner, p)
+	if err == nil {
+		var res storage.NotifyResult
+		if res, err = s.applyNotice(ctx, h, held, n, resume); err == nil {
+			return res, nil
+		}
 	}
-	return s.applyNotice(ctx, h, n, resume)
+	// The claim may be n's (set before the failure, or by a try cut short).
+	s.expireClaim(ctx, n.Owner, p.ID)
+	return storage.NotifyResult{}, err
 }
 
-// applyNotice runs steps 2 to 5 of n under the claim, from head h as the
-// claim found it. resume says n was pending already (a try of it was cut
-// short): only then may an actor document of n's own ID be n's, half done.
-func (s *Store) applyNotice(ctx context.Context, h notifHeadDoc, n storage.Notice, resume bool) (storage.NotifyResult, error) {
+// applyNotice runs steps 2 to 5 of n under the claim, which expires at
+// held, from head h as the claim found it. resume says n was pending
+// already (a try of it was cut short): only then may an actor document of
+// n's own ID be n's, half done.
+func (s *Store) applyNotice(ctx context.Context, h notifHeadDoc, held time.Time, n storage.Notice, resume bool) (storage.NotifyResult, error) {
 	var g notifGroupDoc
 	set := bson.D{{Key: "_id", Value: oid(n.ID)}, {Key: "nk", Value: notifKindCode(n.Kind)}, {Key: "nc", Value: int32(0)}}
 	if !n.Message.ID.IsZero() {
@@ -233,7 +258,7 @@ func (s *Store) applyNotice(ctx context.Context, h notifHeadDoc, n storage.Notic
 	if !wasUnread && store.ID(latest).Compare(c.ReadMark) > 0 {
 		du = 1
 	}
-	a := notifActorDoc{ID: oid(n.ID), Group: g.ID, User: oid(n.Actor), Resume: g.Count<<2 | dt<<1 | du}
+	a := notifActorDoc{ID: oid(n.ID), Group: g.ID, User: oid(n.Actor), Owner: oid(n.Owner), Resume: g.Count<<2 | dt<<1 | du}
 	if _, err := s.notifActors.InsertOne(ctx, &a); isDuplicate(err) {
 		// Counted before, unless it is this notice's own, from a try cut
 		// short: only a resumed notice can have one.
@@ -244,7 +269,12 @@ func (s *Store) applyNotice(ctx context.Context, h notifHeadDoc, n storage.Notic
 			}
 		}
 		if had.ID != a.ID {
-			return res, s.releaseFeed(ctx, n.Owner, oid(n.ID))
+			// Released only if the claim is still this try's: a taker
+			// that resumed n meanwhile may have inserted that actor, and
+			// finishes n under the claim.
+			_, err := s.notifHeads.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(n.Owner)}, {Key: "np.ni", Value: oid(n.ID)}, {Key: "np.nx", Value: held}},
+				bson.D{{Key: "$unset", Value: bson.D{{Key: "np", Value: ""}}}})
+			return res, wrap("release notifications", err)
 		}
 		a = had
 	} else if err != nil {
@@ -328,15 +358,15 @@ func (s *Store) FindNotificationGroup(ctx context.Context, owner, id store.ID) (
 }
 
 // ListNotificationActors implements storage.Backend, through the index
-// (g, _id). An actor whose notice is still under way may show before the
-// group counts it.
+// (g, _id), keeping the actors of owner's group only. An actor whose notice
+// is still under way may show before the group counts it.
 func (s *Store) ListNotificationActors(ctx context.Context, owner, group store.ID, r store.Range) ([]store.NotificationActor, error) {
 	cond, sort := idRange("_id", r, true)
 	opts := options.Find().SetSort(sort).SetProjection(bson.D{{Key: "u", Value: 1}})
 	if r.Limit > 0 {
 		opts.SetLimit(int64(r.Limit))
 	}
-	cur, err := s.notifActors.Find(ctx, append(bson.D{{Key: "g", Value: oid(group)}}, cond...), opts)
+	cur, err := s.notifActors.Find(ctx, append(bson.D{{Key: "g", Value: oid(group)}, {Key: "o", Value: oid(owner)}}, cond...), opts)
 	if err != nil {
 		return nil, wrap("list notification actors", err)
 	}
@@ -356,7 +386,16 @@ func (s *Store) ListNotificationActors(ctx context.Context, owner, group store.I
 // the mark as the claim is released.
 func (s *Store) MarkNotificationsRead(ctx context.Context, owner, mark store.ID) (store.NotificationCounts, error) {
 	id := oid(store.NewID(time.Now()))
-	h, _, err := s.claimFeed(ctx, owner, notifPending{ID: id})
+	c, err := s.markRead(ctx, owner, mark, id)
+	if err != nil {
+		s.expireClaim(ctx, owner, id)
+	}
+	return c, err
+}
+
+// markRead is MarkNotificationsRead under the claim id.
+func (s *Store) markRead(ctx context.Context, owner, mark store.ID, id primitive.ObjectID) (store.NotificationCounts, error) {
+	h, _, _, err := s.claimFeed(ctx, owner, notifPending{ID: id})
 	if err != nil {
 		return store.NotificationCounts{}, err
 	}

@@ -238,6 +238,22 @@ func (h *Hub) evictIdleLocked(now int64) {
 	}
 }
 
+// ForgetLogs empties every user's log, keeping the logs themselves (and
+// so the users' subscriptions' bounds): the caller has lost events it
+// could not publish (a change stream that lost its history), so no
+// position from before can be resumed with nothing missed. Events
+// published after it are retained as before.
+func (h *Hub) ForgetLogs() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, l := range h.logs {
+		if l.idle != nil {
+			h.idleEvents -= l.n
+		}
+		l.buf, l.head, l.n = nil, 0, 0
+	}
+}
+
 // LogStats are the sizes of a hub's logs, for monitoring and tests.
 type LogStats struct {
 	// Users is the number of users with a log; Idle of those, the ones

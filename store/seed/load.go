@@ -33,9 +33,9 @@ type LoadOptions struct {
 }
 
 // Records returns the number of records a load writes: users, edges,
-// messages and, for a stored layout, inbox items.
+// messages, likes and, for a stored layout, inbox items.
 func (n *Network) Records() int {
-	r := n.cfg.Users + n.Edges() + n.cfg.Messages
+	r := n.cfg.Users + n.Edges() + n.cfg.Messages + n.Likes()
 	if n.cfg.Strategy.Layout().Stores() {
 		for i := range n.cfg.Users {
 			r += n.InboxSize(i)
@@ -53,8 +53,8 @@ type progress struct {
 // key identifies a network by what decides its records.
 func (n *Network) key() string {
 	c := n.cfg
-	return fmt.Sprintf("seed=%d users=%d avg-follows=%d messages=%d pinned=%v layout=%d pull-above=%d",
-		c.Seed, c.Users, c.AvgFollows, c.Messages, c.Pinned, c.Strategy.Layout(), n.pullAbove())
+	return fmt.Sprintf("seed=%d users=%d avg-follows=%d messages=%d pinned=%v layout=%d pull-above=%d avg-likes=%g",
+		c.Seed, c.Users, c.AvgFollows, c.Messages, c.Pinned, c.Strategy.Layout(), n.pullAbove(), max(c.AvgLikes, 0))
 }
 
 func (n *Network) pullAbove() int {
@@ -71,7 +71,7 @@ type batch struct {
 }
 
 // plan cuts the load into batches of about size records, in the order the
-// contract asks: users, then edges, messages and inboxes.
+// contract asks: users, then edges, messages, likes and inboxes.
 func (n *Network) plan(opts LoadOptions, size int) []batch {
 	var plan []batch
 	for lo := 0; lo < n.cfg.Users; lo += size {
@@ -85,7 +85,7 @@ func (n *Network) plan(opts LoadOptions, size int) []batch {
 		}})
 	}
 	// Edges, grouped by follower.
-	n.groups(size, func(i int) int { return len(n.following[i]) }, func(lo, hi, records int) {
+	groups(n.cfg.Users, size, func(i int) int { return len(n.following[i]) }, func(lo, hi, records int) {
 		plan = append(plan, batch{records, func() *storage.Bulk {
 			b := &storage.Bulk{Edges: make([]storage.Edge, 0, records)}
 			at := n.followTime()
@@ -108,9 +108,19 @@ func (n *Network) plan(opts LoadOptions, size int) []batch {
 			return b
 		}})
 	}
+	// Likes, grouped by message.
+	groups(n.cfg.Messages, size, n.likeCount, func(lo, hi, records int) {
+		plan = append(plan, batch{records, func() *storage.Bulk {
+			b := &storage.Bulk{Likes: make([]store.Like, 0, records)}
+			for k := lo; k < hi; k++ {
+				b.Likes = append(b.Likes, n.MessageLikes(k)...)
+			}
+			return b
+		}})
+	})
 	layout := n.cfg.Strategy.Layout()
 	if layout.Stores() {
-		n.groups(size, n.InboxSize, func(lo, hi, records int) {
+		groups(n.cfg.Users, size, n.InboxSize, func(lo, hi, records int) {
 			plan = append(plan, batch{records, func() *storage.Bulk {
 				b := &storage.Bulk{Layout: layout, Inboxes: make([]storage.BulkInbox, 0, hi-lo)}
 				for u := lo; u < hi; u++ {
@@ -123,19 +133,20 @@ func (n *Network) plan(opts LoadOptions, size int) []batch {
 	return plan
 }
 
-// groups cuts the users into runs of about size records, where user i has
-// count(i), and calls add for each run [lo, hi).
-func (n *Network) groups(size int, count func(i int) int, add func(lo, hi, records int)) {
+// groups cuts items (users or messages) into runs of about size records,
+// where item i has count(i), and calls add for each run [lo, hi) with
+// records.
+func groups(items, size int, count func(i int) int, add func(lo, hi, records int)) {
 	lo, records := 0, 0
-	for i := range n.cfg.Users {
+	for i := range items {
 		records += count(i)
 		if records >= size {
 			add(lo, i+1, records)
 			lo, records = i+1, 0
 		}
 	}
-	if lo < n.cfg.Users && records > 0 {
-		add(lo, n.cfg.Users, records)
+	if lo < items && records > 0 {
+		add(lo, items, records)
 	}
 }
 

@@ -10,7 +10,11 @@
 // exponentially distributed around the average. Messages are spread evenly
 // over the users and over 30 days, a tenth of them replies; the inboxes
 // hold what fan-out on write would have delivered, every follower of the
-// author having been active throughout.
+// author having been active throughout. Likes go where attention does: a
+// message's expected likes are proportional to its author's followers,
+// the count geometric around that (most messages get none or a few, some
+// many), nine in ten likers drawn among those followers, within hours of
+// the message.
 package seed
 
 import (
@@ -45,7 +49,24 @@ const (
 	// maxUsers keeps user IDs distinct: a user's ID carries its index in
 	// the 3-byte counter.
 	maxUsers = 1 << 24
+	// likeFollowerShare is the share of likes drawn among the followers
+	// of the message's author; the others come from anyone, as a reposted
+	// or searched message finds readers beyond its author's followers.
+	likeFollowerShare = 0.9
+	// likeDelay is the mean time from a message to a like of it
+	// (exponential: most likes come in the first hours).
+	likeDelay = 2 * time.Hour
 )
+
+// DefaultAvgLikes is the average number of likes per message when
+// Config.AvgLikes is 0. Two likes a message is twenty for each reply (a
+// tenth of the messages are replies): likes commonly outnumber replies by
+// an order of magnitude on public timelines. And it keeps the networks
+// fast to load: herald seed's default network holds about 200 records
+// per message (follows and inbox entries), to which it adds 2, and
+// herald bench's about 22, to which it adds 2 (9%: 0.6 s of its 8 s
+// load, docs/benchmarks.md).
+const DefaultAvgLikes = 2
 
 // Config describes a network.
 type Config struct {
@@ -63,6 +84,9 @@ type Config struct {
 	// has more than CelebrityThreshold followers).
 	Strategy           service.Strategy
 	CelebrityThreshold int
+	// AvgLikes is the average number of likes a message gets: 0 means
+	// DefaultAvgLikes, a negative value none.
+	AvgLikes float64
 }
 
 // Handle returns the handle of user i.
@@ -80,6 +104,10 @@ type Network struct {
 	byAuthor  [][]uint32 // message indices by author, ascending
 	pulled    []bool     // by user: their messages are pulled
 	pinned    []uint32   // the pinned authors, as Config.Pinned orders them
+	// likeStart[k] is the number of likes of the messages before k, so
+	// message k has likeStart[k+1]-likeStart[k]; its likers are drawn
+	// when asked for (MessageLikes), from a stream of its own.
+	likeStart []int
 }
 
 // Generate builds the network cfg describes.
@@ -93,6 +121,8 @@ func Generate(cfg Config) (*Network, error) {
 		return nil, errors.New("seed: messages must not be negative")
 	case len(cfg.Pinned) >= cfg.Users:
 		return nil, errors.New("seed: more pinned authors than users")
+	case math.IsNaN(cfg.AvgLikes) || math.IsInf(cfg.AvgLikes, 0):
+		return nil, errors.New("seed: the average likes must be a number")
 	}
 	for _, n := range cfg.Pinned {
 		if n < 0 || n > cfg.Users-1 {
@@ -102,6 +132,12 @@ func Generate(cfg Config) (*Network, error) {
 	if cfg.Strategy == "" {
 		cfg.Strategy = service.StrategyBucket
 	}
+	switch {
+	case cfg.AvgLikes == 0:
+		cfg.AvgLikes = DefaultAvgLikes
+	case cfg.AvgLikes < 0:
+		cfg.AvgLikes = -1
+	}
 	n := &Network{cfg: cfg}
 	h := fnv.New32a()
 	_ = binary.Write(h, binary.BigEndian, cfg.Seed)
@@ -110,6 +146,7 @@ func Generate(cfg Config) (*Network, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6865726c64)) // "herld"
 	n.follow(rng)
 	n.post(rng)
+	n.countLikes(rng)
 	return n, nil
 }
 
@@ -218,6 +255,32 @@ func (n *Network) post(rng *rand.Rand) {
 	}
 }
 
+// countLikes draws how many likes each message gets: AvgLikes on average,
+// each message's expectation proportional to its author's followers plus
+// one (an author nobody follows is still read now and then), the count
+// geometric around it, so that a few messages of popular authors take
+// many likes and most messages few or none. A message has at most half
+// the other users' likes, so that distinct likers are found soon.
+func (n *Network) countLikes(rng *rand.Rand) {
+	m := n.cfg.Messages
+	n.likeStart = make([]int, m+1)
+	if n.cfg.AvgLikes <= 0 || m == 0 {
+		return
+	}
+	weight := 0.0
+	for _, a := range n.msgAuthor {
+		weight += float64(len(n.followers[a]) + 1)
+	}
+	scale := n.cfg.AvgLikes * float64(m) / weight
+	most := float64((n.cfg.Users - 1) / 2)
+	for k, a := range n.msgAuthor {
+		mean := scale * float64(len(n.followers[a])+1)
+		// floor(x + U) has mean x: the average holds for small means too.
+		c := int(min(rng.ExpFloat64()*mean+rng.Float64(), most))
+		n.likeStart[k+1] = n.likeStart[k] + c
+	}
+}
+
 // Config returns the network's configuration.
 func (n *Network) Config() Config { return n.cfg }
 
@@ -284,6 +347,79 @@ func (n *Network) shows(i, k int) bool {
 	}
 	_, follows := slices.BinarySearch(n.following[i], uint32(x))
 	return follows
+}
+
+// Likes returns the number of likes.
+func (n *Network) Likes() int { return n.likeStart[n.cfg.Messages] }
+
+// likeCount returns the number of likes of message k.
+func (n *Network) likeCount(k int) int { return n.likeStart[k+1] - n.likeStart[k] }
+
+// MessageLikes returns the likes of message k, oldest first: no two by one
+// user, none by its author, each after the message. A like's CreatedAt is
+// its ID's time, as the backends list it. The likers are drawn from a
+// stream of k's own, so a batch draws only its messages' likers: each a
+// follower of the author with probability likeFollowerShare (a follower
+// drawn already gives way to anyone), else anyone but the author.
+func (n *Network) MessageLikes(k int) []store.Like {
+	lo, c := n.likeStart[k], n.likeCount(k)
+	if c == 0 {
+		return nil
+	}
+	// content's stream is (Seed, k), with k below 1<<63.
+	r := rand.New(rand.NewPCG(n.cfg.Seed, uint64(k)|1<<63))
+	a := n.msgAuthor[k]
+	followers := n.followers[a]
+	likers := make([]uint32, 0, c)
+	var seen map[uint32]struct{} // for many likers; a few are searched in likers
+	if c > 32 {
+		seen = make(map[uint32]struct{}, c)
+	}
+	taken := func(u uint32) bool {
+		if seen != nil {
+			_, ok := seen[u]
+			return ok
+		}
+		return slices.Contains(likers, u)
+	}
+	for len(likers) < c {
+		u := uint32(r.IntN(n.cfg.Users))
+		if len(followers) > 0 && r.Float64() < likeFollowerShare {
+			if f := followers[r.IntN(len(followers))]; !taken(f) {
+				u = f
+			}
+		}
+		if u == a || taken(u) {
+			continue
+		}
+		likers = append(likers, u)
+		if seen != nil {
+			seen[u] = struct{}{}
+		}
+	}
+	delays := make([]time.Duration, c)
+	for i := range delays {
+		delays[i] = time.Millisecond + time.Duration(r.ExpFloat64()*float64(likeDelay)).Truncate(time.Millisecond)
+	}
+	slices.Sort(delays)
+	t, id, author := n.messageTime(k), n.messageID(k), n.UserID(int(a))
+	likes := make([]store.Like, c)
+	for i, u := range likers {
+		lid := n.likeID(t.Add(delays[i]), lo+i)
+		likes[i] = store.Like{ID: lid, UserID: n.UserID(int(u)), MessageID: id, AuthorID: author, CreatedAt: lid.Time()}
+	}
+	return likes
+}
+
+// likeID is the ID of like j (in message order, then oldest first) made
+// at t: its counter holds j's low 24 bits and its node the network's node
+// with j's next 24 bits flipped, so likes' IDs are distinct whatever
+// their times, and time-ordered as store.NewID's.
+func (n *Network) likeID(t time.Time, j int) store.ID {
+	id := n.id(t, uint32(j))
+	hi := j >> 24
+	id[6], id[7], id[8] = id[6]^byte(hi>>16), id[7]^byte(hi>>8), id[8]^byte(hi)
+	return id
 }
 
 // Edges returns the number of follow edges.
@@ -358,7 +494,7 @@ func (n *Network) message(k int) *store.Message {
 		ID: n.messageID(k), AuthorID: n.UserID(a), Text: text, Kind: store.KindPost,
 		CreatedAt: t, Pulled: n.isPulled(k), Mentions: mentions,
 	}
-	m.ReplyCount = int(n.replies[k])
+	m.ReplyCount, m.LikeCount = int(n.replies[k]), n.likeCount(k)
 	if r := n.replyTo[k]; r >= 0 {
 		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, n.messageID(int(r)), n.UserID(int(n.msgAuthor[r]))
 		root := int(r)

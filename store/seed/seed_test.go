@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -158,11 +159,13 @@ func TestNetwork_Records(t *testing.T) {
 }
 
 // memLoader keeps what is loaded, keyed so that a repeat overwrites, and
-// fails once at batch failAt.
+// fails once at batch failAt. It refuses a like before its user and its
+// message, as the contract orders them.
 type memLoader struct {
 	users    map[store.ID]store.User
 	edges    map[[2]store.ID]bool
 	messages map[store.ID]store.Message
+	likes    map[[2]store.ID]store.Like
 	inboxes  map[store.ID]int
 	progress map[string][]byte
 	batches  int
@@ -172,7 +175,7 @@ type memLoader struct {
 func newMemLoader() *memLoader {
 	return &memLoader{
 		users: map[store.ID]store.User{}, edges: map[[2]store.ID]bool{}, messages: map[store.ID]store.Message{},
-		inboxes: map[store.ID]int{}, progress: map[string][]byte{}, failAt: -1,
+		likes: map[[2]store.ID]store.Like{}, inboxes: map[store.ID]int{}, progress: map[string][]byte{}, failAt: -1,
 	}
 }
 
@@ -190,6 +193,14 @@ func (m *memLoader) LoadBulk(_ context.Context, b *storage.Bulk) error {
 	}
 	for _, msg := range b.Messages {
 		m.messages[msg.ID] = *msg
+	}
+	for _, l := range b.Likes {
+		_, user := m.users[l.UserID]
+		msg, ok := m.messages[l.MessageID]
+		if !user || !ok || msg.AuthorID != l.AuthorID {
+			return fmt.Errorf("like %s before its user or its message", l.ID)
+		}
+		m.likes[[2]store.ID{l.UserID, l.MessageID}] = l
 	}
 	for _, in := range b.Inboxes {
 		m.inboxes[in.Owner] = len(in.Items)
@@ -229,6 +240,8 @@ func TestLoad_Resumes(t *testing.T) {
 	assert.Equal(t, whole.users, cut.users)
 	assert.Equal(t, whole.edges, cut.edges)
 	assert.Equal(t, whole.messages, cut.messages)
+	assert.Equal(t, whole.likes, cut.likes)
+	assert.Len(t, whole.likes, n.Likes())
 	assert.Equal(t, whole.inboxes, cut.inboxes)
 
 	again, err := Load(context.Background(), cut, n, opts)
@@ -287,4 +300,111 @@ func TestGenerate_RepliesAtHome(t *testing.T) {
 	}
 	assert.NotZero(t, hidden, "some replies are kept out")
 	assert.NotZero(t, shownToOthers, "some replies to others are shown")
+}
+
+func TestGenerate_Likes(t *testing.T) {
+	cfg := Config{Seed: 4, Users: 3000, AvgFollows: 20, Messages: 20_000, Pinned: []int{2000}}
+	n, err := Generate(cfg)
+	require.NoError(t, err)
+	again, err := Generate(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, float64(DefaultAvgLikes), n.Config().AvgLikes, "0 is the default")
+
+	type pair struct{ user, message store.ID }
+	pairs := map[pair]bool{}
+	ids := map[store.ID]bool{}
+	counts := make([]int, cfg.Messages)
+	byFollowers := 0
+	for k := range cfg.Messages {
+		likes := n.MessageLikes(k)
+		require.Equal(t, likes, again.MessageLikes(k), "the same likes on every run")
+		m := n.message(k)
+		counts[k] = len(likes)
+		assert.Equal(t, len(likes), m.LikeCount, "a message's count is its likes")
+		for i, l := range likes {
+			assert.Equal(t, m.ID, l.MessageID)
+			assert.Equal(t, m.AuthorID, l.AuthorID)
+			assert.NotEqual(t, m.AuthorID, l.UserID, "no self-like")
+			assert.False(t, pairs[pair{l.UserID, l.MessageID}], "a user likes a message once")
+			assert.False(t, ids[l.ID], "like ids are distinct")
+			pairs[pair{l.UserID, l.MessageID}], ids[l.ID] = true, true
+			assert.True(t, l.CreatedAt.After(m.CreatedAt), "a like comes after its message")
+			assert.Equal(t, l.ID.Time(), l.CreatedAt, "a like's time is its ID's")
+			if i > 0 {
+				assert.Positive(t, l.ID.Compare(likes[i-1].ID), "oldest first")
+			}
+			u := userIndex(n, l.UserID)
+			if _, ok := slices.BinarySearch(n.FollowersOf(int(n.msgAuthor[k])), uint32(u)); ok {
+				byFollowers++
+			}
+		}
+	}
+	assert.Len(t, ids, n.Likes(), "the likes add up")
+	avg := float64(n.Likes()) / float64(cfg.Messages)
+	assert.InDelta(t, DefaultAvgLikes, avg, 0.5, "average likes per message")
+	assert.Greater(t, float64(byFollowers)/float64(n.Likes()), 0.75, "most likers follow the author")
+
+	// Heavy-tailed: most messages have none or one, the top 1% hold a
+	// fifth of all likes, and the most followed author's messages take far
+	// more than a median author's.
+	sorted := slices.Clone(counts)
+	slices.Sort(sorted)
+	assert.LessOrEqual(t, sorted[len(sorted)/2], 1, "the median message")
+	top := 0
+	for _, c := range sorted[len(sorted)*99/100:] {
+		top += c
+	}
+	assert.Greater(t, float64(top)/float64(n.Likes()), 0.2, "the top 1%% of messages' share")
+	followers := make([]int, n.Users())
+	for i := range followers {
+		followers[i] = n.Followers(i)
+	}
+	slices.Sort(followers)
+	median := followers[len(followers)/2]
+	var popular, ordinary, popularN, ordinaryN int
+	for k, a := range n.msgAuthor {
+		switch f := n.Followers(int(a)); {
+		case f >= 20*max(median, 1):
+			popular, popularN = popular+counts[k], popularN+1
+		case f <= median:
+			ordinary, ordinaryN = ordinary+counts[k], ordinaryN+1
+		}
+	}
+	require.NotZero(t, popularN)
+	require.NotZero(t, ordinaryN)
+	assert.Greater(t, float64(popular)/float64(popularN), 10*float64(ordinary)/float64(ordinaryN), "popular authors' messages take the likes")
+
+	for avgLikes, want := range map[float64]float64{-1: 0, 6: 6} {
+		c := cfg
+		c.AvgLikes = avgLikes
+		other, err := Generate(c)
+		require.NoError(t, err)
+		assert.InDelta(t, want, float64(other.Likes())/float64(c.Messages), 1, "AvgLikes %v", avgLikes)
+		assert.Equal(t, n.message(7).Text, other.message(7).Text, "likes change nothing else")
+	}
+	_, err = Generate(Config{Seed: 1, Users: 10, Messages: 10, AvgLikes: math.Inf(1)})
+	assert.Error(t, err)
+}
+
+// userIndex returns the index of the user whose ID is id.
+func userIndex(n *Network, id store.ID) int {
+	i := int(id[9])<<16 | int(id[10])<<8 | int(id[11])
+	if n.UserID(i) != id {
+		panic("not a user of the network")
+	}
+	return i
+}
+
+func TestNetwork_LikeIDs(t *testing.T) {
+	n, err := Generate(Config{Seed: 1, Users: 10, Messages: 10})
+	require.NoError(t, err)
+	at := Epoch.Add(time.Hour)
+	seen := map[store.ID]int{}
+	for _, j := range []int{0, 1, 1 << 24, 1<<24 + 1, 1 << 25, 1<<48 - 1} {
+		id := n.likeID(at, j)
+		assert.Equal(t, at, id.Time().UTC())
+		_, dup := seen[id]
+		assert.False(t, dup, "like %d's ID is like %d's", j, seen[id])
+		seen[id] = j
+	}
 }

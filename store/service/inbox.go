@@ -22,18 +22,14 @@ func (s *Service) Inbox(ctx context.Context, owner store.ID, r store.Range) (Inb
 	tr := s.newRead(owner)
 	var page InboxPage
 	// Counts the page's reads do not give are computed beside them.
-	var countsc chan error
+	var counted func() (store.InboxCounts, error)
 	if s.strategy == StrategyRead || s.strategy == StrategyCache {
-		countsc = make(chan error, 1)
-		go func() {
-			c, err := tr.counts(ctx)
-			page.Counts = c
-			countsc <- err
-		}()
+		counted = beside(func() (store.InboxCounts, error) { return tr.counts(ctx) })
 	}
 	err := s.fill(ctx, tr, &page, r)
-	if countsc != nil {
-		if cerr := <-countsc; err == nil {
+	if counted != nil {
+		var cerr error
+		if page.Counts, cerr = counted(); err == nil {
 			err = cerr
 		}
 	}

@@ -185,17 +185,12 @@ func (tr *timelineRead) page(ctx context.Context, r store.Range) (_ []store.Inbo
 		items, err := tr.readPage(ctx, r, true)
 		return items, store.InboxCounts{}, false, err
 	}
-	var own []store.InboxItem
-	var ownErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var es []storage.OutboxEntry
-		es, ownErr = tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{tr.owner}, Range: r})
-		own = outboxItems(es)
-	}()
+	ownPage := beside(func() ([]store.InboxItem, error) {
+		es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{tr.owner}, Range: r})
+		return outboxItems(es), err
+	})
 	items, c, ok, err := tr.othersPage(ctx, r)
-	<-done
+	own, ownErr := ownPage()
 	if err == nil {
 		err = ownErr
 	}
@@ -430,15 +425,11 @@ func (r *timelineRead) followeeCounts(ctx context.Context, c store.InboxCounts) 
 		return c, err
 	}
 	rule := storage.NewReplyRule(r.owner, followees)
-	var total int
-	var totalErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		total, totalErr = r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: followees, Replies: rule})
-	}()
+	counted := beside(func() (int, error) {
+		return r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: followees, Replies: rule})
+	})
 	unread, err := r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: followees, After: c.ReadMark, Replies: rule})
-	<-done
+	total, totalErr := counted()
 	if err == nil {
 		err = totalErr
 	}
@@ -447,6 +438,23 @@ func (r *timelineRead) followeeCounts(ctx context.Context, c store.InboxCounts) 
 	}
 	c.Total, c.Unread = total, unread
 	return c, nil
+}
+
+// beside starts f in a goroutine of its own and returns what waits for
+// its result: for a read made beside another, where each is a round trip
+// to storage. The caller waits for it on every path.
+func beside[T any](f func() (T, error)) func() (T, error) {
+	var v T
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v, err = f()
+	}()
+	return func() (T, error) {
+		<-done
+		return v, err
+	}
 }
 
 // outboxItems turns outbox entries into timeline items; an item read from

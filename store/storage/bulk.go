@@ -9,9 +9,10 @@ import (
 
 // BulkLoader is implemented by backends that load a generated dataset in
 // bulk (herald seed): records written as given, in large batches, with no
-// fan-out jobs and no events, bypassing the Service. Each backend writes
-// what its own primitives would have written for the same history: the
-// user documents with their counters, both edge collections, the outbox,
+// fan-out jobs, no notifications and no events, bypassing the Service.
+// Each backend writes what its own primitives would have written for the
+// same history: the user documents with their counters, both edge
+// collections, the outbox, the likes as both lists and the pair's record,
 // the inboxes of a stored layout with their counts and delivery records
 // (so a later deletion retracts a loaded entry like a delivered one).
 //
@@ -22,8 +23,8 @@ import (
 // is counted twice.
 type BulkLoader interface {
 	// LoadBulk writes b. Users are loaded in earlier batches than the
-	// follows, messages and inboxes that name them. A handle held by
-	// another user is CONFLICT, and that batch changes nothing.
+	// follows, messages, likes and inboxes that name them. A handle held
+	// by another user is CONFLICT, and that batch changes nothing.
 	LoadBulk(ctx context.Context, b *Bulk) error
 	// BulkProgress returns the value of the progress record name, last
 	// stored with a batch by LoadBulk, or nil if there is none.
@@ -40,6 +41,13 @@ type Bulk struct {
 	// Messages are stored in their authors' outboxes; the counters they
 	// imply (MessageCount, PulledCount) come with Users.
 	Messages []*store.Message
+	// Likes are stored as Like stores them, each under its ID (its
+	// CreatedAt is the ID's time), listed for its message and for its
+	// user; the count they imply (LikeCount) comes with Messages, in this
+	// batch or another. The pair (user, message) of each must hold no
+	// like but this one: loading it again is the same, while a pair liked
+	// anew since a load (another ID) may end up with two likes listed.
+	Likes []store.Like
 	// Inboxes are whole stored inboxes in Layout (LayoutEntries or
 	// LayoutBuckets; other layouts store no entries and take none). Each
 	// replaces its owner's counts: Total is the number of items, all of
@@ -71,8 +79,8 @@ type BulkProgress struct {
 }
 
 // Validate checks what a batch says of itself, reading nothing: a zero ID,
-// a user, edge, message or inbox owner twice, too many attributes or one
-// twice, inbox items in a layout that stores none, or an inbox not newest
+// a user, edge, message, like (its ID or its pair) or inbox owner twice,
+// too many attributes or one twice, inbox items in a layout that stores none, or an inbox not newest
 // first without repeats is BAD_USER_INPUT; a handle twice in the batch is
 // CONFLICT. Backends call it before writing anything.
 func (b *Bulk) Validate() error {
@@ -119,6 +127,20 @@ func (b *Bulk) Validate() error {
 			return invalid("message %s twice in a batch", m.ID)
 		}
 		msgs[m.ID] = true
+	}
+	likes := make(map[store.ID]bool, len(b.Likes))
+	liked := make(map[[2]store.ID]bool, len(b.Likes))
+	for _, l := range b.Likes {
+		k := [2]store.ID{l.UserID, l.MessageID}
+		switch {
+		case l.ID.IsZero() || l.UserID.IsZero() || l.MessageID.IsZero() || l.AuthorID.IsZero():
+			return invalid("a like without an ID, a user, a message or an author")
+		case likes[l.ID]:
+			return invalid("like %s twice in a batch", l.ID)
+		case liked[k]:
+			return invalid("user %s likes message %s twice in a batch", l.UserID, l.MessageID)
+		}
+		likes[l.ID], liked[k] = true, true
 	}
 	owners := make(map[store.ID]bool, len(b.Inboxes))
 	for _, in := range b.Inboxes {

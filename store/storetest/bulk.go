@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,7 +25,9 @@ func (noProgress) BulkProgress(context.Context, string) ([]byte, error) { return
 // requires every reader's timeline and counts to be what fan-out on read
 // computes over the same users, edges and messages, before and after the
 // live writes that must work on loaded data: a post fanned out to loaded
-// followers, the deletion of a loaded message, an unfollow.
+// followers, the deletion of a loaded message, an unfollow. The likes
+// the Service shows are the network's, before and after a like and an
+// unlike of loaded ones.
 func testBulk(t *testing.T, open OpenFunc) {
 	for _, st := range service.Strategies {
 		t.Run(string(st), func(t *testing.T) {
@@ -78,6 +81,29 @@ func testBulk(t *testing.T, open OpenFunc) {
 			loaded := inboxTexts(t, svc, owners[first], 50)
 			require.Len(t, loaded, n.TimelineSize(int(first)))
 			sameAsRead(t, "loaded")
+			model := likesOf(n)
+			require.NotEmpty(t, model.byUser, "the network has likes")
+			sameLikes(t, svc, n, model, "loaded")
+
+			// A like of a loaded message counts on from its loaded likes, and
+			// the unlike of a loaded like finds it.
+			liked := model.byUser[owners[first]]
+			require.NotEmpty(t, liked, "user %d likes something", first)
+			undo := liked[0]
+			was, err := svc.Unlike(ctx, undo.UserID, undo.MessageID)
+			require.NoError(t, err)
+			model.remove(undo)
+			assert.Equal(t, len(model.byMessage[undo.MessageID]), was.LikeCount)
+			fresh := model.toLike(t, n, owners[first])
+			got, err := svc.Like(ctx, owners[first], fresh.MessageID)
+			require.NoError(t, err)
+			assert.Equal(t, len(model.byMessage[fresh.MessageID])+1, got.LikeCount)
+			page, err := svc.Likes(ctx, owners[first], store.Forward(store.NilID, 1))
+			require.NoError(t, err)
+			require.Len(t, page.Likes, 1)
+			model.add(page.Likes[0])
+			assert.Equal(t, fresh.MessageID, page.Likes[0].MessageID, "the new like is the newest")
+			sameLikes(t, svc, n, model, "after an unlike and a like")
 
 			// A post by the most followed author reaches every follower.
 			m, err := svc.PostMessage(ctx, owners[big], service.PostInput{Text: "after the load"})
@@ -87,9 +113,9 @@ func testBulk(t *testing.T, open OpenFunc) {
 			sameAsRead(t, "after a post")
 
 			// The deletion of a loaded message leaves every inbox.
-			page, err := svc.Inbox(ctx, owners[first], store.Forward(store.NilID, 3))
+			inbox, err := svc.Inbox(ctx, owners[first], store.Forward(store.NilID, 3))
 			require.NoError(t, err)
-			gone := page.Items[2].Message
+			gone := inbox.Items[2].Message
 			require.NoError(t, svc.DeleteMessage(ctx, gone.AuthorID, gone.ID))
 			waitIdle(t, svc)
 			assert.NotContains(t, inboxTexts(t, svc, owners[first], 50), gone.Text)
@@ -103,4 +129,100 @@ func testBulk(t *testing.T, open OpenFunc) {
 			sameAsRead(t, "after an unfollow")
 		})
 	}
+}
+
+// likeModel is what a network's likes should show: each message's and
+// each user's, newest first.
+type likeModel struct {
+	byMessage, byUser map[store.ID][]store.Like
+}
+
+// likesOf returns the model of n's likes.
+func likesOf(n *seed.Network) *likeModel {
+	m := &likeModel{byMessage: map[store.ID][]store.Like{}, byUser: map[store.ID][]store.Like{}}
+	for k := range n.Config().Messages {
+		for _, l := range n.MessageLikes(k) {
+			m.add(l)
+		}
+	}
+	return m
+}
+
+func newestFirst(a, b store.Like) int { return b.ID.Compare(a.ID) }
+
+func (m *likeModel) add(l store.Like) {
+	m.byMessage[l.MessageID] = append(m.byMessage[l.MessageID], l)
+	slices.SortFunc(m.byMessage[l.MessageID], newestFirst)
+	m.byUser[l.UserID] = append(m.byUser[l.UserID], l)
+	slices.SortFunc(m.byUser[l.UserID], newestFirst)
+}
+
+func (m *likeModel) remove(l store.Like) {
+	same := func(x store.Like) bool { return x.ID == l.ID }
+	m.byMessage[l.MessageID] = slices.DeleteFunc(m.byMessage[l.MessageID], same)
+	m.byUser[l.UserID] = slices.DeleteFunc(m.byUser[l.UserID], same)
+}
+
+// toLike returns a like of a message of n that user does not like and
+// did not write, for user to like.
+func (m *likeModel) toLike(t *testing.T, n *seed.Network, user store.ID) store.Like {
+	t.Helper()
+	for k := range n.Config().Messages {
+		for _, l := range n.MessageLikes(k) {
+			mine := slices.ContainsFunc(m.byUser[user], func(x store.Like) bool { return x.MessageID == l.MessageID })
+			if l.AuthorID != user && !mine {
+				return l
+			}
+		}
+	}
+	t.Fatal("no message left to like")
+	return store.Like{}
+}
+
+// sameLikes requires the Service to show m: every message's like count
+// and likers, every user's likes and, for every message, whether each
+// user likes it.
+func sameLikes(t *testing.T, svc *service.Service, n *seed.Network, m *likeModel, when string) {
+	t.Helper()
+	var keys []store.MessageKey
+	wantCounts, gotCounts := map[store.ID]int{}, map[store.ID]int{}
+	wantLikers, gotLikers := map[store.ID][]store.Like{}, map[store.ID][]store.Like{}
+	for i := range n.Users() {
+		page, err := svc.Messages(ctx, n.UserID(i), store.Forward(store.NilID, 1000))
+		require.NoError(t, err)
+		for _, msg := range page.Messages {
+			keys = append(keys, msg.Key())
+			wantCounts[msg.ID], gotCounts[msg.ID] = len(m.byMessage[msg.ID]), msg.LikeCount
+			likers, err := svc.Likers(ctx, msg.ID, store.Forward(store.NilID, 1000))
+			require.NoError(t, err)
+			wantLikers[msg.ID], gotLikers[msg.ID] = nilIfEmpty(m.byMessage[msg.ID]), nilIfEmpty(likers.Likes)
+		}
+	}
+	require.Len(t, keys, n.Config().Messages, "%s: the network's messages", when)
+	assert.Equal(t, wantCounts, gotCounts, "%s: like counts", when)
+	assert.Equal(t, wantLikers, gotLikers, "%s: likers", when)
+	wantLikes, gotLikes := map[int][]store.Like{}, map[int][]store.Like{}
+	wantLiked, gotLiked := map[int][]bool{}, map[int][]bool{}
+	for i := range n.Users() {
+		u := n.UserID(i)
+		likes, err := svc.Likes(ctx, u, store.Forward(store.NilID, 1000))
+		require.NoError(t, err)
+		wantLikes[i], gotLikes[i] = nilIfEmpty(m.byUser[u]), nilIfEmpty(likes.Likes)
+		liked, err := svc.FindLiked(ctx, u, keys)
+		require.NoError(t, err)
+		gotLiked[i] = liked
+		wantLiked[i] = make([]bool, len(keys))
+		for j, k := range keys {
+			wantLiked[i][j] = slices.ContainsFunc(m.byUser[u], func(l store.Like) bool { return l.MessageID == k.ID })
+		}
+	}
+	assert.Equal(t, wantLikes, gotLikes, "%s: each user's likes", when)
+	assert.Equal(t, wantLiked, gotLiked, "%s: what each user likes", when)
+}
+
+func nilIfEmpty(ls []store.Like) []store.Like {
+	if len(ls) == 0 {
+		return nil
+	}
+	return ls
 }

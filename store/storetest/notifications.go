@@ -78,6 +78,9 @@ func testNotifyGrouping(t *testing.T, open OpenFunc) {
 	assert.Equal(t, g, *found)
 	_, err = b.FindNotificationGroup(ctx, x.ID, g.ID)
 	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "another user's group is not found")
+	theirs, err := b.ListNotificationActors(ctx, x.ID, g.ID, store.Forward(store.NilID, 10))
+	require.NoError(t, err)
+	assert.Empty(t, theirs, "another user's group has no actors to list")
 
 	actors, err := b.ListNotificationActors(ctx, author.ID, g.ID, store.Forward(store.NilID, 10))
 	require.NoError(t, err)

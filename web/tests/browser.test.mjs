@@ -6,14 +6,13 @@ import { after, before, describe, test } from 'node:test';
 
 import {
   TIMEOUT,
-  artifactsDir,
   foreignRequests,
   gql,
-  launchBrowser,
   recordedContext,
   screenshot,
   signUp,
-  startServer,
+  startAll,
+  stopAll,
   uniqueHandle,
   until,
 } from './harness.mjs';
@@ -21,23 +20,17 @@ import {
 const FOLLOW = 'mutation($id: ID!) { follow(userId: $id) { id } }';
 const POST = 'mutation($t: String!) { postMessage(input: {text: $t}) { id } }';
 
+let env;
 let dir;
 let server;
 let browser;
 
 before(async () => {
-  dir = await artifactsDir();
-  console.log(`artifacts: ${dir}`);
-  server = await startServer(dir);
-  browser = await launchBrowser();
+  env = await startAll();
+  ({ dir, server, browser } = env);
 });
 
-after(async () => {
-  await browser?.close();
-  const exit = await server?.stop();
-  // A clean shutdown is part of the contract: SIGTERM ends with status 0.
-  if (exit) assert.equal(exit.code, 0, `server exit ${JSON.stringify(exit)}; log in ${dir}/server.log`);
-});
+after(() => stopAll(env));
 
 // withContext runs f in a fresh recorded browser context, then fails if any
 // page requested another host or threw an uncaught error.

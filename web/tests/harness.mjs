@@ -1,6 +1,7 @@
 // Shared by the browser tests: builds and runs a Herald server on
 // 127.0.0.1, launches Debian's Chromium through playwright-core, records
 // every request a page makes, and saves screenshots.
+import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp } from 'node:fs/promises';
@@ -105,6 +106,25 @@ export function launchBrowser() {
     timeout: TIMEOUT.start,
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
   });
+}
+
+// startAll starts what a test file of pages needs: a new artifacts
+// directory (printed), a server in it and a browser. Pass the result to
+// stopAll in the file's after hook.
+export async function startAll() {
+  const dir = await artifactsDir();
+  console.log(`artifacts: ${dir}`);
+  const server = await startServer(dir);
+  return { dir, server, browser: await launchBrowser() };
+}
+
+// stopAll closes the browser and stops the server that startAll started
+// (either may be missing if startAll failed half way), and fails unless
+// the server shut down cleanly: SIGTERM ends it with status 0.
+export async function stopAll(env) {
+  await env?.browser?.close();
+  const exit = await env?.server?.stop();
+  if (exit) assert.equal(exit.code, 0, `server exit ${JSON.stringify(exit)}; log in ${env.dir}/server.log`);
 }
 
 // recordedContext opens a browser context that records the URL of every

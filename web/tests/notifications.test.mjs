@@ -6,33 +6,27 @@ import { after, before, test } from 'node:test';
 
 import {
   TIMEOUT,
-  artifactsDir,
   foreignRequests,
   gql,
-  launchBrowser,
   recordedContext,
   screenshot,
   signUp,
-  startServer,
+  startAll,
+  stopAll,
   uniqueHandle,
 } from './harness.mjs';
 
+let env;
 let dir;
 let server;
 let browser;
 
 before(async () => {
-  dir = await artifactsDir();
-  console.log(`artifacts: ${dir}`);
-  server = await startServer(dir);
-  browser = await launchBrowser();
+  env = await startAll();
+  ({ dir, server, browser } = env);
 });
 
-after(async () => {
-  await browser?.close();
-  const exit = await server?.stop();
-  if (exit) assert.equal(exit.code, 0, `server exit ${JSON.stringify(exit)}; log in ${dir}/server.log`);
-});
+after(() => stopAll(env));
 
 test('demo client: notifications group live, mark read, and a follow moves to the top', async () => {
   const rec = await recordedContext(browser);

@@ -52,6 +52,9 @@ func (d *messageDoc) job() *storage.Job {
 	if d.ReplyBy != nil {
 		j.ReplyToAuthorID = store.ID(*d.ReplyBy)
 	}
+	if d.RepostBy != nil {
+		j.RepostOfAuthorID = store.ID(*d.RepostBy)
+	}
 	return j
 }
 

@@ -95,6 +95,11 @@ type Job struct {
 	// message replied to: a reply to another user reaches only the
 	// followers who follow that user too (docs/design.md#replies-at-home).
 	ReplyToAuthorID store.ID
+	// RepostOfAuthorID is, for a JobDeliver of a repost, the author of the
+	// message reposted: a follower who follows that author, or is that
+	// author, has the original at home and does not get the repost
+	// (docs/design.md#reposts-at-home).
+	RepostOfAuthorID store.ID
 	// Cursor is the progress so far, opaque to everything but the step that
 	// made it: the last follower delivered to, or the position in the
 	// message's delivery records. Empty means not started.

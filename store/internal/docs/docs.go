@@ -212,6 +212,7 @@ type Job struct {
 	Created time.Time           `bson:"c"`
 	Cursor  []byte              `bson:"cur,omitempty"`
 	ReplyTo *primitive.ObjectID `bson:"rt,omitempty"` // a JobDeliver's ReplyToAuthorID
+	Repost  *primitive.ObjectID `bson:"ro,omitempty"` // a JobDeliver's RepostOfAuthorID
 }
 
 func optID(id store.ID) *primitive.ObjectID {
@@ -234,7 +235,7 @@ func FromJob(j *storage.Job) *Job {
 	return &Job{
 		ID: primitive.ObjectID(j.ID), Kind: int32(j.Kind), Layout: int32(j.Layout),
 		Message: optID(j.MessageID), Author: primitive.ObjectID(j.AuthorID), Owner: optID(j.OwnerID),
-		Created: j.CreatedAt, Cursor: j.Cursor, ReplyTo: optID(j.ReplyToAuthorID),
+		Created: j.CreatedAt, Cursor: j.Cursor, ReplyTo: optID(j.ReplyToAuthorID), Repost: optID(j.RepostOfAuthorID),
 	}
 }
 
@@ -243,7 +244,7 @@ func (d *Job) Store() *storage.Job {
 	return &storage.Job{
 		ID: store.ID(d.ID), Kind: storage.JobKind(d.Kind), Layout: storage.Layout(d.Layout),
 		MessageID: fromOpt(d.Message), AuthorID: store.ID(d.Author), OwnerID: fromOpt(d.Owner),
-		CreatedAt: d.Created.UTC(), Cursor: d.Cursor, ReplyToAuthorID: fromOpt(d.ReplyTo),
+		CreatedAt: d.Created.UTC(), Cursor: d.Cursor, ReplyToAuthorID: fromOpt(d.ReplyTo), RepostOfAuthorID: fromOpt(d.Repost),
 	}
 }
 

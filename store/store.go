@@ -153,6 +153,9 @@ type InboxItem struct {
 	DeliveredAt time.Time
 	// Message is filled by Service.Inbox; backends leave it nil.
 	Message *Message
+	// Original is, when Message is a repost, the message it reposts,
+	// which the timeline shows in its place; filled by Service.Inbox.
+	Original *Message
 }
 
 // InboxCounts are an inbox's counters. Total counts the items in the inbox;

@@ -21,7 +21,8 @@ func (s *Service) Unlike(ctx context.Context, viewer, id store.ID) (*store.Messa
 func (s *Service) changeLike(ctx context.Context, viewer, id store.ID, like bool) (*store.Message, error) {
 	// The message is read first for its author, which the like names so a
 	// backend placing messages by author finds it in one place.
-	m, err := s.backend.FindMessageByID(ctx, id)
+	// A like of a repost likes the message it reposts.
+	m, err := s.findOriginal(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,9 @@ func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput
 		} else if err != nil {
 			return nil, err
 		}
+		if target, err = s.originalOf(ctx, target); err != nil {
+			return nil, err
+		}
 		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, target.ID, target.AuthorID
 		// A thread is rooted at the post its chain of replies started from.
 		m.RootID, m.RootAuthorID = target.ID, target.AuthorID
@@ -129,6 +132,9 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id store.ID, text str
 	if err != nil {
 		return nil, err
 	}
+	if old.Kind == store.KindRepost {
+		return nil, store.Errorf(store.EINVALID, "a repost has no text to edit")
+	}
 	mentions, err := s.mentions(ctx, text)
 	if err != nil {
 		return nil, err
@@ -154,6 +160,12 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id store.ID) error 
 	if err != nil {
 		return err
 	}
+	return s.deleteMessage(ctx, m)
+}
+
+// deleteMessage deletes m, retracting it from the inboxes it reached and
+// telling their owners.
+func (s *Service) deleteMessage(ctx context.Context, m *store.Message) error {
 	// Stored inboxes, and caches, have the entry removed by a durable job.
 	// The cache's retraction tells no one: the followers without a cache
 	// see the message go too, so a notice tells them all.
@@ -161,7 +173,7 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id store.ID) error 
 	if (s.layout.Stores() || s.layout == storage.LayoutCache) && !m.Pulled {
 		job = &storage.Job{ID: m.ID, Kind: storage.JobRetract, Layout: s.layout, MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}
 	}
-	if err := s.backend.DeleteMessage(ctx, id, job); err != nil {
+	if err := s.backend.DeleteMessage(ctx, m.ID, job); err != nil {
 		return err
 	}
 	if job != nil {

@@ -56,8 +56,9 @@ func pageInfo(cursors []string, r store.Range, hasMore bool) *model.PageInfo {
 // both, viewerFollows) is preloaded at once by preloadInbox, so that each
 // costs one call whatever the page size and however the edge resolvers are
 // scheduled. A page costs the strategy's reads (ReadInbox for the stored
-// layouts) and FindMessagesByKeys, both in Service.Inbox, and
-// FindUsersByIDs, plus one FindMessagesByKeys when it holds replies to
+// layouts) and FindMessagesByKeys, both in Service.Inbox (plus one
+// FindMessagesByKeys there for the messages reposted when it holds reposts),
+// and FindUsersByIDs, plus one FindMessagesByKeys when it holds replies to
 // messages not on it and one FindFollowing for viewerFollows.
 func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after *string, last *int, before *string) (*model.InboxConnection, error) {
 	rg, err := paging(cursorInbox, first, after, last, before)
@@ -78,24 +79,33 @@ func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after
 	}
 	cursors := encodeIDCursors(cursorInbox, len(page.Items), func(i int) store.ID { return page.Items[i].MessageID })
 	msgs := make([]*store.Message, len(page.Items))
+	var reposters []store.ID
 	// One allocation for the page's edges rather than one per edge.
 	edges := make([]model.InboxEdge, len(page.Items))
 	for i, it := range page.Items {
+		// A repost shows as the message it reposts, under its own cursor.
 		msgs[i] = it.Message
 		edges[i] = model.InboxEdge{Cursor: cursors[i], Node: it.Message, DeliveredAt: it.DeliveredAt}
+		if it.Original != nil {
+			msgs[i] = it.Original
+			edges[i].Node, edges[i].RepostedBy = it.Original, it.Message.AuthorID
+			reposters = append(reposters, it.Message.AuthorID)
+		}
 		conn.Edges[i] = &edges[i]
 	}
 	ld.PrimeMessages(ctx, msgs)
-	preloadInbox(ctx, ld, msgs)
+	preloadInbox(ctx, ld, msgs, reposters)
 	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
 	return conn, nil
 }
 
 // preloadInbox preloads what the selection under an inbox page will load
-// for msgs (see inbox). The authors of the messages replied to are known
-// from ReplyToAuthorID, so they join the page's authors in one UserByID batch
-// without waiting for the replied-to messages to load.
-func preloadInbox(ctx context.Context, ld *loader.Loaders, msgs []*store.Message) {
+// for msgs, the messages its edges show, and reposters, the users whose
+// reposts some of them are (see inbox). The authors of the messages replied
+// to are known from ReplyToAuthorID, so they join the page's authors and
+// reposters in one UserByID batch without waiting for the replied-to
+// messages to load.
+func preloadInbox(ctx context.Context, ld *loader.Loaders, msgs []*store.Message, reposters []store.ID) {
 	authors := make([]store.ID, 0, len(msgs))
 	var replyAuthors, mentioned []store.ID
 	var replyTo []store.MessageKey
@@ -113,17 +123,17 @@ func preloadInbox(ctx context.Context, ld *loader.Loaders, msgs []*store.Message
 		replyTo = nil
 	}
 	var users, follows []store.ID
-	var likes []store.MessageKey
+	var likes, reposts []store.MessageKey
 	if graphql.FieldRequested(ctx, "edges.node.viewerHasLiked") {
-		likes = make([]store.MessageKey, len(msgs))
-		for i, m := range msgs {
-			likes[i] = m.Key()
-		}
+		likes = messageKeys(msgs)
+	}
+	if graphql.FieldRequested(ctx, "edges.node.viewerHasReposted") {
+		reposts = messageKeys(msgs)
 	}
 	for _, q := range []struct {
 		path string
 		ids  []store.ID
-	}{{"edges.node.author", authors}, {"edges.node.replyTo.author", replyAuthors}, {"edges.node.mentions", mentioned}} {
+	}{{"edges.node.author", authors}, {"edges.node.replyTo.author", replyAuthors}, {"edges.node.mentions", mentioned}, {"edges.repostedBy", reposters}} {
 		if graphql.FieldRequested(ctx, q.path) {
 			users = append(users, q.ids...)
 			if graphql.FieldRequested(ctx, q.path+".viewerFollows") {
@@ -131,7 +141,16 @@ func preloadInbox(ctx context.Context, ld *loader.Loaders, msgs []*store.Message
 			}
 		}
 	}
-	ld.Preload(ctx, loader.Preloads{Users: users, Messages: replyTo, Follows: follows, Likes: likes})
+	ld.Preload(ctx, loader.Preloads{Users: users, Messages: replyTo, Follows: follows, Likes: likes, Reposts: reposts})
+}
+
+// messageKeys returns the keys of msgs.
+func messageKeys(msgs []*store.Message) []store.MessageKey {
+	keys := make([]store.MessageKey, len(msgs))
+	for i, m := range msgs {
+		keys[i] = m.Key()
+	}
+	return keys
 }
 
 // follows returns a page of user's followers (following false) or of the
@@ -329,6 +348,11 @@ func optionalUser(ctx context.Context, id store.ID) (*store.User, error) {
 		return nil, nil
 	}
 	return u, err
+}
+
+// repostOfKey is the key of the message repost m reposts.
+func repostOfKey(m *store.Message) store.MessageKey {
+	return store.MessageKey{ID: m.RepostOfID, AuthorID: m.RepostOfAuthorID}
 }
 
 // optionalMessage loads a message through MessageByKey, or nil if it does not

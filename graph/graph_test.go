@@ -347,6 +347,13 @@ func mustReply(t *testing.T, e *env, token, text, replyTo string) string {
 	return resp.PostMessage.ID
 }
 
+// mustRepost makes the token's user repost the message with global id
+// messageID.
+func mustRepost(t testing.TB, e *env, token, messageID string) {
+	t.Helper()
+	e.mustExec(t, token, `mutation($id: ID!) { repost(messageId: $id) { id } }`, map[string]any{"id": messageID}, nil)
+}
+
 // waitFanOut waits until every queued fan-out job is done.
 func waitFanOut(t testing.TB, e *env) {
 	t.Helper()

@@ -48,11 +48,11 @@ var fastTypes = map[string]fastType{
 		"edges": "InboxEdge", "pageInfo": "PageInfo",
 	}},
 	"InboxEdge": {[]string{"InboxEdge"}, map[string]string{
-		"__typename": "", "cursor": "", "deliveredAt": "", "node": "Message",
+		"__typename": "", "cursor": "", "deliveredAt": "", "node": "Message", "repostedBy": "User",
 	}},
 	"Message": {[]string{"Message", "Node"}, map[string]string{
 		"__typename": "", "id": "", "text": "", "kind": "", "createdAt": "", "editedAt": "",
-		"likeCount": "", "replyCount": "", "viewerHasLiked": "",
+		"likeCount": "", "replyCount": "", "viewerHasLiked": "", "repostCount": "", "viewerHasReposted": "",
 		"author": "User", "mentions": "User",
 	}},
 	"User": {[]string{"User", "Node"}, map[string]string{
@@ -262,6 +262,16 @@ func (w *fastWriter) edge(sel []fastField, e *model.InboxEdge) bool {
 			return w.time(e.DeliveredAt)
 		case "node":
 			return e.Node != nil && w.message(f.sub, e.Node)
+		case "repostedBy":
+			u, err := w.r.InboxEdge().RepostedBy(w.ctx, e)
+			if err != nil {
+				return false
+			}
+			if u == nil {
+				w.buf = append(w.buf, "null"...)
+				return true
+			}
+			return w.user(f.sub, u)
 		}
 		return true
 	})
@@ -299,6 +309,14 @@ func (w *fastWriter) message(sel []fastField, m *store.Message) bool {
 				return false
 			}
 			w.bool(liked)
+		case "repostCount":
+			w.int(m.RepostCount)
+		case "viewerHasReposted":
+			reposted, err := w.r.Message().ViewerHasReposted(w.ctx, m)
+			if err != nil {
+				return false
+			}
+			w.bool(reposted)
 		case "mentions":
 			us, err := w.r.Message().Mentions(w.ctx, m)
 			if err != nil || us == nil {
@@ -323,8 +341,9 @@ func (w *fastWriter) message(sel []fastField, m *store.Message) bool {
 // gqlgen.yml maps them; gqlgen writes "" for any other value, and so does
 // the fast path.
 var messageKindNames = map[store.MessageKind]string{
-	store.KindPost:  "POST",
-	store.KindReply: "REPLY",
+	store.KindPost:   "POST",
+	store.KindReply:  "REPLY",
+	store.KindRepost: "REPOST",
 }
 
 func (w *fastWriter) user(sel []fastField, u *store.User) bool {

@@ -18,7 +18,7 @@ import (
 // gqlgen calls (or, for the ids, the function those resolvers return);
 // every other field it writes must be a plain struct field in gqlgen's
 // generated code.
-var fastResolved = map[string]bool{"Message.id": true, "Message.author": true, "Message.viewerHasLiked": true, "Message.mentions": true, "User.id": true}
+var fastResolved = map[string]bool{"Message.id": true, "Message.author": true, "Message.viewerHasLiked": true, "Message.mentions": true, "Message.viewerHasReposted": true, "InboxEdge.repostedBy": true, "User.id": true}
 
 // TestInboxFastPath_MatchesSchema walks the parsed schema and fails when
 // a field the inbox fast path writes goes away, changes type, gains an

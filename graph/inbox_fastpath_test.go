@@ -60,6 +60,12 @@ func testInboxFastPath(t *testing.T) {
 	// A liked message, a reply to it, and mentions.
 	e.mustExec(t, reader, `mutation($id: ID!) { like(messageId: $id) { id } }`, map[string]any{"id": edited}, nil)
 	mustReply(t, e, odd, "a reply mentioning @odd and @nobody_at_all", edited)
+	// A repost, by odd, of a message by a user the reader does not follow,
+	// which the reader reposts too.
+	far, _ := mustSignUp(t, e, "far")
+	farMsg := mustPost(t, e, far, "reposted from afar")
+	mustRepost(t, e, odd, farMsg)
+	mustRepost(t, e, reader, farMsg)
 	waitFanOut(t, e)
 	empty, _ := mustSignUp(t, e, "nobody")
 
@@ -103,6 +109,8 @@ func testInboxFastPath(t *testing.T) {
 		{"Typename", reader, `{ __typename inbox(first: 1) { totalCount } }`, nil, true},
 		{"Social", reader, `{ inbox(first: 10) { edges { node { id likeCount replyCount viewerHasLiked
 			mentions { __typename id handle } author { handle } } } } }`, nil, true},
+		{"Reposts", reader, `{ inbox(first: 10) { edges { cursor repostedBy { __typename id handle } node { id kind text repostCount viewerHasReposted
+			author { handle } } } } }`, nil, true},
 		{"OtherFields", reader, `{ inbox(first: 3) { edges { node { id replyTo { id } author { viewerFollows } } } } }`, nil, false},
 		{"Deferred", reader, `{ inbox(first: 3) { edges { cursor ... @defer { node { id } } } } }`, nil, false},
 		{"ErrUnauthenticated", "", home, nil, false},
@@ -126,6 +134,8 @@ func testInboxFastPath(t *testing.T) {
 		})
 	}
 	require.Contains(t, postRaw(t, fast, e.tokens, reader, home, nil), `after the edit`)
+	require.Contains(t, postRaw(t, fast, e.tokens, reader, `{ inbox(first: 10) { edges { repostedBy { handle } node { text repostCount viewerHasReposted } } } }`, nil),
+		`{"repostedBy":{"handle":"odd"},"node":{"text":"reposted from afar","repostCount":2,"viewerHasReposted":true}}`)
 }
 
 // authorFails fails FindUsersByIDs for one user, as a storage error would.

@@ -95,6 +95,30 @@ func (r *Resolver) setLike(ctx context.Context, messageID string, on bool) (*sto
 	return m, nil
 }
 
+// setRepost makes the viewer repost (on) or unrepost the message of
+// messageID, and returns the message reposted.
+func (r *Resolver) setRepost(ctx context.Context, messageID string, on bool) (*store.Message, error) {
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := parseMessageID(messageID)
+	if err != nil {
+		return nil, err
+	}
+	change := r.Service.Unrepost
+	if on {
+		change = r.Service.Repost
+	}
+	m, err := change(ctx, viewer, id)
+	if err != nil {
+		return nil, err
+	}
+	refreshMessage(ctx, m)
+	loader.For(ctx).ViewerReposts.Clear(ctx, m.Key()).Prime(ctx, m.Key(), on)
+	return m, nil
+}
+
 // refreshMessage replaces m in the operation's MessageByKey cache.
 func refreshMessage(ctx context.Context, m *store.Message) {
 	loader.For(ctx).MessageByKey.Clear(ctx, m.Key()).Prime(ctx, m.Key(), m)

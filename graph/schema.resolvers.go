@@ -14,22 +14,34 @@ import (
 	"herald/store/service"
 )
 
+// RepostedBy is the resolver for the repostedBy field.
+func (r *inboxEdgeResolver) RepostedBy(ctx context.Context, obj *model.InboxEdge) (*store.User, error) {
+	if obj.RepostedBy.IsZero() {
+		return nil, nil
+	}
+	return optionalUser(ctx, obj.RepostedBy)
+}
+
 // Edge is the resolver for the edge field.
 func (r *inboxEventResolver) Edge(ctx context.Context, obj *model.InboxEvent) (*model.InboxEdge, error) {
 	if obj.Type != store.EventAdded {
 		return nil, nil
 	}
-	m, err := optionalMessage(ctx, store.MessageKey{ID: obj.MessageID, AuthorID: obj.AuthorID})
+	m, reposter, err := addedItem(ctx, obj)
 	if m == nil || err != nil {
 		return nil, err
 	}
-	return &model.InboxEdge{Cursor: encodeIDCursor(cursorInbox, m.ID), Node: m, DeliveredAt: obj.DeliveredAt}, nil
+	return &model.InboxEdge{Cursor: encodeIDCursor(cursorInbox, obj.MessageID), Node: m, DeliveredAt: obj.DeliveredAt, RepostedBy: reposter}, nil
 }
 
 // Message is the resolver for the message field.
 func (r *inboxEventResolver) Message(ctx context.Context, obj *model.InboxEvent) (*store.Message, error) {
 	if obj.MessageID.IsZero() || obj.Type == store.EventDeleted {
 		return nil, nil // gone: not loaded
+	}
+	if obj.Type == store.EventAdded {
+		m, _, err := addedItem(ctx, obj)
+		return m, err
 	}
 	return optionalMessage(ctx, store.MessageKey{ID: obj.MessageID, AuthorID: obj.AuthorID})
 }
@@ -46,6 +58,15 @@ func (r *inboxEventResolver) RemovedMessageID(ctx context.Context, obj *model.In
 
 // MessageID is the resolver for the messageId field.
 func (r *inboxEventResolver) MessageID(ctx context.Context, obj *model.InboxEvent) (*string, error) {
+	if obj.Type == store.EventAdded {
+		// The edge's node: for a repost, the message reposted.
+		m, _, err := addedItem(ctx, obj)
+		if m == nil || err != nil {
+			return eventMessageID(obj, obj.Type), err
+		}
+		id := globalID(typeMessage, m.ID)
+		return &id, nil
+	}
 	return eventMessageID(obj, obj.Type), nil
 }
 
@@ -87,6 +108,22 @@ func (r *messageResolver) ViewerHasLiked(ctx context.Context, obj *store.Message
 // LikedBy is the resolver for the likedBy field.
 func (r *messageResolver) LikedBy(ctx context.Context, obj *store.Message, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
 	return r.likedBy(ctx, obj, first, after, last, before)
+}
+
+// RepostOf is the resolver for the repostOf field.
+func (r *messageResolver) RepostOf(ctx context.Context, obj *store.Message) (*store.Message, error) {
+	if obj.RepostOfID.IsZero() {
+		return nil, nil
+	}
+	return optionalMessage(ctx, repostOfKey(obj))
+}
+
+// ViewerHasReposted is the resolver for the viewerHasReposted field.
+func (r *messageResolver) ViewerHasReposted(ctx context.Context, obj *store.Message) (bool, error) {
+	if _, ok := ViewerFromContext(ctx); !ok {
+		return false, nil
+	}
+	return loader.For(ctx).ViewerReposts.Load(ctx, obj.Key())()
 }
 
 // Replies is the resolver for the replies field.
@@ -162,6 +199,16 @@ func (r *mutationResolver) Like(ctx context.Context, messageID string) (*store.M
 // Unlike is the resolver for the unlike field.
 func (r *mutationResolver) Unlike(ctx context.Context, messageID string) (*store.Message, error) {
 	return r.setLike(ctx, messageID, false)
+}
+
+// Repost is the resolver for the repost field.
+func (r *mutationResolver) Repost(ctx context.Context, messageID string) (*store.Message, error) {
+	return r.setRepost(ctx, messageID, true)
+}
+
+// Unrepost is the resolver for the unrepost field.
+func (r *mutationResolver) Unrepost(ctx context.Context, messageID string) (*store.Message, error) {
+	return r.setRepost(ctx, messageID, false)
 }
 
 // PostMessage is the resolver for the postMessage field.
@@ -393,6 +440,9 @@ func (r *userConnectionResolver) TotalCount(ctx context.Context, obj *model.User
 	return r.Service.CountUsersByAttribute(ctx, obj.ByAttribute.Name, obj.ByAttribute.Value)
 }
 
+// InboxEdge returns generated.InboxEdgeResolver implementation.
+func (r *Resolver) InboxEdge() generated.InboxEdgeResolver { return &inboxEdgeResolver{r} }
+
 // InboxEvent returns generated.InboxEventResolver implementation.
 func (r *Resolver) InboxEvent() generated.InboxEventResolver { return &inboxEventResolver{r} }
 
@@ -427,6 +477,7 @@ func (r *Resolver) UserConnection() generated.UserConnectionResolver {
 }
 
 type (
+	inboxEdgeResolver         struct{ *Resolver }
 	inboxEventResolver        struct{ *Resolver }
 	messageResolver           struct{ *Resolver }
 	mutationResolver          struct{ *Resolver }

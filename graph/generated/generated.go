@@ -31,6 +31,7 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	InboxEdge() InboxEdgeResolver
 	InboxEvent() InboxEventResolver
 	Message() MessageResolver
 	Mutation() MutationResolver
@@ -69,6 +70,7 @@ type ComplexityRoot struct {
 		Cursor      func(childComplexity int) int
 		DeliveredAt func(childComplexity int) int
 		Node        func(childComplexity int) int
+		RepostedBy  func(childComplexity int) int
 	}
 
 	InboxEvent struct {
@@ -95,20 +97,23 @@ type ComplexityRoot struct {
 	}
 
 	Message struct {
-		Author         func(childComplexity int) int
-		CreatedAt      func(childComplexity int) int
-		EditedAt       func(childComplexity int) int
-		ID             func(childComplexity int) int
-		Kind           func(childComplexity int) int
-		LikeCount      func(childComplexity int) int
-		LikedBy        func(childComplexity int, first *int, after *string, last *int, before *string) int
-		Mentions       func(childComplexity int) int
-		Replies        func(childComplexity int, first *int, after *string, last *int, before *string) int
-		ReplyCount     func(childComplexity int) int
-		ReplyTo        func(childComplexity int) int
-		Root           func(childComplexity int) int
-		Text           func(childComplexity int) int
-		ViewerHasLiked func(childComplexity int) int
+		Author            func(childComplexity int) int
+		CreatedAt         func(childComplexity int) int
+		EditedAt          func(childComplexity int) int
+		ID                func(childComplexity int) int
+		Kind              func(childComplexity int) int
+		LikeCount         func(childComplexity int) int
+		LikedBy           func(childComplexity int, first *int, after *string, last *int, before *string) int
+		Mentions          func(childComplexity int) int
+		Replies           func(childComplexity int, first *int, after *string, last *int, before *string) int
+		ReplyCount        func(childComplexity int) int
+		ReplyTo           func(childComplexity int) int
+		RepostCount       func(childComplexity int) int
+		RepostOf          func(childComplexity int) int
+		Root              func(childComplexity int) int
+		Text              func(childComplexity int) int
+		ViewerHasLiked    func(childComplexity int) int
+		ViewerHasReposted func(childComplexity int) int
 	}
 
 	MessageConnection struct {
@@ -133,10 +138,12 @@ type ComplexityRoot struct {
 		MarkInboxRead         func(childComplexity int) int
 		MarkNotificationsRead func(childComplexity int, upTo *string) int
 		PostMessage           func(childComplexity int, input model.PostMessageInput) int
+		Repost                func(childComplexity int, messageID string) int
 		SetAttributes         func(childComplexity int, input []*store.AttributeChange) int
 		SignUp                func(childComplexity int, input service.SignUpInput) int
 		Unfollow              func(childComplexity int, userID string) int
 		Unlike                func(childComplexity int, messageID string) int
+		Unrepost              func(childComplexity int, messageID string) int
 	}
 
 	NotificationConnection struct {
@@ -224,6 +231,9 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type InboxEdgeResolver interface {
+	RepostedBy(ctx context.Context, obj *model.InboxEdge) (*store.User, error)
+}
 type InboxEventResolver interface {
 	Edge(ctx context.Context, obj *model.InboxEvent) (*model.InboxEdge, error)
 	Message(ctx context.Context, obj *model.InboxEvent) (*store.Message, error)
@@ -241,6 +251,9 @@ type MessageResolver interface {
 
 	ViewerHasLiked(ctx context.Context, obj *store.Message) (bool, error)
 	LikedBy(ctx context.Context, obj *store.Message, first *int, after *string, last *int, before *string) (*model.UserConnection, error)
+	RepostOf(ctx context.Context, obj *store.Message) (*store.Message, error)
+
+	ViewerHasReposted(ctx context.Context, obj *store.Message) (bool, error)
 
 	Replies(ctx context.Context, obj *store.Message, first *int, after *string, last *int, before *string) (*model.MessageConnection, error)
 	Root(ctx context.Context, obj *store.Message) (*store.Message, error)
@@ -254,6 +267,8 @@ type MutationResolver interface {
 	Unfollow(ctx context.Context, userID string) (*store.User, error)
 	Like(ctx context.Context, messageID string) (*store.Message, error)
 	Unlike(ctx context.Context, messageID string) (*store.Message, error)
+	Repost(ctx context.Context, messageID string) (*store.Message, error)
+	Unrepost(ctx context.Context, messageID string) (*store.Message, error)
 	PostMessage(ctx context.Context, input model.PostMessageInput) (*store.Message, error)
 	EditMessage(ctx context.Context, id string, text string) (*store.Message, error)
 	DeleteMessage(ctx context.Context, id string) (string, error)
@@ -398,6 +413,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.InboxEdge.Node(childComplexity), true
+	case "InboxEdge.repostedBy":
+		if e.ComplexityRoot.InboxEdge.RepostedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InboxEdge.RepostedBy(childComplexity), true
 
 	case "InboxEvent.cursor":
 		if e.ComplexityRoot.InboxEvent.Cursor == nil {
@@ -562,6 +583,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Message.ReplyTo(childComplexity), true
+	case "Message.repostCount":
+		if e.ComplexityRoot.Message.RepostCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.RepostCount(childComplexity), true
+	case "Message.repostOf":
+		if e.ComplexityRoot.Message.RepostOf == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.RepostOf(childComplexity), true
 	case "Message.root":
 		if e.ComplexityRoot.Message.Root == nil {
 			break
@@ -580,6 +613,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Message.ViewerHasLiked(childComplexity), true
+	case "Message.viewerHasReposted":
+		if e.ComplexityRoot.Message.ViewerHasReposted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Message.ViewerHasReposted(childComplexity), true
 
 	case "MessageConnection.edges":
 		if e.ComplexityRoot.MessageConnection.Edges == nil {
@@ -708,6 +747,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.PostMessage(childComplexity, args["input"].(model.PostMessageInput)), true
+	case "Mutation.repost":
+		if e.ComplexityRoot.Mutation.Repost == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_repost_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.Repost(childComplexity, args["messageId"].(string)), true
 	case "Mutation.setAttributes":
 		if e.ComplexityRoot.Mutation.SetAttributes == nil {
 			break
@@ -752,6 +802,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Unlike(childComplexity, args["messageId"].(string)), true
+	case "Mutation.unrepost":
+		if e.ComplexityRoot.Mutation.Unrepost == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_unrepost_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.Unrepost(childComplexity, args["messageId"].(string)), true
 
 	case "NotificationConnection.edges":
 		if e.ComplexityRoot.NotificationConnection.Edges == nil {
@@ -1359,6 +1420,12 @@ enum MessageKind {
   POST
   "A message answering another message (see ` + "`" + `Message.replyTo` + "`" + `)."
   REPLY
+  """
+  A user's repost of another message (` + "`" + `Message.repostOf` + "`" + `), made with
+  ` + "`" + `repost` + "`" + `: it has no text of its own (` + "`" + `text` + "`" + ` is empty), and a timeline shows
+  the reposted message in its place, with ` + "`" + `InboxEdge.repostedBy` + "`" + `.
+  """
+  REPOST
 }
 
 "A message written by a user, stored once and shown in every follower's inbox."
@@ -1367,9 +1434,9 @@ type Message implements Node {
   id: ID!
   "Who wrote the message."
   author: User!
-  "The text: 1 to 5000 characters, not blank."
+  "The text: 1 to 5000 characters, not blank; empty for a repost."
   text: String!
-  "Whether the message is a post or a reply."
+  "Whether the message is a post, a reply or a repost."
   kind: MessageKind!
   "The message answered by a reply; null for a post or when that message was deleted."
   replyTo: Message
@@ -1393,6 +1460,15 @@ type Message implements Node {
   ` + "`" + `likeCount` + "`" + `. ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
   """
   likedBy(first: Int, after: String, last: Int, before: String): UserConnection!
+  """
+  The message a repost reposts (never itself a repost); null unless this
+  message is a repost, and when the reposted message was deleted.
+  """
+  repostOf: Message
+  "How many users repost the message (taken-back reposts not counted)."
+  repostCount: Int!
+  "Whether the signed-in viewer reposts the message; false when nobody is signed in."
+  viewerHasReposted: Boolean!
   "How many replies answer the message (deleted ones not counted)."
   replyCount: Int!
   """
@@ -1473,10 +1549,18 @@ type InboxConnection {
 type InboxEdge {
   "Pass as ` + "`" + `after` + "`" + ` to get the items older than this one, as ` + "`" + `before` + "`" + ` for the newer ones."
   cursor: String!
-  "The message."
+  """
+  The message. For an item that is someone's repost, the message reposted
+  (never the repost itself): ` + "`" + `repostedBy` + "`" + ` says who reposted it.
+  """
   node: Message!
-  "When the message reached this inbox."
+  "When the message (or the repost) reached this inbox."
   deliveredAt: Time!
+  """
+  The user whose repost brought ` + "`" + `node` + "`" + ` to this inbox; null unless the item is
+  a repost.
+  """
+  repostedBy: User
 }
 
 "What a notification tells the viewer."
@@ -1641,7 +1725,9 @@ input PostMessageInput {
 "What happened in the viewer's inbox."
 enum InboxEventType {
   """
-  An item arrived: ` + "`" + `edge` + "`" + ` is the new edge. A new message is the newest item
+  An item arrived: ` + "`" + `edge` + "`" + ` is the new edge (for a repost, as the inbox
+  connection shows it: ` + "`" + `node` + "`" + ` is the message reposted, ` + "`" + `repostedBy` + "`" + ` the
+  reposter). A new message is the newest item
   (Relay: ` + "`" + `@prependEdge` + "`" + `); an item a follow's backfill brings is an older
   message, which sorts below newer items: a client that keeps the order
   inserts it by its node's ` + "`" + `createdAt` + "`" + `, or refetches.
@@ -1656,8 +1742,10 @@ enum InboxEventType {
   DELETED
   """
   An item left this inbox, though its message still exists (the viewer
-  unfollowed its author): ` + "`" + `removedMessageId` + "`" + ` is its id, to remove the edge
-  from the inbox connection only.
+  unfollowed its author, or a repost of it was taken back):
+  ` + "`" + `removedMessageId` + "`" + ` is the id of the edge's ` + "`" + `node` + "`" + `, to remove the edge from
+  the inbox connection only. A taken-back repost also sends DELETED with the
+  repost's own id, which no edge shows.
   """
   REMOVED
   "The inbox was marked read."
@@ -1692,8 +1780,9 @@ type InboxEvent {
   """
   deletedMessageId: ID
   """
-  REMOVED only: the global id of the message whose item left this inbox
-  (Relay: ` + "`" + `@deleteEdge(connections:)` + "`" + `; the message still exists).
+  REMOVED only: the global id of the message whose item left this inbox,
+  the ` + "`" + `node` + "`" + ` of its edge (for a repost, the message reposted; Relay:
+  ` + "`" + `@deleteEdge(connections:)` + "`" + `; the message still exists).
   """
   removedMessageId: ID
   """
@@ -1798,8 +1887,8 @@ type Mutation {
   unfollow(userId: ID!): User!
   """
   Makes the viewer like a message and returns it with its new ` + "`" + `likeCount` + "`" + `.
-  Liking a message already liked changes nothing. NOT_FOUND if the message
-  does not exist.
+  Liking a message already liked changes nothing; liking a repost likes the
+  message it reposts. NOT_FOUND if the message does not exist.
   """
   like(messageId: ID!): Message!
   """
@@ -1808,13 +1897,30 @@ type Mutation {
   """
   unlike(messageId: ID!): Message!
   """
+  Makes the viewer repost a message and returns the message reposted with its
+  new ` + "`" + `repostCount` + "`" + `: the repost reaches the viewer's followers' inboxes, shown
+  as the message with ` + "`" + `repostedBy` + "`" + `. Reposting a repost reposts its message;
+  reposting a message already reposted changes nothing. NOT_FOUND if the
+  message does not exist.
+  """
+  repost(messageId: ID!): Message!
+  """
+  Takes back the viewer's repost of a message (or of the message a repost
+  reposts) and returns that message with its new ` + "`" + `repostCount` + "`" + `; the repost
+  leaves every inbox it reached. Unreposting a message not reposted changes
+  nothing.
+  """
+  unrepost(messageId: ID!): Message!
+  """
   Posts a message as the viewer. It reaches followers' inboxes shortly after
-  this returns. NOT_FOUND when ` + "`" + `replyTo` + "`" + ` does not exist.
+  this returns. A reply to a repost answers the message it reposts. NOT_FOUND
+  when ` + "`" + `replyTo` + "`" + ` does not exist.
   """
   postMessage(input: PostMessageInput!): Message!
   """
   Changes the text of one of the viewer's messages; every inbox shows the new
-  text at once. FORBIDDEN for someone else's message.
+  text at once. FORBIDDEN for someone else's message; BAD_USER_INPUT for a
+  repost, which has no text.
   """
   editMessage(id: ID!, text: String!): Message!
   """
@@ -1930,6 +2036,8 @@ func (ec *executionContext) childFields_InboxEdge(ctx context.Context, field gra
 		return ec.fieldContext_InboxEdge_node(ctx, field)
 	case "deliveredAt":
 		return ec.fieldContext_InboxEdge_deliveredAt(ctx, field)
+	case "repostedBy":
+		return ec.fieldContext_InboxEdge_repostedBy(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type InboxEdge", field.Name)
 }
@@ -2004,6 +2112,12 @@ func (ec *executionContext) childFields_Message(ctx context.Context, field graph
 		return ec.fieldContext_Message_viewerHasLiked(ctx, field)
 	case "likedBy":
 		return ec.fieldContext_Message_likedBy(ctx, field)
+	case "repostOf":
+		return ec.fieldContext_Message_repostOf(ctx, field)
+	case "repostCount":
+		return ec.fieldContext_Message_repostCount(ctx, field)
+	case "viewerHasReposted":
+		return ec.fieldContext_Message_viewerHasReposted(ctx, field)
 	case "replyCount":
 		return ec.fieldContext_Message_replyCount(ctx, field)
 	case "replies":
@@ -2464,6 +2578,20 @@ func (ec *executionContext) field_Mutation_postMessage_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_repost_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "messageId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["messageId"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_setAttributes_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2507,6 +2635,20 @@ func (ec *executionContext) field_Mutation_unfollow_args(ctx context.Context, ra
 }
 
 func (ec *executionContext) field_Mutation_unlike_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "messageId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["messageId"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_unrepost_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "messageId",
@@ -3319,6 +3461,38 @@ func (ec *executionContext) fieldContext_InboxEdge_deliveredAt(_ context.Context
 	return graphql.NewScalarFieldContext("InboxEdge", field, false, false, errors.New("field of type Time does not have child fields"))
 }
 
+func (ec *executionContext) _InboxEdge_repostedBy(ctx context.Context, field graphql.CollectedField, obj *model.InboxEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InboxEdge_repostedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.InboxEdge().RepostedBy(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalOUser2ᚖheraldᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_InboxEdge_repostedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "InboxEdge",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _InboxEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.InboxEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3987,6 +4161,84 @@ func (ec *executionContext) fieldContext_Message_likedBy(ctx context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Message_repostOf(ctx context.Context, field graphql.CollectedField, obj *store.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_repostOf(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Message().RepostOf(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Message) graphql.Marshaler {
+			return ec.marshalOMessage2ᚖheraldᚋstoreᚐMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Message_repostOf(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Message",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Message_repostCount(ctx context.Context, field graphql.CollectedField, obj *store.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_repostCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RepostCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_repostCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Message_viewerHasReposted(ctx context.Context, field graphql.CollectedField, obj *store.Message) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Message_viewerHasReposted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Message().ViewerHasReposted(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Message_viewerHasReposted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Message", field, true, true, errors.New("field of type Boolean does not have child fields"))
+}
+
 func (ec *executionContext) _Message_replyCount(ctx context.Context, field graphql.CollectedField, obj *store.Message) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -4532,6 +4784,94 @@ func (ec *executionContext) fieldContext_Mutation_unlike(ctx context.Context, fi
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_unlike_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_repost(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_repost(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().Repost(ctx, fc.Args["messageId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Message) graphql.Marshaler {
+			return ec.marshalNMessage2ᚖheraldᚋstoreᚐMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_repost(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_repost_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_unrepost(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_unrepost(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().Unrepost(ctx, fc.Args["messageId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.Message) graphql.Marshaler {
+			return ec.marshalNMessage2ᚖheraldᚋstoreᚐMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_unrepost(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Message(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_unrepost_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -7799,18 +8139,56 @@ func (ec *executionContext) _InboxEdge(ctx context.Context, sel ast.SelectionSet
 		case "cursor":
 			out.Values[i] = ec._InboxEdge_cursor(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "node":
 			out.Values[i] = ec._InboxEdge_node(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "deliveredAt":
 			out.Values[i] = ec._InboxEdge_deliveredAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "repostedBy":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._InboxEdge_repostedBy(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -8431,6 +8809,87 @@ func (ec *executionContext) _Message(ctx context.Context, sel ast.SelectionSet, 
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "repostOf":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Message_repostOf(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "repostCount":
+			out.Values[i] = ec._Message_repostCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "viewerHasReposted":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Message_viewerHasReposted(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "replyCount":
 			out.Values[i] = ec._Message_replyCount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -8696,6 +9155,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "unlike":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_unlike(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "repost":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_repost(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unrepost":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_unrepost(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++

@@ -1,8 +1,9 @@
 // Package loader batches the graph's reads: within one GraphQL operation (or
-// one subscription event), every UserByID, MessageByKey, ViewerFollows and ViewerLikes load
-// that arrives within a short window becomes one service.Service batch call, and
-// each key is loaded at most once. This keeps a page of N items at a fixed
-// number of storage round trips instead of N+1.
+// one subscription event), every UserByID, MessageByKey, ViewerFollows,
+// ViewerLikes and ViewerReposts load that arrives within a short window
+// becomes one service.Service batch call, and each key is loaded at most
+// once. This keeps a page of N items at a fixed number of storage round trips
+// instead of N+1.
 //
 // A Loaders caches for the life of the operation it was made for and must not
 // be shared across operations or subscription events: it would serve stale
@@ -48,16 +49,22 @@ type Loaders struct {
 	// message, with Service.FindLiked; false without a viewer, without a
 	// call.
 	ViewerLikes *dataloader.Loader[store.MessageKey, bool]
+	// ViewerReposts reports whether the operation's viewer reposts each key
+	// message, with Service.FindReposted; false without a viewer, without a
+	// call.
+	ViewerReposts *dataloader.Loader[store.MessageKey, bool]
 
 	// What Preload needs: each loader's cache and batch function.
 	userCache    dataloader.Cache[store.ID, *store.User]
 	messageCache *messageCache
 	followsCache dataloader.Cache[store.ID, bool]
 	likesCache   dataloader.Cache[store.MessageKey, bool]
+	repostsCache dataloader.Cache[store.MessageKey, bool]
 	userBatch    dataloader.BatchFunc[store.ID, *store.User]
 	messageBatch dataloader.BatchFunc[store.MessageKey, *store.Message]
 	followsBatch dataloader.BatchFunc[store.ID, bool]
 	likesBatch   dataloader.BatchFunc[store.MessageKey, bool]
+	repostsBatch dataloader.BatchFunc[store.MessageKey, bool]
 }
 
 // New returns fresh loaders over svc for one operation whose signed-in user
@@ -68,10 +75,12 @@ func New(svc *service.Service, viewer store.ID, hasViewer bool) *Loaders {
 		messageCache: newMessageCache(),
 		followsCache: dataloader.NewCache[store.ID, bool](),
 		likesCache:   dataloader.NewCache[store.MessageKey, bool](),
+		repostsCache: dataloader.NewCache[store.MessageKey, bool](),
 		userBatch:    batch(svc.FindUsersByIDs, "user not found"),
 		messageBatch: batch(svc.FindMessagesByKeys, "message not found"),
 		followsBatch: viewerBatch(svc.FindFollowing, viewer, hasViewer),
 		likesBatch:   viewerBatch(svc.FindLiked, viewer, hasViewer),
+		repostsBatch: viewerBatch(svc.FindReposted, viewer, hasViewer),
 	}
 	l.UserByID = dataloader.NewBatchedLoader(l.userBatch,
 		dataloader.WithWait[store.ID, *store.User](Wait),
@@ -85,6 +94,9 @@ func New(svc *service.Service, viewer store.ID, hasViewer bool) *Loaders {
 	l.ViewerLikes = dataloader.NewBatchedLoader(l.likesBatch,
 		dataloader.WithWait[store.MessageKey, bool](Wait),
 		dataloader.WithCache(l.likesCache))
+	l.ViewerReposts = dataloader.NewBatchedLoader(l.repostsBatch,
+		dataloader.WithWait[store.MessageKey, bool](Wait),
+		dataloader.WithCache(l.repostsCache))
 	return l
 }
 
@@ -94,10 +106,11 @@ type Preloads struct {
 	Messages []store.MessageKey
 	Follows  []store.ID         // users the viewer may follow
 	Likes    []store.MessageKey // messages the viewer may like
+	Reposts  []store.MessageKey // messages the viewer may repost
 }
 
-// Preload loads now the users, messages and viewer-follows an operation is
-// known to ask for, one call per loader, the three at once, and caches the
+// Preload loads now the users, messages, viewer-follows, -likes and
+// -reposts an operation is known to ask for, one call per loader, all at once, and caches the
 // results (errors included) for the loads that follow. Keys queued into a
 // batching window instead could be split into two batches by a busy
 // machine; a preload costs exactly one call per loader, whatever the
@@ -117,6 +130,9 @@ func (l *Loaders) Preload(ctx context.Context, p Preloads) {
 	}
 	if len(p.Likes) > 0 {
 		calls = append(calls, func() { fill(ctx, l.likesCache, l.likesBatch, p.Likes) })
+	}
+	if len(p.Reposts) > 0 {
+		calls = append(calls, func() { fill(ctx, l.repostsCache, l.repostsBatch, p.Reposts) })
 	}
 	if len(calls) == 0 {
 		return
@@ -176,7 +192,8 @@ func batch[K comparable, V any](find func(context.Context, []K) ([]*V, error), n
 	}
 }
 
-// viewerBatch adapts a per-viewer batch read (FindFollowing, FindLiked:
+// viewerBatch adapts a per-viewer batch read (FindFollowing, FindLiked,
+// FindReposted:
 // one bool per key) to a dataloader batch function. Without a viewer every
 // key is false, without a call.
 func viewerBatch[K comparable](find func(context.Context, store.ID, []K) ([]bool, error), viewer store.ID, hasViewer bool) dataloader.BatchFunc[K, bool] {

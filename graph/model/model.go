@@ -36,6 +36,21 @@ type InboxEvent struct {
 	Cursor string
 }
 
+// InboxEdge is an item of the viewer's inbox. It is hand-written so that the
+// reposter of a repost item is an id, resolved (through the loaders) only
+// when the client selects repostedBy.
+type InboxEdge struct {
+	// Cursor is the item's own: the repost's for a repost.
+	Cursor string
+	// Node is the message shown: for a repost, the message reposted.
+	Node *store.Message
+	// DeliveredAt is when the item reached the inbox.
+	DeliveredAt time.Time
+	// RepostedBy is the user whose repost the item is; store.NilID for
+	// any other item.
+	RepostedBy store.ID
+}
+
 // UserConnection is a page of users. It is hand-written so that totalCount
 // can come either with the page (the follow counters) or, for
 // usersByAttribute, from a count made only when the client selects it: the

@@ -39,16 +39,6 @@ type InboxConnection struct {
 	Rebuilding bool `json:"rebuilding"`
 }
 
-// A message in the viewer's inbox.
-type InboxEdge struct {
-	// Pass as `after` to get the items older than this one, as `before` for the newer ones.
-	Cursor string `json:"cursor"`
-	// The message.
-	Node *store.Message `json:"node"`
-	// When the message reached this inbox.
-	DeliveredAt time.Time `json:"deliveredAt"`
-}
-
 // A page of the messages a user likes, most recently liked first.
 type LikeConnection struct {
 	// The liked messages of this page, each with its cursor.

@@ -286,3 +286,74 @@ func testLoaders_InboxReplies(t *testing.T) {
 		assert.Equal(t, timelineCalls(st, map[string]int64{"FindMessagesByKeys": 2, "FindUsersByIDs": 1, "FindFollowing": 1}), calls)
 	})
 }
+
+// TestLoaders_InboxReposts proves a page holding reposts costs one more
+// call than a page without, whatever its size: one FindMessagesByKeys for
+// the messages reposted (in Service.Inbox), their authors and the reposters
+// joining the page's one FindUsersByIDs, and viewerHasReposted one
+// FindReposts; every message lookup names the author.
+func TestLoaders_InboxReposts(t *testing.T) { forStrategies(t, testLoaders_InboxReposts) }
+
+func testLoaders_InboxReposts(t *testing.T) {
+	e := newEnv(t, nil)
+	reader, _ := mustSignUp(t, e, "reader")
+	// The reader does not follow the outsider, whose messages come home
+	// only as the authors' reposts.
+	outsider, _ := mustSignUp(t, e, "outsider")
+	var outside []string
+	for i := range 30 {
+		outside = append(outside, mustPost(t, e, outsider, fmt.Sprintf("outside %d", i)))
+	}
+	var authors []string
+	for i := range 5 {
+		tok, id := mustSignUp(t, e, fmt.Sprintf("author%d", i))
+		mustFollow(t, e, reader, id)
+		authors = append(authors, tok)
+	}
+	// Every other item is a repost of an outsider's message.
+	for i := range 60 {
+		tok := authors[i%len(authors)]
+		if i%2 == 0 {
+			mustRepost(t, e, tok, outside[i/2])
+		} else {
+			mustPost(t, e, tok, fmt.Sprintf("message %d", i))
+		}
+	}
+	mustRepost(t, e, reader, outside[29])
+	waitFanOut(t, e)
+	st := strategyOf(t)
+	e.mustExec(t, reader, `{ inbox(first: 1) { totalCount } }`, nil, nil) // builds the cache
+
+	const q = `query($first: Int) { inbox(first: $first) {
+		edges { cursor repostedBy { handle } node { id text repostCount viewerHasReposted author { handle } } } } }`
+	for _, first := range []int{5, 50} {
+		t.Run(fmt.Sprintf("First%d", first), func(t *testing.T) {
+			e.backend.Reset()
+			var r struct {
+				Inbox struct {
+					Edges []repostEdge `json:"edges"`
+				} `json:"inbox"`
+			}
+			e.mustExec(t, reader, q, map[string]any{"first": first}, &r)
+			require.Len(t, r.Inbox.Edges, first)
+			var reposts int
+			for _, edge := range r.Inbox.Edges {
+				if edge.RepostedBy == nil {
+					continue
+				}
+				reposts++
+				assert.Equal(t, "outsider", edge.Node.Author.Handle, "a repost shows the message reposted")
+				assert.Contains(t, edge.Node.Text, "outside ")
+			}
+			require.NotZero(t, reposts)
+			assert.Equal(t, "reader", r.Inbox.Edges[0].RepostedBy.Handle, "the reader's own repost, newest")
+			assert.True(t, r.Inbox.Edges[0].Node.ViewerHasReposted)
+
+			calls, total := timelineSnapshot(e)
+			t.Logf("inbox(first: %d) with reposts: %d backend calls %v", first, total, calls)
+			// FindMessagesByKeys: the page, then the messages reposted.
+			assert.Equal(t, timelineCalls(st, map[string]int64{"FindMessagesByKeys": 2, "FindUsersByIDs": 1, "FindReposts": 1}), calls)
+			assert.Zero(t, e.backend.NoAuthor(), "every message lookup names the author")
+		})
+	}
+}

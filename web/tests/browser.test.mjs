@@ -197,6 +197,32 @@ describe('demo client at /app/', () => {
       await items.first().getByTestId('like').click();
       await items.first().getByTestId('like').filter({ hasText: '♡ 0' }).waitFor();
 
+      // A repost counts at once and is taken back by a second press.
+      await items.first().getByTestId('repost').click();
+      await items.first().getByTestId('repost').filter({ hasText: '↻ 1' }).waitFor();
+      assert.equal(await items.first().getByTestId('repost').getAttribute('aria-pressed'), 'true');
+      const reposted = await gql(server.base, author.token, 'query($id: ID!) { node(id: $id) { ... on Message { repostCount } } }', { id: posted.id });
+      assert.deepEqual(reposted.node, { repostCount: 1 });
+      await items.first().getByTestId('repost').click();
+      await items.first().getByTestId('repost').filter({ hasText: '↻ 0' }).waitFor();
+      assert.equal(await items.count(), 1, "one's own repost of a message shown is not a second item");
+
+      // The author reposts a message by someone the viewer does not
+      // follow: it arrives live as the message, reposted by the author,
+      // and leaves when the author takes the repost back.
+      const other = await signUp(server.base, uniqueHandle('cyd'));
+      const { postMessage: shared } = await gql(server.base, other.token, POST, { t: 'worth sharing' });
+      await gql(server.base, author.token, 'mutation($id: ID!) { repost(messageId: $id) { id } }', { id: shared.id });
+      const sharedItem = items.filter({ hasText: 'worth sharing' });
+      await sharedItem.getByTestId('reposted-by').filter({ hasText: `↻ reposted by @${author.handle}` }).waitFor({ timeout: TIMEOUT.event });
+      assert.equal(await items.first().getByTestId('message-text').innerText(), 'worth sharing', 'the newest item');
+      await sharedItem.getByTestId('repost').filter({ hasText: '↻ 1' }).waitFor();
+      await screenshot(page, dir, 'app-1b-reposted');
+      await gql(server.base, author.token, 'mutation($id: ID!) { unrepost(messageId: $id) { id } }', { id: shared.id });
+      await sharedItem.waitFor({ state: 'detached', timeout: TIMEOUT.event });
+      await page.getByTestId('mark-read').click();
+      await page.getByTestId('unread-badge').waitFor({ state: 'hidden' });
+
       // An edit shows in place.
       await gql(server.base, author.token, 'mutation($id: ID!) { editMessage(id: $id, text: "first post, edited") { id } }', { id: posted.id });
       await items.filter({ hasText: 'first post, edited' }).waitFor({ timeout: TIMEOUT.event });

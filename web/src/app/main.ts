@@ -17,7 +17,7 @@ interface Author {
 interface Message {
   id: string;
   text: string;
-  kind: 'POST' | 'REPLY';
+  kind: 'POST' | 'REPLY' | 'REPOST';
   createdAt: string;
   editedAt: string | null;
   author: Author;
@@ -25,7 +25,18 @@ interface Message {
   mentions: { handle: string }[];
   likeCount: number;
   viewerHasLiked: boolean;
+  repostCount: number;
+  viewerHasReposted: boolean;
   replyCount: number;
+}
+
+// An inbox item: its message (for a repost, the message reposted) and who
+// reposted it.
+interface Edge {
+  cursor: string;
+  deliveredAt: string;
+  repostedBy: { id: string; handle: string } | null;
+  node: Message;
 }
 
 interface FoundUser extends Author {
@@ -39,7 +50,7 @@ interface InboxPage {
   totalCount: number;
   unreadCount: number;
   rebuilding: boolean;
-  edges: { cursor: string; node: Message }[];
+  edges: Edge[];
   pageInfo: { hasNextPage: boolean; endCursor: string | null };
 }
 
@@ -50,7 +61,7 @@ interface InboxEvent {
   cursor: string;
   unreadCount: number;
   totalCount: number;
-  edge: { cursor: string; node: Message } | null;
+  edge: Edge | null;
   message: Message | null;
   deletedMessageId: string | null;
   removedMessageId: string | null;
@@ -61,13 +72,14 @@ const MESSAGE = `fragment Msg on Message {
   author { id handle displayName }
   replyTo { id text author { handle } }
   mentions { handle }
-  likeCount viewerHasLiked replyCount
+  likeCount viewerHasLiked repostCount viewerHasReposted replyCount
 }`;
+const EDGE = 'cursor deliveredAt repostedBy { id handle } node { ...Msg }';
 const USER = 'id handle displayName followerCount followingCount messageCount viewerFollows';
 const INBOX = `query Inbox($first: Int!, $after: String) {
   inbox(first: $first, after: $after) {
     totalCount unreadCount rebuilding
-    edges { cursor node { ...Msg } }
+    edges { ${EDGE} }
     pageInfo { hasNextPage endCursor }
   }
 }
@@ -75,7 +87,7 @@ ${MESSAGE}`;
 const INBOX_EVENTS = `subscription InboxEvents($after: String) {
   inboxEvents(after: $after) {
     type unreadCount totalCount cursor
-    edge { cursor node { ...Msg } }
+    edge { ${EDGE} }
     message { ...Msg }
     deletedMessageId removedMessageId
   }
@@ -151,6 +163,9 @@ let lastNotif: string | null = null;
 let replyTo: Message | null = null;
 // The inbox as shown: its items in DOM order, and where the next page starts.
 const shown = new Map<string, Message>();
+// The shown items that are reposts, by the id of the message shown: who
+// reposted it, and when it reached the inbox, which is its place.
+const reposts = new Map<string, { by: { id: string; handle: string }; at: string }>();
 let nextCursor: string | null = null;
 let hasMore = false;
 let rebuildChecks = 0;
@@ -233,6 +248,7 @@ function signOut(): void {
   viewer = null;
   localStorage.removeItem(TOKEN_KEY);
   shown.clear();
+  reposts.clear();
   nextCursor = null;
   hasMore = false;
   rebuildChecks = 0;
@@ -393,7 +409,7 @@ function onEvent(ev: InboxEvent): void {
   setCounts(ev.unreadCount, ev.totalCount);
   switch (ev.type) {
     case 'ADDED':
-      if (ev.edge) insertInOrder(ev.edge.node);
+      if (ev.edge) insertInOrder(ev.edge);
       break;
     case 'EDITED':
       if (ev.message) updateText(ev.message);
@@ -444,8 +460,8 @@ async function fetchInbox(first: number, after: string | null): Promise<InboxPag
 // that live events brought meanwhile stay where they are.
 async function loadInbox(): Promise<void> {
   const page = await fetchInbox(PAGE, nextCursor);
-  for (const { node } of page.edges) {
-    if (!shown.has(node.id)) append(node);
+  for (const e of page.edges) {
+    if (!shown.has(e.node.id)) append(e);
   }
   nextCursor = page.pageInfo.endCursor ?? nextCursor;
   hasMore = page.pageInfo.hasNextPage;
@@ -459,9 +475,9 @@ async function loadInbox(): Promise<void> {
 // place, without dropping pages loaded further down.
 async function refreshTop(): Promise<void> {
   const page = await fetchInbox(PAGE, null);
-  for (const { node } of page.edges) {
-    if (shown.has(node.id)) updateText(node);
-    else insertInOrder(node);
+  for (const e of page.edges) {
+    if (shown.has(e.node.id)) updateText(e.node);
+    else insertInOrder(e);
   }
   if (shown.size <= page.edges.length) {
     nextCursor = page.pageInfo.endCursor;
@@ -476,28 +492,46 @@ function itemOf(id: string): HTMLElement | null {
   return el.inbox.querySelector<HTMLElement>(`li[data-id="${CSS.escape(id)}"]`);
 }
 
-function append(m: Message): void {
-  shown.set(m.id, m);
-  el.inbox.append(messageItem(m, 'inbox-item'));
+// remember records e's message as shown, and whose repost it is.
+function remember(e: Edge): void {
+  shown.set(e.node.id, e.node);
+  if (e.repostedBy) reposts.set(e.node.id, { by: e.repostedBy, at: e.deliveredAt });
+  else reposts.delete(e.node.id);
+}
+
+// placeOf is the time that places m in the timeline: a repost's, for a
+// message shown as someone's repost.
+function placeOf(m: Message): number {
+  return Date.parse(reposts.get(m.id)?.at ?? m.createdAt);
+}
+
+function append(e: Edge): void {
+  remember(e);
+  el.inbox.append(inboxItem(e.node));
+}
+
+function inboxItem(m: Message): HTMLLIElement {
+  return messageItem(m, 'inbox-item', reposts.get(m.id)?.by.handle);
 }
 
 // insertInOrder puts m among the shown items, newest first. A message older
 // than every shown one waits for "load more" when more pages exist, so the
 // list never skips items.
-function insertInOrder(m: Message): void {
+function insertInOrder(e: Edge): void {
+  const m = e.node;
   if (shown.has(m.id)) return updateText(m);
-  const t = Date.parse(m.createdAt);
+  const t = Date.parse(e.repostedBy ? e.deliveredAt : m.createdAt);
   for (const li of el.inbox.children) {
     const other = shown.get((li as HTMLElement).dataset.id ?? '');
-    if (other && Date.parse(other.createdAt) < t) {
-      shown.set(m.id, m);
-      li.before(messageItem(m, 'inbox-item'));
+    if (other && placeOf(other) < t) {
+      remember(e);
+      li.before(inboxItem(m));
       afterChange();
       return;
     }
   }
   if (!hasMore) {
-    append(m);
+    append(e);
     afterChange();
   }
 }
@@ -506,12 +540,13 @@ function updateText(m: Message): void {
   if (shown.has(m.id)) shown.set(m.id, m);
   for (const list of [el.inbox, el.mine]) {
     const li = list.querySelector<HTMLElement>(`li[data-id="${CSS.escape(m.id)}"]`);
-    li?.replaceWith(messageItem(m, list === el.inbox ? 'inbox-item' : 'my-message'));
+    li?.replaceWith(list === el.inbox ? inboxItem(m) : messageItem(m, 'my-message', li.dataset.repostedBy));
   }
 }
 
 function remove(id: string): void {
   shown.delete(id);
+  reposts.delete(id);
   itemOf(id)?.remove();
 }
 
@@ -536,9 +571,10 @@ function formatTime(iso: string): string {
   return new Date(iso).toLocaleString();
 }
 
-// messageItem renders m; the viewer's own messages can be edited and
-// deleted in place, others' replied to.
-function messageItem(m: Message, testid: string): HTMLLIElement {
+// messageItem renders m, as reposted by the user of handle repostedBy if
+// set; the viewer's own messages can be edited and deleted in place,
+// others' replied to, and every message liked and reposted.
+function messageItem(m: Message, testid: string, repostedBy?: string): HTMLLIElement {
   const own = m.author.id === viewer?.id;
   const text = h('p', { class: 'text', 'data-testid': 'message-text' }, m.text);
   const actions = h('div', { class: 'actions' });
@@ -563,7 +599,29 @@ function messageItem(m: Message, testid: string): HTMLLIElement {
       updateText(d[field]);
     }),
   );
-  actions.append(like);
+  const repost = h(
+    'button',
+    {
+      type: 'button',
+      'data-testid': 'repost',
+      'aria-pressed': String(m.viewerHasReposted),
+      'aria-label': m.viewerHasReposted ? 'Undo repost' : 'Repost',
+    },
+    `↻ ${m.repostCount}`,
+  );
+  repost.addEventListener('click', () =>
+    void act(repost, async () => {
+      const field = m.viewerHasReposted ? 'unrepost' : 'repost';
+      const d = await gql<Record<string, Message>>(
+        `mutation($id: ID!) { ${field}(messageId: $id) { ...Msg } } ${MESSAGE}`,
+        { id: m.id },
+        token,
+      );
+      updateText(d[field]);
+      await loadMine();
+    }),
+  );
+  actions.append(like, repost);
   if (m.replyCount > 0) {
     // The thread below this message: its direct replies, oldest first, each
     // able to open its own.
@@ -591,7 +649,8 @@ function messageItem(m: Message, testid: string): HTMLLIElement {
   }
   const li = h(
     'li',
-    { class: 'message', 'data-testid': testid, 'data-id': m.id },
+    { class: 'message', 'data-testid': testid, 'data-id': m.id, 'data-reposted-by': repostedBy },
+    repostedBy ? h('p', { class: 'reposted-by', 'data-testid': 'reposted-by' }, `↻ reposted by @${repostedBy}`) : null,
     h(
       'p',
       { class: 'byline' },
@@ -650,12 +709,17 @@ function startEdit(li: HTMLLIElement, m: Message): void {
 }
 
 async function loadMine(): Promise<void> {
-  const d = await gql<{ viewer: { messages: { edges: { node: Message }[] } } | null }>(
-    `{ viewer { messages(first: ${PAGE}) { edges { node { ...Msg } } } } } ${MESSAGE}`,
+  const d = await gql<{ viewer: { messages: { edges: { node: Message & { repostOf: Message | null } }[] } } | null }>(
+    `{ viewer { messages(first: ${PAGE}) { edges { node { ...Msg repostOf { ...Msg } } } } } } ${MESSAGE}`,
     {},
     token,
   );
-  el.mine.replaceChildren(...(d.viewer?.messages.edges ?? []).map((e) => messageItem(e.node, 'my-message')));
+  // A repost shows as the message reposted; one whose message is gone
+  // shows nothing.
+  const items = (d.viewer?.messages.edges ?? []).flatMap(({ node }) =>
+    node.kind !== 'REPOST' ? [messageItem(node, 'my-message')] : node.repostOf && viewer ? [messageItem(node.repostOf, 'my-message', viewer.handle)] : [],
+  );
+  el.mine.replaceChildren(...items);
 }
 
 function setReplyTo(m: Message | null): void {
@@ -700,7 +764,10 @@ function renderFound(u: FoundUser): void {
       renderFound(d[op]);
       // Unfollowing takes the author's items out of the timeline.
       if (op === 'unfollow') {
-        for (const m of [...shown.values()]) if (m.author.id === u.id) remove(m.id);
+        for (const m of [...shown.values()]) {
+          const by = reposts.get(m.id)?.by;
+          if (by ? by.id === u.id : m.author.id === u.id) remove(m.id);
+        }
         afterChange();
       }
     }),

@@ -20,15 +20,18 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 #    "after". MarkRead clears the unread count. Like likes
 #    the message in "messageId" (copy one from the inbox),
 #    Unlike takes it back; MyLikes lists what you like;
+#    Repost shares it with your followers (their inboxes
+#    show it with repostedBy), Unrepost takes it back;
 #    Thread shows its replies and its thread's root.
-#    Notifications reads who followed, liked, replied to or
-#    mentioned you, grouped ("bob and 2 others liked your
+#    Notifications reads who followed, liked, reposted,
+#    replied to or mentioned you, grouped ("bob and 2 others liked your
 #    post"); MarkNotificationsRead clears its unread count.
 # 6. InboxEvents keeps a websocket open and shows each
 #    change to your inbox as it happens, until you press
 #    stop: ADDED (edge), EDITED (message), DELETED
 #    (deletedMessageId), REMOVED (removedMessageId: you
-#    unfollowed its author), READ. To resume after a
+#    unfollowed its author, or its repost was taken
+#    back), READ. To resume after a
 #    dropped connection, pass the last event's cursor as
 #    "after": you get what you missed, then live events.
 #    NotificationEvents does the same for your
@@ -97,6 +100,9 @@ query Inbox($after: String) {
     rebuilding
     edges {
       deliveredAt
+      repostedBy {
+        handle
+      }
       node {
         id
         text
@@ -112,6 +118,8 @@ query Inbox($after: String) {
         }
         likeCount
         viewerHasLiked
+        repostCount
+        viewerHasReposted
       }
     }
     pageInfo {
@@ -170,6 +178,22 @@ mutation Unlike($messageId: ID!) {
     id
     likeCount
     viewerHasLiked
+  }
+}
+
+mutation Repost($messageId: ID!) {
+  repost(messageId: $messageId) {
+    id
+    repostCount
+    viewerHasReposted
+  }
+}
+
+mutation Unrepost($messageId: ID!) {
+  unrepost(messageId: $messageId) {
+    id
+    repostCount
+    viewerHasReposted
   }
 }
 
@@ -239,6 +263,9 @@ subscription InboxEvents($after: String) {
     edge {
       cursor
       deliveredAt
+      repostedBy {
+        handle
+      }
       node {
         id
         text

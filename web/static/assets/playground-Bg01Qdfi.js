@@ -1,4 +1,4 @@
-import{g as w,c as v,w as I}from"./endpoint-DHTdaLEw.js";import{g as $,p as E,c as S,j as n,r as c,G as u,u as p,T as C}from"./vendor-Dv8STY8J.js";import"./runtime-Bpr93w1e.js";const T=`# Herald's GraphQL playground: one named operation per
+import{g as x,c as I,w as v}from"./endpoint-DHTdaLEw.js";import{g as $,p as E,c as S,j as n,r as c,G as u,u as h,T as C}from"./vendor-Dv8STY8J.js";import"./runtime-Bpr93w1e.js";const T=`# Herald's GraphQL playground: one named operation per
 # step. Press the run button and pick one, or put the
 # cursor in it and press Ctrl-Enter. Variables are in the
 # Variables pane below; the Headers pane holds your token.
@@ -17,15 +17,18 @@ import{g as w,c as v,w as I}from"./endpoint-DHTdaLEw.js";import{g as $,p as E,c 
 #    "after". MarkRead clears the unread count. Like likes
 #    the message in "messageId" (copy one from the inbox),
 #    Unlike takes it back; MyLikes lists what you like;
+#    Repost shares it with your followers (their inboxes
+#    show it with repostedBy), Unrepost takes it back;
 #    Thread shows its replies and its thread's root.
-#    Notifications reads who followed, liked, replied to or
-#    mentioned you, grouped ("bob and 2 others liked your
+#    Notifications reads who followed, liked, reposted,
+#    replied to or mentioned you, grouped ("bob and 2 others liked your
 #    post"); MarkNotificationsRead clears its unread count.
 # 6. InboxEvents keeps a websocket open and shows each
 #    change to your inbox as it happens, until you press
 #    stop: ADDED (edge), EDITED (message), DELETED
 #    (deletedMessageId), REMOVED (removedMessageId: you
-#    unfollowed its author), READ. To resume after a
+#    unfollowed its author, or its repost was taken
+#    back), READ. To resume after a
 #    dropped connection, pass the last event's cursor as
 #    "after": you get what you missed, then live events.
 #    NotificationEvents does the same for your
@@ -94,6 +97,9 @@ query Inbox($after: String) {
     rebuilding
     edges {
       deliveredAt
+      repostedBy {
+        handle
+      }
       node {
         id
         text
@@ -109,6 +115,8 @@ query Inbox($after: String) {
         }
         likeCount
         viewerHasLiked
+        repostCount
+        viewerHasReposted
       }
     }
     pageInfo {
@@ -167,6 +175,22 @@ mutation Unlike($messageId: ID!) {
     id
     likeCount
     viewerHasLiked
+  }
+}
+
+mutation Repost($messageId: ID!) {
+  repost(messageId: $messageId) {
+    id
+    repostCount
+    viewerHasReposted
+  }
+}
+
+mutation Unrepost($messageId: ID!) {
+  unrepost(messageId: $messageId) {
+    id
+    repostCount
+    viewerHasReposted
   }
 }
 
@@ -236,6 +260,9 @@ subscription InboxEvents($after: String) {
     edge {
       cursor
       deliveredAt
+      repostedBy {
+        handle
+      }
       node {
         id
         text
@@ -288,4 +315,4 @@ subscription NotificationEvents($after: String) {
   "text": "Hello from the playground, @bob!",
   "after": null
 }
-`;function m(e){if(e.trim()==="")return{};try{const t=JSON.parse(e);return t!==null&&typeof t=="object"&&!Array.isArray(t)?t:void 0}catch{return}}function k(e){for(const[t,o]of Object.entries(e??{}))if(t.toLowerCase()==="authorization"&&o!=null)return String(o);return""}function A(e,t){const o=m(e);if(!o)return;const s={};for(const[r,a]of Object.entries(o))r.toLowerCase()!=="authorization"&&(s[r]=a);return t!==""&&(s.Authorization=`Bearer ${t}`),Object.keys(s).length===0?"":JSON.stringify(s,null,2)}function y(e){const t=/^Bearer\s+(\S+)$/i.exec(k(m(e)).trim());return t?t[1]:""}const h=new Set;function N(e){return h.add(e),()=>h.delete(e)}function L(e){for(const t of h)t(e)}let l;function O(e){if(l?.authorization===e)return l.client;l?.client.dispose();const t=v({url:I(),connectionParams:e?{authorization:e}:{},retryAttempts:0});return l={authorization:e,client:t},t}function D(e,t){try{return $(t??E(e.query),e.operationName??void 0)?.operation==="subscription"}catch{return!1}}function M(e){if(Array.isArray(e))return e;if(e&&typeof e=="object"&&"code"in e){const t=e;return{message:`websocket closed: ${t.code}${t.reason?` ${t.reason}`:""}`}}return e instanceof Error?{message:e.message}:{message:"websocket failed (is the server running?)"}}async function q(e,t){const o={"Content-Type":"application/json",Accept:"application/graphql-response+json, application/json"};for(const[x,f]of Object.entries(t))f!=null&&(o[x]=String(f));const s=await fetch(w(),{method:"POST",headers:o,body:JSON.stringify(e)}),r=await s.text();let a;try{a=JSON.parse(r)}catch{return{errors:[{message:`HTTP ${s.status}: ${r.trim()}`}]}}const i=a.data,d=i?.signUp??i?.logIn;return d&&typeof d.token=="string"&&L({token:d.token,handle:String(d.user?.handle??"")}),a}const H=(e,t)=>{const o=t?.headers??{};if(!D(e,t?.documentAST))return q(e,o);const s=O(k(o));return{subscribe(r){return{unsubscribe:s.subscribe({query:e.query,operationName:e.operationName,variables:e.variables},{next:i=>r.next(i),error:i=>r.error(M(i)),complete:()=>r.complete()})}}}};function R(){return n.jsxs("svg",{className:"graphiql-toolbar-icon","aria-hidden":"true",viewBox:"0 0 24 24",fill:"none",stroke:"currentColor",strokeWidth:"1.5",children:[n.jsx("circle",{cx:"8",cy:"15",r:"4"}),n.jsx("path",{d:"M11 12l9-9M17 6l3 3M14 9l2 2"})]})}function b(){const e=p(t=>t.headerEditor);return t=>{if(!e)return;const o=A(e.getValue(),t);if(o===void 0){window.alert("The Headers pane must hold a JSON object (for example {}) before a token can be put in it.");return}e.setValue(o)}}function U(){const e=b();return c.useEffect(()=>N(({token:t})=>e(t))),null}function V(){const e=p(s=>s.headerEditor),t=b(),o=()=>{const s=y(e?.getValue()??""),r=window.prompt("Bearer token for HTTP requests and the websocket (empty to remove):",s);r!==null&&t(r.trim().replace(/^Bearer\s+/i,""))};return n.jsx(C,{label:"Set or clear the bearer token",onClick:o,"data-testid":"token-button",children:n.jsx(R,{})})}function F(){const e=p(r=>r.headerEditor),[t,o]=c.useState("");c.useEffect(()=>{if(!e)return;o(e.getValue());const r=e.onDidChangeModelContent(()=>o(e.getValue()));return()=>r.dispose()},[e]);const s=y(t);return n.jsx("p",{className:"herald-token-status","data-testid":"token-status",role:"status",children:s?`Signed in: requests and subscriptions carry the token …${s.slice(-8)} from the Headers pane.`:"No token: run SignUp or LogIn, or press the key button, to act as a user."})}const g=e=>localStorage.getItem(`graphiql:${e}`);function P(){return n.jsxs(u,{fetcher:H,initialQuery:g("query")??T,initialVariables:g("variables")??j,defaultEditorToolsVisibility:"variables",children:[n.jsx(u.Logo,{children:"Herald"}),n.jsx(u.Toolbar,{children:({prettify:e,merge:t,copy:o})=>n.jsxs(n.Fragment,{children:[e,t,o,n.jsx(V,{})]})}),n.jsx(u.Footer,{children:n.jsx(F,{})}),n.jsx(U,{})]})}S.createRoot(document.getElementById("graphiql")).render(n.jsx(c.StrictMode,{children:n.jsx(P,{})}));
+`;function m(e){if(e.trim()==="")return{};try{const t=JSON.parse(e);return t!==null&&typeof t=="object"&&!Array.isArray(t)?t:void 0}catch{return}}function k(e){for(const[t,o]of Object.entries(e??{}))if(t.toLowerCase()==="authorization"&&o!=null)return String(o);return""}function A(e,t){const o=m(e);if(!o)return;const s={};for(const[r,a]of Object.entries(o))r.toLowerCase()!=="authorization"&&(s[r]=a);return t!==""&&(s.Authorization=`Bearer ${t}`),Object.keys(s).length===0?"":JSON.stringify(s,null,2)}function y(e){const t=/^Bearer\s+(\S+)$/i.exec(k(m(e)).trim());return t?t[1]:""}const p=new Set;function N(e){return p.add(e),()=>p.delete(e)}function L(e){for(const t of p)t(e)}let l;function O(e){if(l?.authorization===e)return l.client;l?.client.dispose();const t=I({url:v(),connectionParams:e?{authorization:e}:{},retryAttempts:0});return l={authorization:e,client:t},t}function D(e,t){try{return $(t??E(e.query),e.operationName??void 0)?.operation==="subscription"}catch{return!1}}function H(e){if(Array.isArray(e))return e;if(e&&typeof e=="object"&&"code"in e){const t=e;return{message:`websocket closed: ${t.code}${t.reason?` ${t.reason}`:""}`}}return e instanceof Error?{message:e.message}:{message:"websocket failed (is the server running?)"}}async function M(e,t){const o={"Content-Type":"application/json",Accept:"application/graphql-response+json, application/json"};for(const[w,f]of Object.entries(t))f!=null&&(o[w]=String(f));const s=await fetch(x(),{method:"POST",headers:o,body:JSON.stringify(e)}),r=await s.text();let a;try{a=JSON.parse(r)}catch{return{errors:[{message:`HTTP ${s.status}: ${r.trim()}`}]}}const i=a.data,d=i?.signUp??i?.logIn;return d&&typeof d.token=="string"&&L({token:d.token,handle:String(d.user?.handle??"")}),a}const R=(e,t)=>{const o=t?.headers??{};if(!D(e,t?.documentAST))return M(e,o);const s=O(k(o));return{subscribe(r){return{unsubscribe:s.subscribe({query:e.query,operationName:e.operationName,variables:e.variables},{next:i=>r.next(i),error:i=>r.error(H(i)),complete:()=>r.complete()})}}}};function q(){return n.jsxs("svg",{className:"graphiql-toolbar-icon","aria-hidden":"true",viewBox:"0 0 24 24",fill:"none",stroke:"currentColor",strokeWidth:"1.5",children:[n.jsx("circle",{cx:"8",cy:"15",r:"4"}),n.jsx("path",{d:"M11 12l9-9M17 6l3 3M14 9l2 2"})]})}function b(){const e=h(t=>t.headerEditor);return t=>{if(!e)return;const o=A(e.getValue(),t);if(o===void 0){window.alert("The Headers pane must hold a JSON object (for example {}) before a token can be put in it.");return}e.setValue(o)}}function U(){const e=b();return c.useEffect(()=>N(({token:t})=>e(t))),null}function B(){const e=h(s=>s.headerEditor),t=b(),o=()=>{const s=y(e?.getValue()??""),r=window.prompt("Bearer token for HTTP requests and the websocket (empty to remove):",s);r!==null&&t(r.trim().replace(/^Bearer\s+/i,""))};return n.jsx(C,{label:"Set or clear the bearer token",onClick:o,"data-testid":"token-button",children:n.jsx(q,{})})}function V(){const e=h(r=>r.headerEditor),[t,o]=c.useState("");c.useEffect(()=>{if(!e)return;o(e.getValue());const r=e.onDidChangeModelContent(()=>o(e.getValue()));return()=>r.dispose()},[e]);const s=y(t);return n.jsx("p",{className:"herald-token-status","data-testid":"token-status",role:"status",children:s?`Signed in: requests and subscriptions carry the token …${s.slice(-8)} from the Headers pane.`:"No token: run SignUp or LogIn, or press the key button, to act as a user."})}const g=e=>localStorage.getItem(`graphiql:${e}`);function F(){return n.jsxs(u,{fetcher:R,initialQuery:g("query")??T,initialVariables:g("variables")??j,defaultEditorToolsVisibility:"variables",children:[n.jsx(u.Logo,{children:"Herald"}),n.jsx(u.Toolbar,{children:({prettify:e,merge:t,copy:o})=>n.jsxs(n.Fragment,{children:[e,t,o,n.jsx(B,{})]})}),n.jsx(u.Footer,{children:n.jsx(V,{})}),n.jsx(U,{})]})}S.createRoot(document.getElementById("graphiql")).render(n.jsx(c.StrictMode,{children:n.jsx(F,{})}));

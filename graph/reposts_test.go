@@ -278,6 +278,39 @@ func testRepostsFollowerOfTheAuthor(t *testing.T) {
 	assert.Equal(t, []string{later, msg}, ids)
 }
 
+func TestReposts_Unfollow(t *testing.T) { forStrategies(t, testRepostsUnfollow) }
+
+// testRepostsUnfollow checks that unfollowing a reposter takes their
+// repost's item away with a REMOVED naming the message the edge showed.
+func testRepostsUnfollow(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, _ := mustSignUp(t, e, "alice")
+	bob, bobID := mustSignUp(t, e, "bob")
+	carol, _ := mustSignUp(t, e, "carol")
+	mustFollow(t, e, carol, bobID)
+	msg := mustPost(t, e, alice, "passed along")
+	mustRepost(t, e, bob, msg)
+	waitFanOut(t, e)
+	require.Len(t, repostPage(t, e, carol), 1)
+	sub := e.client.Websocket(repostEventsQuery, opts(carol, nil)...)
+	t.Cleanup(func() { _ = sub.Close() })
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond, "the subscription did not register")
+
+	e.mustExec(t, carol, `mutation($id: ID!) { unfollow(userId: $id) { id } }`, map[string]any{"id": bobID}, nil)
+	waitFanOut(t, e)
+	assert.Empty(t, repostPage(t, e, carol))
+	// Where the inbox is read from outboxes nothing is stored to remove
+	// and no event is sent (as for any unfollow).
+	if strategyOf(t).Layout().Stores() {
+		ev := nextOf[repostEvent](t, sub).InboxEvents
+		assert.Equal(t, "REMOVED", ev.Type)
+		require.NotNil(t, ev.RemovedMessageID)
+		assert.Equal(t, msg, *ev.RemovedMessageID, "the id of the node the edge showed, not the repost's")
+		require.NotNil(t, ev.Message)
+		assert.Equal(t, msg, ev.Message.ID)
+	}
+}
+
 func TestReposts_Notifications(t *testing.T) { forBackends(t, testRepostsNotifications) }
 
 // testRepostsNotifications checks that reposts of one message group into

@@ -266,23 +266,31 @@ func TestLoad_Resumes(t *testing.T) {
 	assert.Equal(t, n.Records(), total, "the progress adds up to every record")
 	assert.Greater(t, all, 5)
 
-	cut := newMemLoader()
-	cut.failAt = all / 2
-	total = 0
-	first, err := Load(context.Background(), cut, n, opts)
-	require.ErrorContains(t, err, "disk full")
-	assert.Equal(t, all/2, first)
-	second, err := Load(context.Background(), cut, n, opts)
-	require.NoError(t, err)
-	assert.Equal(t, all-first, second, "the second load skips what the first loaded")
-	assert.Equal(t, whole.users, cut.users)
-	assert.Equal(t, whole.edges, cut.edges)
-	assert.Equal(t, whole.messages, cut.messages)
-	assert.Equal(t, whole.likes, cut.likes)
-	assert.Len(t, whole.likes, n.Likes())
 	require.NotZero(t, n.Reposts())
 	assert.Len(t, whole.messages, n.Config().Messages+n.Reposts(), "the messages and the reposts")
-	assert.Equal(t, whole.inboxes, cut.inboxes)
+	assert.Len(t, whole.likes, n.Likes())
+	// Cut in the middle, and in the reposts' batches.
+	reposts := slices.IndexFunc(n.plan(opts, opts.BatchRecords), func(b batch) bool {
+		bk := b.build()
+		return len(bk.Messages) > 0 && bk.Messages[0].Kind == store.KindRepost
+	})
+	require.Positive(t, reposts)
+	var cut *memLoader
+	for _, at := range []int{all / 2, reposts, reposts + 1} {
+		cut = newMemLoader()
+		cut.failAt = at
+		first, err := Load(context.Background(), cut, n, opts)
+		require.ErrorContains(t, err, "disk full")
+		assert.Equal(t, at, first)
+		second, err := Load(context.Background(), cut, n, opts)
+		require.NoError(t, err)
+		assert.Equal(t, all-first, second, "the second load skips what the first loaded")
+		assert.Equal(t, whole.users, cut.users)
+		assert.Equal(t, whole.edges, cut.edges)
+		assert.Equal(t, whole.messages, cut.messages)
+		assert.Equal(t, whole.likes, cut.likes)
+		assert.Equal(t, whole.inboxes, cut.inboxes)
+	}
 
 	again, err := Load(context.Background(), cut, n, opts)
 	require.NoError(t, err)

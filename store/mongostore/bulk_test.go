@@ -525,7 +525,11 @@ func TestStore_LoadBulkRoundTrips(t *testing.T) {
 		{"messages (messages, progress)", 2},
 		{"likes (likes, progress)", 2},
 		{"inboxes (buckets, delivery records, counts, progress)", 4},
+		{"reposts (guards, messages, progress)", 3},
 	}
+	at := f.clk.now()
+	f.batches = append(f.batches, &storage.Bulk{Messages: []*store.Message{{ID: store.NewID(at), AuthorID: f.y.ID, Kind: store.KindRepost, CreatedAt: at,
+		RepostOfID: f.msgs[5].ID, RepostOfAuthorID: f.a.ID}}, Progress: &storage.BulkProgress{Name: "test", Value: []byte("reposts")}})
 	for i, b := range f.batches {
 		f.trips.Store(0)
 		require.NoError(t, f.st.LoadBulk(context.Background(), b))

@@ -50,9 +50,10 @@ const (
 	// maxUsers keeps user IDs distinct: a user's ID carries its index in
 	// the 3-byte counter.
 	maxUsers = 1 << 24
-	// likeFollowerShare is the share of likes drawn among the followers
-	// of the message's author; the others come from anyone, as a reposted
-	// or searched message finds readers beyond its author's followers.
+	// likeFollowerShare is the share of likes (and of reposts) drawn
+	// among the followers of the message's author; the others come from
+	// anyone, as a reposted or searched message finds readers beyond its
+	// author's followers.
 	likeFollowerShare = 0.9
 	// likeDelay is the mean time from a message to a like of it
 	// (exponential: most likes come in the first hours).

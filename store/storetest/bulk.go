@@ -229,10 +229,10 @@ func sameLikes(t *testing.T, svc *service.Service, n *seed.Network, m *likeModel
 }
 
 // sameReposts requires b to hold n's reposts as CreateMessage stores them:
-// each in its reposter's outbox and message count, each original's
-// RepostCount the reposts stored of it, FindReposts finding each, and a
-// second repost of a reposted message refused as CONFLICT, changing
-// nothing.
+// each in its reposter's outbox (naming its original) and message count,
+// each original's RepostCount the reposts stored of it, FindReposts
+// finding each, and a second repost of a reposted message refused as
+// CONFLICT, changing nothing.
 func sameReposts(t *testing.T, b storage.Backend, n *seed.Network) {
 	t.Helper()
 	require.NotZero(t, n.Reposts(), "the network has reposts")
@@ -259,6 +259,17 @@ func sameReposts(t *testing.T, b storage.Backend, n *seed.Network) {
 		got, err := b.FindMessageByID(ctx, want.ID)
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
+	}
+	// The outbox names each repost's original, as fan-out on read needs.
+	for i := range n.Users() {
+		out, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{n.UserID(i)}, Range: store.Forward(store.NilID, 1000)})
+		require.NoError(t, err)
+		for _, e := range out {
+			m, err := b.FindMessageByID(ctx, e.MessageID)
+			require.NoError(t, err)
+			assert.Equal(t, m.RepostOfID, e.RepostOfID, "outbox entry %s", e.MessageID)
+			assert.Equal(t, m.RepostOfAuthorID, e.RepostOfAuthorID, "outbox entry %s", e.MessageID)
+		}
 	}
 	for i := range n.Users() {
 		msgs, err := b.FindMessages(ctx, storage.MessageFilter{AuthorID: n.UserID(i), Range: store.Forward(store.NilID, 1000)})

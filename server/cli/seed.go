@@ -29,6 +29,7 @@ type SeedFlags struct {
 	avgFollows int
 	messages   int
 	avgLikes   float64
+	avgReposts float64
 	password   string
 	batch      int
 	quiet      bool
@@ -41,6 +42,7 @@ func (f *SeedFlags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.avgFollows, "avg-follows", 100, "average number of users each user follows")
 	fs.IntVar(&f.messages, "messages", 100_000, "number of messages, spread evenly over the users")
 	fs.Float64Var(&f.avgLikes, "avg-likes", seed.DefaultAvgLikes, "average number of likes per message, most of them on popular authors' messages, by their followers (0: none)")
+	fs.Float64Var(&f.avgReposts, "avg-reposts", seed.DefaultAvgReposts, "average number of reposts per user, most of them of popular authors' messages (0: none)")
 	fs.StringVar(&f.password, "password", "herald-seed", "every seeded user's password")
 	fs.IntVar(&f.batch, "batch", seed.DefaultBatchRecords, "records written in one batch")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
@@ -50,8 +52,8 @@ func (f *SeedFlags) Register(fs *flag.FlagSet) {
 const SeedUsage = `Usage: herald seed [flags]
 
 Generates a social network (users, a follow graph whose follower counts
-follow a power law, messages, likes that go mostly to popular authors, and
-the inboxes the timeline strategy stores) from -seed and the sizes, and
+follow a power law, messages, likes and reposts that go mostly to popular
+authors, and the inboxes the timeline strategy stores) from -seed and the sizes, and
 writes it into the store the server would open with the same flags: the
 embedded store in -data, or MongoDB with -mongodb-uri. It writes in
 batches, bypassing the API, and keeps its progress in the store: run it
@@ -88,9 +90,16 @@ func Seed(ctx context.Context, sf SeedFlags, cfg SeedConfig, log *slog.Logger, s
 	case avgLikes == 0:
 		avgLikes = -1 // none; 0 is the default to seed.Config
 	}
+	avgReposts := sf.avgReposts
+	switch {
+	case avgReposts < 0:
+		return errors.New("-avg-reposts must not be negative")
+	case avgReposts == 0:
+		avgReposts = -1
+	}
 	start := time.Now()
 	n, err := seed.Generate(seed.Config{
-		Seed: sf.seed, Users: sf.users, AvgFollows: sf.avgFollows, Messages: sf.messages, AvgLikes: avgLikes,
+		Seed: sf.seed, Users: sf.users, AvgFollows: sf.avgFollows, Messages: sf.messages, AvgLikes: avgLikes, AvgReposts: avgReposts,
 		Strategy: cfg.Fanout, CelebrityThreshold: cfg.CelebrityThreshold,
 	})
 	if err != nil {
@@ -130,11 +139,11 @@ func Seed(ctx context.Context, sf SeedFlags, cfg SeedConfig, log *slog.Logger, s
 	_ = bar.Finish()
 	took := time.Since(start)
 	if loaded == 0 {
-		fmt.Fprintf(stdout, "already seeded: %d users, %d follows, %d messages, %d likes\n", n.Users(), n.Edges(), sf.messages, n.Likes())
+		fmt.Fprintf(stdout, "already seeded: %d users, %d follows, %d messages, %d likes, %d reposts\n", n.Users(), n.Edges(), sf.messages, n.Likes(), n.Reposts())
 		return nil
 	}
-	fmt.Fprintf(stdout, "seeded %d users, %d follows, %d messages, %d likes, %d records in all, in %v (%.0f records/s)\n",
-		n.Users(), n.Edges(), sf.messages, n.Likes(), records, took.Round(time.Millisecond), float64(records)/took.Seconds())
+	fmt.Fprintf(stdout, "seeded %d users, %d follows, %d messages, %d likes, %d reposts, %d records in all, in %v (%.0f records/s)\n",
+		n.Users(), n.Edges(), sf.messages, n.Likes(), n.Reposts(), records, took.Round(time.Millisecond), float64(records)/took.Seconds())
 	fmt.Fprintf(stdout, "log in as %s … %s with password %q\n", seed.Handle(0), seed.Handle(n.Users()-1), sf.password)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -124,4 +125,21 @@ func TestSeed_AvgLikes(t *testing.T) {
 	assert.NotContains(t, out.String(), " 0 likes", "likes by default")
 	err := seedCmd(t.TempDir(), append(args, "-avg-likes", "-1"), io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "-avg-likes")
+}
+
+// TestSeed_AvgReposts seeds a network without reposts and one with the
+// default average, and refuses a negative average.
+func TestSeed_AvgReposts(t *testing.T) {
+	args := []string{"-users", "50", "-avg-follows", "3", "-messages", "50", "-quiet"}
+	var out bytes.Buffer
+	require.NoError(t, seedCmd(t.TempDir(), append(args, "-avg-reposts", "0"), &out, io.Discard))
+	assert.Contains(t, out.String(), " likes, 0 reposts,")
+	out.Reset()
+	require.NoError(t, seedCmd(t.TempDir(), append(args, "-users", "1000"), &out, io.Discard))
+	n, err := seed.Generate(seed.Config{Seed: 1, Users: 1000, AvgFollows: 3, Messages: 50})
+	require.NoError(t, err)
+	require.NotZero(t, n.Reposts())
+	assert.Contains(t, out.String(), fmt.Sprintf(" likes, %d reposts,", n.Reposts()), "reposts by default")
+	err = seedCmd(t.TempDir(), append(args, "-avg-reposts", "-1"), io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "-avg-reposts")
 }

@@ -29,7 +29,11 @@ var _ storage.BulkLoader = (*Store)(nil)
 //     replies, which may be in another batch: the loader gives each
 //     message the count of its loaded likes and replies (store/seed does),
 //     and reloading a message that was liked or replied to since resets
-//     its count;
+//     its count. A repost is a message too, with its R key (its original's
+//     RepostCount comes with the original, its reposter's MessageCount with
+//     the user), written without reading the pair's key first, as a like's
+//     k: a pair reposted anew since the load would hold two reposts, which
+//     is why the contract asks for pairs without another repost;
 //   - a like: l, L and k, as Like writes them, reading nothing. A Get of
 //     each pair's k first, to skip a pair liked already, cost 20 to 40 µs
 //     a like once a bulk load had filled L0 with overlapping tables (this
@@ -211,6 +215,7 @@ const (
 	bulkReplyBytes   = 3 + 1 + 3*len(store.ID{}) // t <parent> <reply>: author
 	bulkEntryBytes   = (3 + 1 + 2*len(store.ID{}) + entrySize) + (3 + 1 + 2*len(store.ID{}) + len(insertMark) + ownerSize)
 	bulkLikeBytes    = 2*(3+1+4*len(store.ID{})) + (3 + 1 + 3*len(store.ID{})) // l, L: two IDs each way; k: the ID
+	bulkRepostBytes  = 2*len(store.ID{}) + 3 + 1 + 3*len(store.ID{})           // the outbox's original; R <user> <original>: the ID
 )
 
 // bulkSize estimates the batch bytes of bk, so that the batch's buffer is
@@ -222,6 +227,9 @@ func bulkSize(bk *storage.Bulk) int {
 		n += bulkMessageBytes + len(m.Text) + len(m.Mentions)*(1+3+len(store.ID{}))
 		if isReply(m) {
 			n += bulkReplyBytes
+		}
+		if isRepost(m) {
+			n += bulkRepostBytes
 		}
 	}
 	for _, in := range bk.Inboxes {
@@ -304,15 +312,19 @@ func (w *bulkWriter) edge(e storage.Edge) {
 	_ = w.b.Set(w.key2(pFollower, e.Followee, e.Follower, ""), w.v, nil)
 }
 
-// message writes m's document, outbox index and (for a reply) reply index
-// key, as CreateMessage does; the pullers key comes with the author's
-// PulledCount, the parent's ReplyCount with the parent.
+// message writes m's document, outbox index, (for a reply) reply index key
+// and (for a repost) guard key, as CreateMessage does; the pullers key
+// comes with the author's PulledCount, the parent's ReplyCount and the
+// original's RepostCount with the parent and the original.
 func (w *bulkWriter) message(m *store.Message) error {
 	if err := setMessage(w.b, m); err != nil {
 		return err
 	}
 	if isReply(m) {
 		_ = w.b.Set(w.key2(pReplies, m.ReplyToID, m.ID, ""), m.AuthorID[:], nil)
+	}
+	if isRepost(m) {
+		_ = w.b.Set(w.key2(pReposted, m.AuthorID, m.RepostOfID, ""), m.ID[:], nil)
 	}
 	return w.b.Set(w.key2(pOutbox, m.AuthorID, m.ID, ""), encodeOutbox(m), nil)
 }

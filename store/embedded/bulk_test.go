@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"herald/store"
 	"herald/store/embedded"
 	"herald/store/pubsub"
+	"herald/store/seed"
 	"herald/store/service"
 	"herald/store/storage"
 )
@@ -280,6 +282,37 @@ func TestStore_LoadBulk(t *testing.T) {
 		assert.Equal(t, mustDump(t, ref), mustDump(t, st))
 	})
 
+	t.Run("RepostAsCreateMessageStores", func(t *testing.T) {
+		// A loaded repost is what CreateMessage stores without a job (it is
+		// delivered): its record and outbox index, the guard that makes a
+		// second repost CONFLICT and FindReposts' answer, the original's
+		// count and the reposter's.
+		n := newNetwork()
+		t1 := bulkT0.Add(time.Minute)
+		r := &store.Message{ID: store.NewID(t1), AuthorID: n.dave.ID, Kind: store.KindRepost, CreatedAt: t1, RepostOfID: n.m1.ID, RepostOfAuthorID: n.alice.ID}
+		ref := openBulk(t)
+		mustLoad(t, ref, n.users, n.rest)
+		require.NoError(t, ref.CreateMessage(ctx, r, nil))
+
+		st := openBulk(t)
+		dave, m1 := *n.dave, *n.m1
+		dave.MessageCount++
+		m1.RepostCount++
+		users, rest := *n.users, *n.rest
+		users.Users = []*store.User{n.alice, n.bob, n.carol, &dave}
+		rest.Messages = []*store.Message{&m1, n.m2, n.m3, n.m4}
+		mustLoad(t, st, &users, &rest, &storage.Bulk{Messages: []*store.Message{r}})
+		assert.Equal(t, mustDump(t, ref), mustDump(t, st))
+
+		found, err := st.FindReposts(ctx, n.dave.ID, []store.MessageKey{n.m1.Key(), n.m2.Key()})
+		require.NoError(t, err)
+		assert.Equal(t, []store.ID{r.ID, store.NilID}, found)
+		again := *r
+		again.ID = store.NewID(t1.Add(time.Second))
+		err = st.CreateMessage(ctx, &again, nil)
+		assert.Equal(t, store.ECONFLICT, store.ErrorCode(err), "%v", err)
+	})
+
 	t.Run("Replace", func(t *testing.T) {
 		st := openBulk(t)
 		n := newNetwork()
@@ -349,20 +382,25 @@ func TestStore_LoadBulk(t *testing.T) {
 		stranger := store.NewID(bulkT0.Add(time.Hour))
 		likeAgain := n.likes[0]
 		likeAgain.ID = stranger
+		repost := func(id, original store.ID) *store.Message {
+			return &store.Message{ID: id, AuthorID: n.dave.ID, Kind: store.KindRepost, CreatedAt: id.Time(), RepostOfID: original, RepostOfAuthorID: n.alice.ID}
+		}
 		for name, tc := range map[string]struct {
 			bk   *storage.Bulk
 			code string
 		}{
-			"ItemsInLayoutNone":  {&storage.Bulk{Layout: storage.LayoutNone, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: items}}}, store.EINVALID},
-			"ItemsInLayoutCache": {&storage.Bulk{Layout: storage.LayoutCache, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: items}}}, store.EINVALID},
-			"OldestFirst":        {&storage.Bulk{Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: []store.InboxItem{items[2], items[0]}}}}, store.EINVALID},
-			"RepeatedItem":       {&storage.Bulk{Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: []store.InboxItem{items[0], items[0]}}}}, store.EINVALID},
-			"OwnerTwice":         {&storage.Bulk{Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID}, {Owner: n.carol.ID}}}, store.EINVALID},
-			"UnknownOwner":       {&storage.Bulk{Layout: storage.LayoutEntries, Inboxes: []storage.BulkInbox{{Owner: stranger, Items: items}}}, store.ENOTFOUND},
-			"UserTwice":          {&storage.Bulk{Users: []*store.User{n.bob, n.bob}}, store.EINVALID},
-			"LikeTwice":          {&storage.Bulk{Likes: []store.Like{n.likes[0], n.likes[0]}}, store.EINVALID},
-			"PairTwice":          {&storage.Bulk{Likes: []store.Like{n.likes[0], likeAgain}}, store.EINVALID},
-			"LikeWithoutUser":    {&storage.Bulk{Likes: []store.Like{{ID: n.likes[0].ID, MessageID: n.m1.ID, AuthorID: n.alice.ID}}}, store.EINVALID},
+			"ItemsInLayoutNone":     {&storage.Bulk{Layout: storage.LayoutNone, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: items}}}, store.EINVALID},
+			"ItemsInLayoutCache":    {&storage.Bulk{Layout: storage.LayoutCache, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: items}}}, store.EINVALID},
+			"OldestFirst":           {&storage.Bulk{Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: []store.InboxItem{items[2], items[0]}}}}, store.EINVALID},
+			"RepeatedItem":          {&storage.Bulk{Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID, Items: []store.InboxItem{items[0], items[0]}}}}, store.EINVALID},
+			"OwnerTwice":            {&storage.Bulk{Layout: storage.LayoutBuckets, Inboxes: []storage.BulkInbox{{Owner: n.carol.ID}, {Owner: n.carol.ID}}}, store.EINVALID},
+			"UnknownOwner":          {&storage.Bulk{Layout: storage.LayoutEntries, Inboxes: []storage.BulkInbox{{Owner: stranger, Items: items}}}, store.ENOTFOUND},
+			"UserTwice":             {&storage.Bulk{Users: []*store.User{n.bob, n.bob}}, store.EINVALID},
+			"LikeTwice":             {&storage.Bulk{Likes: []store.Like{n.likes[0], n.likes[0]}}, store.EINVALID},
+			"PairTwice":             {&storage.Bulk{Likes: []store.Like{n.likes[0], likeAgain}}, store.EINVALID},
+			"LikeWithoutUser":       {&storage.Bulk{Likes: []store.Like{{ID: n.likes[0].ID, MessageID: n.m1.ID, AuthorID: n.alice.ID}}}, store.EINVALID},
+			"RepostWithoutOriginal": {&storage.Bulk{Messages: []*store.Message{repost(stranger, store.NilID)}}, store.EINVALID},
+			"RepostPairTwice":       {&storage.Bulk{Messages: []*store.Message{repost(stranger, n.m1.ID), repost(store.NewID(bulkT0.Add(2*time.Hour)), n.m1.ID)}}, store.EINVALID},
 		} {
 			t.Run(name, func(t *testing.T) {
 				err := st.LoadBulk(ctx, tc.bk)
@@ -542,4 +580,51 @@ func BenchmarkLoadBulk(b *testing.B) {
 		}
 		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "records/s")
 	})
+}
+
+// cutLoader fails the load when cut says so of a batch, before writing
+// it, as a crash before its commit would.
+type cutLoader struct {
+	storage.BulkLoader
+	cut func(*storage.Bulk) bool
+}
+
+func (c cutLoader) LoadBulk(ctx context.Context, b *storage.Bulk) error {
+	if c.cut(b) {
+		return errors.New("killed")
+	}
+	return c.BulkLoader.LoadBulk(ctx, b)
+}
+
+// TestStore_LoadBulkSeedResumes: a seed load killed among its reposts'
+// batches resumes, in the reopened store, to what an uninterrupted load
+// writes: every repost with its guard and counts, no batch twice.
+func TestStore_LoadBulkSeedResumes(t *testing.T) {
+	ctx := context.Background()
+	n, err := seed.Generate(seed.Config{Seed: 3, Users: 200, AvgFollows: 6, Messages: 400, AvgReposts: 3})
+	require.NoError(t, err)
+	opts := seed.LoadOptions{PasswordHash: []byte("x"), LastSeen: bulkT0.Add(1000 * time.Hour), BatchRecords: 150}
+	whole := openBulk(t)
+	_, err = seed.Load(ctx, whole, n, opts)
+	require.NoError(t, err)
+
+	dir := t.TempDir()
+	st, err := embedded.Open(dir, embedded.Options{})
+	require.NoError(t, err)
+	reposts := 0
+	_, err = seed.Load(ctx, cutLoader{st, func(b *storage.Bulk) bool {
+		if len(b.Messages) > 0 && b.Messages[0].Kind == store.KindRepost {
+			reposts++
+		}
+		return reposts == 2
+	}}, n, opts)
+	require.ErrorContains(t, err, "killed")
+	require.NoError(t, st.Close())
+	st, err = embedded.Open(dir, embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	loaded, err := seed.Load(ctx, st, n, opts)
+	require.NoError(t, err)
+	require.Positive(t, loaded)
+	assert.Equal(t, mustDump(t, whole), mustDump(t, st))
 }

@@ -30,7 +30,13 @@ var _ storage.BulkLoader = (*Store)(nil)
 //     followers edge, as a finished Follow leaves them;
 //   - a message: marked counted (mn), since its author's counters come
 //     with the user, so a deletion takes it out of them once; no job; its
-//     like count (lc) as given, the count of its loaded likes;
+//     like count (lc) as given, the count of its loaded likes; a repost
+//     with its guard in reposts, inserted first (as CreateMessage does) by
+//     an upsert on its pair (u, o) that sets nothing on a match, as a
+//     like's: a cut between leaves a guard whose repost is missing, which
+//     the next load repairs (or, past its claim, a repost takes over),
+//     never a repost without its guard; the original's repost count (rp)
+//     as given, the count of its loaded reposts;
 //   - a like: its document as a finished Like leaves it (no st), inserted
 //     by an upsert on its pair (u, m) that sets nothing on a match: a pair
 //     that holds a like already keeps it, so loading again writes nothing
@@ -278,15 +284,26 @@ func (s *Store) edgeTasks(ctx context.Context, edges []storage.Edge) []func() er
 
 // loadMessages replaces each message whole by its shard key (a, _id),
 // counted (its author's counters come with the user) and without a job
-// (it is delivered: its entries come with the inboxes).
+// (it is delivered: its entries come with the inboxes), after the guards
+// of the reposts among them.
 func (s *Store) loadMessages(ctx context.Context, msgs []*store.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
 	models := make([]mongo.WriteModel, len(msgs))
+	var guards []mongo.WriteModel
 	for i, m := range msgs {
 		models[i] = mongo.NewReplaceOneModel().SetFilter(msgKey(m.ID, m.AuthorID)).
 			SetReplacement(&messageDoc{Message: *docs.FromMessage(m), Counted: true}).SetUpsert(true)
+		if m.Kind == store.KindRepost {
+			guards = append(guards, mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "u", Value: oid(m.AuthorID)}, {Key: "o", Value: oid(m.RepostOfID)}}).
+				SetUpdate(bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "_id", Value: oid(m.ID)}}}}).SetUpsert(true))
+		}
+	}
+	if len(guards) > 0 {
+		if _, err := s.reposts.BulkWrite(ctx, guards, unordered); err != nil {
+			return wrap("bulk: repost guards", err)
+		}
 	}
 	_, err := s.messages.BulkWrite(ctx, models, unordered)
 	return wrap("bulk: messages", err)

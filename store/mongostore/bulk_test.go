@@ -444,6 +444,51 @@ func TestStore_LoadBulkLikes(t *testing.T) {
 	assert.Equal(t, again, likes, "the pair keeps its like")
 }
 
+// TestStore_LoadBulkReposts: a loaded repost is a finished one: loaded
+// again it changes nothing, its guard makes a second repost CONFLICT,
+// FindReposts finds it, and its deletion takes it out of its original's
+// and its reposter's counts and frees the pair for a new repost.
+func TestStore_LoadBulkReposts(t *testing.T) {
+	ctx := context.Background()
+	f := newBulkFixture(t, storage.LayoutBuckets)
+	orig := f.msgs[5]
+	at := f.clk.now()
+	r := &store.Message{ID: store.NewID(at), AuthorID: f.y.ID, Kind: store.KindRepost, CreatedAt: at, RepostOfID: orig.ID, RepostOfAuthorID: f.a.ID}
+	orig.RepostCount, f.y.MessageCount = 1, 1
+	reposts := &storage.Bulk{Messages: []*store.Message{r}, Progress: &storage.BulkProgress{Name: "test", Value: []byte("reposts")}}
+	f.batches = append(f.batches, reposts)
+	f.load(t)
+	once := dump(t, f.st)
+	require.NoError(t, f.st.LoadBulk(ctx, reposts))
+	assert.Equal(t, once, dump(t, f.st), "loading the reposts again")
+
+	got, err := f.st.FindMessageByID(ctx, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, r, got)
+	count := func(id store.ID) int {
+		m, err := f.st.FindMessageByID(ctx, id)
+		require.NoError(t, err)
+		return m.RepostCount
+	}
+	assert.Equal(t, 1, count(orig.ID))
+	found, err := f.st.FindReposts(ctx, f.y.ID, []store.MessageKey{orig.Key(), f.msgs[6].Key()})
+	require.NoError(t, err)
+	assert.Equal(t, []store.ID{r.ID, store.NilID}, found)
+	again := *r
+	again.ID = store.NewID(f.clk.now())
+	again.CreatedAt = again.ID.Time().UTC()
+	err = f.st.CreateMessage(ctx, &again, nil)
+	assert.Equal(t, store.ECONFLICT, store.ErrorCode(err), "%v", err)
+
+	require.NoError(t, f.st.DeleteMessage(ctx, r.ID, nil))
+	assert.Equal(t, 0, count(orig.ID))
+	u, err := f.st.FindUserByID(ctx, f.y.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 0, u.MessageCount, "the deletion counts the loaded repost out")
+	require.NoError(t, f.st.CreateMessage(ctx, &again, nil), "the pair is free again")
+	assert.Equal(t, 1, count(orig.ID))
+}
+
 // TestStore_LoadBulkReplacesInbox: a loaded inbox replaces what its owner
 // held: a shorter one leaves no entry or bucket of the longer behind.
 func TestStore_LoadBulkReplacesInbox(t *testing.T) {
@@ -480,7 +525,11 @@ func TestStore_LoadBulkRoundTrips(t *testing.T) {
 		{"messages (messages, progress)", 2},
 		{"likes (likes, progress)", 2},
 		{"inboxes (buckets, delivery records, counts, progress)", 4},
+		{"reposts (guards, messages, progress)", 3},
 	}
+	at := f.clk.now()
+	f.batches = append(f.batches, &storage.Bulk{Messages: []*store.Message{{ID: store.NewID(at), AuthorID: f.y.ID, Kind: store.KindRepost, CreatedAt: at,
+		RepostOfID: f.msgs[5].ID, RepostOfAuthorID: f.a.ID}}, Progress: &storage.BulkProgress{Name: "test", Value: []byte("reposts")}})
 	for i, b := range f.batches {
 		f.trips.Store(0)
 		require.NoError(t, f.st.LoadBulk(context.Background(), b))

@@ -30,6 +30,7 @@ type faults struct {
 	gated       chan struct{} // closed when a call is blocked
 	release     chan struct{}
 	bucketsBulk atomic.Int32 // fail this many buckets.BulkWrite calls
+	msgsBulk    atomic.Int32 // fail this many messages.BulkWrite calls
 	usersUpdate atomic.Int32 // fail this many users.UpdateOne calls
 	msgsUpdate  atomic.Int32 // fail this many messages.UpdateOne calls,
 	msgsSkip    atomic.Int32 // after letting this many through
@@ -143,7 +144,7 @@ func (c fColl) BulkWrite(ctx context.Context, m []mongo.WriteModel, o ...*option
 	if err := c.f.writeErr(); err != nil {
 		return nil, err
 	}
-	if c.name == "buckets" && c.f.bucketsBulk.Add(-1) >= 0 {
+	if (c.name == "buckets" && c.f.bucketsBulk.Add(-1) >= 0) || (c.name == "messages" && c.f.msgsBulk.Add(-1) >= 0) {
 		return nil, errInjected
 	}
 	return c.ICollection.BulkWrite(ctx, m, o...)

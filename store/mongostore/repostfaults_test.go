@@ -219,3 +219,31 @@ func TestFaults_UnrepostNoJobGuardLeft(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, repostState{reposts: 1, posted: 1, guards: 1, found: again.ID}, readRepost(t, st, orig, x))
 }
+
+// TestFaults_LoadBulkRepostCut: a bulk load killed between a repost's
+// guard and the repost leaves the guard alone, and loading the batch
+// again, as a resumed seed does, finishes it: one guard, the repost found,
+// and a second repost of the pair CONFLICT.
+func TestFaults_LoadBulkRepostCut(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	a, y := mkUser(t, st, "a"), mkUser(t, st, "y")
+	orig, _ := mkPost(t, st, a)
+	now := tickClock()
+	r := &store.Message{ID: store.NewID(now), AuthorID: y, Kind: store.KindRepost, CreatedAt: now, RepostOfID: orig.ID, RepostOfAuthorID: a}
+	b := &storage.Bulk{Messages: []*store.Message{r}}
+	f.msgsBulk.Store(1)
+	require.ErrorIs(t, st.LoadBulk(ctx, b), errInjected)
+	s := readRepost(t, st, orig, y)
+	assert.Equal(t, 1, s.guards, "the guard goes first")
+	assert.Equal(t, store.NilID, s.found, "the repost was not stored")
+
+	require.NoError(t, st.LoadBulk(ctx, b))
+	s = readRepost(t, st, orig, y)
+	assert.Equal(t, 1, s.guards)
+	assert.Equal(t, r.ID, s.found)
+	at := tickClock()
+	again := &store.Message{ID: store.NewID(at), AuthorID: y, Kind: store.KindRepost, CreatedAt: at, RepostOfID: orig.ID, RepostOfAuthorID: a}
+	err := st.CreateMessage(ctx, again, nil)
+	assert.Equal(t, store.ECONFLICT, store.ErrorCode(err), "%v", err)
+}

@@ -33,9 +33,9 @@ type LoadOptions struct {
 }
 
 // Records returns the number of records a load writes: users, edges,
-// messages, likes and, for a stored layout, inbox items.
+// messages, likes, reposts and, for a stored layout, inbox items.
 func (n *Network) Records() int {
-	r := n.cfg.Users + n.Edges() + n.cfg.Messages + n.Likes()
+	r := n.cfg.Users + n.Edges() + n.cfg.Messages + n.Likes() + n.Reposts()
 	if n.cfg.Strategy.Layout().Stores() {
 		for i := range n.cfg.Users {
 			r += n.InboxSize(i)
@@ -53,8 +53,8 @@ type progress struct {
 // key identifies a network by what decides its records.
 func (n *Network) key() string {
 	c := n.cfg
-	return fmt.Sprintf("seed=%d users=%d avg-follows=%d messages=%d pinned=%v layout=%d pull-above=%d avg-likes=%g",
-		c.Seed, c.Users, c.AvgFollows, c.Messages, c.Pinned, c.Strategy.Layout(), n.pullAbove(), max(c.AvgLikes, 0))
+	return fmt.Sprintf("seed=%d users=%d avg-follows=%d messages=%d pinned=%v layout=%d pull-above=%d avg-likes=%g avg-reposts=%g",
+		c.Seed, c.Users, c.AvgFollows, c.Messages, c.Pinned, c.Strategy.Layout(), n.pullAbove(), max(c.AvgLikes, 0), max(c.AvgReposts, 0))
 }
 
 func (n *Network) pullAbove() int {
@@ -71,7 +71,8 @@ type batch struct {
 }
 
 // plan cuts the load into batches of about size records, in the order the
-// contract asks: users, then edges, messages, likes and inboxes.
+// contract asks: users, then edges, messages, likes, reposts (messages
+// naming messages loaded before them) and inboxes.
 func (n *Network) plan(opts LoadOptions, size int) []batch {
 	var plan []batch
 	for lo := 0; lo < n.cfg.Users; lo += size {
@@ -114,6 +115,16 @@ func (n *Network) plan(opts LoadOptions, size int) []batch {
 			b := &storage.Bulk{Likes: make([]store.Like, 0, records)}
 			for k := lo; k < hi; k++ {
 				b.Likes = append(b.Likes, n.MessageLikes(k)...)
+			}
+			return b
+		}})
+	})
+	// Reposts, grouped by original.
+	groups(n.cfg.Messages, size, n.repostCount, func(lo, hi, records int) {
+		plan = append(plan, batch{records, func() *storage.Bulk {
+			b := &storage.Bulk{Messages: make([]*store.Message, 0, records)}
+			for j := n.repostStart[lo]; j < n.repostStart[hi]; j++ {
+				b.Messages = append(b.Messages, n.Repost(j))
 			}
 			return b
 		}})

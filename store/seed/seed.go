@@ -14,7 +14,8 @@
 // message's expected likes are proportional to its author's followers,
 // the count geometric around that (most messages get none or a few, some
 // many), nine in ten likers drawn among those followers, within hours of
-// the message.
+// the message. Reposts go the same way, fewer of them, and reach the
+// reposter's followers who do not follow the original's author.
 package seed
 
 import (
@@ -49,13 +50,17 @@ const (
 	// maxUsers keeps user IDs distinct: a user's ID carries its index in
 	// the 3-byte counter.
 	maxUsers = 1 << 24
-	// likeFollowerShare is the share of likes drawn among the followers
-	// of the message's author; the others come from anyone, as a reposted
-	// or searched message finds readers beyond its author's followers.
+	// likeFollowerShare is the share of likes (and of reposts) drawn
+	// among the followers of the message's author; the others come from
+	// anyone, as a reposted or searched message finds readers beyond its
+	// author's followers.
 	likeFollowerShare = 0.9
 	// likeDelay is the mean time from a message to a like of it
 	// (exponential: most likes come in the first hours).
 	likeDelay = 2 * time.Hour
+	// repostDelay is the mean time from a message to a repost of it: a
+	// repost spreads what its reposter has just read, as a like does.
+	repostDelay = likeDelay
 )
 
 // DefaultAvgLikes is the average number of likes per message when
@@ -67,6 +72,16 @@ const (
 // herald bench's about 22, to which it adds 2 (9%: 0.6 s of its 8 s
 // load, docs/benchmarks.md).
 const DefaultAvgLikes = 2
+
+// DefaultAvgReposts is the average number of reposts per user when
+// Config.AvgReposts is 0. At 0.3 a user herald seed's default network has
+// 30,540 reposts, one for every seven likes, as public timelines show
+// fewer reposts than likes by about that much. A repost costs what a post
+// does: an outbox record and an entry in each follower's inbox it reaches
+// (94 on average there, though most reposters follow popular authors and
+// so do most of their followers), 2.9 million entries in all, 15% more
+// records to load.
+const DefaultAvgReposts = 0.3
 
 // Config describes a network.
 type Config struct {
@@ -87,6 +102,9 @@ type Config struct {
 	// AvgLikes is the average number of likes a message gets: 0 means
 	// DefaultAvgLikes, a negative value none.
 	AvgLikes float64
+	// AvgReposts is the average number of reposts a user makes: 0 means
+	// DefaultAvgReposts, a negative value none.
+	AvgReposts float64
 }
 
 // Handle returns the handle of user i.
@@ -108,6 +126,16 @@ type Network struct {
 	// message k has likeStart[k+1]-likeStart[k]; its likers are drawn
 	// when asked for (MessageLikes), from a stream of its own.
 	likeStart []int
+	// Reposts are numbered in the order of their originals, then oldest
+	// first: repostStart[k] is the number of reposts of the messages
+	// before k, repost j reposts message repostOf[j], is by reposter[j]
+	// and has ID repostIDs[j], and byReposter lists each user's reposts
+	// oldest first.
+	repostStart []int
+	repostOf    []uint32
+	reposter    []uint32
+	repostIDs   []store.ID
+	byReposter  [][]uint32
 }
 
 // Generate builds the network cfg describes.
@@ -123,6 +151,8 @@ func Generate(cfg Config) (*Network, error) {
 		return nil, errors.New("seed: more pinned authors than users")
 	case math.IsNaN(cfg.AvgLikes) || math.IsInf(cfg.AvgLikes, 0):
 		return nil, errors.New("seed: the average likes must be a number")
+	case math.IsNaN(cfg.AvgReposts) || math.IsInf(cfg.AvgReposts, 0):
+		return nil, errors.New("seed: the average reposts must be a number")
 	}
 	for _, n := range cfg.Pinned {
 		if n < 0 || n > cfg.Users-1 {
@@ -138,6 +168,12 @@ func Generate(cfg Config) (*Network, error) {
 	case cfg.AvgLikes < 0:
 		cfg.AvgLikes = -1
 	}
+	switch {
+	case cfg.AvgReposts == 0:
+		cfg.AvgReposts = DefaultAvgReposts
+	case cfg.AvgReposts < 0:
+		cfg.AvgReposts = -1
+	}
 	n := &Network{cfg: cfg}
 	h := fnv.New32a()
 	_ = binary.Write(h, binary.BigEndian, cfg.Seed)
@@ -147,6 +183,7 @@ func Generate(cfg Config) (*Network, error) {
 	n.follow(rng)
 	n.post(rng)
 	n.countLikes(rng)
+	n.repost(rng)
 	return n, nil
 }
 
@@ -255,29 +292,70 @@ func (n *Network) post(rng *rand.Rand) {
 	}
 }
 
-// countLikes draws how many likes each message gets: AvgLikes on average,
-// each message's expectation proportional to its author's followers plus
-// one (an author nobody follows is still read now and then), the count
-// geometric around it, so that a few messages of popular authors take
-// many likes and most messages few or none. A message has at most half
-// the other users' likes, so that distinct likers are found soon.
+// countLikes draws how many likes each message gets: AvgLikes on average
+// (spread).
 func (n *Network) countLikes(rng *rand.Rand) {
+	n.likeStart = n.spread(rng, n.cfg.AvgLikes*float64(n.cfg.Messages))
+}
+
+// spread draws how many of total acts (likes, reposts) each message gets,
+// and returns their running sums: message k gets start[k+1]-start[k].
+// Each message's expectation is proportional to its author's followers
+// plus one (an author nobody follows is still read now and then), the
+// count geometric around it, so that a few messages of popular authors
+// take many and most messages few or none. A message gets at most half
+// the other users' acts, so that distinct users are found soon.
+func (n *Network) spread(rng *rand.Rand, total float64) []int {
 	m := n.cfg.Messages
-	n.likeStart = make([]int, m+1)
-	if n.cfg.AvgLikes <= 0 || m == 0 {
-		return
+	start := make([]int, m+1)
+	if total <= 0 || m == 0 {
+		return start
 	}
 	weight := 0.0
 	for _, a := range n.msgAuthor {
 		weight += float64(len(n.followers[a]) + 1)
 	}
-	scale := n.cfg.AvgLikes * float64(m) / weight
+	scale := total / weight
 	most := float64((n.cfg.Users - 1) / 2)
 	for k, a := range n.msgAuthor {
 		mean := scale * float64(len(n.followers[a])+1)
 		// floor(x + U) has mean x: the average holds for small means too.
 		c := int(min(rng.ExpFloat64()*mean+rng.Float64(), most))
-		n.likeStart[k+1] = n.likeStart[k] + c
+		start[k+1] = start[k] + c
+	}
+	return start
+}
+
+// repost draws the reposts: AvgReposts a user, spread over the messages
+// as likes are, each reposter drawn as a liker is (pick), each repost
+// within hours of its original. A repost's original is always a message
+// of the network, never a repost, and never its reposter's own.
+func (n *Network) repost(rng *rand.Rand) {
+	n.repostStart = n.spread(rng, n.cfg.AvgReposts*float64(n.cfg.Users))
+	total := n.Reposts()
+	n.repostOf = make([]uint32, 0, total)
+	n.reposter = make([]uint32, 0, total)
+	n.repostIDs = make([]store.ID, 0, total)
+	n.byReposter = make([][]uint32, n.cfg.Users)
+	for k := range n.cfg.Messages {
+		c := n.repostCount(k)
+		if c == 0 {
+			continue
+		}
+		users := n.pick(rng, k, c)
+		t := n.messageTime(k)
+		for _, d := range delays(rng, c, repostDelay) {
+			j := len(n.repostIDs)
+			n.repostOf = append(n.repostOf, uint32(k))
+			n.reposter = append(n.reposter, users[j-n.repostStart[k]])
+			n.repostIDs = append(n.repostIDs, n.repostID(t.Add(d), j))
+		}
+	}
+	for j, u := range n.reposter {
+		n.byReposter[u] = append(n.byReposter[u], uint32(j))
+	}
+	for _, list := range n.byReposter {
+		slices.SortFunc(list, func(a, b uint32) int { return n.repostIDs[a].Compare(n.repostIDs[b]) })
 	}
 }
 
@@ -302,21 +380,34 @@ func (n *Network) FollowersOf(i int) []uint32 { return n.followers[i] }
 // Pinned returns the user index of pinned author j.
 func (n *Network) Pinned(j int) int { return int(n.pinned[j]) }
 
-// InboxSize returns how many items user i's inbox holds: the messages of
-// the users it follows, but pulled ones.
+// InboxSize returns how many items user i's inbox holds: the messages and
+// reposts of the users it follows that reach it, but pulled messages.
 func (n *Network) InboxSize(i int) int { return n.followedMessages(i, false) }
 
-// TimelineSize returns how many items user i's timeline shows: the
-// messages of the users it follows, pulled ones included, and its own.
-func (n *Network) TimelineSize(i int) int { return n.followedMessages(i, true) + len(n.byAuthor[i]) }
+// InboxTotal returns user i's inbox total, as every strategy counts it:
+// the messages and reposts of the users it follows that reach it, pulled
+// messages included.
+func (n *Network) InboxTotal(i int) int { return n.followedMessages(i, true) }
 
-// followedMessages counts the messages of the users user i follows that
-// its home timeline shows, pulled ones only if withPulled.
+// TimelineSize returns how many items user i's timeline shows: its inbox
+// total and its own messages and reposts.
+func (n *Network) TimelineSize(i int) int {
+	return n.InboxTotal(i) + len(n.byAuthor[i]) + len(n.byReposter[i])
+}
+
+// followedMessages counts the messages and reposts of the users user i
+// follows that its home timeline shows, pulled messages only if
+// withPulled (a repost is never pulled).
 func (n *Network) followedMessages(i int, withPulled bool) int {
 	size := 0
 	for _, v := range n.following[i] {
 		for _, k := range n.byAuthor[v] {
 			if n.shows(i, int(k)) && (withPulled || !n.isPulled(int(k))) {
+				size++
+			}
+		}
+		for _, j := range n.byReposter[v] {
+			if n.reaches(i, int(j)) {
 				size++
 			}
 		}
@@ -349,6 +440,19 @@ func (n *Network) shows(i, k int) bool {
 	return follows
 }
 
+// reaches reports whether repost j reaches the home timeline of user i, who
+// follows its reposter: the rule of reposts, by which a repost brings a
+// message to those who would not see it otherwise, so it skips the
+// original's author and the users who follow that author.
+func (n *Network) reaches(i, j int) bool {
+	a := n.msgAuthor[n.repostOf[j]]
+	if int(a) == i {
+		return false
+	}
+	_, follows := slices.BinarySearch(n.following[i], a)
+	return !follows
+}
+
 // Likes returns the number of likes.
 func (n *Network) Likes() int { return n.likeStart[n.cfg.Messages] }
 
@@ -358,9 +462,7 @@ func (n *Network) likeCount(k int) int { return n.likeStart[k+1] - n.likeStart[k
 // MessageLikes returns the likes of message k, oldest first: no two by one
 // user, none by its author, each after the message. A like's CreatedAt is
 // its ID's time, as the backends list it. The likers are drawn from a
-// stream of k's own, so a batch draws only its messages' likers: each a
-// follower of the author with probability likeFollowerShare (a follower
-// drawn already gives way to anyone), else anyone but the author.
+// stream of k's own, so a batch draws only its messages' likers (pick).
 func (n *Network) MessageLikes(k int) []store.Like {
 	lo, c := n.likeStart[k], n.likeCount(k)
 	if c == 0 {
@@ -368,10 +470,25 @@ func (n *Network) MessageLikes(k int) []store.Like {
 	}
 	// content's stream is (Seed, k), with k below 1<<63.
 	r := rand.New(rand.NewPCG(n.cfg.Seed, uint64(k)|1<<63))
+	likers := n.pick(r, k, c)
+	t, id, author := n.messageTime(k), n.messageID(k), n.UserID(int(n.msgAuthor[k]))
+	likes := make([]store.Like, c)
+	for i, d := range delays(r, c, likeDelay) {
+		lid := n.likeID(t.Add(d), lo+i)
+		likes[i] = store.Like{ID: lid, UserID: n.UserID(int(likers[i])), MessageID: id, AuthorID: author, CreatedAt: lid.Time()}
+	}
+	return likes
+}
+
+// pick draws c distinct users, none the author of message k, as those who
+// like or repost it: each a follower of the author with probability
+// likeFollowerShare (a follower drawn already gives way to anyone), else
+// anyone but the author.
+func (n *Network) pick(r *rand.Rand, k, c int) []uint32 {
 	a := n.msgAuthor[k]
 	followers := n.followers[a]
-	likers := make([]uint32, 0, c)
-	var seen map[uint32]struct{} // for many likers; a few are searched in likers
+	users := make([]uint32, 0, c)
+	var seen map[uint32]struct{} // for many users; a few are searched in users
 	if c > 32 {
 		seen = make(map[uint32]struct{}, c)
 	}
@@ -380,9 +497,9 @@ func (n *Network) MessageLikes(k int) []store.Like {
 			_, ok := seen[u]
 			return ok
 		}
-		return slices.Contains(likers, u)
+		return slices.Contains(users, u)
 	}
-	for len(likers) < c {
+	for len(users) < c {
 		u := uint32(r.IntN(n.cfg.Users))
 		if len(followers) > 0 && r.Float64() < likeFollowerShare {
 			if f := followers[r.IntN(len(followers))]; !taken(f) {
@@ -392,23 +509,23 @@ func (n *Network) MessageLikes(k int) []store.Like {
 		if u == a || taken(u) {
 			continue
 		}
-		likers = append(likers, u)
+		users = append(users, u)
 		if seen != nil {
 			seen[u] = struct{}{}
 		}
 	}
-	delays := make([]time.Duration, c)
-	for i := range delays {
-		delays[i] = time.Millisecond + time.Duration(r.ExpFloat64()*float64(likeDelay)).Truncate(time.Millisecond)
+	return users
+}
+
+// delays draws c delays from a message to the acts on it, ascending: 1 ms
+// plus an exponential delay of the given mean, in whole milliseconds.
+func delays(r *rand.Rand, c int, mean time.Duration) []time.Duration {
+	ds := make([]time.Duration, c)
+	for i := range ds {
+		ds[i] = time.Millisecond + time.Duration(r.ExpFloat64()*float64(mean)).Truncate(time.Millisecond)
 	}
-	slices.Sort(delays)
-	t, id, author := n.messageTime(k), n.messageID(k), n.UserID(int(a))
-	likes := make([]store.Like, c)
-	for i, u := range likers {
-		lid := n.likeID(t.Add(delays[i]), lo+i)
-		likes[i] = store.Like{ID: lid, UserID: n.UserID(int(u)), MessageID: id, AuthorID: author, CreatedAt: lid.Time()}
-	}
-	return likes
+	slices.Sort(ds)
+	return ds
 }
 
 // likeID is the ID of like j (in message order, then oldest first) made
@@ -420,6 +537,32 @@ func (n *Network) likeID(t time.Time, j int) store.ID {
 	hi := j >> 24
 	id[6], id[7], id[8] = id[6]^byte(hi>>16), id[7]^byte(hi>>8), id[8]^byte(hi)
 	return id
+}
+
+// Reposts returns the number of reposts.
+func (n *Network) Reposts() int { return n.repostStart[n.cfg.Messages] }
+
+// repostCount returns the number of reposts of message k.
+func (n *Network) repostCount(k int) int { return n.repostStart[k+1] - n.repostStart[k] }
+
+// repostID is the ID of repost j made at t: as likeID's, with the node's
+// top bit flipped besides, so that no repost has a message's ID (a repost
+// is a message: both are keyed by ID in one place) for fewer than 1<<47
+// reposts.
+func (n *Network) repostID(t time.Time, j int) store.ID {
+	id := n.likeID(t, j)
+	id[6] ^= 0x80
+	return id
+}
+
+// Repost returns repost j as CreateMessage stores it: a message of its
+// reposter with no text, naming its original and the original's author.
+func (n *Network) Repost(j int) *store.Message {
+	k, id := int(n.repostOf[j]), n.repostIDs[j]
+	return &store.Message{
+		ID: id, AuthorID: n.UserID(int(n.reposter[j])), Kind: store.KindRepost, CreatedAt: id.Time().UTC(),
+		RepostOfID: n.messageID(k), RepostOfAuthorID: n.UserID(int(n.msgAuthor[k])),
+	}
 }
 
 // Edges returns the number of follow edges.
@@ -494,7 +637,7 @@ func (n *Network) message(k int) *store.Message {
 		ID: n.messageID(k), AuthorID: n.UserID(a), Text: text, Kind: store.KindPost,
 		CreatedAt: t, Pulled: n.isPulled(k), Mentions: mentions,
 	}
-	m.ReplyCount, m.LikeCount = int(n.replies[k]), n.likeCount(k)
+	m.ReplyCount, m.LikeCount, m.RepostCount = int(n.replies[k]), n.likeCount(k), n.repostCount(k)
 	if r := n.replyTo[k]; r >= 0 {
 		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, n.messageID(int(r)), n.UserID(int(n.msgAuthor[r]))
 		root := int(r)
@@ -519,28 +662,45 @@ func (n *Network) user(i int, passwordHash []byte, seen time.Time) *store.User {
 		ID: n.UserID(i), Handle: Handle(i), DisplayName: fmt.Sprintf("User %d", i+1),
 		PasswordHash: passwordHash, CreatedAt: t, LastSeenAt: seen,
 		FollowerCount: len(n.followers[i]), FollowingCount: len(n.following[i]),
-		MessageCount: len(n.byAuthor[i]), PulledCount: pulled,
+		MessageCount: len(n.byAuthor[i]) + len(n.byReposter[i]), PulledCount: pulled,
 	}
 }
 
-// inbox is user i's inbox, newest first.
+// inbox is user i's inbox, newest first: the messages and the reposts the
+// fan-out delivers, merged.
 func (n *Network) inbox(i int) storage.BulkInbox {
 	ks := make([]uint32, 0, n.InboxSize(i))
+	var js []uint32
 	for _, v := range n.following[i] {
 		for _, k := range n.byAuthor[v] {
 			if n.shows(i, int(k)) && !n.isPulled(int(k)) {
 				ks = append(ks, k)
 			}
 		}
+		for _, j := range n.byReposter[v] {
+			if n.reaches(i, int(j)) {
+				js = append(js, j)
+			}
+		}
 	}
 	slices.SortFunc(ks, func(a, b uint32) int { return cmp.Compare(b, a) })
-	items := make([]store.InboxItem, len(ks))
-	for j, k := range ks {
-		t := n.messageTime(int(k))
-		items[j] = store.InboxItem{
-			InboxEntry:  store.InboxEntry{MessageID: n.messageID(int(k)), AuthorID: n.UserID(int(n.msgAuthor[k])), CreatedAt: t},
-			DeliveredAt: t,
+	slices.SortFunc(js, func(a, b uint32) int { return n.repostIDs[b].Compare(n.repostIDs[a]) })
+	items := make([]store.InboxItem, 0, len(ks)+len(js))
+	for len(ks) > 0 || len(js) > 0 {
+		var it store.InboxItem
+		if len(js) == 0 || len(ks) > 0 && n.messageID(int(ks[0])).Compare(n.repostIDs[js[0]]) > 0 {
+			k := int(ks[0])
+			ks = ks[1:]
+			t := n.messageTime(k)
+			it.InboxEntry = store.InboxEntry{MessageID: n.messageID(k), AuthorID: n.UserID(int(n.msgAuthor[k])), CreatedAt: t}
+		} else {
+			j := int(js[0])
+			js = js[1:]
+			id := n.repostIDs[j]
+			it.InboxEntry = store.InboxEntry{MessageID: id, AuthorID: n.UserID(int(n.reposter[j])), CreatedAt: id.Time().UTC()}
 		}
+		it.DeliveredAt = it.CreatedAt
+		items = append(items, it)
 	}
 	return storage.BulkInbox{Owner: n.UserID(i), Items: items}
 }

@@ -82,18 +82,32 @@ func TestGenerate_Hybrid(t *testing.T) {
 		}
 	}
 	require.NotZero(t, pulled, "some authors are above the threshold")
+	celebrityReposts := 0
 	for i := range n.Users() {
 		for _, it := range n.inbox(i).Items {
 			m := n.messageByID(t, it.MessageID)
 			assert.False(t, m.Pulled, "a pulled message is in no inbox")
+			if m.Kind == store.KindRepost && n.Followers(userIndex(n, m.AuthorID)) > 100 {
+				celebrityReposts++
+			}
 		}
+	}
+	assert.NotZero(t, celebrityReposts, "a celebrity's reposts are pushed")
+	for j := range n.Reposts() {
+		assert.False(t, n.Repost(j).Pulled, "a repost is never pulled")
 	}
 }
 
+// messageByID returns the message or repost whose ID is id.
 func (n *Network) messageByID(t *testing.T, id store.ID) *store.Message {
 	for k := range n.cfg.Messages {
 		if n.messageID(k) == id {
 			return n.message(k)
+		}
+	}
+	for j := range n.Reposts() {
+		if n.repostIDs[j] == id {
+			return n.Repost(j)
 		}
 	}
 	t.Fatalf("no message %s", id)
@@ -151,16 +165,33 @@ func TestNetwork_Records(t *testing.T) {
 	}
 	// About mentionShare of the posts that could mention someone do.
 	assert.InDelta(t, mentionShare*float64(n.cfg.Messages)*(1-replyShare), float64(mentioningPosts), 40)
-	assert.Len(t, ids, n.Users()+n.cfg.Messages, "every id distinct")
+	reposts := make(map[store.ID]int)
+	posted := make([]int, n.Users())
+	for k := range n.cfg.Messages {
+		posted[n.msgAuthor[k]]++
+	}
+	for j := range n.Reposts() {
+		m := n.Repost(j)
+		ids[m.ID] = true
+		reposts[m.RepostOfID]++
+		posted[userIndex(n, m.AuthorID)]++
+	}
+	require.NotZero(t, n.Reposts())
+	assert.Len(t, ids, n.Users()+n.cfg.Messages+n.Reposts(), "every id distinct")
 	for k := range n.cfg.Messages {
 		m := n.message(k)
 		assert.Equal(t, replies[m.ID], m.ReplyCount, "a message's reply count is its replies")
+		assert.Equal(t, reposts[m.ID], m.RepostCount, "a message's repost count is its reposts")
+	}
+	for i := range n.Users() {
+		assert.Equal(t, posted[i], n.user(i, nil, time.Time{}).MessageCount, "a user's message count holds their reposts, as CreateMessage counts them")
 	}
 }
 
 // memLoader keeps what is loaded, keyed so that a repeat overwrites, and
 // fails once at batch failAt. It refuses a like before its user and its
-// message, as the contract orders them.
+// message, and a repost before its reposter and its original, as the
+// contract orders them.
 type memLoader struct {
 	users    map[store.ID]store.User
 	edges    map[[2]store.ID]bool
@@ -192,6 +223,13 @@ func (m *memLoader) LoadBulk(_ context.Context, b *storage.Bulk) error {
 		m.edges[[2]store.ID{e.Follower, e.Followee}] = true
 	}
 	for _, msg := range b.Messages {
+		if msg.Kind == store.KindRepost {
+			_, user := m.users[msg.AuthorID]
+			orig, ok := m.messages[msg.RepostOfID]
+			if !user || !ok || orig.AuthorID != msg.RepostOfAuthorID {
+				return fmt.Errorf("repost %s before its reposter or its original", msg.ID)
+			}
+		}
 		m.messages[msg.ID] = *msg
 	}
 	for _, l := range b.Likes {
@@ -228,21 +266,31 @@ func TestLoad_Resumes(t *testing.T) {
 	assert.Equal(t, n.Records(), total, "the progress adds up to every record")
 	assert.Greater(t, all, 5)
 
-	cut := newMemLoader()
-	cut.failAt = all / 2
-	total = 0
-	first, err := Load(context.Background(), cut, n, opts)
-	require.ErrorContains(t, err, "disk full")
-	assert.Equal(t, all/2, first)
-	second, err := Load(context.Background(), cut, n, opts)
-	require.NoError(t, err)
-	assert.Equal(t, all-first, second, "the second load skips what the first loaded")
-	assert.Equal(t, whole.users, cut.users)
-	assert.Equal(t, whole.edges, cut.edges)
-	assert.Equal(t, whole.messages, cut.messages)
-	assert.Equal(t, whole.likes, cut.likes)
+	require.NotZero(t, n.Reposts())
+	assert.Len(t, whole.messages, n.Config().Messages+n.Reposts(), "the messages and the reposts")
 	assert.Len(t, whole.likes, n.Likes())
-	assert.Equal(t, whole.inboxes, cut.inboxes)
+	// Cut in the middle, and in the reposts' batches.
+	reposts := slices.IndexFunc(n.plan(opts, opts.BatchRecords), func(b batch) bool {
+		bk := b.build()
+		return len(bk.Messages) > 0 && bk.Messages[0].Kind == store.KindRepost
+	})
+	require.Positive(t, reposts)
+	var cut *memLoader
+	for _, at := range []int{all / 2, reposts, reposts + 1} {
+		cut = newMemLoader()
+		cut.failAt = at
+		first, err := Load(context.Background(), cut, n, opts)
+		require.ErrorContains(t, err, "disk full")
+		assert.Equal(t, at, first)
+		second, err := Load(context.Background(), cut, n, opts)
+		require.NoError(t, err)
+		assert.Equal(t, all-first, second, "the second load skips what the first loaded")
+		assert.Equal(t, whole.users, cut.users)
+		assert.Equal(t, whole.edges, cut.edges)
+		assert.Equal(t, whole.messages, cut.messages)
+		assert.Equal(t, whole.likes, cut.likes)
+		assert.Equal(t, whole.inboxes, cut.inboxes)
+	}
 
 	again, err := Load(context.Background(), cut, n, opts)
 	require.NoError(t, err)
@@ -252,6 +300,10 @@ func TestLoad_Resumes(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Load(context.Background(), cut, other, opts)
 	assert.ErrorContains(t, err, "another seeded network")
+	other, err = Generate(Config{Seed: 5, Users: 400, AvgFollows: 8, Messages: 600, AvgReposts: -1})
+	require.NoError(t, err)
+	_, err = Load(context.Background(), cut, other, opts)
+	assert.ErrorContains(t, err, "another seeded network", "the same network without its reposts is another")
 }
 
 // BenchmarkGenerate measures generating herald seed's default network and
@@ -405,6 +457,146 @@ func TestNetwork_LikeIDs(t *testing.T) {
 		assert.Equal(t, at, id.Time().UTC())
 		_, dup := seen[id]
 		assert.False(t, dup, "like %d's ID is like %d's", j, seen[id])
+		seen[id] = j
+	}
+}
+
+func TestGenerate_Reposts(t *testing.T) {
+	cfg := Config{Seed: 4, Users: 20_000, AvgFollows: 20, Messages: 20_000, Pinned: []int{10_000}}
+	n, err := Generate(cfg)
+	require.NoError(t, err)
+	again, err := Generate(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, DefaultAvgReposts, n.Config().AvgReposts, "0 is the default")
+
+	type pair struct{ user, message store.ID }
+	pairs := map[pair]bool{}
+	counts := make([]int, cfg.Messages)
+	byFollowers := 0
+	for j := range n.Reposts() {
+		r := n.Repost(j)
+		require.Equal(t, r, again.Repost(j), "the same reposts on every run")
+		k := int(n.repostOf[j])
+		m := n.message(k)
+		counts[k]++
+		assert.Equal(t, store.KindRepost, r.Kind)
+		assert.Empty(t, r.Text)
+		assert.Empty(t, r.Mentions)
+		assert.Equal(t, m.ID, r.RepostOfID)
+		assert.Equal(t, m.AuthorID, r.RepostOfAuthorID)
+		assert.NotEqual(t, store.KindRepost, m.Kind, "the original is no repost")
+		assert.NotEqual(t, m.AuthorID, r.AuthorID, "no one reposts their own message")
+		assert.False(t, pairs[pair{r.AuthorID, m.ID}], "a user reposts a message once")
+		pairs[pair{r.AuthorID, m.ID}] = true
+		assert.True(t, r.CreatedAt.After(m.CreatedAt), "a repost comes after its original")
+		assert.Equal(t, r.ID.Time().UTC(), r.CreatedAt, "a repost's time is its ID's")
+		if _, ok := slices.BinarySearch(n.FollowersOf(int(n.msgAuthor[k])), uint32(userIndex(n, r.AuthorID))); ok {
+			byFollowers++
+		}
+	}
+	for i := range n.Users() {
+		assert.True(t, slices.IsSortedFunc(n.byReposter[i], func(a, b uint32) int { return n.repostIDs[a].Compare(n.repostIDs[b]) }), "a user's reposts oldest first")
+	}
+	assert.Len(t, pairs, n.Reposts())
+	assert.InDelta(t, DefaultAvgReposts, float64(n.Reposts())/float64(cfg.Users), 0.1, "average reposts per user")
+	assert.Greater(t, float64(byFollowers)/float64(n.Reposts()), 0.75, "most reposters follow the author")
+
+	// As likes: most messages are never reposted, and the most followed
+	// authors' messages are reposted far more than a median author's.
+	sorted := slices.Clone(counts)
+	slices.Sort(sorted)
+	assert.Zero(t, sorted[len(sorted)/2], "the median message")
+	top := 0
+	for _, c := range sorted[len(sorted)*99/100:] {
+		top += c
+	}
+	assert.Greater(t, float64(top)/float64(n.Reposts()), 0.2, "the top 1%% of messages' share")
+	var pinned, pinnedN, rest, restN int
+	for k, a := range n.msgAuthor {
+		if int(a) == n.Pinned(0) {
+			pinned, pinnedN = pinned+counts[k], pinnedN+1
+		} else {
+			rest, restN = rest+counts[k], restN+1
+		}
+	}
+	require.NotZero(t, pinnedN)
+	assert.Greater(t, float64(pinned)/float64(pinnedN), 10*float64(rest)/float64(restN), "a popular author's messages are reposted")
+
+	for avg, want := range map[float64]float64{-1: 0, 2: 2} {
+		c := cfg
+		c.AvgReposts = avg
+		other, err := Generate(c)
+		require.NoError(t, err)
+		assert.InDelta(t, want, float64(other.Reposts())/float64(c.Users), 0.3, "AvgReposts %v", avg)
+		assert.Equal(t, n.message(7).Text, other.message(7).Text, "reposts change nothing else")
+		assert.Equal(t, n.MessageLikes(7), other.MessageLikes(7), "reposts change no like")
+		assert.Equal(t, n.Likes(), other.Likes())
+	}
+	_, err = Generate(Config{Seed: 1, Users: 10, Messages: 10, AvgReposts: math.NaN()})
+	assert.Error(t, err)
+}
+
+// TestGenerate_RepostsAtHome checks the seeded inboxes against the rule of
+// reposts: a repost reaches the followers of its reposter but the
+// original's author and those who follow that author, under every stored
+// layout and at every follower count (hybrid pushes a celebrity's
+// reposts).
+func TestGenerate_RepostsAtHome(t *testing.T) {
+	for _, st := range []service.Strategy{service.StrategyWrite, service.StrategyHybrid} {
+		n, err := Generate(Config{Seed: 2, Users: 300, AvgFollows: 10, Messages: 3000, AvgReposts: 3, Strategy: st, CelebrityThreshold: 30})
+		require.NoError(t, err)
+		kept, shown := 0, 0
+		for i := range n.Users() {
+			in := map[store.ID]bool{}
+			for _, it := range n.inbox(i).Items {
+				in[it.MessageID] = true
+			}
+			for _, v := range n.Following(i) {
+				for _, j := range n.byReposter[v] {
+					r := n.Repost(int(j))
+					a := userIndex(n, r.RepostOfAuthorID)
+					want := a != i && !slices.Contains(n.Following(i), uint32(a))
+					assert.Equal(t, want, in[r.ID], "%s: user %d, repost %d", st, i, j)
+					if want {
+						shown++
+					} else {
+						kept++
+					}
+				}
+			}
+			assert.Len(t, in, n.InboxSize(i))
+			assert.Equal(t, n.InboxSize(i)+len(n.byAuthor[i])+len(n.byReposter[i])+n.pulledShown(i), n.TimelineSize(i),
+				"%s: the timeline adds one's own messages and reposts, and the pulled messages", st)
+		}
+		assert.NotZero(t, kept, "%s: some reposts are kept out", st)
+		assert.NotZero(t, shown, "%s: some reposts are shown", st)
+	}
+}
+
+// pulledShown counts the pulled messages user i's timeline shows.
+func (n *Network) pulledShown(i int) int {
+	c := 0
+	for _, v := range n.following[i] {
+		for _, k := range n.byAuthor[v] {
+			if n.isPulled(int(k)) && n.shows(i, int(k)) {
+				c++
+			}
+		}
+	}
+	return c
+}
+
+func TestNetwork_RepostIDs(t *testing.T) {
+	n, err := Generate(Config{Seed: 1, Users: 10, Messages: 10})
+	require.NoError(t, err)
+	at := n.messageTime(3)
+	seen := map[store.ID]int{}
+	for _, j := range []int{0, 1, 3, 1 << 24, 1<<24 + 3, 1 << 25, 1<<47 - 1} {
+		id := n.repostID(at, j)
+		assert.Equal(t, at, id.Time().UTC())
+		assert.NotEqual(t, n.messageID(3), id, "repost %d has a message's ID", j)
+		_, dup := seen[id]
+		assert.False(t, dup, "repost %d's ID is repost %d's", j, seen[id])
 		seen[id] = j
 	}
 }

@@ -39,7 +39,12 @@ type Bulk struct {
 	// Edges are follow edges; the counters they imply come with Users.
 	Edges []Edge
 	// Messages are stored in their authors' outboxes; the counters they
-	// imply (MessageCount, PulledCount) come with Users.
+	// imply (MessageCount, PulledCount) come with Users. A repost among
+	// them is stored as CreateMessage stores it, with the record that
+	// allows one repost per user and message; the count it implies
+	// (RepostCount) comes with its original, in this batch or another.
+	// The pair (reposter, original) must hold no repost but this one, as
+	// a like's pair.
 	Messages []*store.Message
 	// Likes are stored as Like stores them, each under its ID (its
 	// CreatedAt is the ID's time), listed for its message and for its
@@ -79,7 +84,8 @@ type BulkProgress struct {
 }
 
 // Validate checks what a batch says of itself, reading nothing: a zero ID,
-// a user, edge, message, like (its ID or its pair) or inbox owner twice,
+// a repost without its original, a user, edge, message, like (its ID or
+// its pair), repost's pair or inbox owner twice,
 // too many attributes or one twice, inbox items in a layout that stores none, or an inbox not newest
 // first without repeats is BAD_USER_INPUT; a handle twice in the batch is
 // CONFLICT. Backends call it before writing anything.
@@ -119,6 +125,7 @@ func (b *Bulk) Validate() error {
 		pairs[k] = true
 	}
 	msgs := make(map[store.ID]bool, len(b.Messages))
+	reposted := map[[2]store.ID]bool{}
 	for _, m := range b.Messages {
 		switch {
 		case m == nil || m.ID.IsZero() || m.AuthorID.IsZero():
@@ -127,6 +134,17 @@ func (b *Bulk) Validate() error {
 			return invalid("message %s twice in a batch", m.ID)
 		}
 		msgs[m.ID] = true
+		if m.Kind != store.KindRepost {
+			continue
+		}
+		k := [2]store.ID{m.AuthorID, m.RepostOfID}
+		switch {
+		case m.RepostOfID.IsZero() || m.RepostOfAuthorID.IsZero() || m.RepostOfID == m.ID:
+			return invalid("repost %s without its original or its author", m.ID)
+		case reposted[k]:
+			return invalid("user %s reposts message %s twice in a batch", m.AuthorID, m.RepostOfID)
+		}
+		reposted[k] = true
 	}
 	likes := make(map[store.ID]bool, len(b.Likes))
 	liked := make(map[[2]store.ID]bool, len(b.Likes))

@@ -27,7 +27,8 @@ func (noProgress) BulkProgress(context.Context, string) ([]byte, error) { return
 // live writes that must work on loaded data: a post fanned out to loaded
 // followers, the deletion of a loaded message, an unfollow. The likes
 // the Service shows are the network's, before and after a like and an
-// unlike of loaded ones.
+// unlike of loaded ones; the reposts are stored as CreateMessage stores
+// them (sameReposts).
 func testBulk(t *testing.T, open OpenFunc) {
 	for _, st := range service.Strategies {
 		t.Run(string(st), func(t *testing.T) {
@@ -79,11 +80,18 @@ func testBulk(t *testing.T, open OpenFunc) {
 			assert.Equal(t, len(n.Following(big)), u.FollowingCount)
 			first := n.FollowersOf(big)[0]
 			loaded := inboxTexts(t, svc, owners[first], 50)
-			require.Len(t, loaded, n.TimelineSize(int(first)))
-			sameAsRead(t, "loaded")
 			model := likesOf(n)
 			require.NotEmpty(t, model.byUser, "the network has likes")
 			sameLikes(t, svc, n, model, "loaded")
+			sameReposts(t, b, n)
+			require.Len(t, loaded, n.TimelineSize(int(first)))
+			for i, owner := range owners {
+				c, err := svc.InboxCounts(ctx, owner)
+				require.NoError(t, err)
+				require.Equal(t, n.InboxTotal(i), c.Total, "user %d's inbox total", i)
+				require.Len(t, inboxTexts(t, svc, owner, 50), n.TimelineSize(i), "user %d's timeline", i)
+			}
+			sameAsRead(t, "loaded")
 
 			// A like of a loaded message counts on from its loaded likes, and
 			// the unlike of a loaded like finds it.
@@ -198,7 +206,7 @@ func sameLikes(t *testing.T, svc *service.Service, n *seed.Network, m *likeModel
 			wantLikers[msg.ID], gotLikers[msg.ID] = nilIfEmpty(m.byMessage[msg.ID]), nilIfEmpty(likers.Likes)
 		}
 	}
-	require.Len(t, keys, n.Config().Messages, "%s: the network's messages", when)
+	require.Len(t, keys, n.Config().Messages+n.Reposts(), "%s: the network's messages and reposts", when)
 	assert.Equal(t, wantCounts, gotCounts, "%s: like counts", when)
 	assert.Equal(t, wantLikers, gotLikers, "%s: likers", when)
 	wantLikes, gotLikes := map[int][]store.Like{}, map[int][]store.Like{}
@@ -218,6 +226,87 @@ func sameLikes(t *testing.T, svc *service.Service, n *seed.Network, m *likeModel
 	}
 	assert.Equal(t, wantLikes, gotLikes, "%s: each user's likes", when)
 	assert.Equal(t, wantLiked, gotLiked, "%s: what each user likes", when)
+}
+
+// sameReposts requires b to hold n's reposts as CreateMessage stores them:
+// each in its reposter's outbox (naming its original) and message count,
+// each original's RepostCount the reposts stored of it, FindReposts
+// finding each, and a second repost of a reposted message refused as
+// CONFLICT, changing nothing.
+func sameReposts(t *testing.T, b storage.Backend, n *seed.Network) {
+	t.Helper()
+	require.NotZero(t, n.Reposts(), "the network has reposts")
+	stored := map[store.ID][]*store.Message{} // by original
+	for i := range n.Users() {
+		msgs, err := b.FindMessages(ctx, storage.MessageFilter{AuthorID: n.UserID(i), Range: store.Forward(store.NilID, 1000)})
+		require.NoError(t, err)
+		u, err := b.FindUserByID(ctx, n.UserID(i))
+		require.NoError(t, err)
+		assert.Equal(t, len(msgs), u.MessageCount, "user %d's message count holds their reposts", i)
+		for _, m := range msgs {
+			if m.Kind == store.KindRepost {
+				stored[m.RepostOfID] = append(stored[m.RepostOfID], m)
+			}
+		}
+	}
+	reposts := 0
+	for _, rs := range stored {
+		reposts += len(rs)
+	}
+	require.Equal(t, n.Reposts(), reposts, "every repost is in its reposter's outbox")
+	for j := range n.Reposts() {
+		want := n.Repost(j)
+		got, err := b.FindMessageByID(ctx, want.ID)
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	}
+	// The outbox names each repost's original, as fan-out on read needs.
+	for i := range n.Users() {
+		out, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{n.UserID(i)}, Range: store.Forward(store.NilID, 1000)})
+		require.NoError(t, err)
+		for _, e := range out {
+			m, err := b.FindMessageByID(ctx, e.MessageID)
+			require.NoError(t, err)
+			assert.Equal(t, m.RepostOfID, e.RepostOfID, "outbox entry %s", e.MessageID)
+			assert.Equal(t, m.RepostOfAuthorID, e.RepostOfAuthorID, "outbox entry %s", e.MessageID)
+		}
+	}
+	for i := range n.Users() {
+		msgs, err := b.FindMessages(ctx, storage.MessageFilter{AuthorID: n.UserID(i), Range: store.Forward(store.NilID, 1000)})
+		require.NoError(t, err)
+		for _, m := range msgs {
+			if m.Kind != store.KindRepost {
+				assert.Equal(t, len(stored[m.ID]), m.RepostCount, "message %s's repost count", m.ID)
+			}
+		}
+	}
+
+	// FindReposts answers for every reposter, and NilID where a user has
+	// none.
+	for id, rs := range stored {
+		key := store.MessageKey{ID: id, AuthorID: rs[0].RepostOfAuthorID}
+		for _, r := range rs {
+			found, err := b.FindReposts(ctx, r.AuthorID, []store.MessageKey{key})
+			require.NoError(t, err)
+			assert.Equal(t, []store.ID{r.ID}, found)
+		}
+		found, err := b.FindReposts(ctx, rs[0].RepostOfAuthorID, []store.MessageKey{key})
+		require.NoError(t, err)
+		assert.Equal(t, []store.ID{store.NilID}, found, "no one reposts their own message")
+	}
+
+	// Reposting a reposted message again is CONFLICT.
+	r := n.Repost(0)
+	again := *r
+	again.ID = store.NewID(r.CreatedAt.Add(time.Hour))
+	again.CreatedAt = again.ID.Time().UTC()
+	err := b.CreateMessage(ctx, &again, nil)
+	assert.Equal(t, store.ECONFLICT, store.ErrorCode(err), "%v", err)
+	orig, err := b.FindMessageByID(ctx, r.RepostOfID)
+	require.NoError(t, err)
+	assert.Equal(t, len(stored[r.RepostOfID]), orig.RepostCount, "a refused repost counts nothing")
+	_, err = b.FindMessageByID(ctx, again.ID)
+	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "a refused repost is not stored")
 }
 
 func nilIfEmpty(ls []store.Like) []store.Like {

@@ -1,0 +1,160 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/store"
+	"herald/store/service"
+	"herald/store/storage"
+)
+
+// homeTimeline is a timeline as labels: what a reader sees, newest first,
+// and its counts.
+type homeTimeline struct {
+	Items         []string
+	Total, Unread int
+}
+
+// labelled pages through owner's whole timeline and returns it as labels,
+// requiring every page size, forward and backward, to show the same: a
+// page skipping a repost the rule leaves out is refilled.
+func labelled(t *testing.T, svc *service.Service, owner store.ID, labels map[store.ID]string) homeTimeline {
+	t.Helper()
+	read := func(size int, backward bool) []string {
+		var out []string
+		from := store.NilID
+		for {
+			r := store.Forward(from, size)
+			if backward {
+				r = store.Backward(from, size)
+			}
+			page, err := svc.Inbox(ctx, owner, r)
+			require.NoError(t, err)
+			require.True(t, len(page.Items) == size || !page.HasMore, "a page with more beyond it is full")
+			var got []string
+			for _, it := range page.Items {
+				require.NotNil(t, it.Message)
+				l, ok := labels[it.MessageID]
+				require.True(t, ok, "an unknown message %s", it.MessageID)
+				got = append(got, l)
+			}
+			if backward {
+				out = append(got, out...)
+			} else {
+				out = append(out, got...)
+			}
+			if !page.HasMore {
+				return out
+			}
+			if backward {
+				from = page.Items[0].MessageID
+			} else {
+				from = page.Items[len(page.Items)-1].MessageID
+			}
+		}
+	}
+	items := read(50, false)
+	for _, size := range []int{1, 2, 3} {
+		require.Equal(t, items, read(size, false), "page size %d", size)
+		require.Equal(t, items, read(size, true), "backward, page size %d", size)
+	}
+	c, err := svc.InboxCounts(ctx, owner)
+	require.NoError(t, err)
+	return homeTimeline{Items: items, Total: c.Total, Unread: c.Unread}
+}
+
+// storeRepost stores who's repost of orig as the service does, with its
+// JobDeliver under layout l (none under LayoutNone): the job runs when a
+// service starts.
+func storeRepost(t *testing.T, b storage.Backend, c *clock, l storage.Layout, who store.ID, orig *store.Message) *store.Message {
+	t.Helper()
+	r := newRepost(c, who, orig)
+	var job *storage.Job
+	if l != storage.LayoutNone {
+		job = newDeliverJob(r, l)
+		job.RepostOfAuthorID = orig.AuthorID
+	}
+	require.NoError(t, b.CreateMessage(ctx, r, job))
+	return r
+}
+
+// testRepostsAtHome checks the home timeline's rule for reposts under
+// every strategy (docs/design.md#reposts-at-home): a repost reaches a
+// reader unless the reader wrote its original or follows its author, one's
+// own reposts included; a follow's backfill brings only the reposts the
+// rule shows; pages stay full and the counts count what the pages show.
+// Every strategy shows every reader the same timeline.
+func testRepostsAtHome(t *testing.T, open OpenFunc) {
+	got := make(map[service.Strategy]map[string]homeTimeline)
+	for _, st := range service.Strategies {
+		t.Run(string(st), func(t *testing.T) {
+			b, c := openBackend(t, open), newClock()
+			// ann, with three followers, is a celebrity under hybrid: her
+			// posts are pulled, her reposts pushed.
+			opts := service.Options{Strategy: st, CelebrityThreshold: 2}
+			svc, _ := newServiceWith(t, b, c, opts)
+			users := make(map[string]store.ID)
+			for _, h := range []string{"ann", "bo", "cel", "dan", "r1", "r2", "r3"} {
+				users[h] = mustSignUp(t, svc, "user_"+h).ID
+			}
+			for _, f := range [][2]string{{"r1", "ann"}, {"r1", "bo"}, {"r2", "ann"}, {"r3", "ann"}, {"r3", "cel"}} {
+				_, err := svc.Follow(ctx, users[f[0]], users[f[1]])
+				require.NoError(t, err)
+			}
+			labels := make(map[store.ID]string)
+			posts := make(map[string]*store.Message)
+			for _, h := range []string{"bo", "cel", "r1", "r2", "ann"} {
+				m, err := svc.PostMessage(ctx, users[h], service.PostInput{Text: h})
+				require.NoError(t, err)
+				posts[h], labels[m.ID] = m, h
+			}
+			waitIdle(t, svc)
+			for _, r := range []string{"r1", "r2", "r3"} {
+				labelled(t, svc, users[r], labels) // under cache: caches the reposts are appended to
+			}
+
+			// Reposts are stored as the service stores them, and their jobs
+			// run when the service starts again.
+			cctx, cancel := contextWithTimeout()
+			defer cancel()
+			require.NoError(t, svc.Close(cctx))
+			l := st.Layout()
+			for _, rp := range [][2]string{
+				{"ann", "bo"}, {"ann", "cel"}, {"ann", "r1"}, {"ann", "ann"},
+				{"r1", "cel"}, {"r1", "r1"}, {"r1", "bo"},
+				{"dan", "ann"}, {"dan", "cel"}, {"dan", "r2"},
+			} {
+				m := storeRepost(t, b, c, l, users[rp[0]], posts[rp[1]])
+				labels[m.ID] = rp[0] + " reposts " + rp[1]
+			}
+			svc, _ = newServiceWith(t, b, c, opts)
+			waitIdle(t, svc)
+			_, err := svc.Follow(ctx, users["r2"], users["dan"]) // backfill: dan's reposts
+			require.NoError(t, err)
+			waitIdle(t, svc)
+
+			got[st] = make(map[string]homeTimeline)
+			for _, r := range []string{"ann", "r1", "r2", "r3"} {
+				got[st][r] = labelled(t, svc, users[r], labels)
+			}
+		})
+	}
+	want := got[service.StrategyBucket]
+	require.NotNil(t, want)
+	assert.Equal(t, homeTimeline{Items: []string{"ann reposts r1", "ann reposts cel", "ann reposts bo", "ann"}}, want["ann"],
+		"ann's own reposts are home but that of her own message; her own are not counted")
+	assert.Equal(t, homeTimeline{Items: []string{"r1 reposts cel", "ann reposts cel", "ann", "r1", "bo"}, Total: 3, Unread: 3}, want["r1"],
+		"r1 follows bo and wrote r1: only the reposts of cel, ann's and r1's own")
+	assert.Equal(t, homeTimeline{Items: []string{"dan reposts cel", "ann reposts r1", "ann reposts cel", "ann reposts bo", "ann", "r2"}, Total: 5, Unread: 5}, want["r2"],
+		"r2 follows ann and wrote r2: of dan's reposts the backfill brings only that of cel")
+	assert.Equal(t, homeTimeline{Items: []string{"ann reposts r1", "ann reposts bo", "ann", "cel"}, Total: 4, Unread: 4}, want["r3"],
+		"r3 follows cel")
+	for _, st := range service.Strategies[1:] {
+		if got[st] != nil {
+			assert.Equal(t, want, got[st], "strategy %s against %s", st, service.StrategyBucket)
+		}
+	}
+}

@@ -1,7 +1,10 @@
 package storetest
 
 import (
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -157,4 +160,114 @@ func testRepostsAtHome(t *testing.T, open OpenFunc) {
 			assert.Equal(t, want, got[st], "strategy %s against %s", st, service.StrategyBucket)
 		}
 	}
+}
+
+// callCounter counts a backend's calls by method.
+type callCounter struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *callCounter) Observe(method string, _ time.Time, _ error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[method]++
+}
+
+// take returns the calls counted since the last take, and their sum.
+func (c *callCounter) take() (map[string]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out, n := c.calls, 0
+	for _, k := range out {
+		n += k
+	}
+	c.calls = map[string]int{}
+	return out, n
+}
+
+// testHomeRuleCosts measures what the rule of reposts at home costs in
+// storage calls (a round trip each on MongoDB): one FindFollowers a chunk
+// of a repost's delivery, none for a repost of one's own; outside fan-out
+// on read, a page holding one's own reposts of others one FindFollowing
+// more, and one more read of one's outbox if that drops one.
+func testHomeRuleCosts(t *testing.T, open OpenFunc) {
+	counter := &callCounter{calls: map[string]int{}}
+	b, c := openBackend(t, open), newClock()
+	ob := storage.Observe(b, counter)
+	opts := service.Options{Strategy: service.StrategyBucket}
+	svc, _ := newServiceWith(t, ob, c, opts) // chunks of 7
+	ann, bo, reader := mustSignUp(t, svc, "cost_ann"), mustSignUp(t, svc, "cost_bo"), mustSignUp(t, svc, "cost_reader")
+	const fans = 20 // 3 chunks
+	for i := range fans - 1 {
+		f := mustSignUp(t, svc, fmt.Sprintf("cost_fan%d", i))
+		_, err := svc.Follow(ctx, f.ID, ann.ID)
+		require.NoError(t, err)
+	}
+	for _, followee := range []*store.User{ann, bo} {
+		_, err := svc.Follow(ctx, reader.ID, followee.ID)
+		require.NoError(t, err)
+	}
+	ofBo, err := svc.PostMessage(ctx, bo.ID, service.PostInput{Text: "bo"})
+	require.NoError(t, err)
+	ofAnn, err := svc.PostMessage(ctx, ann.ID, service.PostInput{Text: "ann"})
+	require.NoError(t, err)
+	stranger := mustSignUp(t, svc, "cost_stranger")
+	ofStranger, err := svc.PostMessage(ctx, stranger.ID, service.PostInput{Text: "stranger"})
+	require.NoError(t, err)
+	waitIdle(t, svc)
+
+	// Delivery: a post and two reposts by ann to her 20 followers.
+	restart := func() {
+		cctx, cancel := contextWithTimeout()
+		defer cancel()
+		require.NoError(t, svc.Close(cctx))
+		svc, _ = newServiceWith(t, ob, c, opts)
+		waitIdle(t, svc)
+	}
+	deliveryCalls := func(store func()) (map[string]int, int) {
+		cctx, cancel := contextWithTimeout()
+		defer cancel()
+		require.NoError(t, svc.Close(cctx))
+		store()
+		counter.take()
+		svc, _ = newServiceWith(t, ob, c, opts)
+		waitIdle(t, svc)
+		return counter.take()
+	}
+	postCalls, postN := deliveryCalls(func() {
+		m := newMessage(c, ann.ID, "post")
+		require.NoError(t, b.CreateMessage(ctx, m, newDeliverJob(m, storage.LayoutBuckets)))
+	})
+	repostCalls, repostN := deliveryCalls(func() { storeRepost(t, b, c, storage.LayoutBuckets, ann.ID, ofBo) })
+	ownCalls, ownN := deliveryCalls(func() { storeRepost(t, b, c, storage.LayoutBuckets, ann.ID, ofAnn) })
+	t.Logf("delivery to %d followers in 3 chunks, storage calls: post %d, repost %d (FindFollowers %d), repost of one's own %d",
+		fans, postN, repostN, repostCalls["FindFollowers"], ownN)
+	assert.Zero(t, postCalls["FindFollowers"])
+	assert.Equal(t, 3, repostCalls["FindFollowers"], "one a chunk")
+	assert.Equal(t, postN+3, repostN, "the FindFollowers are all a repost adds")
+	assert.Zero(t, ownCalls["FindFollowers"], "a repost of one's own reaches no follower, and checks none")
+
+	// A page of the reader's timeline, as their own outbox changes.
+	page := func() (map[string]int, int, []store.ID) {
+		counter.take()
+		p, err := svc.Inbox(ctx, reader.ID, store.Forward(store.NilID, 50))
+		require.NoError(t, err)
+		calls, n := counter.take()
+		return calls, n, itemIDs(p.Items)
+	}
+	_, plainN, _ := page()
+	ofStrangerRepost := storeRepost(t, b, c, storage.LayoutBuckets, reader.ID, ofStranger)
+	restart()
+	calls, kept, items := page()
+	assert.Contains(t, items, ofStrangerRepost.ID, "one's own repost of a stranger is home")
+	assert.Equal(t, 1, calls["FindFollowing"])
+	ofBoRepost := storeRepost(t, b, c, storage.LayoutBuckets, reader.ID, ofBo)
+	restart()
+	calls, dropped, items := page()
+	assert.NotContains(t, items, ofBoRepost.ID, "one's own repost of a followee is not")
+	assert.Equal(t, 1, calls["FindFollowing"])
+	t.Logf("a page of 50: %d storage calls; with one's own repost of a stranger %d; and of a followee %d (outbox read again)", plainN, kept, dropped)
+	assert.Equal(t, plainN+1, kept, "one FindFollowing")
+	assert.Equal(t, plainN+2, dropped, "one FindFollowing and the own outbox read again")
 }

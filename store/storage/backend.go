@@ -114,6 +114,10 @@ type Messages interface {
 	// viewerHasReposted, and the repost that an unrepost deletes. The
 	// author part of a key is not needed.
 	FindReposts(ctx context.Context, user store.ID, originals []store.MessageKey) ([]store.ID, error)
+	// ListReposts returns the live reposts of message original, newest
+	// first, within r (its From a repost's ID): what deleting the original
+	// deletes.
+	ListReposts(ctx context.Context, original store.ID, r store.Range) ([]*store.Message, error)
 	UpdateMessage(ctx context.Context, id store.ID, upd MessageUpdate) (*store.Message, error)
 	// ListReplies returns the live replies to message parent, oldest first,
 	// within r (its From a reply's ID).

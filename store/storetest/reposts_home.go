@@ -271,3 +271,42 @@ func testHomeRuleCosts(t *testing.T, open OpenFunc) {
 	assert.Equal(t, plainN+1, kept, "one FindFollowing")
 	assert.Equal(t, plainN+2, dropped, "one FindFollowing and the own outbox read again")
 }
+
+// testListReposts checks ListReposts: a message's live reposts, newest
+// first, paged both ways, without another message's, an unreposted one
+// gone, and still listed once their original is deleted (what deleting it
+// then deletes).
+func testListReposts(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	author, u1, u2, u3 := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+	orig, other := storeMessage(t, b, c, author.ID), storeMessage(t, b, c, author.ID)
+	r1 := mustRepost(t, b, c, u1.ID, orig)
+	mustRepost(t, b, c, u1.ID, other)
+	r2 := mustRepost(t, b, c, u2.ID, orig)
+	r3 := mustRepost(t, b, c, u3.ID, orig)
+	list := func(r store.Range) []store.ID {
+		t.Helper()
+		ms, err := b.ListReposts(ctx, orig.ID, r)
+		require.NoError(t, err)
+		for _, m := range ms {
+			assert.Equal(t, store.KindRepost, m.Kind)
+			assert.Equal(t, orig.ID, m.RepostOfID)
+		}
+		return idsOf(ms...)
+	}
+	assert.Equal(t, idsOf(r3, r2, r1), list(store.Forward(store.NilID, 10)))
+	assert.Equal(t, idsOf(r2), list(store.Forward(r3.ID, 1)))
+	assert.Equal(t, idsOf(r2), list(store.Backward(r1.ID, 1)))
+	assert.Equal(t, idsOf(r2, r3), list(store.Backward(r1.ID, 10)), "a backward page nearest first")
+
+	require.NoError(t, b.DeleteMessage(ctx, r2.ID, nil))
+	assert.Equal(t, idsOf(r3, r1), list(store.Forward(store.NilID, 10)), "an unreposted message is gone")
+	again := mustRepost(t, b, c, u2.ID, orig)
+	assert.Equal(t, idsOf(again, r3, r1), list(store.Forward(store.NilID, 10)))
+
+	require.NoError(t, b.DeleteMessage(ctx, orig.ID, nil))
+	assert.Equal(t, idsOf(again, r3, r1), list(store.Forward(store.NilID, 10)), "the original's deletion leaves its reposts, listed")
+	none, err := b.ListReposts(ctx, r1.ID, store.Forward(store.NilID, 10))
+	require.NoError(t, err)
+	assert.Empty(t, none, "a repost has no reposts")
+}

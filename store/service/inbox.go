@@ -17,7 +17,8 @@ type InboxPage struct {
 
 // Inbox returns a page of owner's home timeline within r, by the strategy,
 // each item with its message loaded, and the inbox's counts. Entries whose
-// message was deleted but not yet retracted are skipped.
+// message was deleted but not yet retracted are skipped, and so are reposts
+// whose original is gone (which the read deletes).
 func (s *Service) Inbox(ctx context.Context, owner store.ID, r store.Range) (InboxPage, error) {
 	tr := s.newRead(owner)
 	var page InboxPage
@@ -40,7 +41,7 @@ func (s *Service) Inbox(ctx context.Context, owner store.ID, r store.Range) (Inb
 }
 
 // fill reads the items of page, loading their messages and reading on
-// past deleted ones. Counts the first read gives go into page.Counts.
+// past deleted ones and reposts of deleted ones. Counts the first read gives go into page.Counts.
 func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r store.Range) error {
 	limit := r.Limit
 	for first := true; ; first = false {
@@ -63,6 +64,9 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 		}
 		msgs, err := s.backend.FindMessagesByKeys(ctx, keys)
 		if err != nil {
+			return err
+		}
+		if err := s.liveOriginals(ctx, msgs); err != nil {
 			return err
 		}
 		last := items[len(items)-1].MessageID

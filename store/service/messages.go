@@ -146,9 +146,9 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id store.ID, text str
 	return m, nil
 }
 
-// DeleteMessage deletes viewer's message. It vanishes from every inbox view
-// at once; where inboxes or caches store it, a durable job then removes the
-// entries and fixes the counts.
+// DeleteMessage deletes viewer's message, and its reposts. It vanishes from
+// every inbox view at once; where inboxes or caches store it, a durable job
+// then removes the entries and fixes the counts.
 func (s *Service) DeleteMessage(ctx context.Context, viewer, id store.ID) error {
 	m, err := s.ownMessage(ctx, viewer, id)
 	if err != nil {
@@ -169,6 +169,7 @@ func (s *Service) DeleteMessage(ctx context.Context, viewer, id store.ID) error 
 	}
 	// A stored job's retraction tells the inboxes it reached.
 	s.fanout.enqueueNotice(s.noticeOf(store.EventDeleted, m, job != nil && job.Layout.Stores()))
+	s.deleteReposts(ctx, m)
 	return nil
 }
 

@@ -49,3 +49,93 @@ func (tr *timelineRead) ownPage(ctx context.Context, r store.Range) ([]store.Inb
 		}
 	}
 }
+
+// repostsPage is how many reposts of a deleted message are read at a time.
+const repostsPage = 100
+
+// deleteReposts deletes the live reposts of m, a message just deleted, each
+// through the deletion every message takes (a retraction job where
+// inboxes are stored, notices), so that they leave every timeline: a
+// repost stands for its original, and shows nothing once it is gone. A
+// message that counts no reposts is not looked up (one query asking every
+// shard on a sharded MongoDB). A failure, or a crash, leaves reposts of a
+// deleted message behind; a timeline read that meets one skips it and
+// deletes it then (liveOriginals), so the failure is logged, not returned:
+// the message itself is deleted.
+func (s *Service) deleteReposts(ctx context.Context, m *store.Message) {
+	if m.Kind == store.KindRepost || m.RepostCount == 0 {
+		return
+	}
+	from := store.NilID
+	for {
+		rs, err := s.backend.ListReposts(ctx, m.ID, store.Forward(from, repostsPage))
+		if err != nil {
+			s.log.Error("reposts of a deleted message left to timeline reads", "message", m.ID.String(), "err", err)
+			return
+		}
+		for _, r := range rs {
+			if err := s.deleteRepost(ctx, r); err != nil {
+				s.log.Error("reposts of a deleted message left to timeline reads", "message", m.ID.String(), "err", err)
+				return
+			}
+		}
+		if len(rs) < repostsPage {
+			return
+		}
+		from = rs[len(rs)-1].ID
+	}
+}
+
+// deleteRepost deletes repost r as its author's deletion does; one deleted
+// meanwhile is no error.
+func (s *Service) deleteRepost(ctx context.Context, r *store.Message) error {
+	var job *storage.Job
+	if (s.layout.Stores() || s.layout == storage.LayoutCache) && !r.Pulled {
+		job = &storage.Job{ID: r.ID, Kind: storage.JobRetract, Layout: s.layout, MessageID: r.ID, AuthorID: r.AuthorID, CreatedAt: r.CreatedAt}
+	}
+	err := s.backend.DeleteMessage(ctx, r.ID, job)
+	if store.ErrorCode(err) == store.ENOTFOUND {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if job != nil {
+		s.fanout.enqueue(job)
+	}
+	s.fanout.enqueueNotice(s.noticeOf(store.EventDeleted, r, job != nil && job.Layout.Stores()))
+	return nil
+}
+
+// liveOriginals sets to nil, in msgs (a timeline page's messages), each
+// repost whose original is missing or deleted, so the page skips it as it
+// skips a deleted message, and deletes that repost: the repair of a
+// deletion whose reposts were not all deleted (a crash between the two, or
+// a repost stored while its original was being deleted). It reads the
+// originals in one call, and nothing for a page without reposts.
+func (s *Service) liveOriginals(ctx context.Context, msgs []*store.Message) error {
+	var at []int
+	var keys []store.MessageKey
+	for i, m := range msgs {
+		if m != nil && m.Kind == store.KindRepost {
+			at = append(at, i)
+			keys = append(keys, store.MessageKey{ID: m.RepostOfID, AuthorID: m.RepostOfAuthorID})
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	originals, err := s.backend.FindMessagesByKeys(ctx, keys)
+	if err != nil {
+		return err
+	}
+	for k, i := range at {
+		if originals[k] != nil {
+			continue
+		}
+		if err := s.deleteRepost(ctx, msgs[i]); err != nil {
+			s.log.Error("a repost of a deleted message not deleted; the next read tries again", "message", msgs[i].ID.String(), "err", err)
+		}
+		msgs[i] = nil
+	}
+	return nil
+}

@@ -186,11 +186,12 @@ func (c *callCounter) take() (map[string]int, int) {
 	return out, n
 }
 
-// testHomeRuleCosts measures what the rule of reposts at home costs in
-// storage calls (a round trip each on MongoDB): one FindFollowers a chunk
-// of a repost's delivery, none for a repost of one's own; outside fan-out
-// on read, a page holding one's own reposts of others one FindFollowing
-// more, and one more read of one's outbox if that drops one.
+// testHomeRuleCosts measures what reposts at home cost in storage calls (a
+// round trip each on MongoDB): one FindFollowers a chunk of a repost's
+// delivery, none for a repost of one's own; a page holding reposts one
+// read of their originals (a repost of a deleted message is skipped);
+// outside fan-out on read, a page holding one's own reposts of others one
+// FindFollowing more, and one more read of one's outbox if that drops one.
 func testHomeRuleCosts(t *testing.T, open OpenFunc) {
 	counter := &callCounter{calls: map[string]int{}}
 	b, c := openBackend(t, open), newClock()
@@ -267,9 +268,26 @@ func testHomeRuleCosts(t *testing.T, open OpenFunc) {
 	calls, dropped, items := page()
 	assert.NotContains(t, items, ofBoRepost.ID, "one's own repost of a followee is not")
 	assert.Equal(t, 1, calls["FindFollowing"])
+	assert.Equal(t, 2, calls["FindMessagesByKeys"], "the page's messages, then its reposts' originals")
 	t.Logf("a page of 50: %d storage calls; with one's own repost of a stranger %d; and of a followee %d (outbox read again)", plainN, kept, dropped)
-	assert.Equal(t, plainN+1, kept, "one FindFollowing")
-	assert.Equal(t, plainN+2, dropped, "one FindFollowing and the own outbox read again")
+	assert.Equal(t, plainN+2, kept, "one FindFollowing, and the originals read to skip a repost of a deleted one")
+	assert.Equal(t, plainN+3, dropped, "and the own outbox read again")
+
+	// Deleting a message: its reposts are listed only if it counts some.
+	plain, err := svc.PostMessage(ctx, stranger.ID, service.PostInput{Text: "never reposted"})
+	require.NoError(t, err)
+	waitIdle(t, svc)
+	counter.take()
+	require.NoError(t, svc.DeleteMessage(ctx, stranger.ID, plain.ID))
+	waitIdle(t, svc)
+	calls, plainDel := counter.take()
+	assert.Zero(t, calls["ListReposts"], "a message with no reposts is not looked up")
+	require.NoError(t, svc.DeleteMessage(ctx, stranger.ID, ofStranger.ID))
+	waitIdle(t, svc)
+	calls, reposted := counter.take()
+	assert.Equal(t, 1, calls["ListReposts"])
+	assert.Equal(t, 2, calls["DeleteMessage"], "the message and its one repost")
+	t.Logf("deleting a message, its retraction included: %d storage calls; with one repost %d", plainDel, reposted)
 }
 
 // testListReposts checks ListReposts: a message's live reposts, newest
@@ -309,4 +327,95 @@ func testListReposts(t *testing.T, open OpenFunc) {
 	none, err := b.ListReposts(ctx, r1.ID, store.Forward(store.NilID, 10))
 	require.NoError(t, err)
 	assert.Empty(t, none, "a repost has no reposts")
+}
+
+// testRepostsOfDeleted checks, under every strategy, that deleting a
+// message deletes its reposts, so they leave every timeline and its counts;
+// and that reposts left behind by a deletion interrupted after the
+// original (as a crash leaves them) are skipped by the first timeline read
+// that meets them, which deletes them, pages staying full.
+func testRepostsOfDeleted(t *testing.T, open OpenFunc) {
+	for _, st := range service.Strategies {
+		t.Run(string(st), func(t *testing.T) {
+			b, c := openBackend(t, open), newClock()
+			opts := service.Options{Strategy: st}
+			svc, _ := newServiceWith(t, b, c, opts)
+			ann, bo, r1, r2, f1, f2 := mustSignUp(t, svc, "del_ann"), mustSignUp(t, svc, "del_bo"), mustSignUp(t, svc, "del_r1"), mustSignUp(t, svc, "del_r2"), mustSignUp(t, svc, "del_f1"), mustSignUp(t, svc, "del_f2")
+			for _, f := range [][2]*store.User{{f1, r1}, {f1, bo}, {f2, r1}, {f2, r2}} {
+				_, err := svc.Follow(ctx, f[0].ID, f[1].ID)
+				require.NoError(t, err)
+			}
+			labels := make(map[store.ID]string)
+			postAs := func(u *store.User, text string) *store.Message {
+				m, err := svc.PostMessage(ctx, u.ID, service.PostInput{Text: text})
+				require.NoError(t, err)
+				labels[m.ID] = text
+				return m
+			}
+			postAs(bo, "bo 0")
+			gone, crashed := postAs(ann, "gone"), postAs(ann, "crashed")
+			postAs(bo, "bo 1")
+			waitIdle(t, svc)
+			restart := func() {
+				t.Helper()
+				cctx, cancel := contextWithTimeout()
+				defer cancel()
+				require.NoError(t, svc.Close(cctx))
+				svc, _ = newServiceWith(t, b, c, opts)
+				waitIdle(t, svc)
+			}
+			for _, rp := range []struct {
+				who  *store.User
+				orig *store.Message
+			}{{r1, gone}, {r2, gone}, {r1, crashed}} {
+				m := storeRepost(t, b, c, st.Layout(), rp.who.ID, rp.orig)
+				labels[m.ID] = rp.who.Handle[len("del_"):] + " reposts " + labels[rp.orig.ID]
+			}
+			postAs(bo, "bo 2")
+			restart() // the reposts' jobs run
+			require.Equal(t, homeTimeline{Items: []string{"r1 reposts crashed", "r2 reposts gone", "r1 reposts gone"}, Total: 3, Unread: 3},
+				labelled(t, svc, f2.ID, labels))
+
+			require.NoError(t, svc.DeleteMessage(ctx, ann.ID, gone.ID))
+			waitIdle(t, svc)
+			left, err := b.ListReposts(ctx, gone.ID, store.Forward(store.NilID, 10))
+			require.NoError(t, err)
+			assert.Empty(t, left, "the original's deletion deleted its reposts")
+			assert.Equal(t, homeTimeline{Items: []string{"bo 2", "r1 reposts crashed", "bo 1", "bo 0"}, Total: 4, Unread: 4}, labelled(t, svc, f1.ID, labels))
+			assert.Equal(t, homeTimeline{Items: []string{"r1 reposts crashed"}, Total: 1, Unread: 1}, labelled(t, svc, f2.ID, labels))
+			r2Msgs, err := svc.Messages(ctx, r2.ID, store.Forward(store.NilID, 10))
+			require.NoError(t, err)
+			assert.Empty(t, r2Msgs.Messages, "the reposter's own timeline has lost it too")
+
+			// A crash between the original's deletion and its reposts':
+			// the original is deleted as the service deletes it, and the
+			// process restarts.
+			var retract *storage.Job
+			if l := st.Layout(); l.Stores() || l == storage.LayoutCache {
+				retract = newRetractJob(crashed, l)
+			}
+			require.NoError(t, b.DeleteMessage(ctx, crashed.ID, retract))
+			restart()
+			left, err = b.ListReposts(ctx, crashed.ID, store.Forward(store.NilID, 10))
+			require.NoError(t, err)
+			require.Len(t, left, 1, "the repost is left behind")
+			page, err := svc.Inbox(ctx, f1.ID, store.Forward(store.NilID, 2))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"bo 2", "bo 1"}, pageLabels(page, labels), "the read skips the repost of a deleted message, and the page stays full")
+			waitIdle(t, svc)
+			left, err = b.ListReposts(ctx, crashed.ID, store.Forward(store.NilID, 10))
+			require.NoError(t, err)
+			assert.Empty(t, left, "the read deleted it")
+			assert.Equal(t, homeTimeline{Items: []string{"bo 2", "bo 1", "bo 0"}, Total: 3, Unread: 3}, labelled(t, svc, f1.ID, labels))
+			assert.Equal(t, homeTimeline{}, labelled(t, svc, f2.ID, labels), "the repair leaves every timeline, and the counts, as a deletion does")
+		})
+	}
+}
+
+func pageLabels(page service.InboxPage, labels map[store.ID]string) []string {
+	var out []string
+	for _, it := range page.Items {
+		out = append(out, labels[it.MessageID])
+	}
+	return out
 }

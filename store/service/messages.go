@@ -187,10 +187,13 @@ type MessagePage struct {
 	HasMore  bool
 }
 
-// Messages returns a page of author's messages, newest first, within r.
+// Messages returns a page of author's messages, newest first, within r;
+// a repost whose original is gone is left out (and deleted).
 func (s *Service) Messages(ctx context.Context, author store.ID, r store.Range) (MessagePage, error) {
 	ms, more, err := readPage(r, func(r store.Range) ([]*store.Message, error) {
-		return s.backend.FindMessages(ctx, storage.MessageFilter{AuthorID: author, Range: r})
+		return s.withLiveOriginals(ctx, r, func(r store.Range) ([]*store.Message, error) {
+			return s.backend.FindMessages(ctx, storage.MessageFilter{AuthorID: author, Range: r})
+		})
 	})
 	return MessagePage{Messages: ms, HasMore: more}, err
 }

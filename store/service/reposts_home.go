@@ -139,3 +139,31 @@ func (s *Service) liveOriginals(ctx context.Context, msgs []*store.Message) erro
 	}
 	return nil
 }
+
+// withLiveOriginals reads messages within r with read, as readPage does,
+// leaving out (and deleting, see liveOriginals) the reposts whose original
+// is gone, and reading on past them so the page stays full.
+func (s *Service) withLiveOriginals(ctx context.Context, r store.Range, read func(store.Range) ([]*store.Message, error)) ([]*store.Message, error) {
+	var out []*store.Message
+	for {
+		ms, err := read(r)
+		if err != nil || len(ms) == 0 {
+			return out, err
+		}
+		last := ms[len(ms)-1].ID
+		if err := s.liveOriginals(ctx, ms); err != nil {
+			return nil, err
+		}
+		kept := 0
+		for _, m := range ms {
+			if m != nil {
+				out = append(out, m)
+				kept++
+			}
+		}
+		if len(ms) < r.Limit || kept == len(ms) {
+			return out, nil
+		}
+		r.From, r.Limit = last, r.Limit-kept
+	}
+}

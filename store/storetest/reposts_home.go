@@ -355,6 +355,7 @@ func testRepostsOfDeleted(t *testing.T, open OpenFunc) {
 			postAs(bo, "bo 0")
 			gone, crashed := postAs(ann, "gone"), postAs(ann, "crashed")
 			postAs(bo, "bo 1")
+			postAs(r1, "r1 post")
 			waitIdle(t, svc)
 			restart := func() {
 				t.Helper()
@@ -367,13 +368,13 @@ func testRepostsOfDeleted(t *testing.T, open OpenFunc) {
 			for _, rp := range []struct {
 				who  *store.User
 				orig *store.Message
-			}{{r1, gone}, {r2, gone}, {r1, crashed}} {
+			}{{r1, gone}, {r2, gone}, {r1, crashed}, {r2, crashed}} {
 				m := storeRepost(t, b, c, st.Layout(), rp.who.ID, rp.orig)
 				labels[m.ID] = rp.who.Handle[len("del_"):] + " reposts " + labels[rp.orig.ID]
 			}
 			postAs(bo, "bo 2")
 			restart() // the reposts' jobs run
-			require.Equal(t, homeTimeline{Items: []string{"r1 reposts crashed", "r2 reposts gone", "r1 reposts gone"}, Total: 3, Unread: 3},
+			require.Equal(t, homeTimeline{Items: []string{"r2 reposts crashed", "r1 reposts crashed", "r2 reposts gone", "r1 reposts gone", "r1 post"}, Total: 5, Unread: 5},
 				labelled(t, svc, f2.ID, labels))
 
 			require.NoError(t, svc.DeleteMessage(ctx, ann.ID, gone.ID))
@@ -381,11 +382,11 @@ func testRepostsOfDeleted(t *testing.T, open OpenFunc) {
 			left, err := b.ListReposts(ctx, gone.ID, store.Forward(store.NilID, 10))
 			require.NoError(t, err)
 			assert.Empty(t, left, "the original's deletion deleted its reposts")
-			assert.Equal(t, homeTimeline{Items: []string{"bo 2", "r1 reposts crashed", "bo 1", "bo 0"}, Total: 4, Unread: 4}, labelled(t, svc, f1.ID, labels))
-			assert.Equal(t, homeTimeline{Items: []string{"r1 reposts crashed"}, Total: 1, Unread: 1}, labelled(t, svc, f2.ID, labels))
+			assert.Equal(t, homeTimeline{Items: []string{"bo 2", "r1 reposts crashed", "r1 post", "bo 1", "bo 0"}, Total: 5, Unread: 5}, labelled(t, svc, f1.ID, labels))
+			assert.Equal(t, homeTimeline{Items: []string{"r2 reposts crashed", "r1 reposts crashed", "r1 post"}, Total: 3, Unread: 3}, labelled(t, svc, f2.ID, labels))
 			r2Msgs, err := svc.Messages(ctx, r2.ID, store.Forward(store.NilID, 10))
 			require.NoError(t, err)
-			assert.Empty(t, r2Msgs.Messages, "the reposter's own timeline has lost it too")
+			assert.Equal(t, []string{"r2 reposts crashed"}, messageLabels(r2Msgs.Messages, labels), "the reposter's own timeline has lost it too")
 
 			// A crash between the original's deletion and its reposts':
 			// the original is deleted as the service deletes it, and the
@@ -398,18 +399,33 @@ func testRepostsOfDeleted(t *testing.T, open OpenFunc) {
 			restart()
 			left, err = b.ListReposts(ctx, crashed.ID, store.Forward(store.NilID, 10))
 			require.NoError(t, err)
-			require.Len(t, left, 1, "the repost is left behind")
-			page, err := svc.Inbox(ctx, f1.ID, store.Forward(store.NilID, 2))
+			require.Len(t, left, 2, "the reposts are left behind")
+			// The reposter's own messages skip theirs, and delete it.
+			r1Msgs, err := svc.Messages(ctx, r1.ID, store.Forward(store.NilID, 1))
 			require.NoError(t, err)
-			assert.Equal(t, []string{"bo 2", "bo 1"}, pageLabels(page, labels), "the read skips the repost of a deleted message, and the page stays full")
+			assert.Equal(t, []string{"r1 post"}, messageLabels(r1Msgs.Messages, labels), "the page stays full")
+			assert.False(t, r1Msgs.HasMore)
+			// A home timeline skips the other, and deletes it.
+			page, err := svc.Inbox(ctx, f2.ID, store.Forward(store.NilID, 1))
+			require.NoError(t, err)
+			assert.Equal(t, []string{"r1 post"}, pageLabels(page, labels), "the read skips the reposts of a deleted message, and the page stays full")
 			waitIdle(t, svc)
 			left, err = b.ListReposts(ctx, crashed.ID, store.Forward(store.NilID, 10))
 			require.NoError(t, err)
-			assert.Empty(t, left, "the read deleted it")
-			assert.Equal(t, homeTimeline{Items: []string{"bo 2", "bo 1", "bo 0"}, Total: 3, Unread: 3}, labelled(t, svc, f1.ID, labels))
-			assert.Equal(t, homeTimeline{}, labelled(t, svc, f2.ID, labels), "the repair leaves every timeline, and the counts, as a deletion does")
+			assert.Empty(t, left, "the reads deleted them")
+			assert.Equal(t, homeTimeline{Items: []string{"bo 2", "r1 post", "bo 1", "bo 0"}, Total: 4, Unread: 4}, labelled(t, svc, f1.ID, labels))
+			assert.Equal(t, homeTimeline{Items: []string{"r1 post"}, Total: 1, Unread: 1}, labelled(t, svc, f2.ID, labels),
+				"the repair leaves every timeline, and the counts, as a deletion does")
 		})
 	}
+}
+
+func messageLabels(ms []*store.Message, labels map[store.ID]string) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, labels[m.ID])
+	}
+	return out
 }
 
 func pageLabels(page service.InboxPage, labels map[store.ID]string) []string {
@@ -418,4 +434,33 @@ func pageLabels(page service.InboxPage, labels map[store.ID]string) []string {
 		out = append(out, labels[it.MessageID])
 	}
 	return out
+}
+
+// testRepostJob checks that a repost's JobDeliver keeps the original's
+// author (RepostOfAuthorID) when stored and after a chunk, as a reply's
+// keeps the user it answers: a job resumed after a restart applies the
+// home timeline's rule as the first run did.
+func testRepostJob(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
+	author, other, owner := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+	orig := storeMessage(t, b, c, other.ID)
+	r := newRepost(c, author.ID, orig)
+	job := newDeliverJob(r, l)
+	job.RepostOfAuthorID = other.ID
+	require.NoError(t, b.CreateMessage(ctx, r, job))
+	reply := newMessage(c, author.ID, "reply")
+	reply.Kind, reply.ReplyToID, reply.ReplyToAuthorID, reply.RootID, reply.RootAuthorID = store.KindReply, orig.ID, other.ID, orig.ID, other.ID
+	replyJob := newDeliverJob(reply, l)
+	replyJob.ReplyToAuthorID = other.ID
+	require.NoError(t, b.CreateMessage(ctx, reply, replyJob))
+	pending, err := b.PendingJobs(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []*storage.Job{job, replyJob}, pending)
+
+	_, err = b.DeliverInbox(ctx, storage.Delivery{Job: job, Owners: []store.ID{owner.ID}, At: c.Now(), Cursor: owner.ID[:]})
+	require.NoError(t, err)
+	pending, err = b.PendingJobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, pending, 2)
+	assert.Equal(t, other.ID, pending[0].RepostOfAuthorID, "kept with the job's progress")
+	assert.Equal(t, owner.ID[:], pending[0].Cursor)
 }

@@ -264,6 +264,7 @@ func testHomeRuleCosts(t *testing.T, open OpenFunc) {
 	restart()
 	calls, withRepost, items := page()
 	assert.Contains(t, items, annStranger.ID)
+	assert.Equal(t, 2, calls["FindMessagesByKeys"], "the page's messages, then its reposts' originals")
 	assert.Equal(t, plainN+1, withRepost, "the reposts' originals, read once")
 	ofStrangerRepost := storeRepost(t, b, c, storage.LayoutBuckets, reader.ID, ofStranger)
 	restart()

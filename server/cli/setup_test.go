@@ -31,6 +31,7 @@ var indexLines = []string{
 	`index users.attributes {"at.k":1,"at.v":1,"_id":1}: usersByAttribute`,
 	`index followers.edge {"u":1,"o":1}: one edge per pair; lists u's followers in o order, covered, for fan-out`,
 	`index messages.outbox {"a":1,"_id":-1}: an author's messages newest first`,
+	`index messages.repostsOf {"ro":1,"_id":-1}: a message's reposts newest first (ListReposts`,
 	`index buckets.bucket {"o":1,"k":1}: one document per (owner, first message)`,
 	`index entries.entry {"o":1,"m":1}: one entry per (owner, message)`,
 	`index caches.expiry {"x":1}: idle users' cached inboxes expire`,
@@ -46,7 +47,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		for _, l := range indexLines {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 25, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.Equal(t, 26, strings.Count(out, `db.runCommand({"createIndexes"`), out)
 		assert.NotContains(t, out, "shardCollection")
 		assert.NotContains(t, out, "enableSharding")
 	})

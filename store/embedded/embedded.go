@@ -83,6 +83,7 @@ const (
 	pLiked    = 'k'
 	pReplies  = 't'
 	pReposted = 'R'
+	pReposts  = 'P'
 )
 
 // Options configure the embedded backend.

@@ -16,8 +16,8 @@ import (
 // The outbox index value holds what fan-out on read needs of a message, so
 // that FindOutbox and CountOutbox decode no message document: its creation
 // time (Unix ms), whether it is pulled and, for a reply to another user, that
-// user (the rule of replies at home), or for a repost, the reposted message
-// and its author (a reader's dedupe of reposts). A value of outboxSize
+// user, or for a repost, the reposted message and its author: what the
+// home timeline's rule (storage.HomeRule) reads. A value of outboxSize
 // bytes is a post, a reply to oneself, or a message stored before replies
 // were told apart; the three forms differ in length.
 const (
@@ -67,8 +67,8 @@ func decodeOutbox(author, id store.ID, v []byte) (outboxRow, error) {
 	return row, nil
 }
 
-func (r outboxRow) matches(f storage.PullFilter, replies *storage.ReplyRule) bool {
-	if !replies.Keeps(r.entry.AuthorID, r.replyTo) {
+func (r outboxRow) matches(f storage.PullFilter, home *storage.HomeRule) bool {
+	if !home.Keeps(r.entry.AuthorID, r.replyTo, r.repostOf.AuthorID) {
 		return false
 	}
 	switch f {
@@ -102,7 +102,7 @@ func (h *outboxHeap) Pop() any {
 // nextOutbox returns author's row nearest to from (NilID: the newest, or
 // the oldest when up) on the side the reading goes, below from or (up)
 // above it, that passes the filter, using the shared iterator it.
-func nextOutbox(it *pebble.Iterator, author, from store.ID, up bool, f storage.PullFilter, replies *storage.ReplyRule) (outboxRow, bool, error) {
+func nextOutbox(it *pebble.Iterator, author, from store.ID, up bool, f storage.PullFilter, home *storage.HomeRule) (outboxRow, bool, error) {
 	p := key(pOutbox, author)
 	var ok bool
 	switch {
@@ -125,7 +125,7 @@ func nextOutbox(it *pebble.Iterator, author, from store.ID, up bool, f storage.P
 		if err != nil {
 			return row, false, err
 		}
-		if row.matches(f, replies) {
+		if row.matches(f, home) {
 			return row, true, nil
 		}
 	}
@@ -157,7 +157,7 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 			return nil, ctx.Err()
 		}
 		done[a] = struct{}{}
-		row, ok, err := nextOutbox(it, a, f.From, up, f.Pulled, f.Replies)
+		row, ok, err := nextOutbox(it, a, f.From, up, f.Pulled, f.Home)
 		if err != nil {
 			return nil, err
 		} else if ok {
@@ -170,7 +170,7 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 		top := h.rows[0]
 		out = append(out, storage.OutboxEntry{InboxEntry: top.entry, ReplyToAuthorID: top.replyTo,
 			RepostOfID: top.repostOf.ID, RepostOfAuthorID: top.repostOf.AuthorID})
-		row, ok, err := nextOutbox(it, top.entry.AuthorID, top.entry.MessageID, up, f.Pulled, f.Replies)
+		row, ok, err := nextOutbox(it, top.entry.AuthorID, top.entry.MessageID, up, f.Pulled, f.Home)
 		if err != nil {
 			return nil, err
 		}
@@ -220,7 +220,7 @@ func (s *Store) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, e
 			return 0, fmt.Errorf("embedded iter: %w", err)
 		}
 		for ok := it.First(); ok; ok = it.Next() {
-			if f.Pulled == storage.AnyMessage && f.Replies == nil {
+			if f.Pulled == storage.AnyMessage && f.Home == nil {
 				n++
 				continue
 			}
@@ -231,7 +231,7 @@ func (s *Store) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, e
 				it.Close()
 				return 0, err
 			}
-			if row.matches(f.Pulled, f.Replies) {
+			if row.matches(f.Pulled, f.Home) {
 				n++
 			}
 		}

@@ -17,7 +17,9 @@ import (
 // the original is live, as a reply changes its parent's ReplyCount
 // (threads.go). The key is the one-repost-per-user guard (CreateMessage
 // refuses a repost while it exists) and FindReposts' answer, read without
-// the repost's record.
+// the repost's record. A second key, P <original> <repost>, written and
+// removed in the same batches, lists a message's live reposts
+// (ListReposts), so that deleting a message finds them.
 //
 // The key and the original's record change under the original's stripe
 // (lockKeys), so two reposts of one message by one user are serial: the
@@ -60,11 +62,13 @@ func (s *Store) writeRepost(b *pebble.Batch, m *store.Message, add bool) error {
 	if !isRepost(m) {
 		return nil
 	}
-	k := key(pReposted, m.AuthorID, m.RepostOfID)
+	k, listed := key(pReposted, m.AuthorID, m.RepostOfID), key(pReposts, m.RepostOfID, m.ID)
 	if add {
 		_ = b.Set(k, m.ID[:], nil)
+		_ = b.Set(listed, nil, nil)
 	} else {
 		_ = b.Delete(k, nil)
+		_ = b.Delete(listed, nil)
 	}
 	orig, err := s.findMessage(m.RepostOfID)
 	if store.ErrorCode(err) == store.ENOTFOUND {
@@ -104,4 +108,36 @@ func (s *Store) FindReposts(_ context.Context, user store.ID, originals []store.
 		}
 	}
 	return out, nil
+}
+
+// ListReposts implements storage.Backend from the P keys, as ListReplies
+// reads its index: the keys of up to the page's remaining room at a time,
+// then their messages with one iterator; a repost deleted between the two
+// reads is skipped, and the next keys fill its place.
+func (s *Store) ListReposts(_ context.Context, original store.ID, r store.Range) ([]*store.Message, error) {
+	p := key(pReposts, original)
+	sp := spanOf(p, r, true)
+	it, err := s.db.NewIter(sp.iterOptions())
+	if err != nil {
+		return nil, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	out := make([]*store.Message, 0, min(r.Limit, 1024))
+	ids := make([]store.ID, 0, min(r.Limit, 1024))
+	for ok := sp.first(it); ok && len(out) < r.Limit; {
+		ids = ids[:0]
+		for ; ok && len(ids) < r.Limit-len(out); ok = sp.next(it) {
+			ids = append(ids, idAfter(p, it.Key()))
+		}
+		ms, err := findDocs(s, []byte{pMessage}, ids, decodeMessage)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			if m != nil {
+				out = append(out, m)
+			}
+		}
+	}
+	return out, it.Error()
 }

@@ -427,7 +427,7 @@ func (s *Store) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, e
 
 func outboxFilter(f storage.OutboxFilter) bson.D {
 	filter := bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: oids(f.Authors)}}}, live}
-	if r := f.Replies; r != nil {
+	if r := f.Home; r != nil {
 		// A reply to oneself has ra equal to a, one of the authors, who
 		// are among the users shown.
 		shown := append(oids(r.Shown), oid(r.Reader))
@@ -435,7 +435,7 @@ func outboxFilter(f storage.OutboxFilter) bson.D {
 			bson.D{{Key: "ra", Value: bson.D{{Key: "$exists", Value: false}}}},
 			bson.D{{Key: "ra", Value: bson.D{{Key: "$in", Value: shown}}}},
 			bson.D{{Key: "a", Value: oid(r.Reader)}},
-		}})
+		}}, bson.E{Key: "roa", Value: bson.D{{Key: "$nin", Value: shown}}}) // $nin passes a message with no roa: all but reposts
 	}
 	switch f.Pulled {
 	case storage.PushedOnly:

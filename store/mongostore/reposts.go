@@ -171,3 +171,16 @@ func (s *Store) FindReposts(ctx context.Context, user store.ID, originals []stor
 	}
 	return out, nil
 }
+
+// ListReposts implements storage.Backend through the partial index
+// messages (ro, _id), as ListReplies reads a message's replies: one query,
+// the reposts' documents themselves (the guards in reposts may be stale).
+func (s *Store) ListReposts(ctx context.Context, original store.ID, r store.Range) ([]*store.Message, error) {
+	cond, sort := idRange("_id", r, true)
+	filter := append(bson.D{{Key: "ro", Value: oid(original)}, live}, cond...)
+	opts := options.Find().SetSort(sort)
+	if r.Limit > 0 {
+		opts.SetLimit(int64(r.Limit))
+	}
+	return s.findMessages(ctx, filter, opts)
+}

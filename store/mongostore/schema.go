@@ -197,6 +197,8 @@ var indexes = []index{
 		"a message's replies oldest first (ListReplies); partial, so only replies are indexed; messages are sharded by author, so it asks every shard"),
 	idx(collMessages, bson.D{{Key: "a", Value: 1}, {Key: "ro", Value: 1}}, options.Index().SetName("reposts").SetPartialFilterExpression(bson.D{{Key: "ro", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"a user's reposts of a page's messages (FindReposts: viewerHasReposted, unrepost); partial, so only reposts are indexed; names the shard key's prefix"),
+	idx(collMessages, bson.D{{Key: "ro", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("repostsOf").SetPartialFilterExpression(bson.D{{Key: "ro", Value: bson.D{{Key: "$exists", Value: true}}}}),
+		"a message's reposts newest first (ListReposts: deleting a message deletes them); partial, so only reposts are indexed; messages are sharded by author, so it asks every shard"),
 	idx(collReposts, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, options.Index().SetName("repost").SetUnique(true),
 		"one repost per (user, message): a second is refused by a duplicate key"),
 	idx(collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("like").SetUnique(true),

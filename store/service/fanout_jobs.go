@@ -63,7 +63,7 @@ func (f *fanout) deliver(ctx context.Context, j *storage.Job, next **followerPag
 	if err != nil {
 		return false, err
 	}
-	owners, err := f.replyReaders(ctx, j.AuthorID, j.ReplyToAuthorID, fs)
+	owners, err := f.homeReaders(ctx, j.AuthorID, j.ReplyToAuthorID, j.RepostOfAuthorID, fs)
 	if err != nil {
 		return false, err
 	}
@@ -94,20 +94,39 @@ func (f *fanout) deliver(ctx context.Context, j *storage.Job, next **followerPag
 	return d.Done, nil
 }
 
-// replyReaders returns the followers among fs whose home timeline shows a
-// message by author replying to replyTo (NilID: a post): all of them, but
-// for a reply to another user, only that user and those who follow them.
-func (f *fanout) replyReaders(ctx context.Context, author, replyTo store.ID, fs []store.ID) ([]store.ID, error) {
-	if replyTo.IsZero() || replyTo == author || len(fs) == 0 {
-		return fs, nil
+// homeReaders returns the users among owners whose home timeline shows a
+// message by author replying to a message of replyTo or reposting one of
+// repostOf (NilID for a post), by the home timeline's rule
+// (storage.HomeRule): for a reply to another user, only that user, the
+// author, and those who follow that user; for a repost, all but the
+// original's author and those who follow them. One FindFollowers checks
+// them all; a post or a reply to oneself needs none. The rule reads only
+// the follow graph, so a chunk run again after a crash chooses the same.
+func (f *fanout) homeReaders(ctx context.Context, author, replyTo, repostOf store.ID, owners []store.ID) ([]store.ID, error) {
+	x := replyTo
+	if x == author {
+		x = store.NilID // a reply to oneself
 	}
-	follows, err := f.s.backend.FindFollowers(ctx, replyTo, fs)
+	if !repostOf.IsZero() {
+		x = repostOf
+	}
+	if x.IsZero() || len(owners) == 0 {
+		return owners, nil
+	}
+	if x == author && !repostOf.IsZero() {
+		return nil, nil // a repost of one's own: its readers all follow its author
+	}
+	follows, err := f.s.backend.FindFollowers(ctx, x, owners)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.ID, 0, len(fs))
-	for i, o := range fs {
-		if follows[i] || o == replyTo {
+	out := make([]store.ID, 0, len(owners))
+	for i, o := range owners {
+		shows := follows[i] || o == x || o == author
+		if !repostOf.IsZero() {
+			shows = !follows[i] && o != x
+		}
+		if shows {
 			out = append(out, o)
 		}
 	}
@@ -236,14 +255,14 @@ func (f *fanout) backfill(ctx context.Context, j *storage.Job) ([]store.InboxEnt
 	}
 	filter := storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, limit), Pulled: s.strategy.pullFilter()}
 	if j.Kind == storage.JobRebuild {
-		filter.Replies = storage.NewReplyRule(j.OwnerID, authors)
+		filter.Home = storage.NewHomeRule(j.OwnerID, authors)
 	}
 	es, err := b.FindOutbox(ctx, filter)
 	if err != nil {
 		return nil, err
 	}
 	if j.Kind == storage.JobFollow {
-		if es, err = f.followedReplies(ctx, j.OwnerID, es); err != nil {
+		if es, err = f.shownAtHome(ctx, j.OwnerID, es); err != nil {
 			return nil, err
 		}
 	}
@@ -259,13 +278,21 @@ func (f *fanout) backfill(ctx context.Context, j *storage.Job) ([]store.InboxEnt
 	return entries, nil
 }
 
-// followedReplies returns es without the replies to other users that
-// owner does not follow, as the rule of replies at home wants: the entries
-// a follow's backfill brings.
-func (f *fanout) followedReplies(ctx context.Context, owner store.ID, es []storage.OutboxEntry) ([]storage.OutboxEntry, error) {
+// shownAtHome returns es without what the home timeline's rule leaves out
+// for owner: the replies to other users owner does not follow, and the
+// reposts of owner's messages or of users owner follows. These are the
+// entries a follow's backfill brings; one FindFollowing checks them all.
+func (f *fanout) shownAtHome(ctx context.Context, owner store.ID, es []storage.OutboxEntry) ([]storage.OutboxEntry, error) {
 	var targets []store.ID
 	for _, e := range es {
-		if x := e.ReplyToAuthorID; !x.IsZero() && x != e.AuthorID && x != owner && !slices.Contains(targets, x) {
+		x := e.ReplyToAuthorID
+		if x == e.AuthorID {
+			x = store.NilID // a reply to oneself
+		}
+		if !e.RepostOfAuthorID.IsZero() {
+			x = e.RepostOfAuthorID
+		}
+		if !x.IsZero() && x != owner && !slices.Contains(targets, x) {
 			targets = append(targets, x)
 		}
 	}
@@ -282,8 +309,10 @@ func (f *fanout) followedReplies(ctx context.Context, owner store.ID, es []stora
 			shown = append(shown, x)
 		}
 	}
-	rule := storage.NewReplyRule(owner, shown)
-	return slices.DeleteFunc(es, func(e storage.OutboxEntry) bool { return !rule.Keeps(e.AuthorID, e.ReplyToAuthorID) }), nil
+	rule := storage.NewHomeRule(owner, shown)
+	return slices.DeleteFunc(es, func(e storage.OutboxEntry) bool {
+		return !rule.Keeps(e.AuthorID, e.ReplyToAuthorID, e.RepostOfAuthorID)
+	}), nil
 }
 
 // publish tells the owners of changes of the change, each on j's message

@@ -18,7 +18,10 @@ type notice struct {
 	message store.ID
 	author  store.ID
 	replyTo store.ID // the user a reply answers: its followers' readers are those who follow that user too
-	readers noticeReaders
+	// repostOf is the author of the message a repost stands for: its
+	// readers are those who neither follow that user nor are them.
+	repostOf store.ID
+	readers  noticeReaders
 	// toldAuthor is set once the author's event is out, so that a retry
 	// does not tell them twice.
 	toldAuthor bool
@@ -46,7 +49,7 @@ const (
 // fanned is true (a stored job tells the readers), else for the author and
 // the message's readers.
 func (s *Service) noticeOf(t store.EventType, m *store.Message, fanned bool) *notice {
-	n := &notice{event: t, message: m.ID, author: m.AuthorID, replyTo: m.ReplyToAuthorID}
+	n := &notice{event: t, message: m.ID, author: m.AuthorID, replyTo: m.ReplyToAuthorID, repostOf: m.RepostOfAuthorID}
 	switch {
 	case fanned:
 		n.readers = readersAuthor
@@ -89,7 +92,14 @@ func (f *fanout) notify(n *notice) error {
 			return err
 		}
 		if !n.toldAuthor {
-			readers = append([]store.ID{n.author}, readers...)
+			own := []store.ID{n.author}
+			if !n.repostOf.IsZero() {
+				// One's own repost is home under the same rule as others'.
+				if own, err = f.homeReaders(f.ctx, n.author, n.replyTo, n.repostOf, own); err != nil {
+					return err
+				}
+			}
+			readers = append(own, readers...)
 		}
 		evs := make([]store.Event, len(readers))
 		for i, o := range readers {
@@ -128,6 +138,6 @@ func (f *fanout) noticeReaders(ctx context.Context, n *notice) ([]store.ID, []by
 	if len(fs) == f.chunk {
 		next = fs[len(fs)-1][:]
 	}
-	readers, err := f.replyReaders(ctx, n.author, n.replyTo, fs)
+	readers, err := f.homeReaders(ctx, n.author, n.replyTo, n.repostOf, fs)
 	return readers, next, err
 }

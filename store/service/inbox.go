@@ -17,8 +17,9 @@ type InboxPage struct {
 
 // Inbox returns a page of owner's home timeline within r, by the strategy,
 // each item with its message loaded (and a repost's original), and the
-// inbox's counts. Entries whose message, or whose repost's original, was
-// deleted but not yet retracted are skipped.
+// inbox's counts. Entries whose message was deleted but not yet retracted
+// are skipped, and so are reposts whose original is gone (which the read
+// deletes).
 func (s *Service) Inbox(ctx context.Context, owner store.ID, r store.Range) (InboxPage, error) {
 	tr := s.newRead(owner)
 	var page InboxPage
@@ -41,7 +42,7 @@ func (s *Service) Inbox(ctx context.Context, owner store.ID, r store.Range) (Inb
 }
 
 // fill reads the items of page, loading their messages and reading on
-// past deleted ones. Counts the first read gives go into page.Counts.
+// past deleted ones and reposts of deleted ones. Counts the first read gives go into page.Counts.
 func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r store.Range) error {
 	limit := r.Limit
 	for first := true; ; first = false {
@@ -66,7 +67,7 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 		if err != nil {
 			return err
 		}
-		originals, err := s.originalsOf(ctx, msgs)
+		originals, err := s.liveOriginals(ctx, msgs)
 		if err != nil {
 			return err
 		}
@@ -77,13 +78,12 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 			page.Items = items[:0]
 		}
 		for i := range items {
-			// A repost whose original is gone is skipped as a deleted
-			// message is: it has nothing to show.
-			if msgs[i] != nil && (msgs[i].Kind != store.KindRepost || originals[i] != nil) {
+			if msgs[i] != nil {
 				items[i].Message, items[i].Original = msgs[i], originals[i]
 				page.Items = append(page.Items, items[i])
 			}
 		}
+		page.Items = onePerOriginal(page.Items)
 		if len(items) < want || len(page.Items) > limit {
 			break
 		}
@@ -94,32 +94,6 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 	}
 	page.Items, page.HasMore = trimPage(page.Items, store.Range{Limit: limit, Reverse: r.Reverse})
 	return nil
-}
-
-// originalsOf returns, aligned with msgs, the message each repost among
-// them reposts (nil for the others, and where that message is gone), in one
-// read, and none when msgs hold no repost.
-func (s *Service) originalsOf(ctx context.Context, msgs []*store.Message) ([]*store.Message, error) {
-	var keys []store.MessageKey
-	var at []int
-	for i, m := range msgs {
-		if m != nil && m.Kind == store.KindRepost {
-			keys = append(keys, store.MessageKey{ID: m.RepostOfID, AuthorID: m.RepostOfAuthorID})
-			at = append(at, i)
-		}
-	}
-	originals := make([]*store.Message, len(msgs))
-	if len(keys) == 0 {
-		return originals, nil
-	}
-	found, err := s.backend.FindMessagesByKeys(ctx, keys)
-	if err != nil {
-		return nil, err
-	}
-	for j, i := range at {
-		originals[i] = found[j]
-	}
-	return originals, nil
 }
 
 // MarkInboxRead marks owner's whole inbox read (everything up to its newest

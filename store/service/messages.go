@@ -152,9 +152,9 @@ func (s *Service) EditMessage(ctx context.Context, viewer, id store.ID, text str
 	return m, nil
 }
 
-// DeleteMessage deletes viewer's message. It vanishes from every inbox view
-// at once; where inboxes or caches store it, a durable job then removes the
-// entries and fixes the counts.
+// DeleteMessage deletes viewer's message, and its reposts. It vanishes from
+// every inbox view at once; where inboxes or caches store it, a durable job
+// then removes the entries and fixes the counts.
 func (s *Service) DeleteMessage(ctx context.Context, viewer, id store.ID) error {
 	m, err := s.ownMessage(ctx, viewer, id)
 	if err != nil {
@@ -181,6 +181,7 @@ func (s *Service) deleteMessage(ctx context.Context, m *store.Message) error {
 	}
 	// A stored job's retraction tells the inboxes it reached.
 	s.fanout.enqueueNotice(s.noticeOf(store.EventDeleted, m, job != nil && job.Layout.Stores()))
+	s.deleteReposts(ctx, m)
 	return nil
 }
 
@@ -198,10 +199,13 @@ type MessagePage struct {
 	HasMore  bool
 }
 
-// Messages returns a page of author's messages, newest first, within r.
+// Messages returns a page of author's messages, newest first, within r;
+// a repost whose original is gone is left out (and deleted).
 func (s *Service) Messages(ctx context.Context, author store.ID, r store.Range) (MessagePage, error) {
 	ms, more, err := readPage(r, func(r store.Range) ([]*store.Message, error) {
-		return s.backend.FindMessages(ctx, storage.MessageFilter{AuthorID: author, Range: r})
+		return s.withLiveOriginals(ctx, r, func(r store.Range) ([]*store.Message, error) {
+			return s.backend.FindMessages(ctx, storage.MessageFilter{AuthorID: author, Range: r})
+		})
 	})
 	return MessagePage{Messages: ms, HasMore: more}, err
 }

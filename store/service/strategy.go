@@ -179,16 +179,14 @@ func (r *timelineRead) authors(ctx context.Context) ([]store.ID, error) {
 // The owner's own messages are in every timeline, read from their outbox
 // as a followee's are under fan-out on read: they are there as soon as they
 // are stored, with nothing to deliver (read-your-writes). Under the other
-// strategies that read is one more call, made beside the inbox's.
+// strategies that read is one more call, made beside the inbox's (two or
+// three when the page holds the owner's reposts of others: see ownPage).
 func (tr *timelineRead) page(ctx context.Context, r store.Range) (_ []store.InboxItem, _ store.InboxCounts, ok bool, _ error) {
 	if tr.s.strategy == StrategyRead {
 		items, err := tr.readPage(ctx, r, true)
 		return items, store.InboxCounts{}, false, err
 	}
-	ownPage := beside(func() ([]store.InboxItem, error) {
-		es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{tr.owner}, Range: r})
-		return outboxItems(es), err
-	})
+	ownPage := beside(func() ([]store.InboxItem, error) { return tr.ownPage(ctx, r) })
 	items, c, ok, err := tr.othersPage(ctx, r)
 	own, ownErr := ownPage()
 	if err == nil {
@@ -232,7 +230,7 @@ func (tr *timelineRead) othersPage(ctx context.Context, r store.Range) (_ []stor
 }
 
 // readPage is fan-out on read: the followees' outboxes merged, and the
-// owner's own if withOwn, under the rule of replies at home.
+// owner's own if withOwn, under the home timeline's rule.
 func (tr *timelineRead) readPage(ctx context.Context, r store.Range, withOwn bool) ([]store.InboxItem, error) {
 	followees, err := tr.authors(ctx)
 	if err != nil {
@@ -245,7 +243,7 @@ func (tr *timelineRead) readPage(ctx context.Context, r store.Range, withOwn boo
 	if len(authors) == 0 {
 		return nil, nil
 	}
-	es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: r, Replies: storage.NewReplyRule(tr.owner, followees)})
+	es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: r, Home: storage.NewHomeRule(tr.owner, followees)})
 	return outboxItems(es), err
 }
 
@@ -383,10 +381,10 @@ func (r *timelineRead) counts(ctx context.Context) (store.InboxCounts, error) {
 // hybrid.
 //
 // Under read and cache both counts are counted in the followees' outboxes,
-// under the rule of replies at home: which replies a reader sees depends
-// on whom the reader follows, so no per-author count gives the total.
-// Hybrid's pulled messages are never replies to others (PostMessage pushes
-// those), so their authors' PulledCount is their total.
+// under the home timeline's rule: which replies and reposts a reader sees
+// depends on whom the reader follows, so no per-author count gives the
+// total. Hybrid's pulled messages are never replies to others nor reposts
+// (those are always pushed), so their authors' PulledCount is their total.
 func (r *timelineRead) outboxCounts(ctx context.Context, c store.InboxCounts) (store.InboxCounts, error) {
 	switch r.s.strategy {
 	case StrategyWrite, StrategyBucket:
@@ -424,11 +422,11 @@ func (r *timelineRead) followeeCounts(ctx context.Context, c store.InboxCounts) 
 	if err != nil || len(followees) == 0 {
 		return c, err
 	}
-	rule := storage.NewReplyRule(r.owner, followees)
+	rule := storage.NewHomeRule(r.owner, followees)
 	counted := beside(func() (int, error) {
-		return r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: followees, Replies: rule})
+		return r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: followees, Home: rule})
 	})
-	unread, err := r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: followees, After: c.ReadMark, Replies: rule})
+	unread, err := r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: followees, After: c.ReadMark, Home: rule})
 	total, totalErr := counted()
 	if err == nil {
 		err = totalErr

@@ -114,6 +114,10 @@ type Messages interface {
 	// viewerHasReposted, and the repost that an unrepost deletes. The
 	// author part of a key is not needed.
 	FindReposts(ctx context.Context, user store.ID, originals []store.MessageKey) ([]store.ID, error)
+	// ListReposts returns the live reposts of message original, newest
+	// first, within r (its From a repost's ID): what deleting the original
+	// deletes.
+	ListReposts(ctx context.Context, original store.ID, r store.Range) ([]*store.Message, error)
 	UpdateMessage(ctx context.Context, id store.ID, upd MessageUpdate) (*store.Message, error)
 	// ListReplies returns the live replies to message parent, oldest first,
 	// within r (its From a reply's ID).
@@ -187,12 +191,12 @@ type Notifications interface {
 // Outboxes reads several authors' outboxes at once: fan-out on read.
 type Outboxes interface {
 	// FindOutbox merges the outboxes of f.Authors: their messages within
-	// f.Range that pass f.Pulled and f.Replies, newest first, as inbox
+	// f.Range that pass f.Pulled and f.Home, newest first, as inbox
 	// entries, each saying whether its JobDeliver is still pending. It is
 	// fan-out on read, in one call.
 	FindOutbox(ctx context.Context, f OutboxFilter) ([]OutboxEntry, error)
 	// CountOutbox counts the messages of f.Authors above f.After (NilID:
-	// all of them) that pass f.Pulled and f.Replies. It costs a scan of
+	// all of them) that pass f.Pulled and f.Home. It costs a scan of
 	// the counted index entries.
 	CountOutbox(ctx context.Context, f OutboxFilter) (int, error)
 	// ListPullAuthors returns every user whose PulledCount is above zero.
@@ -320,28 +324,31 @@ type OutboxFilter struct {
 	store.Range          // FindOutbox
 	After       store.ID // CountOutbox: above this message (NilID: all)
 	Pulled      PullFilter
-	// Replies, if not nil, leaves out the replies a home timeline does
-	// not show.
-	Replies *ReplyRule
+	// Home, if not nil, leaves out the replies and reposts a home timeline
+	// does not show.
+	Home *HomeRule
 }
 
-// ReplyRule is the home timeline's rule for replies
-// (docs/design.md#replies-at-home), for one reader: a reply to another
-// user than its author is kept only if it replies to the reader or to a
-// user in Shown (those the reader follows), or the reader wrote it. Posts
-// and replies to oneself are always kept. Every author a filter reads must
-// be in Shown or be the reader: a backend may know a reply to oneself by
-// that alone. Make one with NewReplyRule.
-type ReplyRule struct {
+// HomeRule is the home timeline's rule for one reader, for replies
+// (docs/design.md#replies-at-home) and reposts
+// (docs/design.md#reposts-at-home). A reply to another user than its
+// author is kept only if it replies to the reader or to a user in Shown
+// (those the reader follows), or the reader wrote it; posts and replies
+// to oneself are always kept. A repost is kept unless the reader wrote
+// its original or Shown holds the original's author: the reader has the
+// original at home already. That holds for the reader's own reposts too.
+// Every author a filter reads must be in Shown or be the reader: a
+// backend may know a reply to oneself by that alone. Make one with
+// NewHomeRule.
+type HomeRule struct {
 	Reader store.ID
 	Shown  []store.ID
 	shown  map[store.ID]bool
 }
 
-// NewReplyRule returns the rule for reader, who is shown replies to the
-// users in shown.
-func NewReplyRule(reader store.ID, shown []store.ID) *ReplyRule {
-	r := &ReplyRule{Reader: reader, Shown: shown, shown: make(map[store.ID]bool, len(shown))}
+// NewHomeRule returns the rule for reader, who follows the users in shown.
+func NewHomeRule(reader store.ID, shown []store.ID) *HomeRule {
+	r := &HomeRule{Reader: reader, Shown: shown, shown: make(map[store.ID]bool, len(shown))}
 	for _, id := range shown {
 		r.shown[id] = true
 	}
@@ -349,9 +356,16 @@ func NewReplyRule(reader store.ID, shown []store.ID) *ReplyRule {
 }
 
 // Keeps reports whether the rule keeps a message by author that replies
-// to a message of replyTo (NilID for a post). A nil rule keeps everything.
-func (r *ReplyRule) Keeps(author, replyTo store.ID) bool {
-	return r == nil || replyTo.IsZero() || replyTo == author || author == r.Reader || replyTo == r.Reader || r.shown[replyTo]
+// to a message of replyTo, or reposts a message of repostOf (NilID for a
+// post). A nil rule keeps everything.
+func (r *HomeRule) Keeps(author, replyTo, repostOf store.ID) bool {
+	if r == nil {
+		return true
+	}
+	if !repostOf.IsZero() {
+		return repostOf != r.Reader && !r.shown[repostOf]
+	}
+	return replyTo.IsZero() || replyTo == author || author == r.Reader || replyTo == r.Reader || r.shown[replyTo]
 }
 
 // PullFilter selects messages by whether fan-out pushes them (Message.Pulled).

@@ -181,6 +181,13 @@ func (w *observed) UpdateMessage(ctx context.Context, id store.ID, upd MessageUp
 	return r0, err
 }
 
+func (w *observed) ListReposts(ctx context.Context, original store.ID, r store.Range) ([]*store.Message, error) {
+	start := time.Now()
+	r0, err := w.b.ListReposts(ctx, original, r)
+	w.o.Observe("ListReposts", start, err)
+	return r0, err
+}
+
 func (w *observed) FindReposts(ctx context.Context, user store.ID, originals []store.MessageKey) ([]store.ID, error) {
 	start := time.Now()
 	r0, err := w.b.FindReposts(ctx, user, originals)

@@ -19,6 +19,7 @@ func testJobs(t *testing.T, open OpenFunc) {
 	forStoredLayouts(t, open, "InsertAndRetract", testInsertAndRetract)
 	forStoredLayouts(t, open, "DeliveryPages", testDeliveryPages)
 	forStoredLayouts(t, open, "RemoveAuthorEntries", testRemoveAuthorEntries)
+	forStoredLayouts(t, open, "RepostJob", testRepostJob)
 	for _, l := range allLayouts {
 		t.Run("Rebuild/"+layoutName(l), func(t *testing.T) { testRebuild(t, open, l) })
 	}

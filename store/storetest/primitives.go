@@ -272,6 +272,7 @@ func testMessages(t *testing.T, open OpenFunc) {
 	t.Run("PulledCount", func(t *testing.T) { testPulledCount(t, open) })
 	t.Run("Outbox", func(t *testing.T) { testOutbox(t, open) })
 	t.Run("OutboxReplies", func(t *testing.T) { testOutboxReplies(t, open) })
+	t.Run("OutboxReposts", func(t *testing.T) { testOutboxReposts(t, open) })
 }
 
 func testPulledCount(t *testing.T, open OpenFunc) {
@@ -400,8 +401,8 @@ func testOutbox(t *testing.T, open OpenFunc) {
 	assert.Empty(t, none)
 }
 
-// testOutboxReplies checks the rule of replies at home in FindOutbox and
-// CountOutbox: a reply to another user passes only if the reader follows
+// testOutboxReplies checks the home timeline's rule for replies in
+// FindOutbox and CountOutbox: a reply to another user passes only if the reader follows
 // that user, is that user, or wrote it; posts and replies to oneself pass.
 func testOutboxReplies(t *testing.T, open OpenFunc) {
 	b, c := openBackend(t, open), newClock()
@@ -424,8 +425,8 @@ func testOutboxReplies(t *testing.T, open OpenFunc) {
 	aPost := post(a.ID, nil)
 
 	authors := []store.ID{a.ID, followed.ID, reader.ID}
-	rule := storage.NewReplyRule(reader.ID, []store.ID{a.ID, followed.ID})
-	got, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, 20), Replies: rule})
+	rule := storage.NewHomeRule(reader.ID, []store.ID{a.ID, followed.ID})
+	got, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, 20), Home: rule})
 	require.NoError(t, err)
 	want := []store.ID{aPost.ID, readersOwn.ID, toSelf.ID, toReader.ID, toFollowed.ID, ofA.ID, ofReader.ID, ofFollowed.ID}
 	assert.Equal(t, want, outboxIDs(got))
@@ -438,10 +439,10 @@ func testOutboxReplies(t *testing.T, open OpenFunc) {
 		}
 	}
 	// A page stays full past a hidden reply, both ways.
-	page, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(toFollowed.ID, 1), Replies: rule})
+	page, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(toFollowed.ID, 1), Home: rule})
 	require.NoError(t, err)
 	assert.Equal(t, []store.ID{ofA.ID}, outboxIDs(page))
-	page, err = b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Backward(ofA.ID, 2), Replies: rule})
+	page, err = b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Backward(ofA.ID, 2), Home: rule})
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []store.ID{toFollowed.ID, toReader.ID}, outboxIDs(page))
 
@@ -449,10 +450,72 @@ func testOutboxReplies(t *testing.T, open OpenFunc) {
 	require.NoError(t, err)
 	assert.Len(t, all, len(want)+1, "without a rule, the reply to a stranger is there")
 
-	n, err := b.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, Replies: rule})
+	n, err := b.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, Home: rule})
 	require.NoError(t, err)
 	assert.Equal(t, len(want), n)
-	n, err = b.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, After: toStranger.ID, Replies: rule})
+	n, err = b.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, After: toStranger.ID, Home: rule})
 	require.NoError(t, err)
 	assert.Equal(t, 5, n, "above the hidden reply: toFollowed, toReader, toSelf, the reader's own, aPost")
+}
+
+// testOutboxReposts checks the home timeline's rule for reposts in
+// FindOutbox and CountOutbox: a repost passes unless the reader wrote its
+// original or follows the original's author, the reader's own reposts
+// included; the rest of the rule (replies) holds beside it.
+func testOutboxReposts(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	reader, a, followed, stranger := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+	ofStranger, ofFollowed, ofReader, ofA := storeMessage(t, b, c, stranger.ID), storeMessage(t, b, c, followed.ID), storeMessage(t, b, c, reader.ID), storeMessage(t, b, c, a.ID)
+	ofStranger2 := storeMessage(t, b, c, stranger.ID)
+	aStranger := mustRepost(t, b, c, a.ID, ofStranger)            // shown
+	aFollowed := mustRepost(t, b, c, a.ID, ofFollowed)            // hidden: the reader follows followed
+	aReader := mustRepost(t, b, c, a.ID, ofReader)                // hidden: the reader wrote it
+	aOwn := mustRepost(t, b, c, a.ID, ofA)                        // hidden: the reader follows a
+	readerStranger := mustRepost(t, b, c, reader.ID, ofStranger2) // shown: the reader's own, of a stranger
+	readerFollowed := mustRepost(t, b, c, reader.ID, ofFollowed)  // hidden: the reader's own, of a followee
+	readerOwn := mustRepost(t, b, c, reader.ID, ofReader)         // hidden: the reader's own, of their own
+	toStranger := newMessage(c, a.ID, "reply")
+	toStranger.Kind, toStranger.ReplyToID, toStranger.ReplyToAuthorID = store.KindReply, ofStranger.ID, stranger.ID
+	toStranger.RootID, toStranger.RootAuthorID = ofStranger.ID, stranger.ID
+	require.NoError(t, b.CreateMessage(ctx, toStranger, nil)) // hidden: a reply to a stranger
+	aPost := storeMessage(t, b, c, a.ID)
+
+	authors := []store.ID{a.ID, followed.ID, reader.ID}
+	rule := storage.NewHomeRule(reader.ID, []store.ID{a.ID, followed.ID})
+	got, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, 20), Home: rule})
+	require.NoError(t, err)
+	want := []store.ID{aPost.ID, readerStranger.ID, aStranger.ID, ofA.ID, ofReader.ID, ofFollowed.ID}
+	assert.Equal(t, want, outboxIDs(got))
+	for _, e := range got {
+		if e.MessageID == aStranger.ID {
+			assert.Equal(t, store.MessageKey{ID: ofStranger.ID, AuthorID: stranger.ID}, store.MessageKey{ID: e.RepostOfID, AuthorID: e.RepostOfAuthorID})
+		}
+	}
+	// A page stays full past the hidden reposts, both ways.
+	page, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(readerStranger.ID, 2), Home: rule})
+	require.NoError(t, err)
+	assert.Equal(t, []store.ID{aStranger.ID, ofA.ID}, outboxIDs(page))
+	page, err = b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Backward(aStranger.ID, 2), Home: rule})
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []store.ID{readerStranger.ID, aPost.ID}, outboxIDs(page))
+
+	// The reader's own outbox alone, with only what the rule knows: the
+	// repost of their own message goes, a repost of a user not shown stays.
+	own, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{reader.ID}, Range: store.Forward(store.NilID, 20), Home: storage.NewHomeRule(reader.ID, nil)})
+	require.NoError(t, err)
+	assert.Equal(t, []store.ID{readerFollowed.ID, readerStranger.ID, ofReader.ID}, outboxIDs(own))
+
+	all, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, 20)})
+	require.NoError(t, err)
+	assert.Len(t, all, len(want)+6, "without a rule, every repost and the reply are there")
+	for _, hidden := range []*store.Message{aFollowed, aReader, aOwn, readerFollowed, readerOwn} {
+		assert.Contains(t, outboxIDs(all), hidden.ID)
+	}
+
+	n, err := b.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, Home: rule})
+	require.NoError(t, err)
+	assert.Equal(t, len(want), n)
+	n, err = b.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, After: aStranger.ID, Home: rule})
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "above a's repost of the stranger: the reader's repost of the stranger and aPost")
 }

@@ -18,6 +18,7 @@ func testReposts(t *testing.T, open OpenFunc) {
 	t.Run("OriginalDeleted", func(t *testing.T) { testRepostOriginalDeleted(t, open) })
 	t.Run("Retracted", func(t *testing.T) { testRepostRetracted(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testRepostsConcurrent(t, open) })
+	t.Run("List", func(t *testing.T) { testListReposts(t, open) })
 }
 
 // newRepost returns user's repost of orig, as the service makes it.

@@ -74,6 +74,7 @@ func testSameTimelines(t *testing.T, open OpenFunc) {
 			assert.Equal(t, want, got[st], "strategy %s against %s", st, service.StrategyBucket)
 		}
 	}
+	t.Run("Reposts", func(t *testing.T) { testRepostsAtHome(t, open) })
 }
 
 // playHistory runs the shared history on svc and returns each reader's timeline.

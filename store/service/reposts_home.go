@@ -1,0 +1,185 @@
+package service
+
+import (
+	"context"
+	"slices"
+
+	"herald/store"
+	"herald/store/storage"
+)
+
+// ownPage reads the owner's own messages within r for their timeline, under
+// the home timeline's rule (docs/design.md#reposts-at-home): one's own
+// repost of one's own message, or of a user one follows, is not at home.
+// Outside fan-out on read the owner's followees are not at hand, so the
+// rule learns only what the page needs: the authors of the originals of
+// the owner's reposts it holds, checked with one FindFollowing; a page that
+// then loses a repost is read again with those users shown, so it stays
+// full. A page without reposts of others costs the one read.
+func (tr *timelineRead) ownPage(ctx context.Context, r store.Range) ([]store.InboxItem, error) {
+	b := tr.s.backend
+	var checked, shown []store.ID
+	for {
+		es, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{tr.owner}, Range: r, Home: storage.NewHomeRule(tr.owner, shown)})
+		if err != nil {
+			return nil, err
+		}
+		var unknown []store.ID
+		for _, e := range es {
+			if x := e.RepostOfAuthorID; !x.IsZero() && x != tr.owner && !slices.Contains(checked, x) && !slices.Contains(unknown, x) {
+				unknown = append(unknown, x)
+			}
+		}
+		if len(unknown) == 0 {
+			return outboxItems(es), nil
+		}
+		follows, err := b.FindFollowing(ctx, tr.owner, unknown)
+		if err != nil {
+			return nil, err
+		}
+		checked = append(checked, unknown...)
+		n := len(shown)
+		for i, x := range unknown {
+			if follows[i] {
+				shown = append(shown, x)
+			}
+		}
+		if len(shown) == n {
+			return outboxItems(es), nil // nothing on the page is left out
+		}
+	}
+}
+
+// repostsPage is how many reposts of a deleted message are read at a time.
+const repostsPage = 100
+
+// deleteReposts deletes the live reposts of m, a message just deleted, each
+// through the deletion every message takes (a retraction job where
+// inboxes are stored, notices), so that they leave every timeline: a
+// repost stands for its original, and shows nothing once it is gone. A
+// message that counts no reposts is not looked up (one query asking every
+// shard on a sharded MongoDB). A failure, or a crash, leaves reposts of a
+// deleted message behind; a timeline read that meets one skips it and
+// deletes it then (liveOriginals), so the failure is logged, not returned:
+// the message itself is deleted.
+func (s *Service) deleteReposts(ctx context.Context, m *store.Message) {
+	if m.Kind == store.KindRepost || m.RepostCount == 0 {
+		return
+	}
+	from := store.NilID
+	for {
+		rs, err := s.backend.ListReposts(ctx, m.ID, store.Forward(from, repostsPage))
+		if err != nil {
+			s.log.Error("reposts of a deleted message left to timeline reads", "message", m.ID.String(), "err", err)
+			return
+		}
+		for _, r := range rs {
+			if err := s.deleteRepost(ctx, r); err != nil {
+				s.log.Error("reposts of a deleted message left to timeline reads", "message", m.ID.String(), "err", err)
+				return
+			}
+		}
+		if len(rs) < repostsPage {
+			return
+		}
+		from = rs[len(rs)-1].ID
+	}
+}
+
+// deleteRepost deletes repost r as its author's deletion does; one deleted
+// meanwhile is no error.
+func (s *Service) deleteRepost(ctx context.Context, r *store.Message) error {
+	if err := s.deleteMessage(ctx, r); store.ErrorCode(err) != store.ENOTFOUND {
+		return err
+	}
+	return nil
+}
+
+// liveOriginals returns, aligned with msgs (a timeline page's messages),
+// the message each repost among them reposts, nil for the others. It sets
+// to nil, in msgs, each repost whose original is missing or deleted, so the
+// page skips it as it skips a deleted message, and deletes that repost: the
+// repair of a deletion whose reposts were not all deleted (a crash between
+// the two, or a repost stored while its original was being deleted). It
+// reads the originals in one call, and nothing for a page without reposts.
+func (s *Service) liveOriginals(ctx context.Context, msgs []*store.Message) ([]*store.Message, error) {
+	var at []int
+	var keys []store.MessageKey
+	for i, m := range msgs {
+		if m != nil && m.Kind == store.KindRepost {
+			at = append(at, i)
+			keys = append(keys, store.MessageKey{ID: m.RepostOfID, AuthorID: m.RepostOfAuthorID})
+		}
+	}
+	originals := make([]*store.Message, len(msgs))
+	if len(keys) == 0 {
+		return originals, nil
+	}
+	found, err := s.backend.FindMessagesByKeys(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range at {
+		if originals[i] = found[k]; found[k] != nil {
+			continue
+		}
+		if err := s.deleteRepost(ctx, msgs[i]); err != nil {
+			s.log.Error("a repost of a deleted message not deleted; the next read tries again", "message", msgs[i].ID.String(), "err", err)
+		}
+		msgs[i] = nil
+	}
+	return originals, nil
+}
+
+// withLiveOriginals reads messages within r with read, as readPage does,
+// leaving out (and deleting, see liveOriginals) the reposts whose original
+// is gone, and reading on past them so the page stays full.
+func (s *Service) withLiveOriginals(ctx context.Context, r store.Range, read func(store.Range) ([]*store.Message, error)) ([]*store.Message, error) {
+	var out []*store.Message
+	for {
+		ms, err := read(r)
+		if err != nil || len(ms) == 0 {
+			return out, err
+		}
+		last := ms[len(ms)-1].ID
+		if _, err := s.liveOriginals(ctx, ms); err != nil {
+			return nil, err
+		}
+		kept := 0
+		for _, m := range ms {
+			if m != nil {
+				out = append(out, m)
+				kept++
+			}
+		}
+		if len(ms) < r.Limit || kept == len(ms) {
+			return out, nil
+		}
+		r.From, r.Limit = last, r.Limit-kept
+	}
+}
+
+// onePerOriginal returns items (a timeline page being filled, in place)
+// with each original shown once: of several reposts of one message it
+// keeps the oldest, the first that brought it, wherever it falls, so a
+// page read either way shows the same. Dropped reposts are still counted.
+func onePerOriginal(items []store.InboxItem) []store.InboxItem {
+	var oldest map[store.ID]store.ID // original → its oldest repost here
+	for _, it := range items {
+		if m := it.Message; m != nil && m.Kind == store.KindRepost {
+			if oldest == nil {
+				oldest = make(map[store.ID]store.ID)
+			}
+			if o, ok := oldest[m.RepostOfID]; !ok || it.MessageID.Compare(o) < 0 {
+				oldest[m.RepostOfID] = it.MessageID
+			}
+		}
+	}
+	if len(oldest) == 0 {
+		return items
+	}
+	return slices.DeleteFunc(items, func(it store.InboxItem) bool {
+		m := it.Message
+		return m.Kind == store.KindRepost && oldest[m.RepostOfID] != it.MessageID
+	})
+}

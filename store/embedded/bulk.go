@@ -29,7 +29,7 @@ var _ storage.BulkLoader = (*Store)(nil)
 //     replies, which may be in another batch: the loader gives each
 //     message the count of its loaded likes and replies (store/seed does),
 //     and reloading a message that was liked or replied to since resets
-//     its count. A repost is a message too, with its R key (its original's
+//     its count. A repost is a message too, with its R and P keys (its original's
 //     RepostCount comes with the original, its reposter's MessageCount with
 //     the user), written without reading the pair's key first, as a like's
 //     k: a pair reposted anew since the load would hold two reposts, which
@@ -214,8 +214,8 @@ const (
 	bulkMessageBytes = 160 + (3 + 1 + 2*len(store.ID{}) + outboxSize)
 	bulkReplyBytes   = 3 + 1 + 3*len(store.ID{}) // t <parent> <reply>: author
 	bulkEntryBytes   = (3 + 1 + 2*len(store.ID{}) + entrySize) + (3 + 1 + 2*len(store.ID{}) + len(insertMark) + ownerSize)
-	bulkLikeBytes    = 2*(3+1+4*len(store.ID{})) + (3 + 1 + 3*len(store.ID{})) // l, L: two IDs each way; k: the ID
-	bulkRepostBytes  = 2*len(store.ID{}) + 3 + 1 + 3*len(store.ID{})           // the outbox's original; R <user> <original>: the ID
+	bulkLikeBytes    = 2*(3+1+4*len(store.ID{})) + (3 + 1 + 3*len(store.ID{}))                   // l, L: two IDs each way; k: the ID
+	bulkRepostBytes  = 2*len(store.ID{}) + 3 + 1 + 3*len(store.ID{}) + 3 + 1 + 2*len(store.ID{}) // the outbox's original; R <user> <original>: the ID; P <original> <repost>
 )
 
 // bulkSize estimates the batch bytes of bk, so that the batch's buffer is
@@ -313,7 +313,7 @@ func (w *bulkWriter) edge(e storage.Edge) {
 }
 
 // message writes m's document, outbox index, (for a reply) reply index key
-// and (for a repost) guard key, as CreateMessage does; the pullers key
+// and (for a repost) guard key and ListReposts key, as CreateMessage does; the pullers key
 // comes with the author's PulledCount, the parent's ReplyCount and the
 // original's RepostCount with the parent and the original.
 func (w *bulkWriter) message(m *store.Message) error {
@@ -325,6 +325,7 @@ func (w *bulkWriter) message(m *store.Message) error {
 	}
 	if isRepost(m) {
 		_ = w.b.Set(w.key2(pReposted, m.AuthorID, m.RepostOfID, ""), m.ID[:], nil)
+		_ = w.b.Set(w.key2(pReposts, m.RepostOfID, m.ID, ""), nil, nil)
 	}
 	return w.b.Set(w.key2(pOutbox, m.AuthorID, m.ID, ""), encodeOutbox(m), nil)
 }

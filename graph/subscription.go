@@ -56,8 +56,8 @@ func (r *Resolver) inboxEvent(ctx context.Context, viewer store.ID, ev store.Eve
 	if ev.Type != store.EventRead {
 		ie.MessageID, ie.AuthorID, ie.DeliveredAt = ev.MessageID, ev.AuthorID, ev.DeliveredAt
 	}
-	if ev.Type == store.EventRemoved && !r.removedItem(ctx, viewer, ie) {
-		return nil, false
+	if ev.Type == store.EventRemoved {
+		r.removedItem(ctx, viewer, ie)
 	}
 	if ev.NoCounts {
 		c, err := r.Service.InboxCounts(ctx, viewer)
@@ -74,33 +74,24 @@ func (r *Resolver) inboxEvent(ctx context.Context, viewer store.ID, ev store.Eve
 
 // removedItem makes a REMOVED event name the message its edge showed: for a
 // repost's item, the message reposted. A repost taken back is told to the
-// reposter's followers by a REMOVED naming the message reposted and, as its
-// author, the reposter (Service.Unrepost): the viewer who wrote that message
-// or follows its author has the message itself, not the repost, in their
-// inbox, so the event is not theirs (false). A message that cannot be read
-// leaves the event as it is.
-func (r *Resolver) removedItem(ctx context.Context, viewer store.ID, ie *model.InboxEvent) bool {
+// readers it was at home for by a REMOVED naming the message reposted and,
+// as its author, the reposter (Service.Unrepost), which the event then
+// gives its message's author. A message that cannot be read leaves the
+// event as it is.
+func (r *Resolver) removedItem(ctx context.Context, viewer store.ID, ie *model.InboxEvent) {
 	m, err := r.Service.FindMessageByID(ctx, ie.MessageID)
 	if err != nil {
 		if store.ErrorCode(err) != store.ENOTFOUND && ctx.Err() == nil {
 			r.logger().WarnContext(ctx, "graphql: the message of a REMOVED event", "user", viewer.String(), "err", err)
 		}
-		return true
+		return
 	}
 	switch {
 	case m.Kind == store.KindRepost: // the viewer unfollowed the reposter
 		ie.MessageID, ie.AuthorID = m.RepostOfID, m.RepostOfAuthorID
 	case m.AuthorID != ie.AuthorID: // a repost by ie.AuthorID taken back
-		if viewer == m.AuthorID {
-			return false
-		}
-		follows, err := r.Service.FindFollowing(ctx, viewer, []store.ID{m.AuthorID})
-		if err == nil && follows[0] {
-			return false
-		}
 		ie.AuthorID = m.AuthorID
 	}
-	return true
 }
 
 // addedItem returns what an ADDED event's edge shows: its message, or for

@@ -83,7 +83,6 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 				page.Items = append(page.Items, items[i])
 			}
 		}
-		page.Items = onePerOriginal(page.Items)
 		if len(items) < want || len(page.Items) > limit {
 			break
 		}

@@ -53,7 +53,8 @@ func (s *Service) Repost(ctx context.Context, viewer, id store.ID) (*store.Messa
 // deletion's own events (which name the repost, an id no edge shows) the
 // reposter's readers are told that the original's item left their inbox:
 // REMOVED with the original's id and the reposter as the event's author,
-// which is how a subscription tells this removal from an unfollow's.
+// which is how a subscription tells this removal from an unfollow's; the
+// rule of reposts at home picks its readers, as it picked the repost's.
 func (s *Service) Unrepost(ctx context.Context, viewer, id store.ID) (*store.Message, error) {
 	original, err := s.findOriginal(ctx, id)
 	if err != nil {
@@ -78,7 +79,8 @@ func (s *Service) Unrepost(ctx context.Context, viewer, id store.ID) (*store.Mes
 	if original.RepostCount > 0 {
 		original.RepostCount--
 	}
-	s.fanout.enqueueNotice(&notice{event: store.EventRemoved, message: original.ID, author: viewer, readers: readersFollowers})
+	// Told to those the repost was at home for, by the rule it reached them by.
+	s.fanout.enqueueNotice(&notice{event: store.EventRemoved, message: original.ID, author: viewer, repostOf: original.AuthorID, readers: readersFollowers})
 	return original, nil
 }
 

@@ -158,28 +158,3 @@ func (s *Service) withLiveOriginals(ctx context.Context, r store.Range, read fun
 		r.From, r.Limit = last, r.Limit-kept
 	}
 }
-
-// onePerOriginal returns items (a timeline page being filled, in place)
-// with each original shown once: of several reposts of one message it
-// keeps the oldest, the first that brought it, wherever it falls, so a
-// page read either way shows the same. Dropped reposts are still counted.
-func onePerOriginal(items []store.InboxItem) []store.InboxItem {
-	var oldest map[store.ID]store.ID // original → its oldest repost here
-	for _, it := range items {
-		if m := it.Message; m != nil && m.Kind == store.KindRepost {
-			if oldest == nil {
-				oldest = make(map[store.ID]store.ID)
-			}
-			if o, ok := oldest[m.RepostOfID]; !ok || it.MessageID.Compare(o) < 0 {
-				oldest[m.RepostOfID] = it.MessageID
-			}
-		}
-	}
-	if len(oldest) == 0 {
-		return items
-	}
-	return slices.DeleteFunc(items, func(it store.InboxItem) bool {
-		m := it.Message
-		return m.Kind == store.KindRepost && oldest[m.RepostOfID] != it.MessageID
-	})
-}

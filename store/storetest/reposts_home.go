@@ -473,65 +473,6 @@ func testRepostJob(t *testing.T, b storage.Backend, c *clock, l storage.Layout) 
 	assert.Equal(t, owner.ID[:], pending[0].Cursor)
 }
 
-// testOnePerOriginal checks, under every strategy, that a page holding
-// several reposts of one message (the reader follows several reposters)
-// shows it once, as the oldest of them, the first that brought it, and
-// stays full, read either way; the counts count each repost.
-func testOnePerOriginal(t *testing.T, open OpenFunc) {
-	for _, st := range service.Strategies {
-		t.Run(string(st), func(t *testing.T) {
-			b, c := openBackend(t, open), newClock()
-			opts := service.Options{Strategy: st}
-			svc, _ := newServiceWith(t, b, c, opts)
-			stranger, reader := mustSignUp(t, svc, "once_s"), mustSignUp(t, svc, "once_reader")
-			var reposters []*store.User
-			for i := range 3 {
-				u := mustSignUp(t, svc, fmt.Sprintf("once_a%d", i+1))
-				_, err := svc.Follow(ctx, reader.ID, u.ID)
-				require.NoError(t, err)
-				reposters = append(reposters, u)
-			}
-			labels := make(map[store.ID]string)
-			orig, err := svc.PostMessage(ctx, stranger.ID, service.PostInput{Text: "orig"})
-			require.NoError(t, err)
-			cctx, cancel := contextWithTimeout()
-			defer cancel()
-			require.NoError(t, svc.Close(cctx))
-			for i, u := range reposters {
-				m := newMessage(c, u.ID, fmt.Sprintf("a%d 0", i+1))
-				require.NoError(t, b.CreateMessage(ctx, m, deliverJobOf(m, st.Layout())))
-				labels[m.ID] = m.Text
-				r := storeRepost(t, b, c, st.Layout(), u.ID, orig)
-				labels[r.ID] = fmt.Sprintf("a%d reposts", i+1)
-			}
-			last := newMessage(c, reposters[2].ID, "a3 1")
-			require.NoError(t, b.CreateMessage(ctx, last, deliverJobOf(last, st.Layout())))
-			labels[last.ID] = last.Text
-			svc, _ = newServiceWith(t, b, c, opts)
-			waitIdle(t, svc)
-
-			read := func(r store.Range) ([]string, bool) {
-				t.Helper()
-				page, err := svc.Inbox(ctx, reader.ID, r)
-				require.NoError(t, err)
-				return pageLabels(page, labels), page.HasMore
-			}
-			all, more := read(store.Forward(store.NilID, 50))
-			assert.Equal(t, []string{"a3 1", "a3 0", "a2 0", "a1 reposts", "a1 0"}, all, "once, as the oldest repost")
-			assert.False(t, more)
-			page, more := read(store.Forward(store.NilID, 3))
-			assert.Equal(t, []string{"a3 1", "a3 0", "a2 reposts"}, page, "a full page, the oldest repost on it kept")
-			assert.True(t, more)
-			page, more = read(store.Backward(store.NilID, 4))
-			assert.Equal(t, []string{"a3 0", "a2 0", "a1 reposts", "a1 0"}, page, "read backward, the same choice, and a full page")
-			assert.True(t, more)
-			counts, err := svc.InboxCounts(ctx, reader.ID)
-			require.NoError(t, err)
-			assert.Equal(t, store.InboxCounts{Total: 7, Unread: 7}, store.InboxCounts{Total: counts.Total, Unread: counts.Unread}, "each repost counted")
-		})
-	}
-}
-
 // deliverJobOf is m's JobDeliver under layout l, none under LayoutNone.
 func deliverJobOf(m *store.Message, l storage.Layout) *storage.Job {
 	if l == storage.LayoutNone {

@@ -46,7 +46,6 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("SameTimelines", func(t *testing.T) { testSameTimelines(t, open) })
 	t.Run("HomeRuleCosts", func(t *testing.T) { testHomeRuleCosts(t, open) })
 	t.Run("RepostsOfDeleted", func(t *testing.T) { testRepostsOfDeleted(t, open) })
-	t.Run("OnePerOriginal", func(t *testing.T) { testOnePerOriginal(t, open) })
 	t.Run("Seen", func(t *testing.T) { testSeen(t, open) })
 	t.Run("Inactive", func(t *testing.T) { testInactive(t, open) })
 	t.Run("Hybrid", func(t *testing.T) { testHybrid(t, open) })

@@ -251,8 +251,10 @@ func (b *bench) mainSections(ctx context.Context) error {
 		if err := b.measureRichReads(ctx, "reads", tokens, b.f.duration); err != nil {
 			return fmt.Errorf("bench reads: %w", err)
 		}
-		if err := b.measureLikes(ctx, "reads", tokens[0]); err != nil {
-			return fmt.Errorf("bench likes: %w", err)
+		for _, tg := range []toggle{likeToggle, repostToggle} {
+			if err := b.measureToggle(ctx, "reads", tokens[0], tg); err != nil {
+				return fmt.Errorf("bench %ss: %w", tg.name, err)
+			}
 		}
 	}
 	if !b.skip["live"] && b.f.subscribers > 0 {

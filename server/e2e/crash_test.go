@@ -84,10 +84,12 @@ type crashRound struct {
 }
 
 // TestCrash_KillDuringFanout starts the real binary over an author with
-// 20,000 followers, posts, kills the process with SIGKILL at a different
-// moment of the fan-out in each round, restarts it and waits until the
-// fan-out is complete. At the end every follower must hold every post
-// exactly once, newest first, with exact counts, and no job may be left.
+// 20,000 followers, posts (or, every other round, reposts a message of a
+// user none of them follows), kills the process with SIGKILL at a
+// different moment of the fan-out in each round, restarts it and waits
+// until the fan-out is complete. At the end every follower must hold every
+// post and repost exactly once, newest first, with exact counts, each
+// reposted message must count its one repost, and no job may be left.
 func TestCrash_KillDuringFanout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the server binary and kills it repeatedly; skipped in -short mode")
@@ -98,7 +100,7 @@ func TestCrash_KillDuringFanout(t *testing.T) {
 	dbDir := filepath.Join(data, datadir.EmbeddedDir)
 
 	seedStart := time.Now()
-	author, followers := seedCrashGraph(t, dbDir, crashFollowers)
+	author, followers, originals := seedCrashGraph(t, dbDir, crashFollowers)
 	t.Logf("seeded an author and %d followers in %v", len(followers), time.Since(seedStart).Round(time.Millisecond))
 
 	rng := crashRand(t)
@@ -113,7 +115,10 @@ func TestCrash_KillDuringFanout(t *testing.T) {
 	reader := logInForCrash(t, base, "lastfan")
 	require.Equal(t, followers[len(followers)-1], storeIDOf(t, "User", reader.ID))
 
-	var posted []string // message ids, in posting order
+	// posted holds each round's message id as GraphQL gives it; a repost
+	// round's is empty (repost returns the original), its repost being
+	// found in the store at the end.
+	var posted []string
 	posted = append(posted, servertest.MustPost(t, base, writer, "round 0"))
 	delivered, created := waitInboxTotal(t, base, reader.Token, len(posted))
 	fanout := delivered.Sub(created)
@@ -127,7 +132,14 @@ func TestCrash_KillDuringFanout(t *testing.T) {
 		jitter := time.Duration(rng.Int64N(int64(fanout/20) + 1))
 		delay := time.Duration(frac*float64(fanout)) + jitter
 
-		posted = append(posted, servertest.MustPost(t, base, writer, fmt.Sprintf("round %d", k+1)))
+		if reposts(k + 1) {
+			d := servertest.MustGQL(t, base, writer.Token, `mutation($id: ID!) { repost(messageId: $id) { repostCount } }`,
+				map[string]any{"id": globalIDOf("Message", originals[k+1].ID)})
+			require.EqualValues(t, 1, d["repost"].(map[string]any)["repostCount"], "round %d: the repost is counted when repost returns", k+1)
+			posted = append(posted, "")
+		} else {
+			posted = append(posted, servertest.MustPost(t, base, writer, fmt.Sprintf("round %d", k+1)))
+		}
 		time.Sleep(delay)
 		killedAt := killHerald(t, p)
 
@@ -159,7 +171,14 @@ func TestCrash_KillDuringFanout(t *testing.T) {
 	keys := make([]store.MessageKey, len(posted))
 	index := make(map[store.ID]int, len(posted)) // message id -> round
 	for k, s := range posted {
-		ids[k] = storeIDOf(t, "Message", s)
+		if reposts(k) {
+			r, err := st.FindReposts(ctx, author, []store.MessageKey{originals[k]})
+			require.NoError(t, err)
+			require.False(t, r[0].IsZero(), "round %d: the author's repost is stored", k)
+			ids[k] = r[0]
+		} else {
+			ids[k] = storeIDOf(t, "Message", s)
+		}
 		keys[k] = store.MessageKey{ID: ids[k], AuthorID: author}
 		index[ids[k]] = k
 	}
@@ -167,7 +186,18 @@ func TestCrash_KillDuringFanout(t *testing.T) {
 	require.NoError(t, err)
 	for k, m := range msgs {
 		require.NotNil(t, m, "message of round %d", k)
-		assert.Equal(t, fmt.Sprintf("round %d", k), m.Text)
+		if reposts(k) {
+			assert.Equal(t, store.KindRepost, m.Kind, "round %d", k)
+			assert.Equal(t, originals[k].ID, m.RepostOfID, "round %d", k)
+		} else {
+			assert.Equal(t, fmt.Sprintf("round %d", k), m.Text)
+		}
+	}
+	reposted, err := st.FindMessagesByKeys(ctx, originals)
+	require.NoError(t, err)
+	for k, m := range reposted {
+		require.NotNil(t, m, "original of round %d", k)
+		assert.Equal(t, b2i(reposts(k)), m.RepostCount, "round %d: the reposted message counts its one repost exactly once", k)
 	}
 	a, err := st.FindUserByID(ctx, author)
 	require.NoError(t, err)
@@ -262,13 +292,26 @@ func TestCrash_KillDuringFanout(t *testing.T) {
 	assert.Zero(t, badOrder, "followers with a misordered inbox; first problem: %s", firstBad)
 }
 
+// reposts reports whether round k reposts a message instead of posting one:
+// every other killed round, so that kills land in both kinds of fan-out.
+func reposts(k int) bool { return k%2 == 0 && k > 0 }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // seedCrashGraph creates, directly in the embedded store at dir, an author
-// and n followers, and returns the followers' ids in id order. Going
+// and n followers, and returns the followers' ids in id order, and one
+// message per round by a user none of them follows, for the rounds that
+// repost (reposts). Going
 // through the backend rather than GraphQL takes seconds, not minutes. The
 // author and the last follower ("lastfan") are signed up with
 // crashPassword to log in over GraphQL; lastfan is made after all the
 // others, so it has the highest id and the fan-out reaches it last.
-func seedCrashGraph(t *testing.T, dir string, n int) (store.ID, []store.ID) {
+func seedCrashGraph(t *testing.T, dir string, n int) (store.ID, []store.ID, []store.MessageKey) {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
@@ -310,7 +353,18 @@ func seedCrashGraph(t *testing.T, dir string, n int) (store.ID, []store.ID) {
 	a, err := st.FindUserByID(ctx, author.ID)
 	require.NoError(t, err)
 	require.Equal(t, n, a.FollowerCount)
-	return author.ID, followers
+
+	other, err := svc.SignUp(ctx, service.SignUpInput{Handle: "other", Password: crashPassword})
+	require.NoError(t, err)
+	originals := make([]store.MessageKey, len(crashFractions)+1)
+	for k := range originals {
+		// No fan-out job: other has no followers.
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		m := &store.Message{ID: store.NewID(now), AuthorID: other.ID, Text: fmt.Sprintf("to repost in round %d", k), Kind: store.KindPost, CreatedAt: now}
+		require.NoError(t, st.CreateMessage(ctx, m, nil))
+		originals[k] = m.Key()
+	}
+	return author.ID, followers, originals
 }
 
 // seedParallel runs write(i) for i in [0, n) on 32 goroutines and fails the
@@ -384,6 +438,12 @@ func storeIDOf(t *testing.T, typ, global string) store.ID {
 	id, err := store.ParseID(hexID)
 	require.NoError(t, err, "global id %q", global)
 	return id
+}
+
+// globalIDOf makes the GraphQL global id of a store id, as storeIDOf
+// reads it.
+func globalIDOf(typ string, id store.ID) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(typ + ":" + id.String()))
 }
 
 // waitInboxTotal polls the inbox of the token's owner over GraphQL until it

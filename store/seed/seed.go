@@ -390,17 +390,9 @@ func (n *Network) InboxSize(i int) int { return n.followedMessages(i, false) }
 func (n *Network) InboxTotal(i int) int { return n.followedMessages(i, true) }
 
 // TimelineSize returns how many items user i's timeline shows: its inbox
-// total, its own messages, and its own reposts that the rule of reposts
-// at home shows it.
+// total and its own messages and reposts.
 func (n *Network) TimelineSize(i int) int {
-	size := n.InboxTotal(i) + len(n.byAuthor[i])
-	for _, j := range n.byReposter[i] {
-		// One's own repost is at home by the rule a follower's is.
-		if n.reaches(i, int(j)) {
-			size++
-		}
-	}
-	return size
+	return n.InboxTotal(i) + len(n.byAuthor[i]) + len(n.byReposter[i])
 }
 
 // followedMessages counts the messages and reposts of the users user i

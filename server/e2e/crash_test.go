@@ -270,8 +270,12 @@ func TestCrash_KillDuringFanout(t *testing.T) {
 	for i, r := range rounds {
 		k := i + 1
 		kills[i] = r.delay.Round(100 * time.Microsecond)
-		t.Logf("round %d: killed at %v (%.0f%% of the measured fan-out time), when %d/%d followers had the post",
-			k, kills[i], 100*float64(r.delay)/float64(fanout), beforeKill[k], len(followers))
+		what := "post"
+		if reposts(k) {
+			what = "repost"
+		}
+		t.Logf("round %d: killed at %v (%.0f%% of the measured fan-out time), when %d/%d followers had the %s",
+			k, kills[i], 100*float64(r.delay)/float64(fanout), beforeKill[k], len(followers), what)
 		if beforeKill[k] > 0 && beforeKill[k] < len(followers) {
 			partial++
 		}

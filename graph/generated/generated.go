@@ -1898,10 +1898,8 @@ type Mutation {
   unlike(messageId: ID!): Message!
   """
   Makes the viewer repost a message and returns the message reposted with its
-  new ` + "`" + `repostCount` + "`" + `: the repost is in the viewer's own timeline at once and
-  reaches their followers' inboxes, shown as the message with ` + "`" + `repostedBy` + "`" + `,
-  but for the followers who wrote the message or follow its author, who have
-  it already (docs/design.md#reposts-at-home). Reposting a repost reposts its message;
+  new ` + "`" + `repostCount` + "`" + `: the repost reaches the viewer's followers' inboxes, shown
+  as the message with ` + "`" + `repostedBy` + "`" + `. Reposting a repost reposts its message;
   reposting a message already reposted changes nothing. NOT_FOUND if the
   message does not exist.
   """

@@ -430,14 +430,12 @@ func outboxFilter(f storage.OutboxFilter) bson.D {
 	if r := f.Home; r != nil {
 		// A reply to oneself has ra equal to a, one of the authors, who
 		// are among the users shown.
-		// A message is a post, a reply (ra) or a repost (roa), never both.
 		shown := append(oids(r.Shown), oid(r.Reader))
 		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
-			bson.D{{Key: "a", Value: oid(r.Reader)}},
+			bson.D{{Key: "ra", Value: bson.D{{Key: "$exists", Value: false}}}},
 			bson.D{{Key: "ra", Value: bson.D{{Key: "$in", Value: shown}}}},
-			// $nin passes a message with no roa: a post.
-			bson.D{{Key: "ra", Value: bson.D{{Key: "$exists", Value: false}}}, {Key: "roa", Value: bson.D{{Key: "$nin", Value: shown}}}},
-		}})
+			bson.D{{Key: "a", Value: oid(r.Reader)}},
+		}}, bson.E{Key: "roa", Value: bson.D{{Key: "$nin", Value: shown}}}) // $nin passes a message with no roa: all but reposts
 	}
 	switch f.Pulled {
 	case storage.PushedOnly:

@@ -390,9 +390,17 @@ func (n *Network) InboxSize(i int) int { return n.followedMessages(i, false) }
 func (n *Network) InboxTotal(i int) int { return n.followedMessages(i, true) }
 
 // TimelineSize returns how many items user i's timeline shows: its inbox
-// total and its own messages and reposts.
+// total, its own messages, and its own reposts that the rule of reposts
+// at home shows it.
 func (n *Network) TimelineSize(i int) int {
-	return n.InboxTotal(i) + len(n.byAuthor[i]) + len(n.byReposter[i])
+	size := n.InboxTotal(i) + len(n.byAuthor[i])
+	for _, j := range n.byReposter[i] {
+		// One's own repost is at home by the rule a follower's is.
+		if n.reaches(i, int(j)) {
+			size++
+		}
+	}
+	return size
 }
 
 // followedMessages counts the messages and reposts of the users user i

@@ -92,7 +92,14 @@ func (f *fanout) notify(n *notice) error {
 			return err
 		}
 		if !n.toldAuthor {
-			readers = append([]store.ID{n.author}, readers...)
+			own := []store.ID{n.author}
+			if !n.repostOf.IsZero() {
+				// One's own repost is home under the same rule as others'.
+				if own, err = f.homeReaders(f.ctx, n.author, n.replyTo, n.repostOf, own); err != nil {
+					return err
+				}
+			}
+			readers = append(own, readers...)
 		}
 		evs := make([]store.Event, len(readers))
 		for i, o := range readers {

@@ -179,17 +179,14 @@ func (r *timelineRead) authors(ctx context.Context) ([]store.ID, error) {
 // The owner's own messages are in every timeline, read from their outbox
 // as a followee's are under fan-out on read: they are there as soon as they
 // are stored, with nothing to deliver (read-your-writes). Under the other
-// strategies that read is one more call, made beside the inbox's. One's
-// own reposts are there too, as one's own posts are.
+// strategies that read is one more call, made beside the inbox's (two or
+// three when the page holds the owner's reposts of others: see ownPage).
 func (tr *timelineRead) page(ctx context.Context, r store.Range) (_ []store.InboxItem, _ store.InboxCounts, ok bool, _ error) {
 	if tr.s.strategy == StrategyRead {
 		items, err := tr.readPage(ctx, r, true)
 		return items, store.InboxCounts{}, false, err
 	}
-	ownPage := beside(func() ([]store.InboxItem, error) {
-		es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{tr.owner}, Range: r})
-		return outboxItems(es), err
-	})
+	ownPage := beside(func() ([]store.InboxItem, error) { return tr.ownPage(ctx, r) })
 	items, c, ok, err := tr.othersPage(ctx, r)
 	own, ownErr := ownPage()
 	if err == nil {

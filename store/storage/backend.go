@@ -363,8 +363,7 @@ func (r *HomeRule) Keeps(author, replyTo, repostOf store.ID) bool {
 		return true
 	}
 	if !repostOf.IsZero() {
-		// One's own reposts are at home, as one's own posts are.
-		return author == r.Reader || (repostOf != r.Reader && !r.shown[repostOf])
+		return repostOf != r.Reader && !r.shown[repostOf]
 	}
 	return replyTo.IsZero() || replyTo == author || author == r.Reader || replyTo == r.Reader || r.shown[replyTo]
 }

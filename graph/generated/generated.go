@@ -1898,8 +1898,11 @@ type Mutation {
   unlike(messageId: ID!): Message!
   """
   Makes the viewer repost a message and returns the message reposted with its
-  new ` + "`" + `repostCount` + "`" + `: the repost reaches the viewer's followers' inboxes, shown
-  as the message with ` + "`" + `repostedBy` + "`" + `. Reposting a repost reposts its message;
+  new ` + "`" + `repostCount` + "`" + `: the repost reaches the viewer's own timeline at once and
+  their followers' inboxes, shown as the message with ` + "`" + `repostedBy` + "`" + `, but not
+  where the message is at home already: for its author and those who follow
+  its author, the viewer included (docs/design.md#reposts-at-home).
+  Reposting a repost reposts its message;
   reposting a message already reposted changes nothing. NOT_FOUND if the
   message does not exist.
   """

@@ -472,11 +472,3 @@ func testRepostJob(t *testing.T, b storage.Backend, c *clock, l storage.Layout) 
 	assert.Equal(t, other.ID, pending[0].RepostOfAuthorID, "kept with the job's progress")
 	assert.Equal(t, owner.ID[:], pending[0].Cursor)
 }
-
-// deliverJobOf is m's JobDeliver under layout l, none under LayoutNone.
-func deliverJobOf(m *store.Message, l storage.Layout) *storage.Job {
-	if l == storage.LayoutNone {
-		return nil
-	}
-	return newDeliverJob(m, l)
-}

@@ -3,6 +3,8 @@ package graph
 import (
 	"context"
 
+	"github.com/graph-gophers/dataloader/v7"
+
 	"herald/graph/loader"
 	"herald/graph/model"
 	"herald/store"
@@ -74,30 +76,23 @@ func refreshFollows(ctx context.Context, target store.ID, follows bool) {
 
 // setLike makes the viewer like (on) or unlike the message of messageID.
 func (r *Resolver) setLike(ctx context.Context, messageID string, on bool) (*store.Message, error) {
-	viewer, err := requireViewer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := parseMessageID(messageID)
-	if err != nil {
-		return nil, err
-	}
-	change := r.Service.Unlike
-	if on {
-		change = r.Service.Like
-	}
-	m, err := change(ctx, viewer, id)
-	if err != nil {
-		return nil, err
-	}
-	refreshMessage(ctx, m)
-	loader.For(ctx).ViewerLikes.Clear(ctx, m.Key()).Prime(ctx, m.Key(), on)
-	return m, nil
+	return r.setViewerMark(ctx, messageID, on, r.Service.Like, r.Service.Unlike, loader.For(ctx).ViewerLikes)
 }
 
 // setRepost makes the viewer repost (on) or unrepost the message of
 // messageID, and returns the message reposted.
 func (r *Resolver) setRepost(ctx context.Context, messageID string, on bool) (*store.Message, error) {
+	return r.setViewerMark(ctx, messageID, on, r.Service.Repost, r.Service.Unrepost, loader.For(ctx).ViewerReposts)
+}
+
+// setViewerMark puts (on, with add) or takes off (with remove) one of the
+// viewer's marks on the message of messageID, a like or a repost, and
+// leaves the operation's caches answering as the change did: the message
+// with its new count, and the viewer's mark in marks.
+func (r *Resolver) setViewerMark(ctx context.Context, messageID string, on bool,
+	add, remove func(ctx context.Context, viewer, id store.ID) (*store.Message, error),
+	marks *dataloader.Loader[store.MessageKey, bool],
+) (*store.Message, error) {
 	viewer, err := requireViewer(ctx)
 	if err != nil {
 		return nil, err
@@ -106,16 +101,16 @@ func (r *Resolver) setRepost(ctx context.Context, messageID string, on bool) (*s
 	if err != nil {
 		return nil, err
 	}
-	change := r.Service.Unrepost
+	change := remove
 	if on {
-		change = r.Service.Repost
+		change = add
 	}
 	m, err := change(ctx, viewer, id)
 	if err != nil {
 		return nil, err
 	}
 	refreshMessage(ctx, m)
-	loader.For(ctx).ViewerReposts.Clear(ctx, m.Key()).Prime(ctx, m.Key(), on)
+	marks.Clear(ctx, m.Key()).Prime(ctx, m.Key(), on)
 	return m, nil
 }
 

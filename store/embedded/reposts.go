@@ -110,34 +110,8 @@ func (s *Store) FindReposts(_ context.Context, user store.ID, originals []store.
 	return out, nil
 }
 
-// ListReposts implements storage.Backend from the P keys, as ListReplies
-// reads its index: the keys of up to the page's remaining room at a time,
-// then their messages with one iterator; a repost deleted between the two
-// reads is skipped, and the next keys fill its place.
+// ListReposts implements storage.Backend from the P keys (listIndexed),
+// newest first.
 func (s *Store) ListReposts(_ context.Context, original store.ID, r store.Range) ([]*store.Message, error) {
-	p := key(pReposts, original)
-	sp := spanOf(p, r, true)
-	it, err := s.db.NewIter(sp.iterOptions())
-	if err != nil {
-		return nil, fmt.Errorf("embedded iter: %w", err)
-	}
-	defer it.Close()
-	out := make([]*store.Message, 0, min(r.Limit, 1024))
-	ids := make([]store.ID, 0, min(r.Limit, 1024))
-	for ok := sp.first(it); ok && len(out) < r.Limit; {
-		ids = ids[:0]
-		for ; ok && len(ids) < r.Limit-len(out); ok = sp.next(it) {
-			ids = append(ids, idAfter(p, it.Key()))
-		}
-		ms, err := findDocs(s, []byte{pMessage}, ids, decodeMessage)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range ms {
-			if m != nil {
-				out = append(out, m)
-			}
-		}
-	}
-	return out, it.Error()
+	return s.listIndexed(key(pReposts, original), r, true)
 }

@@ -78,13 +78,19 @@ func (s *Store) writeReply(b *pebble.Batch, m *store.Message, add bool) error {
 	return setMessage(b, parent)
 }
 
-// ListReplies implements storage.Backend. It reads the index keys of up to
-// the page's remaining room at a time and then their messages with one
-// iterator (findDocs); a reply deleted between the two reads is skipped,
-// and the next keys fill its place.
+// ListReplies implements storage.Backend from the t keys (listIndexed),
+// oldest first.
 func (s *Store) ListReplies(_ context.Context, parent store.ID, r store.Range) ([]*store.Message, error) {
-	p := key(pReplies, parent)
-	sp := spanOf(p, r, false)
+	return s.listIndexed(key(pReplies, parent), r, false)
+}
+
+// listIndexed lists the messages whose IDs end the keys under prefix p,
+// within r (newestFirst as the Range reads them). It reads the keys of up
+// to the page's remaining room at a time and then their messages with one
+// iterator (findDocs); a message deleted between the two reads is skipped,
+// and the next keys fill its place.
+func (s *Store) listIndexed(p []byte, r store.Range, newestFirst bool) ([]*store.Message, error) {
+	sp := spanOf(p, r, newestFirst)
 	it, err := s.db.NewIter(sp.iterOptions())
 	if err != nil {
 		return nil, fmt.Errorf("embedded iter: %w", err)

@@ -406,23 +406,15 @@ func (r *Resolver) likes(ctx context.Context, user *store.User, first *int, afte
 	if err != nil {
 		return nil, err
 	}
+	// The messages come with the page, which leaves out those deleted.
 	ld := loader.For(ctx)
-	thunks := make([]func() (*store.Message, error), len(page.Likes))
+	conn := &model.LikeConnection{Edges: make([]*model.LikeEdge, len(page.Likes))}
+	cursors := make([]string, len(page.Likes))
 	for i, l := range page.Likes {
-		thunks[i] = ld.MessageByKey.Load(ctx, l.Key())
-	}
-	conn := &model.LikeConnection{Edges: make([]*model.LikeEdge, 0, len(page.Likes))}
-	cursors := make([]string, 0, len(page.Likes))
-	for i, l := range page.Likes {
-		m, err := thunks[i]()
-		if store.ErrorCode(err) == store.ENOTFOUND {
-			continue
-		} else if err != nil {
-			return nil, err
-		}
-		c := encodeIDCursor(cursorLikes, l.ID)
-		cursors = append(cursors, c)
-		conn.Edges = append(conn.Edges, &model.LikeEdge{Cursor: c, Node: m, LikedAt: l.CreatedAt})
+		m := page.Messages[i]
+		ld.MessageByKey.Prime(ctx, m.Key(), m)
+		cursors[i] = encodeIDCursor(cursorLikes, l.ID)
+		conn.Edges[i] = &model.LikeEdge{Cursor: cursors[i], Node: m, LikedAt: l.CreatedAt}
 	}
 	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
 	return conn, nil

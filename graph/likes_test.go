@@ -108,6 +108,25 @@ func testLikes(t *testing.T) {
 		e.mustExec(t, "", `{ user(handle: "bob") { likes(first: 10) { edges { node { id } likedAt } } } }`, nil, &r)
 		require.Len(t, r.User.Likes.Edges, 1, "a deleted message leaves the list")
 		assert.Equal(t, msg, r.User.Likes.Edges[0].Node.ID)
+
+		// The newest like is of the deleted message: a page of one reads
+		// past it and stays full.
+		var one struct {
+			User struct {
+				Likes struct {
+					Edges []struct {
+						Node struct{ ID string }
+					} `json:"edges"`
+					PageInfo struct {
+						HasNextPage bool `json:"hasNextPage"`
+					} `json:"pageInfo"`
+				} `json:"likes"`
+			} `json:"user"`
+		}
+		e.mustExec(t, "", `{ user(handle: "bob") { likes(first: 1) { edges { node { id } } pageInfo { hasNextPage } } } }`, nil, &one)
+		require.Len(t, one.User.Likes.Edges, 1, "a page past a deleted message's like is full")
+		assert.Equal(t, msg, one.User.Likes.Edges[0].Node.ID)
+		assert.False(t, one.User.Likes.PageInfo.HasNextPage)
 	})
 	t.Run("unlike", func(t *testing.T) {
 		assert.Equal(t, likeResult{ID: msg, LikeCount: 1, ViewerHasLiked: false}, setLike(carol, "unlike", msg))

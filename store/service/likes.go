@@ -55,8 +55,11 @@ func (s *Service) FindLiked(ctx context.Context, viewer store.ID, keys []store.M
 // LikePage is a page of likes, newest first. HasMore says whether more lie
 // beyond the page in the direction it was read.
 type LikePage struct {
-	Likes   []store.Like
-	HasMore bool
+	Likes []store.Like
+	// Messages are the messages liked, aligned with Likes, for a page of a
+	// user's likes (Likes); nil for a page of a message's likers.
+	Messages []*store.Message
+	HasMore  bool
 }
 
 // Likers returns a page of the likes of message, newest first.
@@ -65,8 +68,51 @@ func (s *Service) Likers(ctx context.Context, message store.ID, r store.Range) (
 	return LikePage{Likes: likes, HasMore: more}, err
 }
 
-// Likes returns a page of the likes user made, newest first.
+// Likes returns a page of the likes user made, newest first, with the
+// messages liked. The likes of a message since deleted stay stored; the
+// page leaves them out and reads on, so that it stays full.
 func (s *Service) Likes(ctx context.Context, user store.ID, r store.Range) (LikePage, error) {
-	likes, more, err := readPage(r, func(r store.Range) ([]store.Like, error) { return s.backend.ListLikes(ctx, user, r) })
-	return LikePage{Likes: likes, HasMore: more}, err
+	liked, more, err := readPage(r, func(r store.Range) ([]likedMessage, error) { return s.liveLikes(ctx, user, r) })
+	page := LikePage{Likes: make([]store.Like, len(liked)), Messages: make([]*store.Message, len(liked)), HasMore: more}
+	for i, l := range liked {
+		page.Likes[i], page.Messages[i] = l.like, l.message
+	}
+	return page, err
+}
+
+// likedMessage is a like with the message it likes.
+type likedMessage struct {
+	like    store.Like
+	message *store.Message
+}
+
+// liveLikes reads user's likes within r with their messages, one
+// FindMessagesByKeys a read, past the likes of deleted messages.
+func (s *Service) liveLikes(ctx context.Context, user store.ID, r store.Range) ([]likedMessage, error) {
+	var out []likedMessage
+	for {
+		likes, err := s.backend.ListLikes(ctx, user, r)
+		if err != nil || len(likes) == 0 {
+			return out, err
+		}
+		keys := make([]store.MessageKey, len(likes))
+		for i, l := range likes {
+			keys[i] = l.Key()
+		}
+		msgs, err := s.backend.FindMessagesByKeys(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		kept := 0
+		for i, m := range msgs {
+			if m != nil {
+				out = append(out, likedMessage{like: likes[i], message: m})
+				kept++
+			}
+		}
+		if len(likes) < r.Limit || kept == len(likes) {
+			return out, nil
+		}
+		r.From, r.Limit = likes[len(likes)-1].ID, r.Limit-kept
+	}
 }

@@ -88,7 +88,8 @@ func (s *Service) Unrepost(ctx context.Context, viewer, id store.ID) (*store.Mes
 	if original.RepostCount > 0 {
 		original.RepostCount--
 	}
-	// Told to those the repost was at home for, by the rule it reached them by.
+	// Told to those the repost was at home for: the followers by the rule
+	// it reached them by, the reposter by its mark.
 	s.fanout.enqueueNotice(&notice{event: store.EventRemoved, message: original.ID, author: viewer, repostOf: original.AuthorID, authorHidden: repost.HomeHidden, readers: readersFollowers})
 	return original, nil
 }

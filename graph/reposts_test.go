@@ -356,3 +356,58 @@ func TestReposts_RateLimited(t *testing.T) {
 		requireOK(t, rlPost(t, h, mtGQL, bob, addr, `{"query":"mutation { repost(messageId: \"`+msg+`\") { id } }"}`), "one token was left")
 	})
 }
+
+func TestReposts_OwnHome(t *testing.T) { forStrategies(t, testRepostsOwnHome) }
+
+// testRepostsOwnHome checks the reposter's own timeline and events: a
+// repost of a followee's message is not at the reposter's home, so neither
+// it nor its unrepost tells their subscriptions anything (a REMOVED naming
+// the message would take the followee's own item away), while a repost of
+// a stranger's is, and stays so once the reposter follows the stranger:
+// that was decided when it was made.
+func testRepostsOwnHome(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, aliceID := mustSignUp(t, e, "alice")
+	bob, _ := mustSignUp(t, e, "bob")
+	carol, carolID := mustSignUp(t, e, "carol")
+	mustFollow(t, e, bob, aliceID)
+	ofAlice := mustPost(t, e, alice, "followed")
+	ofCarol := mustPost(t, e, carol, "stranger")
+	waitFanOut(t, e)
+	sub := e.client.Websocket(repostEventsQuery, opts(bob, nil)...)
+	t.Cleanup(func() { _ = sub.Close() })
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond, "the subscription did not register")
+
+	mustRepost(t, e, bob, ofAlice)
+	mustRepost(t, e, bob, ofCarol)
+	waitFanOut(t, e)
+	e.mustExec(t, bob, `mutation($id: ID!) { unrepost(messageId: $id) { id } }`, map[string]any{"id": ofAlice}, nil)
+	waitFanOut(t, e)
+	done := mustPost(t, e, bob, "done")
+	added := 0
+	for {
+		ev := nextOf[repostEvent](t, sub).InboxEvents
+		if ev.Type == "ADDED" && ev.Edge != nil && ev.Edge.Node.ID == done {
+			break
+		}
+		assert.NotEqual(t, "REMOVED", ev.Type, "bob still has alice's message")
+		assert.NotEqual(t, "DELETED", ev.Type, "bob's repost of alice's message was not at his home")
+		if ev.Type == "ADDED" {
+			require.NotNil(t, ev.Edge)
+			require.NotNil(t, ev.Edge.RepostedBy)
+			assert.Equal(t, ofCarol, ev.Edge.Node.ID, "only the repost of the stranger's message is at bob's home")
+			added++
+		}
+	}
+	assert.Equal(t, 1, added)
+
+	mustFollow(t, e, bob, carolID)
+	waitFanOut(t, e)
+	var reposted []string
+	for _, edge := range repostPage(t, e, bob) {
+		if edge.RepostedBy != nil {
+			reposted = append(reposted, edge.Node.ID)
+		}
+	}
+	assert.Equal(t, []string{ofCarol}, reposted, "following carol later leaves bob's repost of her message at his home")
+}

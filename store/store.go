@@ -94,6 +94,11 @@ type Message struct {
 	// for (never itself a repost); NilID unless Kind is KindRepost.
 	RepostOfID       ID
 	RepostOfAuthorID ID
+	// HomeHidden marks a repost its author's own home timeline does not
+	// show: when it was made, its author wrote the message reposted or
+	// followed that message's author, so had the original at home. It is
+	// decided once, so a later follow or unfollow does not change it.
+	HomeHidden bool
 	// RepostCount is how many live reposts the message has, kept by the
 	// backend as reposts are created and deleted, like ReplyCount.
 	RepostCount int

@@ -286,10 +286,11 @@ func TestStore_LoadBulk(t *testing.T) {
 		// A loaded repost is what CreateMessage stores without a job (it is
 		// delivered): its record and outbox index, the guard that makes a
 		// second repost CONFLICT and FindReposts' answer, the original's
-		// count and the reposter's.
+		// count and the reposter's. It is marked hidden from its
+		// reposter's home, so the comparison covers the mark.
 		n := newNetwork()
 		t1 := bulkT0.Add(time.Minute)
-		r := &store.Message{ID: store.NewID(t1), AuthorID: n.dave.ID, Kind: store.KindRepost, CreatedAt: t1, RepostOfID: n.m1.ID, RepostOfAuthorID: n.alice.ID}
+		r := &store.Message{ID: store.NewID(t1), AuthorID: n.dave.ID, Kind: store.KindRepost, CreatedAt: t1, RepostOfID: n.m1.ID, RepostOfAuthorID: n.alice.ID, HomeHidden: true}
 		ref := openBulk(t)
 		mustLoad(t, ref, n.users, n.rest)
 		require.NoError(t, ref.CreateMessage(ctx, r, nil))

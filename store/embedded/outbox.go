@@ -15,24 +15,34 @@ import (
 
 // The outbox index value holds what fan-out on read needs of a message, so
 // that FindOutbox and CountOutbox decode no message document: its creation
-// time (Unix ms), whether it is pulled and, for a reply to another user, that
-// user, or for a repost, the reposted message and its author: what the
-// home timeline's rule (storage.HomeRule) reads. A value of outboxSize
-// bytes is a post, a reply to oneself, or a message stored before replies
-// were told apart; the three forms differ in length.
+// time (Unix ms), a flags byte (pulled; for a repost, hidden from its
+// author's own home) and, for a reply to another user, that user, or for a
+// repost, the reposted message and its author: what the home timeline's
+// rule (storage.HomeRule) reads. A value of outboxSize bytes is a post, a
+// reply to oneself, or a message stored before replies were told apart;
+// the three forms differ in length.
 const (
 	outboxSize       = 8 + 1
 	outboxReplySize  = outboxSize + idLen
 	outboxRepostSize = outboxSize + 2*idLen
 )
 
+// The flags byte's bits.
+const (
+	outboxPulled byte = 1 << iota
+	outboxHomeHidden
+)
+
 func encodeOutbox(m *store.Message) []byte {
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, outboxRepostSize), uint64(m.CreatedAt.UnixMilli()))
-	pulled := byte(0)
+	flags := byte(0)
 	if m.Pulled {
-		pulled = 1
+		flags |= outboxPulled
 	}
-	v = append(v, pulled)
+	if m.Kind == store.KindRepost && m.HomeHidden {
+		flags |= outboxHomeHidden
+	}
+	v = append(v, flags)
 	switch {
 	case m.Kind == store.KindReply && m.ReplyToAuthorID != m.AuthorID:
 		v = append(v, m.ReplyToAuthorID[:]...)
@@ -44,19 +54,28 @@ func encodeOutbox(m *store.Message) []byte {
 
 // outboxRow is one decoded outbox index entry.
 type outboxRow struct {
-	entry    store.InboxEntry
-	pulled   bool
-	replyTo  store.ID         // the user replied to, if another than the author
-	repostOf store.MessageKey // the message reposted, for a repost
+	entry      store.InboxEntry
+	pulled     bool
+	replyTo    store.ID         // the user replied to, if another than the author
+	repostOf   store.MessageKey // the message reposted, for a repost
+	homeHidden bool             // a repost not at its author's own home
 }
 
 func decodeOutbox(author, id store.ID, v []byte) (outboxRow, error) {
 	if len(v) != outboxSize && len(v) != outboxReplySize && len(v) != outboxRepostSize {
 		return outboxRow{}, fmt.Errorf("decode outbox index of message %s: %d bytes, want %d, %d or %d (a data directory of an older format?)", id, len(v), outboxSize, outboxReplySize, outboxRepostSize)
 	}
+	known := outboxPulled
+	if len(v) == outboxRepostSize {
+		known |= outboxHomeHidden
+	}
+	if f := v[8]; f&^known != 0 {
+		return outboxRow{}, fmt.Errorf("decode outbox index of message %s: flags %#x in a value of %d bytes", id, f, len(v))
+	}
 	row := outboxRow{
-		entry:  store.InboxEntry{MessageID: id, AuthorID: author, CreatedAt: time.UnixMilli(int64(binary.BigEndian.Uint64(v[:8]))).UTC()},
-		pulled: v[8] == 1,
+		entry:      store.InboxEntry{MessageID: id, AuthorID: author, CreatedAt: time.UnixMilli(int64(binary.BigEndian.Uint64(v[:8]))).UTC()},
+		pulled:     v[8]&outboxPulled != 0,
+		homeHidden: v[8]&outboxHomeHidden != 0,
 	}
 	switch len(v) {
 	case outboxReplySize:
@@ -68,7 +87,7 @@ func decodeOutbox(author, id store.ID, v []byte) (outboxRow, error) {
 }
 
 func (r outboxRow) matches(f storage.PullFilter, home *storage.HomeRule) bool {
-	if !home.Keeps(r.entry.AuthorID, r.replyTo, r.repostOf.AuthorID) {
+	if !home.Keeps(r.entry.AuthorID, r.replyTo, r.repostOf.AuthorID, r.homeHidden) {
 		return false
 	}
 	switch f {
@@ -169,7 +188,7 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 	for h.Len() > 0 && len(out) < f.Limit {
 		top := h.rows[0]
 		out = append(out, storage.OutboxEntry{InboxEntry: top.entry, ReplyToAuthorID: top.replyTo,
-			RepostOfID: top.repostOf.ID, RepostOfAuthorID: top.repostOf.AuthorID})
+			RepostOfID: top.repostOf.ID, RepostOfAuthorID: top.repostOf.AuthorID, HomeHidden: top.homeHidden})
 		row, ok, err := nextOutbox(it, top.entry.AuthorID, top.entry.MessageID, up, f.Pulled, f.Home)
 		if err != nil {
 			return nil, err

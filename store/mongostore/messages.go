@@ -383,7 +383,7 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 	cond, sort := idRange("_id", f.Range, true)
 	filter := append(outboxFilter(f), cond...)
 	cur, err := s.messages.Find(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(f.Limit)).
-		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "ra", Value: 1}, {Key: "ro", Value: 1}, {Key: "roa", Value: 1}, {Key: "j.k", Value: 1}}))
+		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "ra", Value: 1}, {Key: "ro", Value: 1}, {Key: "roa", Value: 1}, {Key: "hh", Value: 1}, {Key: "j.k", Value: 1}}))
 	if err != nil {
 		return nil, wrap("find outbox", err)
 	}
@@ -394,6 +394,7 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 		ReplyBy  primitive.ObjectID `bson:"ra"`
 		RepostOf primitive.ObjectID `bson:"ro"`
 		RepostBy primitive.ObjectID `bson:"roa"`
+		Hidden   bool               `bson:"hh"`
 		Job      *jobDoc            `bson:"j"`
 	}
 	if err := cur.All(ctx, &ds); err != nil {
@@ -406,6 +407,7 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 			ReplyToAuthorID:  store.ID(d.ReplyBy),
 			RepostOfID:       store.ID(d.RepostOf),
 			RepostOfAuthorID: store.ID(d.RepostBy),
+			HomeHidden:       d.Hidden,
 			Pending:          d.Job != nil && storage.JobKind(d.Job.Kind) == storage.JobDeliver,
 		}
 	}
@@ -428,14 +430,21 @@ func (s *Store) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, e
 func outboxFilter(f storage.OutboxFilter) bson.D {
 	filter := bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: oids(f.Authors)}}}, live}
 	if r := f.Home; r != nil {
-		// A reply to oneself has ra equal to a, one of the authors, who
-		// are among the users shown.
+		// The reader's own messages pass but a repost marked hidden from
+		// their home; the others, by the rule. A reply to oneself has ra
+		// equal to a, one of the authors, who are among the users shown.
 		shown := append(oids(r.Shown), oid(r.Reader))
 		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
-			bson.D{{Key: "ra", Value: bson.D{{Key: "$exists", Value: false}}}},
-			bson.D{{Key: "ra", Value: bson.D{{Key: "$in", Value: shown}}}},
-			bson.D{{Key: "a", Value: oid(r.Reader)}},
-		}}, bson.E{Key: "roa", Value: bson.D{{Key: "$nin", Value: shown}}}) // $nin passes a message with no roa: all but reposts
+			bson.D{{Key: "a", Value: oid(r.Reader)}, {Key: "hh", Value: bson.D{{Key: "$ne", Value: true}}}},
+			bson.D{
+				{Key: "a", Value: bson.D{{Key: "$ne", Value: oid(r.Reader)}}},
+				{Key: "$or", Value: bson.A{
+					bson.D{{Key: "ra", Value: bson.D{{Key: "$exists", Value: false}}}},
+					bson.D{{Key: "ra", Value: bson.D{{Key: "$in", Value: shown}}}},
+				}},
+				{Key: "roa", Value: bson.D{{Key: "$nin", Value: shown}}}, // $nin passes a message with no roa: all but reposts
+			},
+		}})
 	}
 	switch f.Pulled {
 	case storage.PushedOnly:

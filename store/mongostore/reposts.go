@@ -15,7 +15,9 @@ import (
 )
 
 // Reposts. A repost is a message (k 2) in the reposter's outbox naming
-// the message it reposts (ro, with its author roa); the original keeps
+// the message it reposts (ro, with its author roa), and hh: true when it
+// is not at its reposter's own home (store.Message.HomeHidden, absent
+// when false); the original keeps
 // the count of its live reposts (rp) beside lc and rc. The count changes
 // in count's once-only step, exactly as a reply's parent's rc does (see
 // replies.go): parentKey and parentInc name the original and rp, so every

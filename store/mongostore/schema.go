@@ -273,7 +273,7 @@ var FieldNames = map[string]string{
 	// and threads
 	"tr": "threadRoot", "tra": "threadRootAuthor", "rc": "replyCount",
 	// and reposts
-	"ro": "repostOf", "roa": "repostOfAuthor", "rp": "repostCount",
+	"ro": "repostOf", "roa": "repostOfAuthor", "rp": "repostCount", "hh": "homeHidden",
 	// entries, buckets and caches (o owner, k key, e entries; m message,
 	// d delivered, b bucket; f complete, cv version)
 	"m": "message", "d": "deliveredAt", "b": "bucket", "f": "complete", "cv": "cacheVersion",

@@ -390,13 +390,12 @@ func (n *Network) InboxSize(i int) int { return n.followedMessages(i, false) }
 func (n *Network) InboxTotal(i int) int { return n.followedMessages(i, true) }
 
 // TimelineSize returns how many items user i's timeline shows: its inbox
-// total, its own messages, and its own reposts that the rule of reposts
-// at home shows it.
+// total, its own messages, and its own reposts not marked hidden from its
+// home (Repost's HomeHidden).
 func (n *Network) TimelineSize(i int) int {
 	size := n.InboxTotal(i) + len(n.byAuthor[i])
 	for _, j := range n.byReposter[i] {
-		// One's own repost is at home by the rule a follower's is.
-		if n.reaches(i, int(j)) {
+		if !n.homeHidden(int(j)) {
 			size++
 		}
 	}
@@ -460,6 +459,12 @@ func (n *Network) reaches(i, j int) bool {
 	_, follows := slices.BinarySearch(n.following[i], a)
 	return !follows
 }
+
+// homeHidden reports whether repost j is hidden from its reposter's own
+// home, as the service marks a repost when it is made: the reposter wrote
+// the original or follows its author. A seeded network's follows do not
+// change after its reposts, so that is the rule of reposts at home.
+func (n *Network) homeHidden(j int) bool { return !n.reaches(int(n.reposter[j]), j) }
 
 // Likes returns the number of likes.
 func (n *Network) Likes() int { return n.likeStart[n.cfg.Messages] }
@@ -564,12 +569,13 @@ func (n *Network) repostID(t time.Time, j int) store.ID {
 }
 
 // Repost returns repost j as CreateMessage stores it: a message of its
-// reposter with no text, naming its original and the original's author.
+// reposter with no text, naming its original and the original's author,
+// marked hidden from its reposter's home as Service.Repost marks it.
 func (n *Network) Repost(j int) *store.Message {
 	k, id := int(n.repostOf[j]), n.repostIDs[j]
 	return &store.Message{
 		ID: id, AuthorID: n.UserID(int(n.reposter[j])), Kind: store.KindRepost, CreatedAt: id.Time().UTC(),
-		RepostOfID: n.messageID(k), RepostOfAuthorID: n.UserID(int(n.msgAuthor[k])),
+		RepostOfID: n.messageID(k), RepostOfAuthorID: n.UserID(int(n.msgAuthor[k])), HomeHidden: n.homeHidden(j),
 	}
 }
 

@@ -545,7 +545,7 @@ func TestGenerate_RepostsAtHome(t *testing.T) {
 	for _, st := range []service.Strategy{service.StrategyWrite, service.StrategyHybrid} {
 		n, err := Generate(Config{Seed: 2, Users: 300, AvgFollows: 10, Messages: 3000, AvgReposts: 3, Strategy: st, CelebrityThreshold: 30})
 		require.NoError(t, err)
-		kept, shown := 0, 0
+		kept, shown, ownHidden := 0, 0, 0
 		for i := range n.Users() {
 			in := map[store.ID]bool{}
 			for _, it := range n.inbox(i).Items {
@@ -567,15 +567,24 @@ func TestGenerate_RepostsAtHome(t *testing.T) {
 			assert.Len(t, in, n.InboxSize(i))
 			own := 0
 			for _, j := range n.byReposter[i] {
-				if n.reaches(i, int(j)) {
+				// Marked as the service marks it: hidden from one's own
+				// home if one wrote the original or follows its author.
+				r := n.Repost(int(j))
+				a := userIndex(n, r.RepostOfAuthorID)
+				hidden := a == i || slices.Contains(n.Following(i), uint32(a))
+				assert.Equal(t, hidden, r.HomeHidden, "%s: user %d's repost %d", st, i, j)
+				if hidden {
+					ownHidden++
+				} else {
 					own++
 				}
 			}
 			assert.Equal(t, n.InboxSize(i)+len(n.byAuthor[i])+own+n.pulledShown(i), n.TimelineSize(i),
-				"%s: the timeline adds one's own messages, one's own reposts the rule shows, and the pulled messages", st)
+				"%s: the timeline adds one's own messages, one's own reposts not marked hidden, and the pulled messages", st)
 		}
 		assert.NotZero(t, kept, "%s: some reposts are kept out", st)
 		assert.NotZero(t, shown, "%s: some reposts are shown", st)
+		assert.NotZero(t, ownHidden, "%s: some reposts are hidden from their reposter's home", st)
 	}
 }
 

@@ -311,7 +311,7 @@ func (f *fanout) shownAtHome(ctx context.Context, owner store.ID, es []storage.O
 	}
 	rule := storage.NewHomeRule(owner, shown)
 	return slices.DeleteFunc(es, func(e storage.OutboxEntry) bool {
-		return !rule.Keeps(e.AuthorID, e.ReplyToAuthorID, e.RepostOfAuthorID)
+		return !rule.Keeps(e.AuthorID, e.ReplyToAuthorID, e.RepostOfAuthorID, e.HomeHidden)
 	}), nil
 }
 

@@ -21,7 +21,10 @@ type notice struct {
 	// repostOf is the author of the message a repost stands for: its
 	// readers are those who neither follow that user nor are them.
 	repostOf store.ID
-	readers  noticeReaders
+	// authorHidden is set for a repost not at its author's own home
+	// (store.Message.HomeHidden): the author is not told.
+	authorHidden bool
+	readers      noticeReaders
 	// toldAuthor is set once the author's event is out, so that a retry
 	// does not tell them twice.
 	toldAuthor bool
@@ -49,7 +52,7 @@ const (
 // fanned is true (a stored job tells the readers), else for the author and
 // the message's readers.
 func (s *Service) noticeOf(t store.EventType, m *store.Message, fanned bool) *notice {
-	n := &notice{event: t, message: m.ID, author: m.AuthorID, replyTo: m.ReplyToAuthorID, repostOf: m.RepostOfAuthorID}
+	n := &notice{event: t, message: m.ID, author: m.AuthorID, replyTo: m.ReplyToAuthorID, repostOf: m.RepostOfAuthorID, authorHidden: m.HomeHidden}
 	switch {
 	case fanned:
 		n.readers = readersAuthor
@@ -91,15 +94,8 @@ func (f *fanout) notify(n *notice) error {
 		if err != nil {
 			return err
 		}
-		if !n.toldAuthor {
-			own := []store.ID{n.author}
-			if !n.repostOf.IsZero() {
-				// One's own repost is home under the same rule as others'.
-				if own, err = f.homeReaders(f.ctx, n.author, n.replyTo, n.repostOf, own); err != nil {
-					return err
-				}
-			}
-			readers = append(own, readers...)
+		if !n.toldAuthor && !n.authorHidden {
+			readers = append([]store.ID{n.author}, readers...)
 		}
 		evs := make([]store.Event, len(readers))
 		for i, o := range readers {

@@ -22,7 +22,16 @@ func (s *Service) Repost(ctx context.Context, viewer, id store.ID) (*store.Messa
 	// author, so it is pushed, like a reply to another user, rather than
 	// making every reader find out.
 	m := &store.Message{ID: store.NewID(now), AuthorID: viewer, Kind: store.KindRepost, CreatedAt: now,
-		RepostOfID: original.ID, RepostOfAuthorID: original.AuthorID}
+		RepostOfID: original.ID, RepostOfAuthorID: original.AuthorID, HomeHidden: original.AuthorID == viewer}
+	if !m.HomeHidden {
+		// Decided once, here, as a stored inbox keeps what was delivered:
+		// the reposter's own timeline reads the mark, not the follow graph.
+		follows, err := s.backend.FindFollowing(ctx, viewer, []store.ID{original.AuthorID})
+		if err != nil {
+			return nil, err
+		}
+		m.HomeHidden = follows[0]
+	}
 	var job *storage.Job
 	if s.layout != storage.LayoutNone {
 		job = &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: s.layout, MessageID: m.ID, AuthorID: viewer, CreatedAt: now, RepostOfAuthorID: original.AuthorID}
@@ -79,8 +88,9 @@ func (s *Service) Unrepost(ctx context.Context, viewer, id store.ID) (*store.Mes
 	if original.RepostCount > 0 {
 		original.RepostCount--
 	}
-	// Told to those the repost was at home for, by the rule it reached them by.
-	s.fanout.enqueueNotice(&notice{event: store.EventRemoved, message: original.ID, author: viewer, repostOf: original.AuthorID, readers: readersFollowers})
+	// Told to those the repost was at home for: the followers by the rule
+	// it reached them by, the reposter by its mark.
+	s.fanout.enqueueNotice(&notice{event: store.EventRemoved, message: original.ID, author: viewer, repostOf: original.AuthorID, authorHidden: repost.HomeHidden, readers: readersFollowers})
 	return original, nil
 }
 

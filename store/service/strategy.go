@@ -179,14 +179,18 @@ func (r *timelineRead) authors(ctx context.Context) ([]store.ID, error) {
 // The owner's own messages are in every timeline, read from their outbox
 // as a followee's are under fan-out on read: they are there as soon as they
 // are stored, with nothing to deliver (read-your-writes). Under the other
-// strategies that read is one more call, made beside the inbox's (two or
-// three when the page holds the owner's reposts of others: see ownPage).
+// strategies that read is one more call, made beside the inbox's. The
+// owner's reposts that are not at their home were marked so when made
+// (docs/design.md#reposts-at-home), so that read needs no follow graph.
 func (tr *timelineRead) page(ctx context.Context, r store.Range) (_ []store.InboxItem, _ store.InboxCounts, ok bool, _ error) {
 	if tr.s.strategy == StrategyRead {
 		items, err := tr.readPage(ctx, r, true)
 		return items, store.InboxCounts{}, false, err
 	}
-	ownPage := beside(func() ([]store.InboxItem, error) { return tr.ownPage(ctx, r) })
+	ownPage := beside(func() ([]store.InboxItem, error) {
+		es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{tr.owner}, Range: r, Home: storage.NewHomeRule(tr.owner, nil)})
+		return outboxItems(es), err
+	})
 	items, c, ok, err := tr.othersPage(ctx, r)
 	own, ownErr := ownPage()
 	if err == nil {

@@ -336,7 +336,9 @@ type OutboxFilter struct {
 // (those the reader follows), or the reader wrote it; posts and replies
 // to oneself are always kept. A repost is kept unless the reader wrote
 // its original or Shown holds the original's author: the reader has the
-// original at home already. That holds for the reader's own reposts too.
+// original at home already. The reader's own repost is kept unless it is
+// marked hidden (store.Message.HomeHidden), the same rule decided when it
+// was made, so reading one's own outbox needs no follow graph.
 // Every author a filter reads must be in Shown or be the reader: a
 // backend may know a reply to oneself by that alone. Make one with
 // NewHomeRule.
@@ -357,12 +359,16 @@ func NewHomeRule(reader store.ID, shown []store.ID) *HomeRule {
 
 // Keeps reports whether the rule keeps a message by author that replies
 // to a message of replyTo, or reposts a message of repostOf (NilID for a
-// post). A nil rule keeps everything.
-func (r *HomeRule) Keeps(author, replyTo, repostOf store.ID) bool {
+// post) and is marked hidden from its author's home or not. A nil rule
+// keeps everything.
+func (r *HomeRule) Keeps(author, replyTo, repostOf store.ID, hidden bool) bool {
 	if r == nil {
 		return true
 	}
 	if !repostOf.IsZero() {
+		if author == r.Reader {
+			return !hidden
+		}
 		return repostOf != r.Reader && !r.shown[repostOf]
 	}
 	return replyTo.IsZero() || replyTo == author || author == r.Reader || replyTo == r.Reader || r.shown[replyTo]
@@ -389,6 +395,9 @@ type OutboxEntry struct {
 	// a repost of a message it already shows without loading either.
 	RepostOfID       store.ID
 	RepostOfAuthorID store.ID
+	// HomeHidden is the repost's store.Message.HomeHidden: its author's
+	// own home timeline does not show it.
+	HomeHidden bool
 	// Pending is true while the message's JobDeliver is stored: the job,
 	// not a backfill, brings it to the author's followers.
 	Pending bool

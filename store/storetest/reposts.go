@@ -14,6 +14,7 @@ import (
 func testReposts(t *testing.T, open OpenFunc) {
 	t.Run("RepostAndUnrepost", func(t *testing.T) { testRepostAndUnrepost(t, open) })
 	t.Run("Outbox", func(t *testing.T) { testRepostOutbox(t, open) })
+	t.Run("HomeHidden", func(t *testing.T) { testRepostHomeHidden(t, open) })
 	t.Run("ErrNotFound", func(t *testing.T) { testRepostNotFound(t, open) })
 	t.Run("OriginalDeleted", func(t *testing.T) { testRepostOriginalDeleted(t, open) })
 	t.Run("Retracted", func(t *testing.T) { testRepostRetracted(t, open) })
@@ -152,6 +153,48 @@ func testRepostOutbox(t *testing.T, open OpenFunc) {
 	n, err := b.CountOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{fan.ID}})
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
+}
+
+// testRepostHomeHidden checks that a repost's mark of not being at its
+// author's own home is stored with it and read back by every read of the
+// message and of the outbox, set or not.
+func testRepostHomeHidden(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	author, fan := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+	m, m2 := storeMessage(t, b, c, author.ID), storeMessage(t, b, c, author.ID)
+	hidden := newRepost(c, fan.ID, m)
+	hidden.HomeHidden = true
+	require.NoError(t, b.CreateMessage(ctx, hidden, nil))
+	shown := mustRepost(t, b, c, fan.ID, m2)
+
+	for _, r := range []*store.Message{hidden, shown} {
+		byID, err := b.FindMessageByID(ctx, r.ID)
+		require.NoError(t, err)
+		assert.Equal(t, r.HomeHidden, byID.HomeHidden, "FindMessageByID")
+		byKey, err := b.FindMessagesByKeys(ctx, []store.MessageKey{r.Key()})
+		require.NoError(t, err)
+		require.NotNil(t, byKey[0])
+		assert.Equal(t, r.HomeHidden, byKey[0].HomeHidden, "FindMessagesByKeys")
+	}
+	msgs, err := b.FindMessages(ctx, storage.MessageFilter{AuthorID: fan.ID, Range: store.Forward(store.NilID, 10)})
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	assert.Equal(t, []bool{false, true}, []bool{msgs[0].HomeHidden, msgs[1].HomeHidden}, "FindMessages, newest first")
+
+	entries, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{fan.ID}, Range: store.Forward(store.NilID, 10)})
+	require.NoError(t, err)
+	want := []storage.OutboxEntry{
+		{InboxEntry: entryOf(shown), RepostOfID: m2.ID, RepostOfAuthorID: author.ID},
+		{InboxEntry: entryOf(hidden), RepostOfID: m.ID, RepostOfAuthorID: author.ID, HomeHidden: true},
+	}
+	assert.Equal(t, want, entries, "FindOutbox")
+	// The mark hides the repost from its author's home alone.
+	own, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{fan.ID}, Range: store.Forward(store.NilID, 10), Home: storage.NewHomeRule(fan.ID, nil)})
+	require.NoError(t, err)
+	assert.Equal(t, []store.ID{shown.ID}, outboxIDs(own))
+	other, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: []store.ID{fan.ID}, Range: store.Forward(store.NilID, 10), Home: storage.NewHomeRule(store.NewID(c.Now()), []store.ID{fan.ID})})
+	require.NoError(t, err)
+	assert.Equal(t, []store.ID{shown.ID, hidden.ID}, outboxIDs(other))
 }
 
 func testRepostNotFound(t *testing.T, open OpenFunc) {

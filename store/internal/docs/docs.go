@@ -133,6 +133,7 @@ type Message struct {
 	Replies  int64                `bson:"rc,omitempty"`
 	RepostOf *primitive.ObjectID  `bson:"ro,omitempty"`
 	RepostBy *primitive.ObjectID  `bson:"roa,omitempty"`
+	Hidden   bool                 `bson:"hh,omitempty"` // a repost not at its author's own home
 	Reposts  int64                `bson:"rp,omitempty"`
 }
 
@@ -147,7 +148,7 @@ func FromMessage(m *store.Message) *Message {
 		d.Kind, d.ReplyTo, d.ReplyBy = kindReply, &r, &ra
 	case store.KindRepost:
 		ro, roa := primitive.ObjectID(m.RepostOfID), primitive.ObjectID(m.RepostOfAuthorID)
-		d.Kind, d.RepostOf, d.RepostBy = kindRepost, &ro, &roa
+		d.Kind, d.RepostOf, d.RepostBy, d.Hidden = kindRepost, &ro, &roa, m.HomeHidden
 	}
 	return d
 }
@@ -169,7 +170,7 @@ func (d *Message) StoreTo(m *store.Message) {
 	case d.Kind == kindReply && d.ReplyTo != nil:
 		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, store.ID(*d.ReplyTo), fromOpt(d.ReplyBy)
 	case d.Kind == kindRepost && d.RepostOf != nil:
-		m.Kind, m.RepostOfID, m.RepostOfAuthorID = store.KindRepost, store.ID(*d.RepostOf), fromOpt(d.RepostBy)
+		m.Kind, m.RepostOfID, m.RepostOfAuthorID, m.HomeHidden = store.KindRepost, store.ID(*d.RepostOf), fromOpt(d.RepostBy), d.Hidden
 	}
 	if d.Edited != nil {
 		t := d.Edited.UTC()
@@ -307,6 +308,9 @@ func decodeMessage(b []byte, d *Message) bool {
 			// bson.Unmarshal refuses a boolean byte other than 0 or 1.
 			ok = v.Type == bson.TypeBoolean && len(v.Data) == 1 && v.Data[0] <= 1
 			d.Pulled = ok && v.Data[0] == 1
+		case "hh":
+			ok = v.Type == bson.TypeBoolean && len(v.Data) == 1 && v.Data[0] <= 1
+			d.Hidden = ok && v.Data[0] == 1
 		case "me":
 			d.Mentions, ok = decodeIDs(v)
 		case "lc":

@@ -55,6 +55,7 @@ func TestMessage_RoundTrip(t *testing.T) {
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "re", Kind: store.KindReply, ReplyToID: store.NewID(now), ReplyToAuthorID: store.NewID(now), CreatedAt: now, EditedAt: &now},
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "star", Kind: store.KindPost, CreatedAt: now, Pulled: true},
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Kind: store.KindRepost, RepostOfID: store.NewID(now), RepostOfAuthorID: store.NewID(now), CreatedAt: now},
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Kind: store.KindRepost, RepostOfID: store.NewID(now), RepostOfAuthorID: store.NewID(now), CreatedAt: now, HomeHidden: true},
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "hi", Kind: store.KindPost, CreatedAt: now, RepostCount: 3, ReplyCount: 2, LikeCount: 1},
 	} {
 		b, err := bson.Marshal(FromMessage(m))
@@ -87,6 +88,7 @@ func TestUnmarshalMessage(t *testing.T) {
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "re", Kind: store.KindReply, ReplyToID: store.NewID(now), ReplyToAuthorID: store.NewID(now), CreatedAt: now, EditedAt: &now},
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "star ✓", Kind: store.KindPost, CreatedAt: old, Pulled: true},
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Kind: store.KindRepost, RepostOfID: store.NewID(now), RepostOfAuthorID: store.NewID(now), CreatedAt: now},
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Kind: store.KindRepost, RepostOfID: store.NewID(now), RepostOfAuthorID: store.NewID(now), CreatedAt: now, HomeHidden: true},
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "hi", Kind: store.KindPost, CreatedAt: now, RepostCount: 3},
 	} {
 		b, err := bson.Marshal(FromMessage(m))
@@ -118,7 +120,7 @@ func FuzzUnmarshalMessage(f *testing.F) {
 	for _, m := range []*store.Message{
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "hi", CreatedAt: now},
 		{ID: store.NewID(now), AuthorID: store.NewID(now), Text: "re", Kind: store.KindReply, ReplyToID: store.NewID(now), ReplyToAuthorID: store.NewID(now), CreatedAt: now, EditedAt: &now, Pulled: true},
-		{ID: store.NewID(now), AuthorID: store.NewID(now), Kind: store.KindRepost, RepostOfID: store.NewID(now), RepostOfAuthorID: store.NewID(now), CreatedAt: now, RepostCount: 1},
+		{ID: store.NewID(now), AuthorID: store.NewID(now), Kind: store.KindRepost, RepostOfID: store.NewID(now), RepostOfAuthorID: store.NewID(now), CreatedAt: now, RepostCount: 1, HomeHidden: true},
 	} {
 		b, err := bson.Marshal(FromMessage(m))
 		require.NoError(f, err)

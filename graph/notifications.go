@@ -88,7 +88,7 @@ func (r *Resolver) notificationActors(ctx context.Context, g *model.Notification
 	for i, a := range page.Actors {
 		ids[i] = a.UserID
 	}
-	users, at, err := usersFound(ctx, ids)
+	users, at, err := connectionUsers(ctx, ids)
 	if err != nil {
 		return nil, err
 	}

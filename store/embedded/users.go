@@ -119,6 +119,15 @@ func (s *Store) UpdateUser(_ context.Context, id store.ID, upd storage.UserUpdat
 		if upd.DisplayName != nil {
 			d.Name = *upd.DisplayName
 		}
+		if upd.Bio != nil {
+			d.Bio = *upd.Bio
+		}
+		if upd.WebsiteURL != nil {
+			d.Website = *upd.WebsiteURL
+		}
+		if upd.AvatarURL != nil {
+			d.Avatar = *upd.AvatarURL
+		}
 	})
 }
 

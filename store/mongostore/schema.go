@@ -258,7 +258,7 @@ var shardKeys = []struct {
 // document it and to measure what short names save (TestBytes).
 var FieldNames = map[string]string{
 	// users
-	"h": "handle", "n": "displayName", "p": "passwordHash", "c": "createdAt", "s": "lastSeenAt",
+	"h": "handle", "n": "displayName", "bi": "bio", "w": "websiteUrl", "au": "avatarUrl", "p": "passwordHash", "c": "createdAt", "s": "lastSeenAt",
 	"fr": "followerCount", "fg": "followingCount", "mc": "messageCount", "pc": "pulledCount", "at": "attributes",
 	"k": "key", "v": "value", "av": "attributesVersion", "tv": "tokenVersion", "rt": "revokedTokens",
 	"et": "entriesTotal", "eu": "entriesUnread", "bt": "bucketsTotal", "bu": "bucketsUnread",

@@ -245,15 +245,35 @@ func (s *Store) FindUsersByHandles(ctx context.Context, handles []string) ([]*st
 
 // UpdateUser implements storage.Backend.
 func (s *Store) UpdateUser(ctx context.Context, id store.ID, upd storage.UserUpdate) (*store.User, error) {
-	set := bson.D{}
+	set, unset := bson.D{}, bson.D{}
 	if upd.DisplayName != nil {
 		set = append(set, bson.E{Key: "n", Value: *upd.DisplayName})
 	}
-	if len(set) == 0 {
+	// A cleared profile field is removed, as an unset one is never stored.
+	for _, f := range []struct {
+		key string
+		v   *string
+	}{{"bi", upd.Bio}, {"w", upd.WebsiteURL}, {"au", upd.AvatarURL}} {
+		switch {
+		case f.v == nil:
+		case *f.v == "":
+			unset = append(unset, bson.E{Key: f.key, Value: ""})
+		default:
+			set = append(set, bson.E{Key: f.key, Value: *f.v})
+		}
+	}
+	if len(set) == 0 && len(unset) == 0 {
 		return s.FindUserByID(ctx, id)
 	}
+	change := bson.D{}
+	if len(set) > 0 {
+		change = append(change, bson.E{Key: "$set", Value: set})
+	}
+	if len(unset) > 0 {
+		change = append(change, bson.E{Key: "$unset", Value: unset})
+	}
 	var d userDoc
-	err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(id)}}, bson.D{{Key: "$set", Value: set}},
+	err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(id)}}, change,
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	if err != nil {
 		return nil, missing(err, "user not found", "update user")

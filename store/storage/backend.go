@@ -292,10 +292,14 @@ type Jobs interface {
 	PendingJobs(ctx context.Context) ([]*Job, error)
 }
 
-// UserUpdate changes a user; nil fields are left as they are. The last-seen
-// time changes through MarkSeen.
+// UserUpdate changes a user's profile; nil fields are left as they are, an
+// empty Bio, WebsiteURL or AvatarURL clears it. The last-seen time changes
+// through MarkSeen.
 type UserUpdate struct {
 	DisplayName *string
+	Bio         *string
+	WebsiteURL  *string
+	AvatarURL   *string
 }
 
 // MessageFilter selects an author's messages.

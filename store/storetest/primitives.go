@@ -73,6 +73,23 @@ func testUsers(t *testing.T, open OpenFunc) {
 		assert.Equal(t, name, mustUser(t, b, u.ID).DisplayName)
 		assert.Equal(t, u.LastSeenAt, got.LastSeenAt)
 	})
+	t.Run("UpdateProfile", func(t *testing.T) {
+		b, c := openBackend(t, open), newClock()
+		u := mustCreateUser(t, b, c)
+		bio, web, avatar := "Line one\nline two", "https://example.com/me", "https://example.com/me.png"
+		got, err := b.UpdateUser(ctx, u.ID, storage.UserUpdate{Bio: &bio, WebsiteURL: &web, AvatarURL: &avatar})
+		require.NoError(t, err)
+		assert.Equal(t, u.DisplayName, got.DisplayName, "a field left out stays")
+		assert.Equal(t, []string{bio, web, avatar}, []string{got.Bio, got.WebsiteURL, got.AvatarURL})
+		assert.Equal(t, got, mustUser(t, b, u.ID))
+		empty, name := "", "Renamed"
+		got, err = b.UpdateUser(ctx, u.ID, storage.UserUpdate{DisplayName: &name, WebsiteURL: &empty})
+		require.NoError(t, err)
+		assert.Equal(t, []string{name, bio, "", avatar}, []string{got.DisplayName, got.Bio, got.WebsiteURL, got.AvatarURL})
+		assert.Equal(t, got, mustUser(t, b, u.ID))
+		_, err = b.UpdateUser(ctx, store.NewID(c.Now()), storage.UserUpdate{Bio: &bio})
+		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
+	})
 	t.Run("MarkSeen", func(t *testing.T) {
 		b, c := openBackend(t, open), newClock()
 		u := mustCreateUser(t, b, c)

@@ -10,6 +10,8 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 #    goes into the Headers pane as an Authorization header,
 #    sent with every request and in the websocket's
 #    connection_init. The key button sets a token by hand.
+#    UpdateProfile sets your name, bio, website and avatar
+#    (a field left out stays; "" clears it).
 # 2. FindUser looks someone up by handle: copy their id
 #    into "userId" in the Variables pane.
 # 3. Follow follows them: their posts reach your inbox.
@@ -64,11 +66,23 @@ mutation LogIn($handle: String!, $password: String!) {
   }
 }
 
+mutation UpdateProfile($displayName: String, $bio: String, $websiteUrl: String) {
+  updateProfile(input: {displayName: $displayName, bio: $bio, websiteUrl: $websiteUrl}) {
+    handle
+    displayName
+    bio
+    websiteUrl
+    avatarUrl
+  }
+}
+
 query FindUser($followHandle: String!) {
   user(handle: $followHandle) {
     id
     handle
     displayName
+    bio
+    websiteUrl
     followerCount
     viewerFollows
   }
@@ -314,6 +328,8 @@ export const exampleVariables = `{
   "handle": "alice",
   "password": "correct horse",
   "displayName": "Alice",
+  "bio": "Curious. Falls down rabbit holes.",
+  "websiteUrl": "https://alice.example",
   "followHandle": "bob",
   "userId": "paste the id FindUser returned",
   "messageId": "paste a message id from Inbox",

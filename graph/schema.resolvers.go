@@ -381,6 +381,11 @@ func (r *queryResolver) UsersByAttribute(ctx context.Context, name string, value
 	return r.usersByAttribute(ctx, name, value, first, after, last, before)
 }
 
+// SearchUsers is the resolver for the searchUsers field.
+func (r *queryResolver) SearchUsers(ctx context.Context, query string, first *int, after *string) (*model.UserConnection, error) {
+	return r.searchUsers(ctx, query, first, after)
+}
+
 // Notifications is the resolver for the notifications field.
 func (r *queryResolver) Notifications(ctx context.Context, first *int, after *string, last *int, before *string) (*model.NotificationConnection, error) {
 	viewer, err := requireViewer(ctx)

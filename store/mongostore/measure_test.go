@@ -267,12 +267,27 @@ func TestRoundTrips(t *testing.T) {
 	})
 	t.Run("update profile", func(t *testing.T) {
 		n.Store(0)
-		name, bio := "The Author", "Writes things."
-		u, err := st.UpdateUser(ctx, author.ID, storage.UserUpdate{DisplayName: &name, Bio: &bio})
+		bio := "Writes things."
+		u, err := st.UpdateUser(ctx, author.ID, storage.UserUpdate{Bio: &bio})
 		require.NoError(t, err)
 		assert.Equal(t, bio, u.Bio)
 		t.Logf("update a profile: %d round trips", n.Load())
 		assert.Equal(t, int64(1), n.Load(), "one find-and-modify returns the user as changed")
+		n.Store(0)
+		name := "The Author"
+		_, err = st.UpdateUser(ctx, author.ID, storage.UserUpdate{DisplayName: &name})
+		require.NoError(t, err)
+		t.Logf("rename: %d round trips", n.Load())
+		assert.Equal(t, int64(2), n.Load(), "read the handle, then one find-and-modify sets the name and its search terms")
+	})
+	t.Run("search users", func(t *testing.T) {
+		n.Store(0)
+		docs.Store(0)
+		users, err := st.SearchUsers(ctx, "f", 200)
+		require.NoError(t, err)
+		assert.Len(t, users, fans, "f0..f29")
+		t.Logf("search users by a prefix (%d found): %d round trips", len(users), n.Load())
+		assert.Equal(t, int64(1), n.Load(), "one range of the search index, users and all")
 	})
 	t.Run("followers of a reply's answered user", func(t *testing.T) {
 		// A chunk of a reply's delivery checks which of its owners follow

@@ -349,6 +349,16 @@ describe('demo client at /app/', () => {
       assert.equal(await page.getByTestId('found-website').getAttribute('href'), 'https://pat.example/');
       await screenshot(page, dir, 'app-5-profile');
 
+      // The typeahead finds the new name by a prefix of a word of it,
+      // whatever the case, and follows from the result.
+      const other = await signUp(server.base, uniqueHandle('quin'));
+      await gql(server.base, other.token, 'mutation { updateProfile(input: {displayName: "Quinn Ëvergreen"}) { id } }');
+      await page.getByTestId('search-query').fill('EVERG');
+      const hit = page.getByTestId('search-result').filter({ hasText: `Quinn Ëvergreen @${other.handle}` });
+      await hit.waitFor();
+      await hit.getByTestId('search-follow').click();
+      await page.getByTestId('search-result').filter({ hasText: `@${other.handle} · 1 follower` }).getByTestId('search-follow').filter({ hasText: /^Unfollow$/ }).waitFor();
+
       // And so does the API, after a reload.
       const d = await gql(server.base, null, 'query($h: String!) { user(handle: $h) { displayName bio websiteUrl avatarUrl } }', { h: user.handle });
       assert.deepEqual(d.user, { displayName: 'Pat Renamed', bio: 'Writes code.\nReads books.', websiteUrl: 'https://pat.example/', avatarUrl: null });

@@ -160,6 +160,8 @@ const el = {
   notifMarkRead: must<HTMLButtonElement>('notif-mark-read'),
   notifications: must<HTMLOListElement>('notifications'),
   notifEmpty: must('notif-empty'),
+  search: must<HTMLInputElement>('search'),
+  searchResults: must<HTMLUListElement>('search-results'),
   profileForm: must<HTMLFormElement>('profile-form'),
   profileError: must('profile-error'),
   profileSaved: must('profile-saved'),
@@ -880,6 +882,57 @@ el.findForm.addEventListener('submit', (ev) => {
     }
     renderFound(d.user);
   });
+});
+
+// ---- search ----
+
+// The typeahead asks once the typing pauses, and shows only the answer to
+// the latest query: an older one that arrives late is dropped.
+const SEARCH_DELAY_MS = 200;
+let searchTimer: ReturnType<typeof setTimeout> | undefined;
+let searchSeq = 0;
+
+function searchResult(u: FoundUser): HTMLLIElement {
+  const follow = h('button', { type: 'button', 'data-testid': 'search-follow', hidden: u.id === viewer?.id }, u.viewerFollows ? 'Unfollow' : 'Follow');
+  follow.addEventListener('click', () =>
+    void act(follow, async () => {
+      const op = u.viewerFollows ? 'unfollow' : 'follow';
+      const d = await gql<Record<string, FoundUser>>(`mutation($id: ID!) { ${op}(userId: $id) { ${USER} } }`, { id: u.id }, token);
+      li.replaceWith(searchResult(d[op]));
+    }),
+  );
+  const li = h(
+    'li',
+    { 'data-testid': 'search-result' },
+    h('strong', {}, u.displayName),
+    ` @${u.handle} · ${plural(u.followerCount, 'follower')} `,
+    follow,
+  );
+  return li;
+}
+
+el.search.addEventListener('input', () => {
+  clearTimeout(searchTimer);
+  const q = el.search.value.trim();
+  const seq = ++searchSeq;
+  if (!/[\p{L}\p{N}_]/u.test(q)) {
+    el.searchResults.replaceChildren();
+    return;
+  }
+  searchTimer = setTimeout(
+    () =>
+      void act(null, async () => {
+        const d = await gql<{ searchUsers: { edges: { node: FoundUser }[] } }>(
+          `query($q: String!) { searchUsers(query: $q, first: 8) { edges { node { ${USER} } } } }`,
+          { q },
+          token,
+        );
+        if (seq !== searchSeq) return;
+        const items = d.searchUsers.edges.map((e) => searchResult(e.node));
+        el.searchResults.replaceChildren(...(items.length ? items : [h('li', { class: 'note' }, 'Nobody found.')]));
+      }),
+    SEARCH_DELAY_MS,
+  );
 });
 
 void start();

@@ -14,6 +14,8 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 #    (a field left out stays; "" clears it).
 # 2. FindUser looks someone up by handle: copy their id
 #    into "userId" in the Variables pane.
+#    SearchUsers finds people as you type: a prefix of a
+#    handle or of a word of a name, most followed first.
 # 3. Follow follows them: their posts reach your inbox.
 # 4. Post writes a message to your followers' inboxes;
 #    each @handle in it is a mention.
@@ -85,6 +87,26 @@ query FindUser($followHandle: String!) {
     websiteUrl
     followerCount
     viewerFollows
+  }
+}
+
+query SearchUsers($search: String!) {
+  searchUsers(query: $search, first: 10) {
+    totalCount
+    edges {
+      cursor
+      node {
+        id
+        handle
+        displayName
+        followerCount
+        viewerFollows
+      }
+    }
+    pageInfo {
+      hasNextPage
+      endCursor
+    }
   }
 }
 
@@ -331,6 +353,7 @@ export const exampleVariables = `{
   "bio": "Curious. Falls down rabbit holes.",
   "websiteUrl": "https://alice.example",
   "followHandle": "bob",
+  "search": "bo",
   "userId": "paste the id FindUser returned",
   "messageId": "paste a message id from Inbox",
   "text": "Hello from the playground, @bob!",

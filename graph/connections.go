@@ -244,6 +244,33 @@ func (r *Resolver) usersByAttribute(ctx context.Context, name, value string, fir
 	return conn, nil
 }
 
+// searchUsers returns a page of the users a typeahead query finds, in rank
+// order, priming UserByID with them: one backend call per page.
+func (r *Resolver) searchUsers(ctx context.Context, query string, first *int, after *string) (*model.UserConnection, error) {
+	n := store.DefaultPageSize
+	if first != nil {
+		n = *first
+	}
+	pos, err := decodeSearchCursor(after)
+	if err != nil {
+		return nil, err
+	}
+	page, err := r.Service.SearchUsers(ctx, query, n, pos)
+	if err != nil {
+		return nil, err
+	}
+	ld := loader.For(ctx)
+	conn := &model.UserConnection{Edges: make([]*model.UserEdge, len(page.Users)), TotalCount: page.Total}
+	cursors := make([]string, len(page.Users))
+	for i, u := range page.Users {
+		ld.UserByID.Prime(ctx, u.ID, u)
+		cursors[i] = encodeSearchCursor(page.Positions[i])
+		conn.Edges[i] = &model.UserEdge{Cursor: cursors[i], Node: u}
+	}
+	conn.PageInfo = pageInfo(cursors, store.Range{}, page.HasMore)
+	return conn, nil
+}
+
 // messages returns a page of user's outbox, newest first, priming
 // MessageByKey with the page.
 func (r *Resolver) messages(ctx context.Context, user *store.User, first *int, after *string, last *int, before *string) (*model.MessageConnection, error) {

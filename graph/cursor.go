@@ -24,6 +24,7 @@ const (
 	cursorNotifs    cursorKind = 'n' // payload: the group's LatestID (Query.notifications)
 	cursorActors    cursorKind = 'y' // payload: the actor's activity store.ID (NotificationGroup.actors)
 	cursorEvent     cursorKind = 'e' // payload: the event's store.EventPosition (subscriptions)
+	cursorSearch    cursorKind = 's' // payload: the user's store.SearchPosition (searchUsers)
 )
 
 // Cursors are base64url(kind byte + payload). They are opaque to clients and
@@ -121,5 +122,37 @@ func decodeEventCursor(after *string) (store.EventPosition, error) {
 	if p.IsZero() {
 		return store.EventPosition{}, errInvalidCursor()
 	}
+	return p, nil
+}
+
+// searchCursorSize is a search cursor's payload: exact (1 byte), followers
+// (8), the user's ID.
+const searchCursorSize = 1 + 8 + len(store.ID{})
+
+func encodeSearchCursor(p store.SearchPosition) string {
+	raw := make([]byte, 1, 1+searchCursorSize)
+	raw[0] = byte(cursorSearch)
+	exact := byte(0)
+	if p.Exact {
+		exact = 1
+	}
+	raw = append(raw, exact)
+	raw = binary.BigEndian.AppendUint64(raw, uint64(p.Followers))
+	raw = append(raw, p.ID[:]...)
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// decodeSearchCursor returns the position of a searchUsers cursor; nil for
+// no cursor.
+func decodeSearchCursor(after *string) (*store.SearchPosition, error) {
+	if after == nil {
+		return nil, nil
+	}
+	b, err := decodeCursor(cursorSearch, searchCursorSize, *after)
+	if err != nil || b[0] > 1 || int64(binary.BigEndian.Uint64(b[1:9])) < 0 {
+		return nil, errInvalidCursor()
+	}
+	p := &store.SearchPosition{Exact: b[0] == 1, Followers: int(binary.BigEndian.Uint64(b[1:9]))}
+	copy(p.ID[:], b[9:])
 	return p, nil
 }

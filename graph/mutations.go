@@ -8,6 +8,7 @@ import (
 	"herald/graph/loader"
 	"herald/graph/model"
 	"herald/store"
+	"herald/store/service"
 )
 
 // authPayload signs user in: a fresh token and the user.
@@ -57,6 +58,26 @@ func (r *Resolver) setAttributes(ctx context.Context, viewer store.ID, input []*
 	}
 	refreshUser(ctx, u)
 	return u, nil
+}
+
+// updateProfile changes viewer's profile and returns viewer as changed.
+// Users are cached only per operation (the loaders), so the refresh below
+// is all it takes for every later field to show the new profile.
+func (r *Resolver) updateProfile(ctx context.Context, viewer store.ID, in service.ProfileInput) (*store.User, error) {
+	u, err := r.Service.UpdateProfile(ctx, viewer, in)
+	if err != nil {
+		return nil, err
+	}
+	refreshUser(ctx, u)
+	return u, nil
+}
+
+// optional is s for a nullable field: null when s is empty (unset).
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // The loaders cache for the whole operation, and a mutation operation may

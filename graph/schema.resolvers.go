@@ -297,6 +297,15 @@ func (r *mutationResolver) SetAttributes(ctx context.Context, input []*store.Att
 	return r.setAttributes(ctx, viewer, input)
 }
 
+// UpdateProfile is the resolver for the updateProfile field.
+func (r *mutationResolver) UpdateProfile(ctx context.Context, input service.ProfileInput) (*store.User, error) {
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.updateProfile(ctx, viewer, input)
+}
+
 // Edge is the resolver for the edge field.
 func (r *notificationEventResolver) Edge(ctx context.Context, obj *model.NotificationEvent) (*model.NotificationEdge, error) {
 	return r.notificationEventEdge(ctx, obj)
@@ -372,6 +381,11 @@ func (r *queryResolver) UsersByAttribute(ctx context.Context, name string, value
 	return r.usersByAttribute(ctx, name, value, first, after, last, before)
 }
 
+// SearchUsers is the resolver for the searchUsers field.
+func (r *queryResolver) SearchUsers(ctx context.Context, query string, first *int, after *string) (*model.UserConnection, error) {
+	return r.searchUsers(ctx, query, first, after)
+}
+
 // Notifications is the resolver for the notifications field.
 func (r *queryResolver) Notifications(ctx context.Context, first *int, after *string, last *int, before *string) (*model.NotificationConnection, error) {
 	viewer, err := requireViewer(ctx)
@@ -402,6 +416,21 @@ func (r *subscriptionResolver) NotificationEvents(ctx context.Context, after *st
 // ID is the resolver for the id field.
 func (r *userResolver) ID(ctx context.Context, obj *store.User) (string, error) {
 	return globalID(typeUser, obj.ID), nil
+}
+
+// Bio is the resolver for the bio field.
+func (r *userResolver) Bio(ctx context.Context, obj *store.User) (*string, error) {
+	return optional(obj.Bio), nil
+}
+
+// WebsiteURL is the resolver for the websiteUrl field.
+func (r *userResolver) WebsiteURL(ctx context.Context, obj *store.User) (*string, error) {
+	return optional(obj.WebsiteURL), nil
+}
+
+// AvatarURL is the resolver for the avatarUrl field.
+func (r *userResolver) AvatarURL(ctx context.Context, obj *store.User) (*string, error) {
+	return optional(obj.AvatarURL), nil
 }
 
 // Followers is the resolver for the followers field.

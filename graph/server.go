@@ -306,6 +306,9 @@ func setComplexity(c *generated.ComplexityRoot) {
 	c.Query.UsersByAttribute = func(child int, _, _ string, first *int, after *string, last *int, before *string) int {
 		return page(child, first, after, last, before)
 	}
+	c.Query.SearchUsers = func(child int, _ string, first *int, after *string) int {
+		return page(child, first, after, nil, nil)
+	}
 	c.Query.Nodes = func(child int, ids []string) int { return satAdd(1, satMul(len(ids), child)) }
 	c.Message.Mentions = func(child int) int { return satAdd(1, satMul(store.MaxMentions, child)) }
 }

@@ -10,9 +10,14 @@ import "time"
 // User is a Herald account. Counters are kept by the backend as the follow
 // graph and the outbox change; they are never computed by scanning.
 type User struct {
-	ID             ID
-	Handle         string // lowercase, 3–30 of [a-z0-9_], unique
-	DisplayName    string
+	ID          ID
+	Handle      string // lowercase, 3–30 of [a-z0-9_], unique
+	DisplayName string
+	// Bio, WebsiteURL and AvatarURL are the profile the user wrote
+	// (updateProfile); empty when unset.
+	Bio            string
+	WebsiteURL     string
+	AvatarURL      string
 	PasswordHash   []byte
 	CreatedAt      time.Time
 	LastSeenAt     time.Time

@@ -111,3 +111,11 @@ func TestParseMentions(t *testing.T) {
 		assert.Equal(t, tc.want, store.ParseMentions(tc.text), "%q", tc.text)
 	}
 }
+
+func TestSearchTerms(t *testing.T) {
+	assert.Equal(t, "zoe aaoe", store.FoldSearch("ZOË ÅÄöé"), "case and accents folded")
+	assert.Equal(t, []string{"ann_b", "anne", "marie", "o", "brien", "b2"}, store.SearchTerms("ann_b", "Anne-Marie O’Brien b2 ANNE"),
+		"the handle, then each word once")
+	assert.Equal(t, []string{"bob"}, store.SearchTerms("bob", "🎉 🎉"), "a name without words adds none")
+	assert.Empty(t, store.SearchWords(" -.- "), "a query of no words is refused")
+}

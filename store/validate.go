@@ -1,6 +1,7 @@
 package store
 
 import (
+	"net/url"
 	"slices"
 	"strings"
 	"unicode"
@@ -16,6 +17,8 @@ const (
 	PasswordMinLen    = 8
 	PasswordMaxLen    = 72 // bcrypt reads at most 72 bytes
 	DisplayNameMaxLen = 64
+	BioMaxLen         = 300  // characters
+	URLMaxLen         = 512  // bytes
 	MessageMaxLen     = 5000 // characters
 	MaxPageSize       = 100
 	DefaultPageSize   = 20
@@ -73,18 +76,82 @@ func NormalizeDisplayName(name, handle string) (string, error) {
 	if Blank(name) {
 		return handle, nil
 	}
-	if utf8.RuneCountInString(name) > DisplayNameMaxLen {
-		return "", Errorf(EINVALID, "display name must be at most %d characters", DisplayNameMaxLen)
-	}
-	for _, r := range name {
-		switch {
-		case unicode.IsControl(r):
-			return "", Errorf(EINVALID, "display name must not contain control characters (found U+%04X)", r)
-		case unicode.Is(unicode.Bidi_Control, r):
-			return "", Errorf(EINVALID, "display name must not contain bidirectional formatting characters (found U+%04X)", r)
-		}
+	if err := checkText("display name", name, DisplayNameMaxLen, false); err != nil {
+		return "", err
 	}
 	return name, nil
+}
+
+// checkText checks profile text shown beside a user's name: at most max
+// characters, no control characters (but line breaks where breaks allows
+// them) and no bidirectional formatting characters, for the reason
+// NormalizeDisplayName gives.
+func checkText(what, s string, max int, breaks bool) error {
+	if utf8.RuneCountInString(s) > max {
+		return Errorf(EINVALID, "%s must be at most %d characters", what, max)
+	}
+	for _, r := range s {
+		switch {
+		case breaks && (r == '\n' || r == '\r'):
+		case unicode.IsControl(r):
+			return Errorf(EINVALID, "%s must not contain control characters (found U+%04X)", what, r)
+		case unicode.Is(unicode.Bidi_Control, r):
+			return Errorf(EINVALID, "%s must not contain bidirectional formatting characters (found U+%04X)", what, r)
+		}
+	}
+	return nil
+}
+
+// NormalizeBio checks a bio and returns it trimmed: valid UTF-8, at most
+// BioMaxLen characters, line breaks allowed but no other control or
+// bidirectional formatting characters. A blank bio is "" (cleared).
+func NormalizeBio(bio string) (string, error) {
+	if !utf8.ValidString(bio) {
+		return "", Errorf(EINVALID, "bio must be valid UTF-8")
+	}
+	if Blank(bio) {
+		return "", nil
+	}
+	bio = strings.TrimSpace(bio)
+	if err := checkText("bio", bio, BioMaxLen, true); err != nil {
+		return "", err
+	}
+	return bio, nil
+}
+
+// NormalizeProfileURL checks a website or avatar URL (what names the
+// field in errors) and returns it trimmed; "" (cleared) for a blank one.
+// Only an absolute http or https URL with a host is accepted, so a link on
+// a profile never runs script (javascript:) or reads local files, and one
+// with a user name or password is refused: it is how links disguise their
+// real host (https://bank.example@evil.example).
+func NormalizeProfileURL(what, raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", nil
+	}
+	if !utf8.ValidString(raw) || len(raw) > URLMaxLen {
+		return "", Errorf(EINVALID, "%s must be valid text of at most %d bytes", what, URLMaxLen)
+	}
+	for _, r := range raw {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return "", Errorf(EINVALID, "%s must not contain spaces, control or bidirectional formatting characters (found U+%04X)", what, r)
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() {
+		return "", Errorf(EINVALID, "%s must be an absolute http or https URL", what)
+	}
+	if s := strings.ToLower(u.Scheme); s != "http" && s != "https" {
+		return "", Errorf(EINVALID, "%s must be an http or https URL", what)
+	}
+	if u.Opaque != "" || u.Hostname() == "" {
+		return "", Errorf(EINVALID, "%s must name a host", what)
+	}
+	if u.User != nil {
+		return "", Errorf(EINVALID, "%s must not contain a user name or password", what)
+	}
+	return raw, nil
 }
 
 // ValidateMessageText checks a message's text: valid UTF-8, not blank (see

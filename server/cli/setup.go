@@ -167,6 +167,12 @@ func runSetup(ctx context.Context, cfg setupConfig, out io.Writer) error {
 	if err := mongostore.Apply(ctx, client, cfg.Database, cfg.plan(sharded), out); err != nil {
 		return err
 	}
+	// Users stored before search existed get their search terms.
+	n, err := mongostore.New(client, cfg.Database, mongostore.Options{}).BackfillSearch(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "search terms given to %d users stored without them\n", n)
 	fmt.Fprintln(out, "done")
 	return nil
 }

@@ -283,6 +283,7 @@ func (s *Store) writeUser(w *bulkWriter, u *store.User, old *docs.User) error {
 		for _, a := range old.Attrs {
 			_ = w.b.Delete(append(attrIndexPrefix(a.Token, a.Value), u.ID[:]...), nil)
 		}
+		setSearchKeys(w.b, u.ID, store.SearchTerms(old.Handle, old.Name), nil)
 		if old.Pulled > 0 && u.PulledCount <= 0 {
 			_ = w.b.Delete(key(pPullers, u.ID), nil)
 		}
@@ -297,6 +298,7 @@ func (s *Store) writeUser(w *bulkWriter, u *store.User, old *docs.User) error {
 		return err
 	}
 	_ = w.b.Set(key(pHandle, u.Handle), u.ID[:], nil)
+	setSearchKeys(w.b, u.ID, nil, store.SearchTerms(u.Handle, u.DisplayName))
 	// A reloaded user keeps its inbox counts: its inbox may be loaded
 	// already, and is replaced only by loading it.
 	h, _ := s.headOf(u.ID)

@@ -84,6 +84,7 @@ const (
 	pReplies  = 't'
 	pReposted = 'R'
 	pReposts  = 'P'
+	pSearch   = 's'
 )
 
 // Options configure the embedded backend.
@@ -255,7 +256,7 @@ func (s *Store) open(dir string, opts Options) error {
 		return openError(opts.FS, dir, err)
 	}
 	s.db, s.healthChecks = db, healthChecks
-	for _, load := range []func() error{s.loadNames, s.loadHeads, s.replayJournal} {
+	for _, load := range []func() error{s.loadNames, s.loadHeads, s.replayJournal, s.indexSearch} {
 		if err := load(); err != nil {
 			_ = db.Close()
 			_ = healthChecks.Close()

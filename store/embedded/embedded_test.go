@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -70,4 +71,35 @@ func TestReopen(t *testing.T) {
 	_, counts, err = st.ReadInbox(ctx, storage.InboxFilter{Owner: idle, Layout: storage.LayoutBuckets})
 	require.NoError(t, err)
 	assert.Equal(t, store.InboxCounts{Total: 1, Unread: 1, Rebuilding: true}, counts)
+}
+
+// A store from before search gets its users' search keys when it is opened.
+func TestReopen_IndexesSearch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := embedded.Open(dir, embedded.Options{})
+	require.NoError(t, err)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, name := range []string{"Élodie Durand", "Eli", "Bob"} {
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		require.NoError(t, st.CreateUser(ctx, &store.User{ID: store.NewID(at), Handle: fmt.Sprintf("user_%d", i), DisplayName: name, CreatedAt: at, LastSeenAt: at}))
+	}
+	require.NoError(t, st.ForgetSearch())
+	found, err := st.SearchUsers(ctx, "el", 10)
+	require.NoError(t, err)
+	require.Empty(t, found, "a store from before search has no keys")
+	require.NoError(t, st.Close())
+
+	for range 2 { // and a second open changes nothing
+		st, err = embedded.Open(dir, embedded.Options{})
+		require.NoError(t, err)
+		found, err = st.SearchUsers(ctx, "el", 10)
+		require.NoError(t, err)
+		var names []string
+		for _, u := range found {
+			names = append(names, u.DisplayName)
+		}
+		assert.ElementsMatch(t, []string{"Élodie Durand", "Eli"}, names)
+		require.NoError(t, st.Close())
+	}
 }

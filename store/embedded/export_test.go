@@ -27,3 +27,13 @@ func (s *Store) Checkpoint() error { return s.checkpoint() }
 
 // BallastName is the disk reserve's file name.
 const BallastName = ballastName
+
+// ForgetSearch deletes every search key and the mark that they are all
+// there, leaving the store as one from before search.
+func (s *Store) ForgetSearch() error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.DeleteRange([]byte{pSearch}, prefixEnd([]byte{pSearch}), nil)
+	_ = b.Delete([]byte{pSearchReady}, nil)
+	return s.commit(b)
+}

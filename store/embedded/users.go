@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -33,6 +34,7 @@ func (s *Store) CreateUser(_ context.Context, u *store.User) error {
 	defer b.Close()
 	_ = b.Set(hk, u.ID[:], nil)
 	_ = b.Set(key(pUser, u.ID), v, nil)
+	setSearchKeys(b, u.ID, nil, store.SearchTerms(u.Handle, u.DisplayName))
 	// The head is in memory before the user is stored, so that whatever
 	// finds the user finds its head; until then nothing changes it.
 	h := head{seen: u.LastSeenAt.UnixMilli()}
@@ -119,6 +121,15 @@ func (s *Store) UpdateUser(_ context.Context, id store.ID, upd storage.UserUpdat
 		if upd.DisplayName != nil {
 			d.Name = *upd.DisplayName
 		}
+		if upd.Bio != nil {
+			d.Bio = *upd.Bio
+		}
+		if upd.WebsiteURL != nil {
+			d.Website = *upd.WebsiteURL
+		}
+		if upd.AvatarURL != nil {
+			d.Avatar = *upd.AvatarURL
+		}
 	})
 }
 
@@ -131,11 +142,15 @@ func (s *Store) changeUser(id store.ID, change func(d *docs.User)) (*store.User,
 	if err != nil {
 		return nil, err
 	}
+	name := d.Name
 	change(d)
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := setUserDoc(b, d); err != nil {
 		return nil, err
+	}
+	if d.Name != name {
+		setSearchKeys(b, id, store.SearchTerms(d.Handle, name), store.SearchTerms(d.Handle, d.Name))
 	}
 	if err := s.commit(b); err != nil {
 		return nil, err
@@ -197,4 +212,95 @@ func (s *Store) RevokeTokens(_ context.Context, id store.ID, r store.TokenRevoca
 		version, revoked := r.Apply(int(d.TokenVer), d.RevokedTokens())
 		d.TokenVer, d.Revoked = int64(version), docs.FromRevoked(revoked)
 	})
+}
+
+// A user's search terms are keys s <term> 0x00 <user id> with no value, so
+// a search reads one key range from s <prefix>; a term (letters, digits,
+// underscores) has no 0x00, which ends it.
+func searchKey(term string, id store.ID) []byte {
+	return key(pSearch, term, []byte{0}, id)
+}
+
+// setSearchKeys replaces a user's search keys for terms old by those for
+// terms now, in b.
+func setSearchKeys(b *pebble.Batch, id store.ID, old, now []string) {
+	for _, t := range old {
+		if !slices.Contains(now, t) {
+			_ = b.Delete(searchKey(t, id), nil)
+		}
+	}
+	for _, t := range now {
+		_ = b.Set(searchKey(t, id), nil, nil)
+	}
+}
+
+// SearchUsers implements storage.Backend: one iteration of the prefix's key
+// range, stopped at limit distinct users, then their documents.
+func (s *Store) SearchUsers(ctx context.Context, prefix string, limit int) ([]*store.User, error) {
+	p := key(pSearch, prefix)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil, err
+	}
+	var ids []store.ID
+	for ok := it.First(); ok && len(ids) < limit; ok = it.Next() {
+		k := it.Key()
+		if len(k) < len(store.ID{}) {
+			continue
+		}
+		id := store.ID(k[len(k)-len(store.ID{}):])
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	users, err := s.FindUsersByIDs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(users, func(u *store.User) bool { return u == nil }), nil
+}
+
+// pSearchReady marks a store whose every user has its search keys; a store
+// from before search had none.
+const pSearchReady = 'S'
+
+// indexSearch gives every user its search keys, once per store: at the
+// first open of a store from before search, a pass over the users in
+// batches of 1,000, then the mark. Setting a key twice changes nothing, so
+// a pass stopped halfway is simply done again at the next open.
+func (s *Store) indexSearch() error {
+	if _, ok, err := s.get([]byte{pSearchReady}); err != nil || ok {
+		return err
+	}
+	p := []byte{pUser}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	b := s.db.NewBatch()
+	defer func() { b.Close() }()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		d, err := decodeUserDoc(it.Value())
+		if err != nil {
+			return err
+		}
+		setSearchKeys(b, store.ID(d.ID), nil, store.SearchTerms(d.Handle, d.Name))
+		if n++; n%1000 == 0 {
+			if err := s.commit(b); err != nil {
+				return err
+			}
+			b.Close()
+			b = s.db.NewBatch()
+		}
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	_ = b.Set([]byte{pSearchReady}, nil, nil)
+	return s.commit(b)
 }

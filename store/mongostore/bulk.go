@@ -236,12 +236,13 @@ func userSet(u *store.User, tokens map[string]int32) (bson.D, error) {
 	if err != nil {
 		return nil, wrap("bulk: encode user", err)
 	}
-	set := make(bson.D, 0, len(elems))
+	set := make(bson.D, 0, len(elems)+1)
 	for _, e := range elems {
 		if e.Key() != "_id" {
 			set = append(set, bson.E{Key: e.Key(), Value: e.Value()})
 		}
 	}
+	set = append(set, bson.E{Key: "q", Value: store.SearchTerms(u.Handle, u.DisplayName)})
 	upd := bson.D{{Key: "$set", Value: set}}
 	var unset bson.D
 	if d.Pulled == 0 {

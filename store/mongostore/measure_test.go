@@ -265,6 +265,30 @@ func TestRoundTrips(t *testing.T) {
 		t.Logf("find 5 users by handle (a message's mentions): %d round trips", n.Load())
 		assert.Equal(t, int64(2), n.Load(), "the handles' claims, then their users, however many")
 	})
+	t.Run("update profile", func(t *testing.T) {
+		n.Store(0)
+		bio := "Writes things."
+		u, err := st.UpdateUser(ctx, author.ID, storage.UserUpdate{Bio: &bio})
+		require.NoError(t, err)
+		assert.Equal(t, bio, u.Bio)
+		t.Logf("update a profile: %d round trips", n.Load())
+		assert.Equal(t, int64(1), n.Load(), "one find-and-modify returns the user as changed")
+		n.Store(0)
+		name := "The Author"
+		_, err = st.UpdateUser(ctx, author.ID, storage.UserUpdate{DisplayName: &name})
+		require.NoError(t, err)
+		t.Logf("rename: %d round trips", n.Load())
+		assert.Equal(t, int64(2), n.Load(), "read the handle, then one find-and-modify sets the name and its search terms")
+	})
+	t.Run("search users", func(t *testing.T) {
+		n.Store(0)
+		docs.Store(0)
+		users, err := st.SearchUsers(ctx, "f", 200)
+		require.NoError(t, err)
+		assert.Len(t, users, fans, "f0..f29")
+		t.Logf("search users by a prefix (%d found): %d round trips", len(users), n.Load())
+		assert.Equal(t, int64(1), n.Load(), "one range of the search index, users and all")
+	})
 	t.Run("followers of a reply's answered user", func(t *testing.T) {
 		// A chunk of a reply's delivery checks which of its owners follow
 		// the user answered: one covered query, whatever the chunk's size.
@@ -497,6 +521,13 @@ func TestBytes(t *testing.T) {
 		require.NoError(t, err)
 	}
 
+	// Carol filled in her profile.
+	carol := &store.User{ID: store.NewID(clk.now()), Handle: "carol_3", DisplayName: "Carol", PasswordHash: make([]byte, 60), CreatedAt: clk.t, LastSeenAt: clk.t}
+	require.NoError(t, st.CreateUser(ctx, carol))
+	bio, web, avatar := strings.Repeat("b", 80), "https://carol.example.com/", "https://carol.example.com/avatar.png"
+	_, err = st.UpdateUser(ctx, carol.ID, storage.UserUpdate{Bio: &bio, WebsiteURL: &web, AvatarURL: &avatar})
+	require.NoError(t, err)
+
 	raw := func(coll string, filter bson.D) bson.Raw {
 		var r bson.Raw
 		require.NoError(t, st.Database().Collection(coll).FindOne(ctx, filter).Decode(&r))
@@ -513,6 +544,7 @@ func TestBytes(t *testing.T) {
 	}{
 		{"user (with inbox counters)", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(bob.ID)}}), 0},
 		{"user, one token revoked", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(alice.ID)}}), 0},
+		{"user, profile (80-character bio, 2 URLs)", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(carol.ID)}}), 0},
 		{"handle claim", raw("handles", bson.D{{Key: "_id", Value: "bob_2"}}), 0},
 		{"follow edge, followees", raw("followees", bson.D{}), 0},
 		{"follow edge, followers", raw("followers", bson.D{}), 0},
@@ -533,11 +565,11 @@ func TestBytes(t *testing.T) {
 		{"notifications head", raw("notifheads", bson.D{}), 0},
 		{"delivery record, per follower", raw("deliveries", bson.D{}).Lookup("r").Array().Index(0).Value().Document(), elem},
 	}
-	t.Logf("%-32s %6s %6s %6s", "stored document", "short", "long", "saved")
+	t.Logf("%-42s %6s %6s %6s", "stored document", "short", "long", "saved")
 	for _, r := range rows {
 		long := longNames(r.doc)
 		short, lng := len(r.doc)+r.extra, len(long)+r.extra
-		t.Logf("%-32s %6d %6d %5.0f%%", r.what, short, lng, 100*float64(lng-short)/float64(lng))
+		t.Logf("%-42s %6d %6d %5.0f%%", r.what, short, lng, 100*float64(lng-short)/float64(lng))
 		assert.Less(t, short, lng, r.what)
 	}
 	// A bucket's own fields, shared by its 50 entries.

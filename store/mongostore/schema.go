@@ -13,6 +13,8 @@ import (
 // the user and message documents are store/internal/docs, the rest below.
 const (
 	// users: docs.User plus what this backend keeps on it:
+	//   q        search terms (store.SearchTerms), multikey-indexed for
+	//            searchUsers (docs/design.md#search);
 	//   et, eu   LayoutEntries inbox total and unread;
 	//   bt, bu   LayoutBuckets inbox total and unread;
 	//   bk, bn, bm  the newest bucket's key, the entries placed in it, and
@@ -179,6 +181,8 @@ func idx(coll string, keys bson.D, opts *options.IndexOptions, why string) index
 var indexes = []index{
 	idx(collUsers, bson.D{{Key: "at.k", Value: 1}, {Key: "at.v", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("attributes"),
 		"usersByAttribute: equality on (token, value), paged by _id"),
+	idx(collUsers, bson.D{{Key: "q", Value: 1}}, options.Index().SetName("search"),
+		"searchUsers: a prefix range of the users' search terms (multikey), read up to a bound"),
 	idx(collUsers, bson.D{{Key: "rb.i", Value: 1}}, options.Index().SetName("rebuilding").SetPartialFilterExpression(bson.D{{Key: "rb", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"pending rebuilds (the rebuilding flag is the job); partial, so only users being rebuilt are indexed"),
 	idx(collUsers, bson.D{{Key: "pc", Value: 1}}, options.Index().SetName("pulled").SetPartialFilterExpression(bson.D{{Key: "pc", Value: bson.D{{Key: "$gt", Value: 0}}}}),
@@ -258,7 +262,7 @@ var shardKeys = []struct {
 // document it and to measure what short names save (TestBytes).
 var FieldNames = map[string]string{
 	// users
-	"h": "handle", "n": "displayName", "p": "passwordHash", "c": "createdAt", "s": "lastSeenAt",
+	"h": "handle", "n": "displayName", "bi": "bio", "w": "websiteUrl", "au": "avatarUrl", "q": "searchTerms", "p": "passwordHash", "c": "createdAt", "s": "lastSeenAt",
 	"fr": "followerCount", "fg": "followingCount", "mc": "messageCount", "pc": "pulledCount", "at": "attributes",
 	"k": "key", "v": "value", "av": "attributesVersion", "tv": "tokenVersion", "rt": "revokedTokens",
 	"et": "entriesTotal", "eu": "entriesUnread", "bt": "bucketsTotal", "bu": "bucketsUnread",

@@ -46,7 +46,7 @@ func TestPlan_Indexes(t *testing.T) {
 		assert.Contains(t, js, `"name":"`+name+`"`)
 	}
 	assert.Contains(t, stepsOf(steps, "createIndexes")[len(indexes)-1].CommandJSON(), `"expireAfterSeconds":0`)
-	assert.Contains(t, Plan(SetupOptions{})[7].CommandJSON(), `"partialFilterExpression":{"j":{"$exists":true}}`)
+	assert.Contains(t, Plan(SetupOptions{})[8].CommandJSON(), `"partialFilterExpression":{"j":{"$exists":true}}`)
 }
 
 // TestPlan_IndexOptions guards indexSpec: every option schema.go sets must

@@ -20,7 +20,10 @@ import (
 // backend keeps on it (see collUsers in schema.go).
 type userDoc struct {
 	docs.User `bson:",inline"`
-	AttrsVer  int64 `bson:"av,omitempty"`
+	// Search holds the user's search terms (store.SearchTerms), indexed:
+	// searchUsers reads a range of the index.
+	Search   []string `bson:"q,omitempty"`
+	AttrsVer int64    `bson:"av,omitempty"`
 
 	EntriesTotal  int64               `bson:"et,omitempty"`
 	EntriesUnread int64               `bson:"eu,omitempty"`
@@ -122,7 +125,7 @@ func oids(ids []store.ID) bson.A {
 // the handle claim second: a crash between them leaves an unreachable user
 // document, never a handle claimed by nobody.
 func (s *Store) CreateUser(ctx context.Context, u *store.User) error {
-	if _, err := s.users.InsertOne(ctx, &userDoc{User: *docs.FromUser(u)}); err != nil {
+	if _, err := s.users.InsertOne(ctx, &userDoc{User: *docs.FromUser(u), Search: store.SearchTerms(u.Handle, u.DisplayName)}); err != nil {
 		return wrap("create user", err)
 	}
 	_, err := s.handles.InsertOne(ctx, bson.D{{Key: "_id", Value: u.Handle}, {Key: "u", Value: oid(u.ID)}})
@@ -245,20 +248,77 @@ func (s *Store) FindUsersByHandles(ctx context.Context, handles []string) ([]*st
 
 // UpdateUser implements storage.Backend.
 func (s *Store) UpdateUser(ctx context.Context, id store.ID, upd storage.UserUpdate) (*store.User, error) {
-	set := bson.D{}
+	set, unset := bson.D{}, bson.D{}
 	if upd.DisplayName != nil {
-		set = append(set, bson.E{Key: "n", Value: *upd.DisplayName})
+		// The search terms change with the name, in the same update; they
+		// need the handle, which never changes, so reading it first races
+		// with nothing.
+		var h struct {
+			Handle string `bson:"h"`
+		}
+		err := s.users.FindOne(ctx, bson.D{{Key: "_id", Value: oid(id)}}, options.FindOne().SetProjection(bson.D{{Key: "h", Value: 1}})).Decode(&h)
+		if err != nil {
+			return nil, missing(err, "user not found", "update user")
+		}
+		set = append(set, bson.E{Key: "n", Value: *upd.DisplayName}, bson.E{Key: "q", Value: store.SearchTerms(h.Handle, *upd.DisplayName)})
 	}
-	if len(set) == 0 {
+	// A cleared profile field is removed, as an unset one is never stored.
+	for _, f := range []struct {
+		key string
+		v   *string
+	}{{"bi", upd.Bio}, {"w", upd.WebsiteURL}, {"au", upd.AvatarURL}} {
+		switch {
+		case f.v == nil:
+		case *f.v == "":
+			unset = append(unset, bson.E{Key: f.key, Value: ""})
+		default:
+			set = append(set, bson.E{Key: f.key, Value: *f.v})
+		}
+	}
+	if len(set) == 0 && len(unset) == 0 {
 		return s.FindUserByID(ctx, id)
 	}
+	change := bson.D{}
+	if len(set) > 0 {
+		change = append(change, bson.E{Key: "$set", Value: set})
+	}
+	if len(unset) > 0 {
+		change = append(change, bson.E{Key: "$unset", Value: unset})
+	}
 	var d userDoc
-	err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(id)}}, bson.D{{Key: "$set", Value: set}},
+	err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(id)}}, change,
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	if err != nil {
 		return nil, missing(err, "user not found", "update user")
 	}
 	return s.decodeUser(ctx, &d)
+}
+
+// SearchUsers implements storage.Backend: one query on the search index,
+// its range bounded by limit. $elemMatch keeps both bounds on one term (a
+// plain range on an array matches a user with one term above the prefix
+// and another below its end).
+func (s *Store) SearchUsers(ctx context.Context, prefix string, limit int) ([]*store.User, error) {
+	filter := bson.D{{Key: "q", Value: bson.D{{Key: "$elemMatch", Value: bson.D{
+		{Key: "$gte", Value: prefix}, {Key: "$lt", Value: prefix + "\U0010FFFF"},
+	}}}}}
+	cur, err := s.users.Find(ctx, filter, options.Find().SetLimit(int64(limit)).SetHint("search"))
+	if err != nil {
+		return nil, wrap("search users", err)
+	}
+	var found []userDoc
+	if err := cur.All(ctx, &found); err != nil {
+		return nil, wrap("search users", err)
+	}
+	out := make([]*store.User, 0, len(found))
+	for i := range found {
+		u, err := s.decodeUser(ctx, &found[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 // usersExist returns NOT_FOUND unless every id is a user.
@@ -387,4 +447,41 @@ func asRead(field string, v any, empty bool) bson.E {
 		return bson.E{Key: field, Value: bson.D{{Key: "$exists", Value: false}}}
 	}
 	return bson.E{Key: field, Value: v}
+}
+
+// BackfillSearch gives search terms to the users stored before users had
+// them, a chunk of 1,000 at a time, and returns how many it changed. A user
+// with terms is left alone, so it is idempotent, and a run stopped halfway
+// is finished by the next.
+func (s *Store) BackfillSearch(ctx context.Context) (int, error) {
+	missing := bson.D{{Key: "q", Value: bson.D{{Key: "$exists", Value: false}}}}
+	done := 0
+	for {
+		cur, err := s.users.Find(ctx, missing, options.Find().SetLimit(1000).SetProjection(bson.D{{Key: "h", Value: 1}, {Key: "n", Value: 1}}))
+		if err != nil {
+			return done, wrap("backfill search terms", err)
+		}
+		var chunk []struct {
+			ID     primitive.ObjectID `bson:"_id"`
+			Handle string             `bson:"h"`
+			Name   string             `bson:"n"`
+		}
+		if err := cur.All(ctx, &chunk); err != nil {
+			return done, wrap("backfill search terms", err)
+		}
+		if len(chunk) == 0 {
+			return done, nil
+		}
+		w := make([]mongo.WriteModel, len(chunk))
+		for i, u := range chunk {
+			// Only where still missing: a rename meanwhile set the terms of
+			// the new name.
+			w[i] = mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: u.ID}, missing[0]}).
+				SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: store.SearchTerms(u.Handle, u.Name)}}}})
+		}
+		if _, err := s.users.BulkWrite(ctx, w, unordered); err != nil {
+			return done, wrap("backfill search terms", err)
+		}
+		done += len(chunk)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"herald/store"
+	"herald/store/storage"
 )
 
 // SignUpInput is what a new user supplies.
@@ -91,4 +92,52 @@ func (s *Service) FindUserByHandle(ctx context.Context, handle string) (*store.U
 		return nil, store.Errorf(store.ENOTFOUND, "user not found")
 	}
 	return s.backend.FindUserByHandle(ctx, h)
+}
+
+// ProfileInput is a change to a user's profile: nil fields stay as they
+// are, an empty Bio, WebsiteURL or AvatarURL clears it.
+type ProfileInput struct {
+	DisplayName *string
+	Bio         *string
+	WebsiteURL  *string
+	AvatarURL   *string
+}
+
+// UpdateProfile checks and applies a change to viewer's profile and returns
+// the user. Invalid input, a blank display name included, is
+// BAD_USER_INPUT and changes nothing.
+func (s *Service) UpdateProfile(ctx context.Context, viewer store.ID, in ProfileInput) (*store.User, error) {
+	var upd storage.UserUpdate
+	if in.DisplayName != nil {
+		if store.Blank(*in.DisplayName) {
+			return nil, store.Errorf(store.EINVALID, "display name must not be empty")
+		}
+		name, err := store.NormalizeDisplayName(*in.DisplayName, "")
+		if err != nil {
+			return nil, err
+		}
+		upd.DisplayName = &name
+	}
+	if in.Bio != nil {
+		bio, err := store.NormalizeBio(*in.Bio)
+		if err != nil {
+			return nil, err
+		}
+		upd.Bio = &bio
+	}
+	for _, f := range []struct {
+		what    string
+		in      *string
+		checked **string
+	}{{"website URL", in.WebsiteURL, &upd.WebsiteURL}, {"avatar URL", in.AvatarURL, &upd.AvatarURL}} {
+		if f.in == nil {
+			continue
+		}
+		u, err := store.NormalizeProfileURL(f.what, *f.in)
+		if err != nil {
+			return nil, err
+		}
+		*f.checked = &u
+	}
+	return s.backend.UpdateUser(ctx, viewer, upd)
 }

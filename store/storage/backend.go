@@ -49,6 +49,12 @@ type Users interface {
 	// handles at once, aligned with them: nil where no user has one.
 	FindUsersByHandles(ctx context.Context, handles []string) ([]*store.User, error)
 	UpdateUser(ctx context.Context, id store.ID, upd UserUpdate) (*store.User, error)
+	// SearchUsers returns at most limit distinct users with a search term
+	// (store.SearchTerms of their handle and display name) that starts with
+	// prefix: a read of one index range, bounded by limit however many
+	// users match. Which of more than limit matches it returns is the
+	// backend's index order; callers rank what it returns.
+	SearchUsers(ctx context.Context, prefix string, limit int) ([]*store.User, error)
 	// RevokeTokens changes a user's token version and revoked tokens as
 	// r.Apply does, atomically (concurrent revocations all apply), and
 	// returns the user.
@@ -292,10 +298,14 @@ type Jobs interface {
 	PendingJobs(ctx context.Context) ([]*Job, error)
 }
 
-// UserUpdate changes a user; nil fields are left as they are. The last-seen
-// time changes through MarkSeen.
+// UserUpdate changes a user's profile; nil fields are left as they are, an
+// empty Bio, WebsiteURL or AvatarURL clears it. The last-seen time changes
+// through MarkSeen.
 type UserUpdate struct {
 	DisplayName *string
+	Bio         *string
+	WebsiteURL  *string
+	AvatarURL   *string
 }
 
 // MessageFilter selects an author's messages.

@@ -69,6 +69,13 @@ func (w *observed) FindUsersByHandles(ctx context.Context, handles []string) ([]
 	return r0, err
 }
 
+func (w *observed) SearchUsers(ctx context.Context, prefix string, limit int) ([]*store.User, error) {
+	start := time.Now()
+	r0, err := w.b.SearchUsers(ctx, prefix, limit)
+	w.o.Observe("SearchUsers", start, err)
+	return r0, err
+}
+
 func (w *observed) UpdateUser(ctx context.Context, id store.ID, upd UserUpdate) (*store.User, error) {
 	start := time.Now()
 	r0, err := w.b.UpdateUser(ctx, id, upd)

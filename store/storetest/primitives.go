@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -72,6 +73,63 @@ func testUsers(t *testing.T, open OpenFunc) {
 		assert.Equal(t, name, got.DisplayName)
 		assert.Equal(t, name, mustUser(t, b, u.ID).DisplayName)
 		assert.Equal(t, u.LastSeenAt, got.LastSeenAt)
+	})
+	t.Run("UpdateProfile", func(t *testing.T) {
+		b, c := openBackend(t, open), newClock()
+		u := mustCreateUser(t, b, c)
+		bio, web, avatar := "Line one\nline two", "https://example.com/me", "https://example.com/me.png"
+		got, err := b.UpdateUser(ctx, u.ID, storage.UserUpdate{Bio: &bio, WebsiteURL: &web, AvatarURL: &avatar})
+		require.NoError(t, err)
+		assert.Equal(t, u.DisplayName, got.DisplayName, "a field left out stays")
+		assert.Equal(t, []string{bio, web, avatar}, []string{got.Bio, got.WebsiteURL, got.AvatarURL})
+		assert.Equal(t, got, mustUser(t, b, u.ID))
+		empty, name := "", "Renamed"
+		got, err = b.UpdateUser(ctx, u.ID, storage.UserUpdate{DisplayName: &name, WebsiteURL: &empty})
+		require.NoError(t, err)
+		assert.Equal(t, []string{name, bio, "", avatar}, []string{got.DisplayName, got.Bio, got.WebsiteURL, got.AvatarURL})
+		assert.Equal(t, got, mustUser(t, b, u.ID))
+		_, err = b.UpdateUser(ctx, store.NewID(c.Now()), storage.UserUpdate{Bio: &bio})
+		assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
+	})
+	t.Run("SearchUsers", func(t *testing.T) {
+		b, c := openBackend(t, open), newClock()
+		mk := func(handle, name string) *store.User {
+			now := c.Now()
+			u := &store.User{ID: store.NewID(now), Handle: handle, DisplayName: name, PasswordHash: []byte("x"), CreatedAt: now, LastSeenAt: now}
+			require.NoError(t, b.CreateUser(ctx, u))
+			return u
+		}
+		zoe := mk("zoe_smith", "Zoë Smith")
+		smitty := mk("smitty", "Smitty Smithers")
+		mk("bob", "Bob")
+		handles := func(prefix string, limit int) []string {
+			t.Helper()
+			users, err := b.SearchUsers(ctx, prefix, limit)
+			require.NoError(t, err)
+			var out []string
+			for _, u := range users {
+				out = append(out, u.Handle)
+			}
+			slices.Sort(out)
+			return out
+		}
+		assert.Equal(t, []string{"smitty", "zoe_smith"}, handles("smi", 10), "a handle's prefix, or a name word's; each user once")
+		assert.Equal(t, []string{"zoe_smith"}, handles("zoe", 10), "by handle and by the folded name word zoe")
+		assert.Equal(t, []string{"bob"}, handles("bob", 10))
+		assert.Empty(t, handles("smithz", 10))
+		assert.Len(t, handles("s", 1), 1, "at most limit users")
+		got, err := b.SearchUsers(ctx, "zoe_", 10)
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		assert.Equal(t, zoe, got[0], "the whole user")
+
+		// A new name is found at once; the old one no longer is.
+		name := "Jo Ann"
+		_, err = b.UpdateUser(ctx, smitty.ID, storage.UserUpdate{DisplayName: &name})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"zoe_smith"}, handles("smith", 10))
+		assert.Equal(t, []string{"smitty"}, handles("ann", 10))
+		assert.Equal(t, []string{"smitty"}, handles("smitt", 10), "the handle still finds the user")
 	})
 	t.Run("MarkSeen", func(t *testing.T) {
 		b, c := openBackend(t, open), newClock()

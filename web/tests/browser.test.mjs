@@ -313,6 +313,58 @@ describe('demo client at /app/', () => {
     });
   });
 
+  test('edits the profile: the new name shows in the timeline at once', async () => {
+    const user = await signUp(server.base, uniqueHandle('pat'));
+    await gql(server.base, user.token, POST, { t: 'before the rename' });
+    await withContext(async (context) => {
+      const page = await context.newPage();
+      await page.goto(`${server.base}/app/`);
+      await page.getByTestId('auth-handle').fill(user.handle);
+      await page.getByLabel('Password').fill('correct horse');
+      await page.getByTestId('login').click();
+      const mine = page.getByTestId('inbox-item').filter({ hasText: 'before the rename' });
+      await mine.filter({ hasText: `${user.handle} @${user.handle}` }).waitFor();
+      assert.equal(await page.getByTestId('profile-display-name').inputValue(), user.handle, 'the editor starts from the profile');
+
+      // A refused URL is explained next to the form, and nothing changes.
+      await page.getByTestId('profile-website').fill('javascript:alert(1)');
+      await page.getByTestId('profile-save').click();
+      await page.getByTestId('profile-error').filter({ hasText: 'Please check your profile: the website URL must be an http or https URL.' }).waitFor();
+
+      await page.getByTestId('profile-display-name').fill('Pat Renamed');
+      await page.getByTestId('profile-bio').fill('Writes code.\nReads books.');
+      await page.getByTestId('profile-website').fill('https://pat.example/');
+      await page.getByTestId('profile-save').click();
+      await page.getByTestId('profile-saved').waitFor();
+      assert.equal(await page.getByTestId('profile-error').isVisible(), false, 'the earlier problem is gone');
+      await page.getByTestId('viewer').filter({ hasText: `Pat Renamed (@${user.handle})` }).waitFor();
+      await mine.filter({ hasText: `Pat Renamed @${user.handle}` }).waitFor();
+      await page.getByTestId('my-message').filter({ hasText: 'Pat Renamed' }).first().waitFor();
+
+      // The profile as others see it: name, bio with its line break, website.
+      await page.getByTestId('find-handle').fill(user.handle);
+      await page.getByTestId('find').click();
+      await page.getByTestId('found-name').filter({ hasText: /^Pat Renamed$/ }).waitFor();
+      assert.equal(await page.getByTestId('found-bio').innerText(), 'Writes code.\nReads books.');
+      assert.equal(await page.getByTestId('found-website').getAttribute('href'), 'https://pat.example/');
+      await screenshot(page, dir, 'app-5-profile');
+
+      // The typeahead finds the new name by a prefix of a word of it,
+      // whatever the case, and follows from the result.
+      const other = await signUp(server.base, uniqueHandle('quin'));
+      await gql(server.base, other.token, 'mutation { updateProfile(input: {displayName: "Quinn Ëvergreen"}) { id } }');
+      await page.getByTestId('search-query').fill('EVERG');
+      const hit = page.getByTestId('search-result').filter({ hasText: `Quinn Ëvergreen @${other.handle}` });
+      await hit.waitFor();
+      await hit.getByTestId('search-follow').click();
+      await page.getByTestId('search-result').filter({ hasText: `@${other.handle} · 1 follower` }).getByTestId('search-follow').filter({ hasText: /^Unfollow$/ }).waitFor();
+
+      // And so does the API, after a reload.
+      const d = await gql(server.base, null, 'query($h: String!) { user(handle: $h) { displayName bio websiteUrl avatarUrl } }', { h: user.handle });
+      assert.deepEqual(d.user, { displayName: 'Pat Renamed', bio: 'Writes code.\nReads books.', websiteUrl: 'https://pat.example/', avatarUrl: null });
+    });
+  });
+
   test('logs out everywhere: every other session ends at once', async () => {
     const user = await signUp(server.base, uniqueHandle('lou'));
     const logIn = async (page) => {

@@ -7,7 +7,8 @@
 //
 // Field names:
 //
-//	users:    _id id, h handle, n display name, p password hash, c created,
+//	users:    _id id, h handle, n display name, bi bio, w website URL,
+//	          au avatar URL, p password hash, c created,
 //	          s last seen, fr followers, fg following, mc messages,
 //	          pc pulled messages (hybrid celebrity posts),
 //	          at custom attributes: [{k name-store token, v value}],
@@ -39,6 +40,9 @@ type User struct {
 	ID        primitive.ObjectID `bson:"_id"`
 	Handle    string             `bson:"h"`
 	Name      string             `bson:"n"`
+	Bio       string             `bson:"bi,omitempty"`
+	Website   string             `bson:"w,omitempty"`
+	Avatar    string             `bson:"au,omitempty"`
 	Pass      []byte             `bson:"p"`
 	Created   time.Time          `bson:"c"`
 	Seen      time.Time          `bson:"s"`
@@ -68,6 +72,7 @@ type Attr struct {
 func FromUser(u *store.User) *User {
 	return &User{
 		ID: primitive.ObjectID(u.ID), Handle: u.Handle, Name: u.DisplayName, Pass: u.PasswordHash,
+		Bio: u.Bio, Website: u.WebsiteURL, Avatar: u.AvatarURL,
 		Created: u.CreatedAt, Seen: u.LastSeenAt,
 		Followers: int64(u.FollowerCount), Following: int64(u.FollowingCount), Messages: int64(u.MessageCount),
 		Pulled: int64(u.PulledCount), TokenVer: int64(u.TokenVersion), Revoked: FromRevoked(u.RevokedTokens),
@@ -90,6 +95,7 @@ func FromRevoked(ts []store.RevokedToken) []Revoked {
 func (d *User) Store() *store.User {
 	return &store.User{
 		ID: store.ID(d.ID), Handle: d.Handle, DisplayName: d.Name, PasswordHash: d.Pass,
+		Bio: d.Bio, WebsiteURL: d.Website, AvatarURL: d.Avatar,
 		CreatedAt: d.Created.UTC(), LastSeenAt: d.Seen.UTC(),
 		FollowerCount: int(d.Followers), FollowingCount: int(d.Following), MessageCount: int(d.Messages),
 		PulledCount: int(d.Pulled), TokenVersion: int(d.TokenVer), RevokedTokens: d.RevokedTokens(),

@@ -19,6 +19,9 @@ type longUser struct {
 	ID        primitive.ObjectID `bson:"_id"`
 	Handle    string             `bson:"handle"`
 	Name      string             `bson:"displayName"`
+	Bio       string             `bson:"bio,omitempty"`
+	Website   string             `bson:"websiteUrl,omitempty"`
+	Avatar    string             `bson:"avatarUrl,omitempty"`
 	Pass      []byte             `bson:"passwordHash"`
 	Created   time.Time          `bson:"createdAt"`
 	Seen      time.Time          `bson:"lastSeenAt"`
@@ -33,7 +36,8 @@ type longUser struct {
 
 func TestShortFieldNames_BytesSaved(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	u := &store.User{ID: store.NewID(now), Handle: "alice_1", DisplayName: "Alice", PasswordHash: make([]byte, 60), CreatedAt: now, LastSeenAt: now, FollowerCount: 10}
+	u := &store.User{ID: store.NewID(now), Handle: "alice_1", DisplayName: "Alice", PasswordHash: make([]byte, 60), CreatedAt: now, LastSeenAt: now, FollowerCount: 10,
+		Bio: "Curious.\nFalls down rabbit holes.", WebsiteURL: "https://alice.example", AvatarURL: "https://alice.example/a.png"}
 	short, err := bson.Marshal(FromUser(u))
 	require.NoError(t, err)
 	d := FromUser(u)

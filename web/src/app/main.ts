@@ -39,7 +39,16 @@ interface Edge {
   node: Message;
 }
 
-interface FoundUser extends Author {
+// The viewer's own profile, as the profile editor edits it.
+interface Profile extends Author {
+  bio: string | null;
+  websiteUrl: string | null;
+  avatarUrl: string | null;
+}
+
+const PROFILE = 'id handle displayName bio websiteUrl avatarUrl';
+
+interface FoundUser extends Profile {
   followerCount: number;
   followingCount: number;
   messageCount: number;
@@ -75,7 +84,7 @@ const MESSAGE = `fragment Msg on Message {
   likeCount viewerHasLiked repostCount viewerHasReposted replyCount
 }`;
 const EDGE = 'cursor deliveredAt repostedBy { id handle } node { ...Msg }';
-const USER = 'id handle displayName followerCount followingCount messageCount viewerFollows';
+const USER = 'id handle displayName bio websiteUrl avatarUrl followerCount followingCount messageCount viewerFollows';
 const INBOX = `query Inbox($first: Int!, $after: String) {
   inbox(first: $first, after: $after) {
     totalCount unreadCount rebuilding
@@ -151,6 +160,11 @@ const el = {
   notifMarkRead: must<HTMLButtonElement>('notif-mark-read'),
   notifications: must<HTMLOListElement>('notifications'),
   notifEmpty: must('notif-empty'),
+  search: must<HTMLInputElement>('search'),
+  searchResults: must<HTMLUListElement>('search-results'),
+  profileForm: must<HTMLFormElement>('profile-form'),
+  profileError: must('profile-error'),
+  profileSaved: must('profile-saved'),
 };
 
 let token: string | null = localStorage.getItem(TOKEN_KEY);
@@ -209,7 +223,7 @@ async function act(button: HTMLButtonElement | null, f: () => Promise<void>): Pr
 async function start(): Promise<void> {
   if (!token) return showSignIn();
   try {
-    const d = await gql<{ viewer: Author | null }>('{ viewer { id handle displayName } }', {}, token);
+    const d = await gql<{ viewer: Profile | null }>(`{ viewer { ${PROFILE} } }`, {}, token);
     if (!d.viewer) throw new ApiError('UNAUTHENTICATED', 'your session has expired; log in again');
     showHome(d.viewer);
   } catch (err) {
@@ -224,9 +238,10 @@ function showSignIn(): void {
   el.session.hidden = true;
 }
 
-function showHome(v: Author): void {
+function showHome(v: Profile): void {
   viewer = v;
   el.viewer.textContent = `${v.displayName} (@${v.handle})`;
+  fillProfile(v);
   el.signin.hidden = true;
   el.session.hidden = false;
   el.home.hidden = false;
@@ -270,8 +285,8 @@ el.authForm.addEventListener('submit', (ev) => {
   if (op === 'signUp' && displayName) input.displayName = displayName;
   const type = op === 'signUp' ? 'SignUpInput' : 'LogInInput';
   void act(submitter, async () => {
-    const d = await gql<Record<string, { token: string; user: Author }>>(
-      `mutation($input: ${type}!) { ${op}(input: $input) { token user { id handle displayName } } }`,
+    const d = await gql<Record<string, { token: string; user: Profile }>>(
+      `mutation($input: ${type}!) { ${op}(input: $input) { token user { ${PROFILE} } } }`,
       { input },
       null,
     );
@@ -748,6 +763,68 @@ el.compose.addEventListener('submit', (ev) => {
   });
 });
 
+// ---- profile ----
+
+function fillProfile(p: Profile): void {
+  const field = (name: string) => el.profileForm.elements.namedItem(name) as HTMLInputElement | HTMLTextAreaElement;
+  field('displayName').value = p.displayName;
+  field('bio').value = p.bio ?? '';
+  field('websiteUrl').value = p.websiteUrl ?? '';
+  field('avatarUrl').value = p.avatarUrl ?? '';
+}
+
+// profileProblem words a refused profile for the person editing it; null
+// for errors the page handles as any other (a session that ended).
+function profileProblem(err: unknown): string | null {
+  if (!(err instanceof ApiError)) return 'Your profile could not be saved; try again.';
+  switch (err.code) {
+    case 'BAD_USER_INPUT':
+      return `Please check your profile: the ${err.message}.`;
+    case 'RATE_LIMITED':
+      return 'You are saving too often; wait a moment and try again.';
+    case 'UNAUTHENTICATED':
+      return null;
+    default:
+      return `Your profile could not be saved (${err.message}); try again.`;
+  }
+}
+
+el.profileForm.addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const button = (ev as SubmitEvent).submitter as HTMLButtonElement | null;
+  const f = new FormData(el.profileForm);
+  const input: Record<string, string> = {};
+  for (const k of ['displayName', 'bio', 'websiteUrl', 'avatarUrl']) input[k] = String(f.get(k) ?? '').trim();
+  el.profileError.hidden = true;
+  el.profileSaved.hidden = true;
+  void act(button, async () => {
+    let d: { updateProfile: Profile };
+    try {
+      d = await gql<{ updateProfile: Profile }>(
+        `mutation($input: UpdateProfileInput!) { updateProfile(input: $input) { ${PROFILE} } }`,
+        { input },
+        token,
+      );
+    } catch (err) {
+      const problem = profileProblem(err);
+      if (!problem) throw err;
+      el.profileError.textContent = problem;
+      el.profileError.hidden = false;
+      return;
+    }
+    const p = d.updateProfile;
+    viewer = p;
+    el.viewer.textContent = `${p.displayName} (@${p.handle})`;
+    fillProfile(p);
+    el.profileSaved.hidden = false;
+    // The viewer's messages on the page show the new name.
+    for (const m of [...shown.values()]) {
+      if (m.author.id === p.id) updateText({ ...m, author: { ...m.author, displayName: p.displayName } });
+    }
+    await loadMine();
+  });
+});
+
 // ---- people ----
 
 function renderFound(u: FoundUser): void {
@@ -773,7 +850,16 @@ function renderFound(u: FoundUser): void {
     }),
   );
   el.found.replaceChildren(
-    h('p', {}, h('strong', { 'data-testid': 'found-name' }, u.displayName), ` @${u.handle}`),
+    h(
+      'div',
+      {},
+      u.avatarUrl ? h('img', { class: 'avatar', src: u.avatarUrl, alt: '', referrerpolicy: 'no-referrer', 'data-testid': 'found-avatar' }) : null,
+      h('p', {}, h('strong', { 'data-testid': 'found-name' }, u.displayName), ` @${u.handle}`),
+      u.bio ? h('p', { class: 'bio', 'data-testid': 'found-bio' }, u.bio) : null,
+      u.websiteUrl
+        ? h('p', {}, h('a', { href: u.websiteUrl, rel: 'nofollow noopener noreferrer', target: '_blank', 'data-testid': 'found-website' }, u.websiteUrl))
+        : null,
+    ),
     h(
       'p',
       { class: 'meta', 'data-testid': 'found-counts' },
@@ -796,6 +882,57 @@ el.findForm.addEventListener('submit', (ev) => {
     }
     renderFound(d.user);
   });
+});
+
+// ---- search ----
+
+// The typeahead asks once the typing pauses, and shows only the answer to
+// the latest query: an older one that arrives late is dropped.
+const SEARCH_DELAY_MS = 200;
+let searchTimer: ReturnType<typeof setTimeout> | undefined;
+let searchSeq = 0;
+
+function searchResult(u: FoundUser): HTMLLIElement {
+  const follow = h('button', { type: 'button', 'data-testid': 'search-follow', hidden: u.id === viewer?.id }, u.viewerFollows ? 'Unfollow' : 'Follow');
+  follow.addEventListener('click', () =>
+    void act(follow, async () => {
+      const op = u.viewerFollows ? 'unfollow' : 'follow';
+      const d = await gql<Record<string, FoundUser>>(`mutation($id: ID!) { ${op}(userId: $id) { ${USER} } }`, { id: u.id }, token);
+      li.replaceWith(searchResult(d[op]));
+    }),
+  );
+  const li = h(
+    'li',
+    { 'data-testid': 'search-result' },
+    h('strong', {}, u.displayName),
+    ` @${u.handle} · ${plural(u.followerCount, 'follower')} `,
+    follow,
+  );
+  return li;
+}
+
+el.search.addEventListener('input', () => {
+  clearTimeout(searchTimer);
+  const q = el.search.value.trim();
+  const seq = ++searchSeq;
+  if (!/[\p{L}\p{N}_]/u.test(q)) {
+    el.searchResults.replaceChildren();
+    return;
+  }
+  searchTimer = setTimeout(
+    () =>
+      void act(null, async () => {
+        const d = await gql<{ searchUsers: { edges: { node: FoundUser }[] } }>(
+          `query($q: String!) { searchUsers(query: $q, first: 8) { edges { node { ${USER} } } } }`,
+          { q },
+          token,
+        );
+        if (seq !== searchSeq) return;
+        const items = d.searchUsers.edges.map((e) => searchResult(e.node));
+        el.searchResults.replaceChildren(...(items.length ? items : [h('li', { class: 'note' }, 'Nobody found.')]));
+      }),
+    SEARCH_DELAY_MS,
+  );
 });
 
 void start();

@@ -10,8 +10,12 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 #    goes into the Headers pane as an Authorization header,
 #    sent with every request and in the websocket's
 #    connection_init. The key button sets a token by hand.
+#    UpdateProfile sets your name, bio, website and avatar
+#    (a field left out stays; "" clears it).
 # 2. FindUser looks someone up by handle: copy their id
 #    into "userId" in the Variables pane.
+#    SearchUsers finds people as you type: a prefix of a
+#    handle or of a word of a name, most followed first.
 # 3. Follow follows them: their posts reach your inbox.
 # 4. Post writes a message to your followers' inboxes;
 #    each @handle in it is a mention.
@@ -64,13 +68,45 @@ mutation LogIn($handle: String!, $password: String!) {
   }
 }
 
+mutation UpdateProfile($displayName: String, $bio: String, $websiteUrl: String) {
+  updateProfile(input: {displayName: $displayName, bio: $bio, websiteUrl: $websiteUrl}) {
+    handle
+    displayName
+    bio
+    websiteUrl
+    avatarUrl
+  }
+}
+
 query FindUser($followHandle: String!) {
   user(handle: $followHandle) {
     id
     handle
     displayName
+    bio
+    websiteUrl
     followerCount
     viewerFollows
+  }
+}
+
+query SearchUsers($search: String!) {
+  searchUsers(query: $search, first: 10) {
+    totalCount
+    edges {
+      cursor
+      node {
+        id
+        handle
+        displayName
+        followerCount
+        viewerFollows
+      }
+    }
+    pageInfo {
+      hasNextPage
+      endCursor
+    }
   }
 }
 
@@ -314,7 +350,10 @@ export const exampleVariables = `{
   "handle": "alice",
   "password": "correct horse",
   "displayName": "Alice",
+  "bio": "Curious. Falls down rabbit holes.",
+  "websiteUrl": "https://alice.example",
   "followHandle": "bob",
+  "search": "bo",
   "userId": "paste the id FindUser returned",
   "messageId": "paste a message id from Inbox",
   "text": "Hello from the playground, @bob!",

@@ -189,12 +189,17 @@ func (r *Resolver) follows(ctx context.Context, user *store.User, following bool
 // viewerFollows resolve from the cache rather than from a batching window
 // a busy machine could split in two.
 func connectionUsers(ctx context.Context, ids []store.ID) ([]*store.User, []int, error) {
-	p := loader.Preloads{Users: ids}
-	if graphql.FieldRequested(ctx, "edges.node.viewerFollows") {
-		p.Follows = ids
-	}
-	loader.For(ctx).Preload(ctx, p)
+	loader.For(ctx).Preload(ctx, loader.Preloads{Users: ids, Follows: edgesFollowed(ctx, ids)})
 	return usersFound(ctx, ids)
+}
+
+// edgesFollowed returns ids, the users of a connection page's edges, when
+// the selection asks whether the viewer follows them, else none.
+func edgesFollowed(ctx context.Context, ids []store.ID) []store.ID {
+	if graphql.FieldRequested(ctx, "edges.node.viewerFollows") {
+		return ids
+	}
+	return nil
 }
 
 // usersFound loads the users of ids in one batch and returns those that
@@ -262,11 +267,15 @@ func (r *Resolver) searchUsers(ctx context.Context, query string, first *int, af
 	ld := loader.For(ctx)
 	conn := &model.UserConnection{Edges: make([]*model.UserEdge, len(page.Users)), TotalCount: page.Total}
 	cursors := make([]string, len(page.Users))
+	ids := make([]store.ID, len(page.Users))
 	for i, u := range page.Users {
 		ld.UserByID.Prime(ctx, u.ID, u)
+		ids[i] = u.ID
 		cursors[i] = encodeSearchCursor(page.Positions[i])
 		conn.Edges[i] = &model.UserEdge{Cursor: cursors[i], Node: u}
 	}
+	// A typeahead shows a follow button on each user.
+	ld.Preload(ctx, loader.Preloads{Follows: edgesFollowed(ctx, ids)})
 	conn.PageInfo = pageInfo(cursors, store.Range{}, page.HasMore)
 	return conn, nil
 }

@@ -80,6 +80,29 @@ func testSearchUsers(t *testing.T) {
 		mustUpdateProfile(t, e, zed, map[string]any{"displayName": "Ánnabel Zed"})
 	})
 
+	t.Run("FollowButtonsInOneCall", func(t *testing.T) {
+		e.backend.Reset()
+		var r struct {
+			SearchUsers struct {
+				Edges []struct {
+					Node struct {
+						Handle        string `json:"handle"`
+						ViewerFollows bool   `json:"viewerFollows"`
+					} `json:"node"`
+				} `json:"edges"`
+			} `json:"searchUsers"`
+		}
+		e.mustExec(t, ann, `{ searchUsers(query: "an", first: 10) { edges { node { handle viewerFollows } } } }`, nil, &r)
+		follows := map[string]bool{}
+		for _, edge := range r.SearchUsers.Edges {
+			follows[edge.Node.Handle] = edge.Node.ViewerFollows
+		}
+		assert.Equal(t, map[string]bool{"andy": true, "anna_b": true, "ann": false, "zed": false}, follows)
+		calls, _ := e.backend.Snapshot()
+		assert.Equal(t, map[string]int64{"SearchUsers": 1, "FindFollowing": 1}, calls,
+			"the search, and whether the viewer follows each user found")
+	})
+
 	t.Run("Pages", func(t *testing.T) {
 		var got []string
 		var after *string

@@ -103,13 +103,7 @@ func (f *fanout) deliver(ctx context.Context, j *storage.Job, next **followerPag
 // them all; a post or a reply to oneself needs none. The rule reads only
 // the follow graph, so a chunk run again after a crash chooses the same.
 func (f *fanout) homeReaders(ctx context.Context, author, replyTo, repostOf store.ID, owners []store.ID) ([]store.ID, error) {
-	x := replyTo
-	if x == author {
-		x = store.NilID // a reply to oneself
-	}
-	if !repostOf.IsZero() {
-		x = repostOf
-	}
+	x := homeRuleUser(author, replyTo, repostOf)
 	if x.IsZero() || len(owners) == 0 {
 		return owners, nil
 	}
@@ -278,6 +272,21 @@ func (f *fanout) backfill(ctx context.Context, j *storage.Job) ([]store.InboxEnt
 	return entries, nil
 }
 
+// homeRuleUser returns the user whose followers the home timeline's rule
+// asks about for a message by author replying to a message of replyTo or
+// reposting one of repostOf: the user a reply to another answers, or the
+// author of the message reposted; NilID for a post or a reply to oneself,
+// which every follower sees.
+func homeRuleUser(author, replyTo, repostOf store.ID) store.ID {
+	switch {
+	case !repostOf.IsZero():
+		return repostOf
+	case replyTo == author:
+		return store.NilID
+	}
+	return replyTo
+}
+
 // shownAtHome returns es without what the home timeline's rule leaves out
 // for owner: the replies to other users owner does not follow, and the
 // reposts of owner's messages or of users owner follows. These are the
@@ -285,14 +294,7 @@ func (f *fanout) backfill(ctx context.Context, j *storage.Job) ([]store.InboxEnt
 func (f *fanout) shownAtHome(ctx context.Context, owner store.ID, es []storage.OutboxEntry) ([]storage.OutboxEntry, error) {
 	var targets []store.ID
 	for _, e := range es {
-		x := e.ReplyToAuthorID
-		if x == e.AuthorID {
-			x = store.NilID // a reply to oneself
-		}
-		if !e.RepostOfAuthorID.IsZero() {
-			x = e.RepostOfAuthorID
-		}
-		if !x.IsZero() && x != owner && !slices.Contains(targets, x) {
+		if x := homeRuleUser(e.AuthorID, e.ReplyToAuthorID, e.RepostOfAuthorID); !x.IsZero() && x != owner && !slices.Contains(targets, x) {
 			targets = append(targets, x)
 		}
 	}

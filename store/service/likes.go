@@ -89,12 +89,8 @@ type likedMessage struct {
 // liveLikes reads user's likes within r with their messages, one
 // FindMessagesByKeys a read, past the likes of deleted messages.
 func (s *Service) liveLikes(ctx context.Context, user store.ID, r store.Range) ([]likedMessage, error) {
-	var out []likedMessage
-	for {
-		likes, err := s.backend.ListLikes(ctx, user, r)
-		if err != nil || len(likes) == 0 {
-			return out, err
-		}
+	read := func(r store.Range) ([]store.Like, error) { return s.backend.ListLikes(ctx, user, r) }
+	return readOn(r, read, func(likes []store.Like) ([]likedMessage, error) {
 		keys := make([]store.MessageKey, len(likes))
 		for i, l := range likes {
 			keys[i] = l.Key()
@@ -103,16 +99,12 @@ func (s *Service) liveLikes(ctx context.Context, user store.ID, r store.Range) (
 		if err != nil {
 			return nil, err
 		}
-		kept := 0
+		var kept []likedMessage
 		for i, m := range msgs {
 			if m != nil {
-				out = append(out, likedMessage{like: likes[i], message: m})
-				kept++
+				kept = append(kept, likedMessage{like: likes[i], message: m})
 			}
 		}
-		if len(likes) < r.Limit || kept == len(likes) {
-			return out, nil
-		}
-		r.From, r.Limit = likes[len(likes)-1].ID, r.Limit-kept
-	}
+		return kept, nil
+	}, func(l store.Like) store.ID { return l.ID })
 }

@@ -35,3 +35,28 @@ func readPage[T any](r store.Range, read func(store.Range) ([]T, error)) ([]T, b
 	items, more := trimPage(items, r)
 	return items, more, nil
 }
+
+// readOn reads a page within r with read and keeps what keep keeps of each
+// read, reading on past the rest so that the page stays full: for pages
+// whose stored items may stand for something since gone. id gives an
+// item's position, where the next read starts.
+func readOn[T, K any](r store.Range, read func(store.Range) ([]T, error), keep func([]T) ([]K, error), id func(T) store.ID) ([]K, error) {
+	var out []K
+	for {
+		items, err := read(r)
+		if err != nil || len(items) == 0 {
+			return out, err
+		}
+		// Taken before keep, which may clear what it drops.
+		next, n := id(items[len(items)-1]), len(items)
+		kept, err := keep(items)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kept...)
+		if n < r.Limit || len(kept) == n {
+			return out, nil
+		}
+		r.From, r.Limit = next, r.Limit-len(kept)
+	}
+}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"slices"
 
 	"herald/store"
 )
@@ -91,26 +92,10 @@ func (s *Service) liveOriginals(ctx context.Context, msgs []*store.Message) ([]*
 // leaving out (and deleting, see liveOriginals) the reposts whose original
 // is gone, and reading on past them so the page stays full.
 func (s *Service) withLiveOriginals(ctx context.Context, r store.Range, read func(store.Range) ([]*store.Message, error)) ([]*store.Message, error) {
-	var out []*store.Message
-	for {
-		ms, err := read(r)
-		if err != nil || len(ms) == 0 {
-			return out, err
-		}
-		last := ms[len(ms)-1].ID
+	return readOn(r, read, func(ms []*store.Message) ([]*store.Message, error) {
 		if _, err := s.liveOriginals(ctx, ms); err != nil {
 			return nil, err
 		}
-		kept := 0
-		for _, m := range ms {
-			if m != nil {
-				out = append(out, m)
-				kept++
-			}
-		}
-		if len(ms) < r.Limit || kept == len(ms) {
-			return out, nil
-		}
-		r.From, r.Limit = last, r.Limit-kept
-	}
+		return slices.DeleteFunc(ms, func(m *store.Message) bool { return m == nil }), nil
+	}, func(m *store.Message) store.ID { return m.ID })
 }

@@ -209,6 +209,8 @@ func testBlockRefused(t *testing.T, open OpenFunc) {
 	assert.Equal(t, store.EINVALID, store.ErrorCode(err), "two kinds at once")
 	_, err = b.Block(ctx, me.ID, other.ID, 0, c.Now())
 	assert.Equal(t, store.EINVALID, store.ErrorCode(err), "no kind")
+	_, err = b.Unblock(ctx, me.ID, other.ID, block|mute)
+	assert.Equal(t, store.EINVALID, store.ErrorCode(err), "unblocking two kinds at once")
 	_, err = b.Block(ctx, me.ID, store.NewID(c.Now()), block, c.Now())
 	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "an unknown target")
 	assert.Equal(t, []bool{false}, findBlocked(t, b, me.ID, block, other.ID), "nothing refused was stored")

@@ -1,0 +1,39 @@
+// A conversation: the post it started from, the message, and its replies.
+import { h } from '../dom';
+import { MESSAGE } from '../queries';
+import { icon } from '../icons';
+import { q } from '../session';
+import type { Message } from '../types';
+import { messageCard } from '../message';
+import { empty, loadInto } from '../ui';
+
+interface ThreadData {
+  node: (Message & { root: Message | null; replies: { totalCount: number; edges: { node: Message }[] } }) | null;
+}
+
+export function renderThread(box: HTMLElement, id: string): void {
+  const body = h('div', { class: 'thread' });
+  const back = h('button', { type: 'button', class: 'btn btn-ghost btn-icon', 'data-testid': 'back', 'aria-label': 'Back' }, icon('back'));
+  box.replaceChildren(h('div', { class: 'view-head view-head-start' }, back, h('h1', {}, 'Conversation')), body);
+  box.querySelector('[data-testid="back"]')?.addEventListener('click', () => history.back());
+  void loadInto(
+    body,
+    () =>
+      q<ThreadData>(
+        `query($id: ID!) { node(id: $id) { ... on Message { ...Msg root { ...Msg } replies(first: 50) { totalCount edges { node { ...Msg } } } } } } ${MESSAGE}`,
+        { id },
+      ),
+    (d) => {
+      const m = d.node;
+      if (!m) return empty('This message is gone', 'It was deleted, or you cannot see it.');
+      const out: Node[] = [];
+      if (m.root && m.root.id !== m.id && m.root.id !== m.replyTo?.id) out.push(messageCard(m.root, 'thread-root'), h('div', { class: 'thread-gap' }, '⋮'));
+      if (m.replyTo && m.replyTo.id === m.root?.id) out.push(messageCard(m.root, 'thread-root'));
+      out.push(messageCard(m, 'thread-focus', { focus: true }));
+      const replies = h('div', { class: 'feed replies', 'data-testid': 'replies' }, ...m.replies.edges.map((e) => messageCard(e.node, 'reply-item')));
+      out.push(h('h2', { class: 'section-title' }, m.replies.totalCount ? `${m.replies.totalCount} ${m.replies.totalCount === 1 ? 'reply' : 'replies'}` : 'No replies yet'), replies);
+      return out;
+    },
+    'this conversation',
+  );
+}

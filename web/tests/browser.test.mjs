@@ -70,6 +70,10 @@ describe('playground at /', () => {
       await page.goto(`${server.base}/`);
       await page.locator('.graphiql-query-editor .monaco-editor').waitFor();
       const editorText = async () => (await page.locator('.graphiql-query-editor').innerText()).replace(/\s+/g, ' ');
+      const variablesText = async () => (await page.locator('.graphiql-editor-tool').innerText()).replace(/\s+/g, ' ');
+      // The Variables pane as GraphiQL saves it (Monaco draws only the
+      // lines in view).
+      const savedVariables = () => page.evaluate(() => localStorage.getItem('graphiql:variables') ?? '');
       await until(async () => (await editorText()).includes("# Herald's GraphQL playground"), TIMEOUT.ui, 'the example operations in the editor', editorText);
       assert.match(await page.getByTestId('token-status').innerText(), /No token/);
       const [height, windowHeight] = await page.evaluate(() => [document.documentElement.scrollHeight, window.innerHeight]);
@@ -77,9 +81,24 @@ describe('playground at /', () => {
 
       // SignUp with the example variables; its token lands in the headers.
       await run(page, 'SignUp');
-      await waitForResponse(page, 'the SignUp result', (s) => s.includes('"handle": "alice"') && s.includes('"token": "'));
+      // The example handles end in a suffix of this browser's own.
+      await waitForResponse(page, 'the SignUp result', (s) => /"handle": "alice_[a-z2-9]{4}"/.test(s) && s.includes('"token": "'));
       await until(async () => /Signed in/.test(await page.getByTestId('token-status').innerText()), TIMEOUT.ui, 'the token status to say signed in');
       await screenshot(page, dir, 'playground-1-signup', false);
+      const suffix = /"handle": "alice_([a-z2-9]{4})"/.exec(await responseText(page))[1];
+
+      // A friend to follow, found by handle: its id goes into "userId"
+      // by itself, and Follow runs on it with no copying.
+      await run(page, 'CreateFriend');
+      await waitForResponse(page, 'the CreateFriend result', (s) => s.includes(`"handle": "bob_${suffix}"`));
+      await run(page, 'FindUser');
+      await waitForResponse(page, 'the FindUser result', (s) => s.includes(`"handle": "bob_${suffix}"`) && s.includes('"viewerFollows": false'));
+      const bobId = (await gql(server.base, null, 'query($h: String!) { user(handle: $h) { id } }', { h: `bob_${suffix}` })).user.id;
+      await until(async () => (await savedVariables()).includes(`"userId": "${bobId}"`), TIMEOUT.ui, "bob's id in the Variables pane", savedVariables);
+      await page.getByTestId('carried-ids').filter({ hasText: `userId ← @bob_${suffix}` }).waitFor();
+      await run(page, 'Follow');
+      await waitForResponse(page, 'the Follow result', (s) => s.includes(`"handle": "bob_${suffix}"`) && s.includes('"followerCount": 1') && s.includes('"viewerFollows": true'));
+      await screenshot(page, dir, 'playground-1b-carried-id', false);
 
       // The token is sent: Inbox, which needs sign-in, answers as alice.
       await run(page, 'Inbox');
@@ -115,7 +134,7 @@ describe('playground at /', () => {
       // subscribe message; the post waits that moment out.
       await new Promise((r) => setTimeout(r, 300));
       const text = `live from ${author.handle}`;
-      await gql(server.base, author.token, POST, { t: text });
+      const { postMessage: posted } = await gql(server.base, author.token, POST, { t: text });
       await waitForResponse(page, 'the ADDED event in the result pane', (s) => s.includes('"type": "ADDED"') && s.includes(text) && s.includes('"unreadCount": 1'));
       await screenshot(page, dir, 'playground-2-subscription', false);
 
@@ -123,9 +142,11 @@ describe('playground at /', () => {
       await page.locator('.graphiql-execute-button').click();
       await until(async () => (await page.locator('.graphiql-execute-button').getAttribute('aria-label'))?.startsWith('Execute'), TIMEOUT.ui, 'the subscription to stop');
 
+      // The event's message id was carried into "messageId".
+      await until(async () => (await savedVariables()).includes(`"messageId": "${posted.id}"`), TIMEOUT.ui, 'the event message id in the Variables pane', savedVariables);
+
       // A reload keeps the one tab, the examples and the edited variables.
-      const variablesText = async () => (await page.locator('.graphiql-editor-tool').innerText()).replace(/\s+/g, ' ');
-      await page.getByText('"handle": "alice"').click();
+      await page.getByText(/"handle":\s"alice_/).click();
       await page.keyboard.press('End');
       await page.keyboard.insertText(' "edited": true,');
       await until(async () => (await variablesText()).includes('"edited": true'), TIMEOUT.ui, 'the edit in the Variables pane', variablesText);

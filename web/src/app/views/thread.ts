@@ -26,10 +26,14 @@ export function renderThread(box: HTMLElement, id: string): void {
     (d) => {
       const m = d.node;
       if (!m) return empty('This message is gone', 'It was deleted, or you cannot see it.');
-      const out: Node[] = [];
-      if (m.root && m.root.id !== m.id && m.root.id !== m.replyTo?.id) out.push(messageCard(m.root, 'thread-root'), h('div', { class: 'thread-gap' }, '⋮'));
-      if (m.replyTo && m.replyTo.id === m.root?.id) out.push(messageCard(m.root, 'thread-root'));
-      out.push(messageCard(m, 'thread-focus', { focus: true }));
+      // The post the thread started from, and the message, in one card.
+      const top = h('div', { class: 'feed' });
+      if (m.root && m.root.id !== m.id) {
+        top.append(messageCard(m.root, 'thread-root'));
+        if (m.root.id !== m.replyTo?.id) top.append(h('div', { class: 'thread-gap', 'aria-hidden': 'true' }, '⋮'));
+      }
+      top.append(messageCard(m, 'thread-focus', { focus: true }));
+      const out: Node[] = [top];
       const replies = h('div', { class: 'feed replies', 'data-testid': 'replies' }, ...m.replies.edges.map((e) => messageCard(e.node, 'reply-item')));
       out.push(h('h2', { class: 'section-title' }, m.replies.totalCount ? `${m.replies.totalCount} ${m.replies.totalCount === 1 ? 'reply' : 'replies'}` : 'No replies yet'), replies);
       return out;

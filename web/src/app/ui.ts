@@ -97,7 +97,6 @@ export function followButton(u: Followable, x: UserExtras | undefined, onChange:
     class: 'follow',
     hidden: u.id === session.viewer?.id || !!x?.viewerBlocks,
   });
-  if (u.viewerFollows) b.dataset.hover = 'Unfollow';
   b.addEventListener('click', () =>
     void act(b, async () => {
       const op = u.viewerFollows || requested ? 'unfollow' : 'follow';

@@ -17,7 +17,7 @@ const state = h('div', { class: 'feed-state' });
 const list = h('div', { class: 'feed', 'data-testid': 'notifications', 'aria-live': 'polite' });
 const more = btn('Show older', 'secondary', { class: 'btn-block', 'data-testid': 'notif-more', hidden: true });
 
-root.append(h('div', { class: 'view-head' }, h('h1', { id: 'notifications-title' }, 'Notifications'), h('div', { class: 'row' }, markRead)), summary, state, list, more);
+root.append(h('div', { class: 'view-head' }, h('div', { class: 'view-head-stack' }, h('h1', { id: 'notifications-title' }, 'Notifications'), summary), h('div', { class: 'row' }, markRead)), state, list, more);
 
 let stop: (() => void) | null = null;
 let last: string | null = null;

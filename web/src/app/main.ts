@@ -176,7 +176,11 @@ function route(): void {
           setViewer(p);
           ownProfileChanged();
         },
-        signedOut: (msg) => signOut(msg),
+        signedOut: (msg) => {
+          signOut(msg);
+          // The closing websocket's refusal says nothing the notice does not.
+          clearError();
+        },
         logOutEverywhere: () => logOut('logOutEverywhere'),
       });
       break;

@@ -263,6 +263,14 @@ markRead.addEventListener('click', () =>
 
 loadMore.addEventListener('click', () => void act(loadMore, loadPage));
 
+// Ctrl-Enter (or ⌘-Enter) posts, as in most apps.
+composeText.addEventListener('keydown', (ev) => {
+  if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) {
+    ev.preventDefault();
+    compose.requestSubmit(post);
+  }
+});
+
 composeText.addEventListener('input', () => {
   const n = composeText.value.length;
   chars.textContent = n > 4500 ? `${5000 - n} left` : '';

@@ -108,11 +108,20 @@ function menu(u: User, x: UserExtras | undefined, reload: () => void): HTMLEleme
     list.hidden = true;
     toggle.setAttribute('aria-expanded', 'false');
   };
+  list.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape') {
+      close();
+      toggle.focus();
+    }
+  });
   toggle.addEventListener('click', (ev) => {
     ev.stopPropagation();
     list.hidden = !list.hidden;
     toggle.setAttribute('aria-expanded', String(!list.hidden));
-    if (!list.hidden) document.addEventListener('click', close, { once: true });
+    if (!list.hidden) {
+      document.addEventListener('click', close, { once: true });
+      mute.focus();
+    }
   });
   mute.addEventListener('click', () =>
     void act(toggle, async () => {

@@ -15,7 +15,8 @@ export function renderThread(box: HTMLElement, id: string): void {
   const body = h('div', { class: 'thread' });
   const back = h('button', { type: 'button', class: 'btn btn-ghost btn-icon', 'data-testid': 'back', 'aria-label': 'Back' }, icon('back'));
   box.replaceChildren(h('div', { class: 'view-head view-head-start' }, back, h('h1', {}, 'Conversation')), body);
-  box.querySelector('[data-testid="back"]')?.addEventListener('click', () => history.back());
+  // Back where the reader came from, or home when the page opened here.
+  back.addEventListener('click', () => (history.length > 1 ? history.back() : (location.hash = '#/home')));
   void loadInto(
     body,
     () =>

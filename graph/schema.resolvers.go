@@ -7,6 +7,7 @@ package graph
 
 import (
 	"context"
+	"fmt"
 	"herald/graph/generated"
 	"herald/graph/loader"
 	"herald/graph/model"
@@ -306,6 +307,51 @@ func (r *mutationResolver) UpdateProfile(ctx context.Context, input service.Prof
 	return r.updateProfile(ctx, viewer, input)
 }
 
+// Block is the resolver for the block field.
+func (r *mutationResolver) Block(ctx context.Context, userID string) (*store.User, error) {
+	panic(fmt.Errorf("not implemented: Block - block"))
+}
+
+// Unblock is the resolver for the unblock field.
+func (r *mutationResolver) Unblock(ctx context.Context, userID string) (*store.User, error) {
+	panic(fmt.Errorf("not implemented: Unblock - unblock"))
+}
+
+// Mute is the resolver for the mute field.
+func (r *mutationResolver) Mute(ctx context.Context, userID string) (*store.User, error) {
+	panic(fmt.Errorf("not implemented: Mute - mute"))
+}
+
+// Unmute is the resolver for the unmute field.
+func (r *mutationResolver) Unmute(ctx context.Context, userID string) (*store.User, error) {
+	panic(fmt.Errorf("not implemented: Unmute - unmute"))
+}
+
+// SetPrivate is the resolver for the setPrivate field.
+func (r *mutationResolver) SetPrivate(ctx context.Context, private bool) (*store.User, error) {
+	panic(fmt.Errorf("not implemented: SetPrivate - setPrivate"))
+}
+
+// ApproveFollow is the resolver for the approveFollow field.
+func (r *mutationResolver) ApproveFollow(ctx context.Context, userID string) (*store.User, error) {
+	panic(fmt.Errorf("not implemented: ApproveFollow - approveFollow"))
+}
+
+// RejectFollow is the resolver for the rejectFollow field.
+func (r *mutationResolver) RejectFollow(ctx context.Context, userID string) (*store.User, error) {
+	panic(fmt.Errorf("not implemented: RejectFollow - rejectFollow"))
+}
+
+// ChangePassword is the resolver for the changePassword field.
+func (r *mutationResolver) ChangePassword(ctx context.Context, oldPassword string, newPassword string) (bool, error) {
+	panic(fmt.Errorf("not implemented: ChangePassword - changePassword"))
+}
+
+// DeleteAccount is the resolver for the deleteAccount field.
+func (r *mutationResolver) DeleteAccount(ctx context.Context, password string) (bool, error) {
+	panic(fmt.Errorf("not implemented: DeleteAccount - deleteAccount"))
+}
+
 // Edge is the resolver for the edge field.
 func (r *notificationEventResolver) Edge(ctx context.Context, obj *model.NotificationEvent) (*model.NotificationEdge, error) {
 	return r.notificationEventEdge(ctx, obj)
@@ -395,6 +441,11 @@ func (r *queryResolver) Notifications(ctx context.Context, first *int, after *st
 	return r.notifications(ctx, viewer, first, after, last, before)
 }
 
+// ExportAccount is the resolver for the exportAccount field.
+func (r *queryResolver) ExportAccount(ctx context.Context) (string, error) {
+	panic(fmt.Errorf("not implemented: ExportAccount - exportAccount"))
+}
+
 // InboxEvents is the resolver for the inboxEvents field.
 func (r *subscriptionResolver) InboxEvents(ctx context.Context, after *string) (<-chan *model.InboxEvent, error) {
 	viewer, err := requireViewer(ctx)
@@ -459,6 +510,41 @@ func (r *userResolver) ViewerFollows(ctx context.Context, obj *store.User) (bool
 		return false, nil
 	}
 	return loader.For(ctx).ViewerFollows.Load(ctx, obj.ID)()
+}
+
+// Private is the resolver for the private field.
+func (r *userResolver) Private(ctx context.Context, obj *store.User) (bool, error) {
+	panic(fmt.Errorf("not implemented: Private - private"))
+}
+
+// ViewerRequestedFollow is the resolver for the viewerRequestedFollow field.
+func (r *userResolver) ViewerRequestedFollow(ctx context.Context, obj *store.User) (bool, error) {
+	panic(fmt.Errorf("not implemented: ViewerRequestedFollow - viewerRequestedFollow"))
+}
+
+// ViewerBlocks is the resolver for the viewerBlocks field.
+func (r *userResolver) ViewerBlocks(ctx context.Context, obj *store.User) (bool, error) {
+	panic(fmt.Errorf("not implemented: ViewerBlocks - viewerBlocks"))
+}
+
+// ViewerMutes is the resolver for the viewerMutes field.
+func (r *userResolver) ViewerMutes(ctx context.Context, obj *store.User) (bool, error) {
+	panic(fmt.Errorf("not implemented: ViewerMutes - viewerMutes"))
+}
+
+// Blocked is the resolver for the blocked field.
+func (r *userResolver) Blocked(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
+	panic(fmt.Errorf("not implemented: Blocked - blocked"))
+}
+
+// Muted is the resolver for the muted field.
+func (r *userResolver) Muted(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
+	panic(fmt.Errorf("not implemented: Muted - muted"))
+}
+
+// FollowRequests is the resolver for the followRequests field.
+func (r *userResolver) FollowRequests(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
+	panic(fmt.Errorf("not implemented: FollowRequests - followRequests"))
 }
 
 // TotalCount is the resolver for the totalCount field.

@@ -23,6 +23,9 @@ const (
 	// NotifyMentioned: a user's message mentions the owner; the group's
 	// message is that message.
 	NotifyMentioned NotificationKind = "MENTIONED"
+	// NotifyFollowRequested: a user asked to follow the owner's private
+	// account; grouped as follows are.
+	NotifyFollowRequested NotificationKind = "FOLLOW_REQUESTED"
 )
 
 // NotificationGroupSpan is the time slot within which likes and reposts of

@@ -27,6 +27,9 @@
 //	k <user> <message>       like id: whether user likes the message (FindLiked, idempotent Like)
 //	t <parent> <reply>       the reply's author: the replies to a message, oldest first (threads.go)
 //	R <user> <original>      the ID of user's live repost of the message (reposts.go)
+//	v <user> <kind> <rel>    target: user's blocks or mutes, newest first (blocks.go)
+//	w <user> <kind> <target> relation ID: whether user blocks or mutes target
+//	B <target> <user>        kind mask: how user relates to target (FindBlockers)
 //	g, G, x, y, Y, z         the notifications feed: groups, their keys, feed order, actors, counts (notifications.go)
 //	N, K, a                  name store and attribute index (attributes.go)
 //

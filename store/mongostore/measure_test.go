@@ -334,6 +334,57 @@ func TestRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, n.Load(), "no keys, no query")
 	})
+	t.Run("block", func(t *testing.T) {
+		blocker, target := followers[3], followers[4]
+		for _, step := range []struct {
+			what  string
+			do    func() (bool, error)
+			want  bool
+			trips int64
+			why   string
+		}{
+			{"block", func() (bool, error) { return st.Block(ctx, blocker, target, store.RelationBlock, clk.now()) }, true, 2,
+				"check the target, insert the edge"},
+			{"block again", func() (bool, error) { return st.Block(ctx, blocker, target, store.RelationBlock, clk.now()) }, false, 2,
+				"check the target, an insert the unique index refuses"},
+			{"mute", func() (bool, error) { return st.Block(ctx, blocker, target, store.RelationMute, clk.now()) }, true, 2,
+				"check the target, insert the edge"},
+			{"unmute", func() (bool, error) { return st.Unblock(ctx, blocker, target, store.RelationMute) }, true, 1,
+				"delete the edge"},
+			{"unmute again", func() (bool, error) { return st.Unblock(ctx, blocker, target, store.RelationMute) }, false, 1,
+				"a delete that finds none"},
+		} {
+			n.Store(0)
+			ok, err := step.do()
+			require.NoError(t, err)
+			assert.Equal(t, step.want, ok, step.what)
+			t.Logf("%s: %d round trips", step.what, n.Load())
+			assert.Equal(t, step.trips, n.Load(), step.why)
+		}
+		for _, read := range []struct {
+			what string
+			do   func() error
+		}{
+			{"list blocked", func() error {
+				_, err := st.ListBlocked(ctx, blocker, store.RelationBlock, store.Forward(store.NilID, 20))
+				return err
+			}},
+			{"whether a page's authors are blocked", func() error { _, err := st.FindBlocked(ctx, blocker, store.RelationBlock, followers); return err }},
+			{"which of a chunk's owners block an author", func() error { _, err := st.FindBlockers(ctx, target, followers[:chunk]); return err }},
+			{"all a reader filters", func() error { _, err := st.ListFiltered(ctx, blocker, 1000); return err }},
+		} {
+			n.Store(0)
+			require.NoError(t, read.do())
+			t.Logf("%s: %d round trips", read.what, n.Load())
+			assert.Equal(t, int64(1), n.Load(), read.what)
+		}
+		n.Store(0)
+		_, err := st.FindBlocked(ctx, blocker, store.RelationBlock, nil)
+		require.NoError(t, err)
+		_, err = st.FindBlockers(ctx, target, nil)
+		require.NoError(t, err)
+		assert.Zero(t, n.Load(), "no targets or owners, no query")
+	})
 	t.Run("reply", func(t *testing.T) {
 		parent := post(t, st, clk, author.ID, storage.LayoutNone, "asked")
 		now := clk.now()
@@ -508,6 +559,9 @@ func TestBytes(t *testing.T) {
 	require.NoError(t, st.CreateMessage(ctx, reposted, nil))
 	repost := &store.Message{ID: store.NewID(clk.now()), AuthorID: bob.ID, Kind: store.KindRepost, CreatedAt: clk.t, RepostOfID: reposted.ID, RepostOfAuthorID: alice.ID}
 	require.NoError(t, st.CreateMessage(ctx, repost, nil))
+	// Bob mutes Alice: one relation.
+	_, err = st.Block(ctx, bob.ID, alice.ID, store.RelationMute, clk.now())
+	require.NoError(t, err)
 	// A user who logged out once: the revoked token stays until it expires.
 	_, err = st.RevokeTokens(ctx, alice.ID, store.TokenRevocation{TokenID: strings.Repeat("t", 22), Expires: clk.t.Add(24 * time.Hour), Now: clk.t})
 	require.NoError(t, err)
@@ -560,6 +614,7 @@ func TestBytes(t *testing.T) {
 		{"inbox entry, in a bucket", bucket.Lookup("e").Array().Index(0).Value().Document(), elem},
 		{"inbox entry, in a cache", cache.Lookup("e").Array().Index(0).Value().Document(), elem},
 		{"like", raw("likes", bson.D{}), 0},
+		{"block or mute", raw("blocks", bson.D{}), 0},
 		{"notification group, 3 actors", raw("notifications", bson.D{}), 0},
 		{"notification actor", raw("notifactors", bson.D{}), 0},
 		{"notifications head", raw("notifheads", bson.D{}), 0},

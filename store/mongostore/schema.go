@@ -81,6 +81,20 @@ const (
 	// messages cannot hold that index, since a sharded collection's unique
 	// index must start with its shard key. Sharded on (u, o), as likes.
 	collReposts = "reposts"
+	// blocks: {_id: relation, u: user, o: target, rk: kind} — one document
+	// per block or mute (rk 1 block, 2 mute); its _id is made at its time,
+	// so it orders a user's list and holds the time. The unique index
+	// (u, o, rk) is one edge per (user, target, kind): Block is an insert
+	// that a duplicate key makes a no-op. It also answers FindBlocked
+	// ({u, rk, o: $in}), ListFiltered ({u} in o order) covered, and
+	// FindBlockers ({u: $in owners, o: author}), one seek per owner;
+	// (u, rk, _id) lists a user's relations of a kind, newest first.
+	// Sharded on (u, o), as likes: every write and every read names the
+	// user, so it goes to one shard, and FindBlockers names the owners, so
+	// it goes only to the shards of the chunk's owners (a fan-out chunk is a
+	// run of followers in ID order: few shard ranges), with no second copy
+	// of each edge keyed by target.
+	collBlocks = "blocks"
 	// entries: {o: owner, m: message, a: author, c: created, d: delivered}
 	// — LayoutEntries (strategy write, Social Inboxes' fan-out on write): one
 	// document per inbox entry. A page is one range read of the unique
@@ -205,6 +219,10 @@ var indexes = []index{
 		"a message's reposts newest first (ListReposts: deleting a message deletes them); partial, so only reposts are indexed; messages are sharded by author, so it asks every shard"),
 	idx(collReposts, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, options.Index().SetName("repost").SetUnique(true),
 		"one repost per (user, message): a second is refused by a duplicate key"),
+	idx(collBlocks, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}, {Key: "rk", Value: 1}}, options.Index().SetName("relation").SetUnique(true),
+		"one block or mute per (user, target, kind); whether u blocks a page's authors, all u filters, and which owners block an author, covered"),
+	idx(collBlocks, bson.D{{Key: "u", Value: 1}, {Key: "rk", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("relations"),
+		"a user's blocks or mutes newest first (ListBlocked)"),
 	idx(collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("like").SetUnique(true),
 		"one like per (user, message); whether u likes a page's messages, covered"),
 	idx(collLikes, bson.D{{Key: "m", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("likers"),
@@ -248,6 +266,7 @@ var shardKeys = []struct {
 	{collMessages, bson.D{{Key: "a", Value: 1}, {Key: "_id", Value: 1}}, "outbox pages and inbox message loads name the author"},
 	{collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, "like, unlike and a page's liked flags name the user; a popular message's likes spread over the shards"},
 	{collReposts, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "a repost's guard is inserted, read and removed by (user, original); the unique (u, o) needs the shard key as its prefix"},
+	{collBlocks, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "block, unblock, lists and a page's checks name the user; fan-out's check names a chunk's owners, so it asks only their shards; the unique (u, o, rk) needs the shard key as its prefix"},
 	{collNotifGroups, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, "every read and write names the owner, so a feed page and a notice stay on one shard; the unique (o, k) needs the shard key as its prefix"},
 	{collNotifActors, bson.D{{Key: "g", Value: 1}, {Key: "u", Value: 1}}, "a notice's dedupe and a group's actors name the group; the unique (g, u) needs the shard key as its prefix"},
 	{collNotifHeads, bson.D{{Key: "_id", Value: "hashed"}}, "every head read and write names the owner; hashed spreads them evenly"},
@@ -277,6 +296,8 @@ var FieldNames = map[string]string{
 	// and threads
 	"tr": "threadRoot", "tra": "threadRootAuthor", "rc": "replyCount",
 	// and reposts
+	// and blocks (u the user, o the target)
+	"rk": "relationKind",
 	"ro": "repostOf", "roa": "repostOfAuthor", "rp": "repostCount", "hh": "homeHidden",
 	// entries, buckets and caches (o owner, k key, e entries; m message,
 	// d delivered, b bucket; f complete, cv version)

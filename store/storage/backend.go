@@ -27,6 +27,7 @@ type Backend interface {
 	Follows
 	Messages
 	Likes
+	Blocks
 	Notifications
 	Outboxes
 	Inboxes
@@ -164,6 +165,37 @@ type Likes interface {
 	// ListLikes returns the likes user made, newest first, within r (its
 	// From a like's ID).
 	ListLikes(ctx context.Context, user store.ID, r store.Range) ([]store.Like, error)
+}
+
+// Blocks stores who blocks or mutes whom (store.RelationKind), one edge
+// per (user, target, kind), listed from the user's side and answered from
+// either side in one call: a page's authors against a reader's relations,
+// and a fan-out chunk's owners against an author. It stores edges only:
+// blocking removes no follow here (the caller unfollows both ways, with
+// the jobs an unfollow starts), and no count is kept.
+type Blocks interface {
+	// Block records that user blocks or mutes (kind) target; the
+	// relation's ID is made from at. It reports false, changing nothing,
+	// if user already has that relation to target, also when two race
+	// (exactly one is stored). Blocking oneself, or a kind that is not
+	// exactly one kind, is BAD_USER_INPUT; an unknown target NOT_FOUND.
+	Block(ctx context.Context, user, target store.ID, kind store.RelationKind, at time.Time) (bool, error)
+	// Unblock removes user's relation of kind to target. It reports
+	// false, changing nothing, if there is none.
+	Unblock(ctx context.Context, user, target store.ID, kind store.RelationKind) (bool, error)
+	// ListBlocked returns user's relations of kind, newest first, within
+	// r (its From a relation's ID).
+	ListBlocked(ctx context.Context, user store.ID, kind store.RelationKind, r store.Range) ([]store.Relation, error)
+	// FindBlocked reports, for each target, whether user has a relation
+	// of kind to it.
+	FindBlocked(ctx context.Context, user store.ID, kind store.RelationKind, targets []store.ID) ([]bool, error)
+	// FindBlockers returns, aligned with owners, the kinds of relation
+	// each owner has to author (0: none), in one read.
+	FindBlockers(ctx context.Context, author store.ID, owners []store.ID) ([]store.RelationKind, error)
+	// ListFiltered returns the users that user blocks or mutes, each once,
+	// in ID order, at most limit of them: a bounded read of one range. A
+	// result of limit users may be cut short.
+	ListFiltered(ctx context.Context, user store.ID, limit int) ([]store.ID, error)
 }
 
 // Notifications stores each user's notifications feed: groups of

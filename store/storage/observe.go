@@ -251,6 +251,48 @@ func (w *observed) ListLikes(ctx context.Context, user store.ID, r store.Range) 
 	return r0, err
 }
 
+func (w *observed) Block(ctx context.Context, user, target store.ID, kind store.RelationKind, at time.Time) (bool, error) {
+	start := time.Now()
+	r0, err := w.b.Block(ctx, user, target, kind, at)
+	w.o.Observe("Block", start, err)
+	return r0, err
+}
+
+func (w *observed) Unblock(ctx context.Context, user, target store.ID, kind store.RelationKind) (bool, error) {
+	start := time.Now()
+	r0, err := w.b.Unblock(ctx, user, target, kind)
+	w.o.Observe("Unblock", start, err)
+	return r0, err
+}
+
+func (w *observed) ListBlocked(ctx context.Context, user store.ID, kind store.RelationKind, r store.Range) ([]store.Relation, error) {
+	start := time.Now()
+	r0, err := w.b.ListBlocked(ctx, user, kind, r)
+	w.o.Observe("ListBlocked", start, err)
+	return r0, err
+}
+
+func (w *observed) FindBlocked(ctx context.Context, user store.ID, kind store.RelationKind, targets []store.ID) ([]bool, error) {
+	start := time.Now()
+	r0, err := w.b.FindBlocked(ctx, user, kind, targets)
+	w.o.Observe("FindBlocked", start, err)
+	return r0, err
+}
+
+func (w *observed) FindBlockers(ctx context.Context, author store.ID, owners []store.ID) ([]store.RelationKind, error) {
+	start := time.Now()
+	r0, err := w.b.FindBlockers(ctx, author, owners)
+	w.o.Observe("FindBlockers", start, err)
+	return r0, err
+}
+
+func (w *observed) ListFiltered(ctx context.Context, user store.ID, limit int) ([]store.ID, error) {
+	start := time.Now()
+	r0, err := w.b.ListFiltered(ctx, user, limit)
+	w.o.Observe("ListFiltered", start, err)
+	return r0, err
+}
+
 func (w *observed) Notify(ctx context.Context, n Notice) (NotifyResult, error) {
 	start := time.Now()
 	r0, err := w.b.Notify(ctx, n)

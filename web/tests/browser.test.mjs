@@ -70,6 +70,10 @@ describe('playground at /', () => {
       await page.goto(`${server.base}/`);
       await page.locator('.graphiql-query-editor .monaco-editor').waitFor();
       const editorText = async () => (await page.locator('.graphiql-query-editor').innerText()).replace(/\s+/g, ' ');
+      const variablesText = async () => (await page.locator('.graphiql-editor-tool').innerText()).replace(/\s+/g, ' ');
+      // The Variables pane as GraphiQL saves it (Monaco draws only the
+      // lines in view).
+      const savedVariables = () => page.evaluate(() => localStorage.getItem('graphiql:variables') ?? '');
       await until(async () => (await editorText()).includes("# Herald's GraphQL playground"), TIMEOUT.ui, 'the example operations in the editor', editorText);
       assert.match(await page.getByTestId('token-status').innerText(), /No token/);
       const [height, windowHeight] = await page.evaluate(() => [document.documentElement.scrollHeight, window.innerHeight]);
@@ -77,9 +81,24 @@ describe('playground at /', () => {
 
       // SignUp with the example variables; its token lands in the headers.
       await run(page, 'SignUp');
-      await waitForResponse(page, 'the SignUp result', (s) => s.includes('"handle": "alice"') && s.includes('"token": "'));
+      // The example handles end in a suffix of this browser's own.
+      await waitForResponse(page, 'the SignUp result', (s) => /"handle": "alice_[a-z2-9]{4}"/.test(s) && s.includes('"token": "'));
       await until(async () => /Signed in/.test(await page.getByTestId('token-status').innerText()), TIMEOUT.ui, 'the token status to say signed in');
       await screenshot(page, dir, 'playground-1-signup', false);
+      const suffix = /"handle": "alice_([a-z2-9]{4})"/.exec(await responseText(page))[1];
+
+      // A friend to follow, found by handle: its id goes into "userId"
+      // by itself, and Follow runs on it with no copying.
+      await run(page, 'CreateFriend');
+      await waitForResponse(page, 'the CreateFriend result', (s) => s.includes(`"handle": "bob_${suffix}"`));
+      await run(page, 'FindUser');
+      await waitForResponse(page, 'the FindUser result', (s) => s.includes(`"handle": "bob_${suffix}"`) && s.includes('"viewerFollows": false'));
+      const bobId = (await gql(server.base, null, 'query($h: String!) { user(handle: $h) { id } }', { h: `bob_${suffix}` })).user.id;
+      await until(async () => (await savedVariables()).includes(`"userId": "${bobId}"`), TIMEOUT.ui, "bob's id in the Variables pane", savedVariables);
+      await page.getByTestId('carried-ids').filter({ hasText: `userId ← @bob_${suffix}` }).waitFor();
+      await run(page, 'Follow');
+      await waitForResponse(page, 'the Follow result', (s) => s.includes(`"handle": "bob_${suffix}"`) && s.includes('"followerCount": 1') && s.includes('"viewerFollows": true'));
+      await screenshot(page, dir, 'playground-1b-carried-id', false);
 
       // The token is sent: Inbox, which needs sign-in, answers as alice.
       await run(page, 'Inbox');
@@ -115,7 +134,7 @@ describe('playground at /', () => {
       // subscribe message; the post waits that moment out.
       await new Promise((r) => setTimeout(r, 300));
       const text = `live from ${author.handle}`;
-      await gql(server.base, author.token, POST, { t: text });
+      const { postMessage: posted } = await gql(server.base, author.token, POST, { t: text });
       await waitForResponse(page, 'the ADDED event in the result pane', (s) => s.includes('"type": "ADDED"') && s.includes(text) && s.includes('"unreadCount": 1'));
       await screenshot(page, dir, 'playground-2-subscription', false);
 
@@ -123,9 +142,11 @@ describe('playground at /', () => {
       await page.locator('.graphiql-execute-button').click();
       await until(async () => (await page.locator('.graphiql-execute-button').getAttribute('aria-label'))?.startsWith('Execute'), TIMEOUT.ui, 'the subscription to stop');
 
+      // The event's message id was carried into "messageId".
+      await until(async () => (await savedVariables()).includes(`"messageId": "${posted.id}"`), TIMEOUT.ui, 'the event message id in the Variables pane', savedVariables);
+
       // A reload keeps the one tab, the examples and the edited variables.
-      const variablesText = async () => (await page.locator('.graphiql-editor-tool').innerText()).replace(/\s+/g, ' ');
-      await page.getByText('"handle": "alice"').click();
+      await page.getByText(/"handle":\s"alice_/).click();
       await page.keyboard.press('End');
       await page.keyboard.insertText(' "edited": true,');
       await until(async () => (await variablesText()).includes('"edited": true'), TIMEOUT.ui, 'the edit in the Variables pane', variablesText);
@@ -140,6 +161,10 @@ describe('playground at /', () => {
 });
 
 describe('demo client at /app/', () => {
+  // go follows an in-app link, as a click on it would: the page stays.
+  const go = (page, hash) => page.evaluate((h) => (location.hash = h), hash);
+  const errorToast = (page, code) => page.locator(`[data-testid="error"][data-code="${code}"]`);
+
   test('signs up, follows, and follows the timeline live', async () => {
     await withContext(async (context) => {
       const page = await context.newPage();
@@ -147,64 +172,73 @@ describe('demo client at /app/', () => {
       const handle = uniqueHandle('ann');
 
       await page.goto(`${server.base}/app/`);
+      await screenshot(page, dir, 'app-0-sign-in');
       await page.getByTestId('auth-handle').fill(handle);
       await page.getByLabel('Password').fill('correct horse');
       await page.getByLabel(/Display name/).fill('Ann');
       await page.getByTestId('signup').click();
       await page.getByTestId('viewer').filter({ hasText: `Ann (@${handle})` }).waitFor();
-      await page.getByTestId('live-status').filter({ hasText: /^live$/ }).waitFor();
+      await page.getByTestId('live-status').filter({ hasText: /^Live$/ }).waitFor();
+      // A new account's timeline says what to do, not "0 items".
+      await page.getByTestId('empty').filter({ hasText: 'Your timeline is empty' }).waitFor();
+      await screenshot(page, dir, 'app-0b-empty-home');
       await page.evaluate(() => {
         // Survives only as long as the page is not reloaded.
         window.heraldMarker = 'same page';
       });
 
-      // A GraphQL error is shown with its code.
-      await page.getByTestId('find-handle').fill('nobody_here');
-      await page.getByTestId('find').click();
-      await page.getByTestId('error').filter({ hasText: 'NOT_FOUND' }).waitFor();
+      // A missing profile says so in words; a refused post is explained,
+      // its code kept on the toast.
+      await go(page, `#/u/nobody_here`);
+      await page.getByTestId('empty').filter({ hasText: 'No one is called @nobody_here' }).waitFor();
+      await go(page, '#/home');
       await page.getByTestId('compose-text').fill(' ');
       await page.getByTestId('post').click();
-      await page.getByTestId('error').filter({ hasText: 'BAD_USER_INPUT' }).waitFor();
+      await errorToast(page, 'BAD_USER_INPUT').filter({ hasText: 'Please check: ' }).waitFor();
+      assert.doesNotMatch(await page.getByTestId('error').innerText(), /BAD_USER_INPUT/, 'no raw code in the message');
 
-      // Find the author and follow them.
-      await page.getByTestId('find-handle').fill(author.handle);
-      await page.getByTestId('find').click();
+      // Find the author's profile and follow them.
+      await go(page, `#/u/${author.handle}`);
       await page.getByTestId('found-user').filter({ hasText: `@${author.handle}` }).waitFor();
       assert.equal(await page.getByTestId('error').isVisible(), false, 'the error is cleared by the next action');
-      await page.getByTestId('follow-toggle').click();
-      await page.getByTestId('follow-toggle').filter({ hasText: /^Unfollow$/ }).waitFor();
-      await page.getByTestId('found-counts').filter({ hasText: /^1 follower ·/ }).waitFor();
+      await page.getByTestId('follow-toggle').filter({ hasText: /^Follow$/ }).click();
+      await page.getByTestId('follow-toggle').filter({ hasText: /^Following$/ }).waitFor();
+      await page.getByTestId('count-followers').filter({ hasText: /^1 follower$/ }).waitFor();
+      await go(page, '#/home');
 
-      // The author posts: the item arrives live, unread 1.
+      // The author posts: the item arrives live, unread and marked so.
       const items = page.getByTestId('inbox-item');
       const { postMessage: posted } = await gql(server.base, author.token, POST, { t: 'first post' });
       await items.filter({ hasText: 'first post' }).waitFor({ timeout: TIMEOUT.event });
       await page.getByTestId('unread-badge').filter({ hasText: /^1$/ }).waitFor();
-      await page.getByTestId('total-count').filter({ hasText: /^1 item$/ }).waitFor();
+      await page.locator('[data-testid="inbox-item"].unread').filter({ hasText: 'first post' }).waitFor();
+      assert.equal(await items.first().getByTestId('time').innerText(), 'now', 'a relative time');
+      assert.ok(await items.first().getByTestId('time').getAttribute('title'), 'the absolute time in the title');
       await screenshot(page, dir, 'app-1-live-item');
 
-      // Mark read clears the badge.
+      // Mark read clears the badge and the marker.
       await page.getByTestId('mark-read').click();
       await page.getByTestId('unread-badge').waitFor({ state: 'hidden' });
+      assert.equal(await page.locator('[data-testid="inbox-item"].unread').count(), 0, 'no unread marker');
 
       // A like counts at once and is taken back by a second press.
-      const like = items.first().getByTestId('like');
-      await like.click();
-      await items.first().getByTestId('like').filter({ hasText: '♥ 1' }).waitFor();
+      await items.first().getByTestId('like').click();
+      await items.first().getByTestId('like-count').filter({ hasText: /^1$/ }).waitFor();
       assert.equal(await items.first().getByTestId('like').getAttribute('aria-pressed'), 'true');
       const counted = await gql(server.base, author.token, 'query($id: ID!) { node(id: $id) { ... on Message { likeCount likedBy(first: 1) { edges { node { handle } } } } } }', { id: posted.id });
       assert.deepEqual(counted.node, { likeCount: 1, likedBy: { edges: [{ node: { handle } }] } });
       await items.first().getByTestId('like').click();
-      await items.first().getByTestId('like').filter({ hasText: '♡ 0' }).waitFor();
+      await items.first().getByTestId('like').and(page.locator('[aria-pressed="false"]')).waitFor();
+      assert.equal(await items.first().getByTestId('like-count').innerText(), '');
 
       // A repost counts at once and is taken back by a second press.
       await items.first().getByTestId('repost').click();
-      await items.first().getByTestId('repost').filter({ hasText: '↻ 1' }).waitFor();
+      await items.first().getByTestId('repost-count').filter({ hasText: /^1$/ }).waitFor();
       assert.equal(await items.first().getByTestId('repost').getAttribute('aria-pressed'), 'true');
       const reposted = await gql(server.base, author.token, 'query($id: ID!) { node(id: $id) { ... on Message { repostCount } } }', { id: posted.id });
       assert.deepEqual(reposted.node, { repostCount: 1 });
       await items.first().getByTestId('repost').click();
-      await items.first().getByTestId('repost').filter({ hasText: '↻ 0' }).waitFor();
+      await items.first().getByTestId('repost').and(page.locator('[aria-pressed="false"]')).waitFor();
       assert.equal(await items.count(), 1, "one's own repost of a message shown is not a second item");
 
       // The author reposts a message by someone the viewer does not
@@ -214,13 +248,14 @@ describe('demo client at /app/', () => {
       const { postMessage: shared } = await gql(server.base, other.token, POST, { t: 'worth sharing' });
       await gql(server.base, author.token, 'mutation($id: ID!) { repost(messageId: $id) { id } }', { id: shared.id });
       const sharedItem = items.filter({ hasText: 'worth sharing' });
-      await sharedItem.getByTestId('reposted-by').filter({ hasText: `↻ reposted by @${author.handle}` }).waitFor({ timeout: TIMEOUT.event });
+      await sharedItem.getByTestId('reposted-by').filter({ hasText: `@${author.handle} reposted` }).waitFor({ timeout: TIMEOUT.event });
       assert.equal(await items.first().getByTestId('message-text').innerText(), 'worth sharing', 'the newest item');
-      await sharedItem.getByTestId('repost').filter({ hasText: '↻ 1' }).waitFor();
+      await sharedItem.getByTestId('repost-count').filter({ hasText: /^1$/ }).waitFor();
       await screenshot(page, dir, 'app-1b-reposted');
       await gql(server.base, author.token, 'mutation($id: ID!) { unrepost(messageId: $id) { id } }', { id: shared.id });
       await sharedItem.waitFor({ state: 'detached', timeout: TIMEOUT.event });
-      await page.getByTestId('mark-read').click();
+      // "Mark all read" shows only while something is unread.
+      if (await page.getByTestId('mark-read').isVisible()) await page.getByTestId('mark-read').click();
       await page.getByTestId('unread-badge').waitFor({ state: 'hidden' });
 
       // An edit shows in place.
@@ -230,14 +265,15 @@ describe('demo client at /app/', () => {
       assert.equal(await items.first().getByTestId('edited').count(), 1);
       await screenshot(page, dir, 'app-2-edited');
 
-      // A deletion removes it.
+      // A deletion removes it, and the empty timeline says so.
       await gql(server.base, author.token, 'mutation($id: ID!) { deleteMessage(id: $id) }', { id: posted.id });
       await items.first().waitFor({ state: 'detached', timeout: TIMEOUT.event });
-      await page.getByTestId('total-count').filter({ hasText: /^0 items$/ }).waitFor();
+      await page.getByTestId('empty').filter({ hasText: 'Your timeline is empty' }).waitFor();
       assert.equal(await page.evaluate(() => window.heraldMarker), 'same page', 'the page was reloaded');
 
-      // A reply, edited and deleted in place under My messages. Reading the
-      // inbox elsewhere (here over HTTP) clears the badge through a READ event.
+      // A reply, posted, edited and deleted in place: one's own messages
+      // are at home too. Reading the inbox elsewhere (here over HTTP)
+      // clears the badge through a READ event.
       const { postMessage: second } = await gql(server.base, author.token, POST, { t: 'second post' });
       await page.getByTestId('unread-badge').filter({ hasText: /^1$/ }).waitFor({ timeout: TIMEOUT.event });
       const ownToken = await page.evaluate(() => localStorage.getItem('herald.token'));
@@ -245,26 +281,32 @@ describe('demo client at /app/', () => {
       await page.getByTestId('unread-badge').waitFor({ state: 'hidden', timeout: TIMEOUT.event });
       await items.filter({ hasText: 'second post' }).getByTestId('reply').click({ timeout: TIMEOUT.event });
       await page.getByTestId('replying').filter({ hasText: '@' + author.handle }).waitFor();
-      await page.getByTestId('compose-text').fill(`my reply, @${author.handle.toUpperCase()} and @nobody_here`);
-      await page.getByTestId('post').click();
-      const mine = page.getByTestId('my-message');
-      await mine.filter({ hasText: 'my reply' }).filter({ hasText: 'replying to @' + author.handle }).waitFor();
+      await page.getByTestId('reply-text').fill(`my reply, @${author.handle.toUpperCase()} and @nobody_here`);
+      await page.getByTestId('reply-send').click();
+      const mine = items.filter({ hasText: 'my reply' });
+      await mine.getByTestId('reply-to').filter({ hasText: 'Replying to @' + author.handle }).waitFor({ timeout: TIMEOUT.event });
+      await items.filter({ hasText: 'second post' }).getByTestId('show-replies').filter({ hasText: /^1 reply$/ }).waitFor();
       // The handle, in any case, is resolved to its user; an unknown one is not.
-      await mine.first().getByTestId('mentions').filter({ hasText: new RegExp(`^mentions @${author.handle}$`) }).waitFor();
-      await mine.first().getByTestId('edit').click();
+      assert.deepEqual(await mine.getByTestId('mention').allInnerTexts(), [`@${author.handle.toUpperCase()}`]);
+      assert.equal(await mine.getByTestId('mention').getAttribute('href'), `#/u/${author.handle}`);
+      await screenshot(page, dir, 'app-2b-own-reply-at-home');
+      await mine.getByTestId('edit').click();
       await page.getByTestId('edit-text').fill('my reply, edited');
       await page.getByTestId('save').click();
-      await mine.filter({ hasText: 'my reply, edited' }).waitFor();
-      assert.equal(await mine.first().getByTestId('mentions').count(), 0, 'the edit mentions no one');
+      await items.filter({ hasText: 'my reply, edited' }).waitFor();
+      assert.equal(await items.filter({ hasText: 'my reply, edited' }).getByTestId('mention').count(), 0, 'the edit mentions no one');
       const seen = await gql(server.base, author.token, 'query($h: String!) { user(handle: $h) { messages(first: 1) { edges { node { text replyTo { id } } } } } }', { h: handle });
       assert.deepEqual(seen.user.messages.edges[0].node, { text: 'my reply, edited', replyTo: { id: second.id } });
-      await mine.first().getByTestId('delete').click();
-      await mine.first().waitFor({ state: 'detached' });
+      await items.filter({ hasText: 'my reply, edited' }).getByTestId('delete').click();
+      await page.getByTestId('dialog').filter({ hasText: 'Delete this message?' }).waitFor();
+      await screenshot(page, dir, 'app-2c-confirm-delete', false);
+      await page.getByTestId('dialog-confirm').click();
+      await items.filter({ hasText: 'my reply' }).waitFor({ state: 'detached' });
 
       // Paging: 21 more posts make two pages after a reload, which also
       // shows the session kept in localStorage.
       for (let i = 1; i <= 21; i++) await gql(server.base, author.token, POST, { t: `bulk ${i}` });
-      await page.getByTestId('total-count').filter({ hasText: /^22 items$/ }).waitFor({ timeout: TIMEOUT.event });
+      await until(async () => (await items.count()) === 22, TIMEOUT.event, '22 items live', () => items.count());
       await page.reload();
       await page.getByTestId('viewer').filter({ hasText: `@${handle}` }).waitFor();
       await until(async () => (await items.count()) === 20, TIMEOUT.ui, 'the first page of 20', () => items.count());
@@ -275,45 +317,49 @@ describe('demo client at /app/', () => {
       await page.getByTestId('load-more').waitFor({ state: 'hidden' });
 
       // Unfollowing takes the author's items out of the timeline.
-      await page.getByTestId('find-handle').fill(author.handle);
-      await page.getByTestId('find').click();
-      await page.getByTestId('follow-toggle').filter({ hasText: /^Unfollow$/ }).click();
+      await go(page, `#/u/${author.handle}`);
+      await page.getByTestId('follow-toggle').filter({ hasText: /^Following$/ }).click();
       await page.getByTestId('follow-toggle').filter({ hasText: /^Follow$/ }).waitFor();
+      await go(page, '#/home');
       await until(async () => (await items.count()) === 0, TIMEOUT.ui, 'the timeline to empty', () => items.count());
       await screenshot(page, dir, 'app-3-unfollowed');
 
-      // A thread opens under its message: the author answers one of the
-      // viewer's posts, and the viewer opens the replies.
+      // One's own post shows at home at once, and a thread opens from it:
+      // the author answers, the viewer opens the conversation.
       await page.getByTestId('compose-text').fill('ask me anything');
       await page.getByTestId('post').click();
-      await mine.filter({ hasText: 'ask me anything' }).waitFor();
+      await items.filter({ hasText: 'ask me anything' }).waitFor();
+      assert.equal(await page.locator('#view-home [data-testid="empty"]').count(), 0, 'no empty state while one post is shown');
       const asked = await gql(server.base, ownToken, 'query { viewer { messages(first: 1) { edges { node { id } } } } }');
       await gql(server.base, author.token, 'mutation($in: PostMessageInput!) { postMessage(input: $in) { id } }',
         { in: { text: 'an answer', replyTo: asked.viewer.messages.edges[0].node.id } });
       await page.reload();
-      const askedItem = page.getByTestId('my-message').filter({ hasText: 'ask me anything' });
-      await askedItem.getByTestId('show-replies').filter({ hasText: '💬 1' }).click({ timeout: TIMEOUT.ui });
-      await askedItem.getByTestId('reply-item').filter({ hasText: 'an answer' }).waitFor();
+      const askedItem = items.filter({ hasText: 'ask me anything' });
+      await askedItem.getByTestId('show-replies').filter({ hasText: '1 reply' }).click({ timeout: TIMEOUT.ui });
+      await page.getByTestId('thread-focus').filter({ hasText: 'ask me anything' }).waitFor();
+      await page.getByTestId('reply-item').filter({ hasText: 'an answer' }).waitFor();
+      await screenshot(page, dir, 'app-3b-thread');
 
-      // A taken handle is refused with the server's code.
+      // A taken handle is refused in words.
       await page.getByTestId('logout').click();
       await page.getByTestId('auth-handle').fill(handle);
       await page.getByLabel('Password').fill('correct horse');
       await page.getByTestId('signup').click();
-      await page.getByTestId('error').filter({ hasText: 'CONFLICT' }).waitFor();
+      await page.locator('[data-testid="auth-error"][data-code="CONFLICT"]').filter({ hasText: 'That handle is taken' }).waitFor();
+      await screenshot(page, dir, 'app-3c-handle-taken');
       await page.getByTestId('login').click();
       await page.getByTestId('viewer').filter({ hasText: `@${handle}` }).waitFor();
 
       // A token the server does not accept ends the session at the next load.
       await page.evaluate(() => localStorage.setItem('herald.token', 'not-a-token'));
       await page.reload();
-      await page.getByTestId('error').filter({ hasText: 'UNAUTHENTICATED' }).waitFor();
+      await errorToast(page, 'UNAUTHENTICATED').filter({ hasText: 'Your session has ended' }).waitFor();
       await page.getByTestId('auth-form').waitFor();
       assert.equal(await page.evaluate(() => localStorage.getItem('herald.token')), null);
     });
   });
 
-  test('edits the profile: the new name shows in the timeline at once', async () => {
+  test('edits the profile, finds people by search and follows from the results', async () => {
     const user = await signUp(server.base, uniqueHandle('pat'));
     await gql(server.base, user.token, POST, { t: 'before the rename' });
     await withContext(async (context) => {
@@ -323,7 +369,9 @@ describe('demo client at /app/', () => {
       await page.getByLabel('Password').fill('correct horse');
       await page.getByTestId('login').click();
       const mine = page.getByTestId('inbox-item').filter({ hasText: 'before the rename' });
-      await mine.filter({ hasText: `${user.handle} @${user.handle}` }).waitFor();
+      await mine.getByTestId('author-name').filter({ hasText: new RegExp(`^${user.handle}$`) }).waitFor();
+
+      await page.getByTestId('tab-settings').click();
       assert.equal(await page.getByTestId('profile-display-name').inputValue(), user.handle, 'the editor starts from the profile');
 
       // A refused URL is explained next to the form, and nothing changes.
@@ -338,30 +386,76 @@ describe('demo client at /app/', () => {
       await page.getByTestId('profile-saved').waitFor();
       assert.equal(await page.getByTestId('profile-error').isVisible(), false, 'the earlier problem is gone');
       await page.getByTestId('viewer').filter({ hasText: `Pat Renamed (@${user.handle})` }).waitFor();
-      await mine.filter({ hasText: `Pat Renamed @${user.handle}` }).waitFor();
-      await page.getByTestId('my-message').filter({ hasText: 'Pat Renamed' }).first().waitFor();
+      await screenshot(page, dir, 'app-5a-settings');
+      await page.getByTestId('tab-home').click();
+      await mine.getByTestId('author-name').filter({ hasText: /^Pat Renamed$/ }).waitFor();
 
       // The profile as others see it: name, bio with its line break, website.
-      await page.getByTestId('find-handle').fill(user.handle);
-      await page.getByTestId('find').click();
+      await page.getByTestId('tab-profile').click();
       await page.getByTestId('found-name').filter({ hasText: /^Pat Renamed$/ }).waitFor();
       assert.equal(await page.getByTestId('found-bio').innerText(), 'Writes code.\nReads books.');
       assert.equal(await page.getByTestId('found-website').getAttribute('href'), 'https://pat.example/');
+      await page.getByTestId('profile-message').filter({ hasText: 'Pat Renamed' }).first().waitFor();
       await screenshot(page, dir, 'app-5-profile');
 
       // The typeahead finds the new name by a prefix of a word of it,
       // whatever the case, and follows from the result.
       const other = await signUp(server.base, uniqueHandle('quin'));
-      await gql(server.base, other.token, 'mutation { updateProfile(input: {displayName: "Quinn Ëvergreen"}) { id } }');
+      await gql(server.base, other.token, 'mutation { updateProfile(input: {displayName: "Quinn Ëvergreen", bio: "Grows trees."}) { id } }');
+      await page.getByTestId('tab-search').click();
       await page.getByTestId('search-query').fill('EVERG');
-      const hit = page.getByTestId('search-result').filter({ hasText: `Quinn Ëvergreen @${other.handle}` });
+      const hit = page.getByTestId('search-result').filter({ hasText: `Quinn Ëvergreen@${other.handle}` });
       await hit.waitFor();
       await hit.getByTestId('search-follow').click();
-      await page.getByTestId('search-result').filter({ hasText: `@${other.handle} · 1 follower` }).getByTestId('search-follow').filter({ hasText: /^Unfollow$/ }).waitFor();
+      await hit.getByTestId('row-followers').filter({ hasText: '1 follower' }).waitFor();
+      await hit.getByTestId('search-follow').filter({ hasText: /^Following$/ }).waitFor();
+      await screenshot(page, dir, 'app-6-search');
+      await page.getByTestId('search-query').fill('zzzz_nobody');
+      await page.getByTestId('empty').filter({ hasText: 'Nobody matches' }).waitFor();
 
-      // And so does the API, after a reload.
+      // Their followers list shows the viewer, with the way back.
+      await go(page, `#/u/${other.handle}/followers`);
+      await page.getByTestId('followers-list').getByTestId('user-row').filter({ hasText: `@${user.handle}` }).waitFor();
+      await screenshot(page, dir, 'app-6b-followers');
+
+      // And so does the API.
       const d = await gql(server.base, null, 'query($h: String!) { user(handle: $h) { displayName bio websiteUrl avatarUrl } }', { h: user.handle });
       assert.deepEqual(d.user, { displayName: 'Pat Renamed', bio: 'Writes code.\nReads books.', websiteUrl: 'https://pat.example/', avatarUrl: null });
+    });
+  });
+
+  test('at phone width: home, a profile, a thread and notifications fit', async () => {
+    const me = await signUp(server.base, uniqueHandle('mia'));
+    const friend = await signUp(server.base, uniqueHandle('fred'));
+    await gql(server.base, friend.token, 'mutation { updateProfile(input: {displayName: "Fred Longname-Whitfield", bio: "Birds, bikes and bread."}) { id } }');
+    await gql(server.base, me.token, FOLLOW, { id: friend.id });
+    await gql(server.base, friend.token, FOLLOW, { id: me.id });
+    const { postMessage: mine } = await gql(server.base, me.token, POST, { t: 'Morning! Who is up for a ride along the river today?' });
+    await gql(server.base, friend.token, 'mutation($id: ID!) { like(messageId: $id) { id } }', { id: mine.id });
+    await gql(server.base, friend.token, 'mutation($in: PostMessageInput!) { postMessage(input: $in) { id } }', { in: { text: `@${me.handle} count me in, 9 sharp at the bridge`, replyTo: mine.id } });
+    await gql(server.base, friend.token, POST, { t: 'A long one to see wrapping: supercalifragilisticexpialidocious-and-then-some-more-text-without-spaces' });
+    await withContext(async (context) => {
+      const page = await context.newPage();
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.addInitScript((t) => localStorage.setItem('herald.token', t), me.token);
+      await page.goto(`${server.base}/app/`);
+      await page.getByTestId('live-status').filter({ hasText: /^Live$/ }).waitFor();
+      await page.getByTestId('inbox-item').filter({ hasText: 'Morning!' }).waitFor();
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(width <= 390, `the page scrolls sideways at 390 px: ${width}`);
+      await page.getByTestId('notif-badge').filter({ hasText: /^\d+$/ }).waitFor();
+      await screenshot(page, dir, 'phone-1-home', false);
+      await page.getByTestId('tab-notifications').click();
+      await page.getByTestId('notification').first().waitFor();
+      await screenshot(page, dir, 'phone-2-notifications', false);
+      await go(page, `#/u/${friend.handle}`);
+      await page.getByTestId('found-name').waitFor();
+      await page.getByTestId('profile-message').first().waitFor();
+      await screenshot(page, dir, 'phone-3-profile', false);
+      await go(page, `#/m/${encodeURIComponent(mine.id)}`);
+      await page.getByTestId('reply-item').first().waitFor();
+      await screenshot(page, dir, 'phone-4-thread', false);
+      assert.ok((await page.evaluate(() => document.documentElement.scrollWidth)) <= 390, 'no sideways scroll in a thread');
     });
   });
 
@@ -372,7 +466,7 @@ describe('demo client at /app/', () => {
       await page.getByTestId('auth-handle').fill(user.handle);
       await page.getByLabel('Password').fill('correct horse');
       await page.getByTestId('login').click();
-      await page.getByTestId('live-status').filter({ hasText: /^live$/ }).waitFor();
+      await page.getByTestId('live-status').filter({ hasText: /^Live$/ }).waitFor();
     };
     await withContext(async (phone) => {
       await withContext(async (laptop) => {
@@ -381,12 +475,13 @@ describe('demo client at /app/', () => {
         await logIn(onPhone);
         await logIn(onLaptop);
 
+        await onLaptop.getByTestId('tab-settings').click();
         await onLaptop.getByTestId('logout-everywhere').click();
         await onLaptop.getByTestId('auth-form').waitFor();
         // The phone's websocket is closed with 4403 as the token ends:
         // it is signed out without reloading or acting.
         await onPhone.getByTestId('auth-form').waitFor({ timeout: TIMEOUT.event });
-        await onPhone.getByTestId('error').filter({ hasText: /WS_4403|UNAUTHENTICATED/ }).waitFor();
+        await onPhone.locator('[data-testid="error"][data-code="WS_4403"], [data-testid="error"][data-code="UNAUTHENTICATED"]').filter({ hasText: /signed out|session has ended/ }).waitFor();
         await screenshot(onPhone, dir, 'app-4-logged-out-elsewhere');
         // The old token is refused by the API too.
         await assert.rejects(gql(server.base, user.token, '{ viewer { id } }'), /UNAUTHENTICATED/);

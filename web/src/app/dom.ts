@@ -25,3 +25,14 @@ export function must<T extends HTMLElement = HTMLElement>(id: string): T {
   if (!e) throw new Error(`missing #${id}`);
   return e as T;
 }
+
+export function plural(n: number, noun: string, nouns = `${noun}s`): string {
+  return `${n} ${n === 1 ? noun : nouns}`;
+}
+
+// compact writes a count as a person reads it: 999, 1.2K, 3.4M.
+export function compact(n: number): string {
+  if (n < 1000) return String(n);
+  if (n < 1_000_000) return `${(n / 1000).toFixed(n < 10_000 ? 1 : 0).replace(/\.0$/, '')}K`;
+  return `${(n / 1_000_000).toFixed(1).replace(/\.0$/, '')}M`;
+}

@@ -6,30 +6,47 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 # cursor in it and press Ctrl-Enter. Variables are in the
 # Variables pane below; the Headers pane holds your token.
 #
+# Your handles end in a random suffix made for this
+# browser (alice_x7k2, bob_x7k2), so two people trying the
+# same server do not collide.
+#
+# Ids carry over: whenever a result shows a user, a
+# message or a notification group, its id goes into
+# "userId", "messageId" or "groupId" in the Variables
+# pane (the first one of the result: the newest inbox
+# item, the first search hit), as the line under the
+# result says. So FindUser then Follow, Inbox then Like,
+# or FollowRequests then ApproveFollow need no copying.
+#
 # 1. SignUp creates an account (LogIn signs in). Its token
 #    goes into the Headers pane as an Authorization header,
 #    sent with every request and in the websocket's
 #    connection_init. The key button sets a token by hand.
+#    CreateFriend makes a second account ("friendHandle")
+#    to follow, without signing in as it.
 #    UpdateProfile sets your name, bio, website and avatar
 #    (a field left out stays; "" clears it).
-# 2. FindUser looks someone up by handle: copy their id
-#    into "userId" in the Variables pane.
-#    SearchUsers finds people as you type: a prefix of a
-#    handle or of a word of a name, most followed first.
-# 3. Follow follows them: their posts reach your inbox.
+# 2. FindUser looks someone up by handle ("followHandle");
+#    their id lands in "userId". SearchUsers finds people
+#    as you type: a prefix of a handle or of a word of a
+#    name, most followed first. Relationship tells whether
+#    you follow, have asked to follow, block or mute them.
+# 3. Follow follows the user in "userId": their posts
+#    reach your inbox. A private account gets a request.
 # 4. Post writes a message to your followers' inboxes;
 #    each @handle in it is a mention.
 # 5. Inbox reads your home timeline, newest first, with
 #    its counts; for the next page, pass its endCursor as
 #    "after". MarkRead clears the unread count. Like likes
-#    the message in "messageId" (copy one from the inbox),
-#    Unlike takes it back; MyLikes lists what you like;
-#    Repost shares it with your followers (their inboxes
-#    show it with repostedBy), Unrepost takes it back;
-#    Thread shows its replies and its thread's root.
+#    the message in "messageId", Unlike takes it back;
+#    MyLikes lists what you like; Repost shares it with
+#    your followers (their inboxes show it with
+#    repostedBy), Unrepost takes it back; Thread shows its
+#    replies and its thread's root.
 #    Notifications reads who followed, liked, reposted,
 #    replied to or mentioned you, grouped ("bob and 2 others liked your
-#    post"); MarkNotificationsRead clears its unread count.
+#    post"); MarkNotificationsRead clears its unread count
+#    (up to the group in "groupId" with MarkReadUpTo).
 # 6. InboxEvents keeps a websocket open and shows each
 #    change to your inbox as it happens, until you press
 #    stop: ADDED (edge), EDITED (message), DELETED
@@ -41,7 +58,17 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 #    NotificationEvents does the same for your
 #    notifications: ADDED (a group, new or moved to the
 #    top), READ.
-# 7. LogOut ends the token in the Headers pane at once,
+# 7. Block, Unblock, Mute and Unmute act on "userId";
+#    BlockedAndMuted lists whom you block and mute.
+#    SetPrivate ("private": true) makes your account
+#    private: follows become requests. FollowRequests lists
+#    them (the first one's id lands in "userId");
+#    ApproveFollow or RejectFollow answers it.
+# 8. ChangePassword ("oldPassword" to "newPassword") ends
+#    your other sessions; ExportAccount returns all your
+#    data as one JSON document; DeleteAccount ("password")
+#    deletes your account for good.
+# 9. LogOut ends the token in the Headers pane at once,
 #    on every server: its websockets close with 4403.
 #    LogOutEverywhere ends every token of your account.
 
@@ -64,6 +91,16 @@ mutation LogIn($handle: String!, $password: String!) {
     user {
       id
       handle
+    }
+  }
+}
+
+mutation CreateFriend($friendHandle: String!, $password: String!) {
+  friend: signUp(input: {handle: $friendHandle, password: $password, displayName: "Bob"}) {
+    user {
+      id
+      handle
+      displayName
     }
   }
 }
@@ -110,8 +147,21 @@ query SearchUsers($search: String!) {
   }
 }
 
+query Relationship($followHandle: String!) {
+  user(handle: $followHandle) {
+    id
+    handle
+    private
+    viewerFollows
+    viewerRequestedFollow
+    viewerBlocks
+    viewerMutes
+  }
+}
+
 mutation Follow($userId: ID!) {
   follow(userId: $userId) {
+    id
     handle
     followerCount
     viewerFollows
@@ -201,6 +251,10 @@ mutation MarkNotificationsRead {
   markNotificationsRead
 }
 
+mutation MarkReadUpTo($groupId: ID) {
+  markNotificationsRead(upTo: $groupId)
+}
+
 mutation Like($messageId: ID!) {
   like(messageId: $messageId) {
     id
@@ -282,6 +336,115 @@ query Thread($messageId: ID!) {
   }
 }
 
+mutation Block($userId: ID!) {
+  block(userId: $userId) {
+    id
+    handle
+    viewerBlocks
+    viewerFollows
+  }
+}
+
+mutation Unblock($userId: ID!) {
+  unblock(userId: $userId) {
+    id
+    handle
+    viewerBlocks
+  }
+}
+
+mutation Mute($userId: ID!) {
+  mute(userId: $userId) {
+    id
+    handle
+    viewerMutes
+    viewerFollows
+  }
+}
+
+mutation Unmute($userId: ID!) {
+  unmute(userId: $userId) {
+    id
+    handle
+    viewerMutes
+  }
+}
+
+query BlockedAndMuted {
+  viewer {
+    blocked(first: 20) {
+      totalCount
+      edges {
+        node {
+          id
+          handle
+          displayName
+        }
+      }
+    }
+    muted(first: 20) {
+      totalCount
+      edges {
+        node {
+          id
+          handle
+          displayName
+        }
+      }
+    }
+  }
+}
+
+mutation SetPrivate($private: Boolean!) {
+  setPrivate(private: $private) {
+    handle
+    private
+  }
+}
+
+query FollowRequests {
+  viewer {
+    private
+    followRequests(first: 20) {
+      totalCount
+      edges {
+        node {
+          id
+          handle
+          displayName
+        }
+      }
+    }
+  }
+}
+
+mutation ApproveFollow($userId: ID!) {
+  approveFollow(userId: $userId) {
+    id
+    handle
+    viewerFollows
+  }
+}
+
+mutation RejectFollow($userId: ID!) {
+  rejectFollow(userId: $userId) {
+    id
+    handle
+  }
+}
+
+mutation ChangePassword($oldPassword: String!, $newPassword: String!) {
+  changePassword(oldPassword: $oldPassword, newPassword: $newPassword)
+}
+
+query ExportAccount {
+  exportAccount
+}
+
+mutation DeleteAccount($password: String!) {
+  deleteAccount(password: $password)
+}
+
 mutation LogOut {
   logOut
 }
@@ -346,17 +509,35 @@ subscription NotificationEvents($after: String) {
 }
 `;
 
-export const exampleVariables = `{
-  "handle": "alice",
+// suffix is a random ending of the example handles, made once per browser
+// (and kept with GraphiQL's saved variables), so that a second person
+// trying the same server gets handles of their own.
+export function randomSuffix(): string {
+  const alphabet = 'abcdefghijkmnpqrstuvwxyz23456789';
+  const bytes = crypto.getRandomValues(new Uint8Array(4));
+  return Array.from(bytes, (b) => alphabet[b % alphabet.length]).join('');
+}
+
+export function exampleVariables(suffix: string = randomSuffix()): string {
+  const alice = `alice_${suffix}`;
+  const bob = `bob_${suffix}`;
+  return `{
+  "handle": "${alice}",
   "password": "correct horse",
   "displayName": "Alice",
+  "friendHandle": "${bob}",
   "bio": "Curious. Falls down rabbit holes.",
   "websiteUrl": "https://alice.example",
-  "followHandle": "bob",
-  "search": "bo",
-  "userId": "paste the id FindUser returned",
-  "messageId": "paste a message id from Inbox",
-  "text": "Hello from the playground, @bob!",
-  "after": null
+  "followHandle": "${bob}",
+  "search": "bob_",
+  "userId": "run FindUser: the id lands here",
+  "messageId": "run Post or Inbox: the id lands here",
+  "groupId": null,
+  "text": "Hello from the playground, @${bob}!",
+  "after": null,
+  "private": true,
+  "oldPassword": "correct horse",
+  "newPassword": "correct horse battery staple"
 }
 `;
+}

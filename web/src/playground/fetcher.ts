@@ -3,6 +3,7 @@ import { getOperationAST, parse, type DocumentNode } from 'graphql';
 import { createClient, type Client } from 'graphql-ws';
 
 import { graphqlURL, websocketURL } from '../shared/endpoint';
+import { carryFrom, setViewerHandle } from './carry';
 import { authorizationOf, issueToken } from './token';
 
 type Fetcher = GraphiQLProps['fetcher'];
@@ -71,8 +72,11 @@ async function post(params: Params, headers: Record<string, unknown>): Promise<R
   const data = body.data as Record<string, { token?: unknown; user?: { handle?: unknown } } | null> | undefined;
   const auth = data?.signUp ?? data?.logIn;
   if (auth && typeof auth.token === 'string') {
+    setViewerHandle(String(auth.user?.handle ?? ''));
     issueToken({ token: auth.token, handle: String(auth.user?.handle ?? '') });
   }
+  // Ids the result shows go into the Variables pane for the next operation.
+  carryFrom(body.data);
   return body;
 }
 
@@ -89,7 +93,10 @@ export const fetcher: Fetcher = (params, opts) => {
       const dispose = client.subscribe(
         { query: params.query, operationName: params.operationName, variables: params.variables },
         {
-          next: (r) => sink.next(r as Result),
+          next: (r) => {
+            carryFrom(r.data);
+            sink.next(r as Result);
+          },
           error: (e) => sink.error(describeWSError(e)),
           complete: () => sink.complete(),
         },

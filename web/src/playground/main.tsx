@@ -9,6 +9,7 @@ import { GraphiQL } from 'graphiql';
 import { StrictMode, useEffect, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 
+import { onCarried, withCarried, type Carried } from './carry';
 import { exampleOperations, exampleVariables } from './examples';
 import { fetcher } from './fetcher';
 import { onIssuedToken, tokenOfText, withToken } from './token';
@@ -80,8 +81,38 @@ function TokenStatus() {
   );
 }
 
+// CarryIds writes the ids each result shows into the Variables pane
+// ("userId", "messageId", "groupId"), so the next example runs on them,
+// and says under the result pane what it carried.
+function CarryIds() {
+  const variableEditor = useGraphiQL((s) => s.variableEditor);
+  const [last, setLast] = useState<Carried | null>(null);
+  useEffect(
+    () =>
+      onCarried((c) => {
+        if (!variableEditor) return;
+        const text = variableEditor.getValue();
+        const next = withCarried(text, c);
+        if (next !== undefined && next !== text) variableEditor.setValue(next);
+        setLast((prev) => ({ ...prev, ...c, labels: { ...prev?.labels, ...c.labels } }));
+      }),
+    [variableEditor],
+  );
+  if (!last) return null;
+  const parts = (['userId', 'messageId', 'groupId'] as const).filter((k) => last[k]).map((k) => `${k} ← ${last.labels[k] || '…' + last[k]!.slice(-6)}`);
+  return (
+    <p className="herald-token-status" data-testid="carried-ids" role="status">
+      Carried into Variables: {parts.join(', ')}
+    </p>
+  );
+}
+
 // saved returns what GraphiQL saved of an editor's text, or null.
 const saved = (editor: 'query' | 'variables'): string | null => localStorage.getItem(`graphiql:${editor}`);
+
+// The examples' variables, with handles of this browser's own (made once:
+// GraphiQL keeps them, as edited, from then on).
+const initialVariables = saved('variables') ?? exampleVariables();
 
 function Playground() {
   return (
@@ -92,7 +123,7 @@ function Playground() {
       // tab whose text matches the initial one. Passing the examples always
       // would open a new tab of them on each load once anything was edited.
       initialQuery={saved('query') ?? exampleOperations}
-      initialVariables={saved('variables') ?? exampleVariables}
+      initialVariables={initialVariables}
       defaultEditorToolsVisibility="variables"
     >
       <GraphiQL.Logo>Herald</GraphiQL.Logo>
@@ -108,6 +139,7 @@ function Playground() {
       </GraphiQL.Toolbar>
       <GraphiQL.Footer>
         <TokenStatus />
+        <CarryIds />
       </GraphiQL.Footer>
       <TokenFromSignIn />
     </GraphiQL>

@@ -428,7 +428,16 @@ func (s *Store) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, e
 }
 
 func outboxFilter(f storage.OutboxFilter) bson.D {
-	filter := bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: oids(f.Authors)}}}, live}
+	authors := f.Authors
+	if r := f.Home; r != nil && len(r.Hidden) > 0 {
+		// The hidden users' own messages are left out by not reading
+		// their outboxes; reposts of their messages by roa.
+		authors = slices.DeleteFunc(slices.Clone(authors), r.Hides)
+	}
+	filter := bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: oids(authors)}}}, live}
+	if r := f.Home; r != nil && len(r.Hidden) > 0 {
+		filter = append(filter, bson.E{Key: "roa", Value: bson.D{{Key: "$nin", Value: oids(r.Hidden)}}})
+	}
 	if r := f.Home; r != nil {
 		// The reader's own messages pass but a repost marked hidden from
 		// their home; the others, by the rule. A reply to oneself has ra

@@ -223,6 +223,8 @@ var indexes = []index{
 		"one block or mute per (user, target, kind); whether u blocks a page's authors, all u filters, and which owners block an author, covered"),
 	idx(collBlocks, bson.D{{Key: "u", Value: 1}, {Key: "rk", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("relations"),
 		"a user's blocks or mutes newest first (ListBlocked)"),
+	idx(collBlocks, bson.D{{Key: "o", Value: 1}, {Key: "rk", Value: 1}, {Key: "u", Value: 1}}, options.Index().SetName("blockers"),
+		"who blocks a reader, covered (ListBlockers): their messages leave the reader's home timeline; names no shard key, so it asks every shard"),
 	idx(collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("like").SetUnique(true),
 		"one like per (user, message); whether u likes a page's messages, covered"),
 	idx(collLikes, bson.D{{Key: "m", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("likers"),

@@ -392,9 +392,10 @@ type OutboxFilter struct {
 // NewHomeRule.
 //
 // Hidden (set with Hide) are the users the reader blocks or mutes and
-// those who block the reader: a message by one of them, or a repost of
-// one of their messages (the reader's own included), is never kept,
-// whatever the rest of the rule says.
+// those who block the reader: a message by one of them, or another
+// user's repost of one of their messages, is never kept, whatever the
+// rest of the rule says. The reader's own reposts follow the rule above:
+// what one wrote stays on one's timeline, as on one's profile.
 type HomeRule struct {
 	Reader store.ID
 	Shown  []store.ID
@@ -434,7 +435,7 @@ func (r *HomeRule) Keeps(author, replyTo, repostOf store.ID, hidden bool) bool {
 	if r == nil {
 		return true
 	}
-	if r.hidden[author] || (!repostOf.IsZero() && r.hidden[repostOf]) {
+	if author != r.Reader && (r.hidden[author] || (!repostOf.IsZero() && r.hidden[repostOf])) {
 		return false
 	}
 	if !repostOf.IsZero() {

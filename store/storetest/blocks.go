@@ -21,6 +21,7 @@ func testBlocks(t *testing.T, open OpenFunc) {
 	t.Run("Concurrent", func(t *testing.T) { testBlocksConcurrent(t, open) })
 	t.Run("ListBlockers", func(t *testing.T) { testListBlockers(t, open) })
 	t.Run("HiddenAtHome", func(t *testing.T) { testHiddenAtHome(t, open) })
+	t.Run("AtHome", func(t *testing.T) { testBlocksAtHome(t, open) })
 }
 
 var (

@@ -1,0 +1,160 @@
+package storetest
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/store"
+	"herald/store/service"
+)
+
+// testBlocksAtHome checks blocks and mutes in home timelines under every
+// strategy (docs/design.md#blocks-and-mutes): after ann blocks bo and cy
+// mutes dee, ann's timeline has no message of bo's and no repost of one,
+// bo's none of ann's, cy's none of dee's, before or after; pages stay full
+// and the counts count what the pages show; later messages never arrive,
+// not even as live events; the block removed the follows both ways and
+// refuses new ones; unmuting brings dee's messages back. Every strategy
+// shows the same timelines.
+func testBlocksAtHome(t *testing.T, open OpenFunc) {
+	got := make(map[service.Strategy]map[string]homeTimeline)
+	for _, st := range service.Strategies {
+		t.Run(string(st), func(t *testing.T) {
+			b, c := openBackend(t, open), newClock()
+			// eve, with three followers, is a celebrity under hybrid: her
+			// posts are pulled, her reposts pushed.
+			svc, hub := newServiceWith(t, b, c, service.Options{Strategy: st, CelebrityThreshold: 2})
+			users := make(map[string]store.ID)
+			for _, h := range []string{"ann", "bo", "cy", "dee", "eve", "fay"} {
+				users[h] = mustSignUp(t, svc, "user_"+h).ID
+			}
+			for _, f := range [][2]string{{"ann", "bo"}, {"bo", "ann"}, {"ann", "eve"}, {"ann", "fay"}, {"bo", "eve"}, {"cy", "dee"}, {"cy", "eve"}} {
+				_, err := svc.Follow(ctx, users[f[0]], users[f[1]])
+				require.NoError(t, err)
+			}
+			labels := make(map[store.ID]string)
+			posts := make(map[string]*store.Message)
+			postAs := func(h, label string) {
+				m, err := svc.PostMessage(ctx, users[h], service.PostInput{Text: label})
+				require.NoError(t, err)
+				posts[label], labels[m.ID] = m, label
+			}
+			repost := func(h, label string) {
+				_, err := svc.Repost(ctx, users[h], posts[label].ID)
+				require.NoError(t, err)
+				ids, err := b.FindReposts(ctx, users[h], []store.MessageKey{posts[label].Key()})
+				require.NoError(t, err)
+				labels[ids[0]] = h + " reposts " + label
+			}
+			for _, p := range [][2]string{{"bo", "bo1"}, {"ann", "ann1"}, {"dee", "dee1"}, {"fay", "fay1"}, {"fay", "fay2"}, {"eve", "eve1"}, {"fay", "fay3"}} {
+				postAs(p[0], p[1])
+			}
+			for _, l := range []string{"bo1", "ann1", "dee1"} {
+				repost("eve", l)
+			}
+			waitIdle(t, svc)
+			before := labelled(t, svc, users["cy"], labels)
+			require.Contains(t, before.Items, "dee1", "cy follows dee")
+
+			var mu sync.Mutex
+			var events []string
+			for _, h := range []string{"ann", "bo", "cy"} {
+				require.NoError(t, hub.SubscribeFunc(t.Context(), users[h], func(ev store.Event) bool {
+					mu.Lock()
+					defer mu.Unlock()
+					if ev.Type == store.EventAdded {
+						events = append(events, h+" gets "+labels[ev.MessageID])
+					}
+					return true
+				}, func() {}))
+			}
+
+			_, err := svc.Block(ctx, users["ann"], users["bo"])
+			require.NoError(t, err)
+			_, err = svc.Block(ctx, users["ann"], users["bo"])
+			require.NoError(t, err, "blocking twice changes nothing")
+			_, err = svc.Mute(ctx, users["cy"], users["dee"])
+			require.NoError(t, err)
+			waitIdle(t, svc)
+
+			for _, f := range [][2]string{{"ann", "bo"}, {"bo", "ann"}} {
+				_, err := svc.Follow(ctx, users[f[0]], users[f[1]])
+				assert.Equal(t, store.EFORBIDDEN, store.ErrorCode(err), "%s follows %s", f[0], f[1])
+			}
+			follows, err := svc.FindFollowing(ctx, users["ann"], []store.ID{users["bo"]})
+			require.NoError(t, err)
+			assert.Equal(t, []bool{false}, follows, "ann no longer follows bo")
+			follows, err = svc.FindFollowing(ctx, users["bo"], []store.ID{users["ann"]})
+			require.NoError(t, err)
+			assert.Equal(t, []bool{false}, follows, "bo no longer follows ann")
+			follows, err = svc.FindFollowing(ctx, users["cy"], []store.ID{users["dee"]})
+			require.NoError(t, err)
+			assert.Equal(t, []bool{true}, follows, "a mute keeps the follow")
+
+			// Later messages and reposts, read after they arrive.
+			for _, p := range [][2]string{{"bo", "bo2"}, {"ann", "ann2"}, {"dee", "dee2"}, {"fay", "fay4"}} {
+				postAs(p[0], p[1])
+			}
+			for _, l := range []string{"bo2", "ann2", "dee2", "fay4"} {
+				repost("eve", l)
+			}
+			waitIdle(t, svc)
+
+			tl := make(map[string]homeTimeline)
+			for _, h := range []string{"ann", "bo", "cy"} {
+				tl[h] = labelled(t, svc, users[h], labels)
+			}
+			hides := map[string]string{"ann": "bo", "bo": "ann", "cy": "dee"}
+			for h, hidden := range hides {
+				own := 0
+				for _, l := range tl[h].Items {
+					assert.NotContains(t, l, hidden, "%s's timeline shows nothing of %s", h, hidden)
+					if strings.HasPrefix(l, h) {
+						own++
+					}
+				}
+				others := len(tl[h].Items) - own
+				assert.Equal(t, homeTimeline{Items: tl[h].Items, Total: others, Unread: others}, tl[h], "%s's counts count what the pages show", h)
+			}
+			mu.Lock()
+			for _, ev := range events {
+				for h, hidden := range hides {
+					assert.False(t, strings.HasPrefix(ev, h+" gets") && strings.Contains(ev, hidden), "a live event: %s", ev)
+				}
+			}
+			mu.Unlock()
+
+			// Unmuting brings dee's messages back to cy's timeline.
+			_, err = svc.Unmute(ctx, users["cy"], users["dee"])
+			require.NoError(t, err)
+			waitIdle(t, svc)
+			tl["cy unmuted"] = labelled(t, svc, users["cy"], labels)
+			assert.Subset(t, tl["cy unmuted"].Items, []string{"dee1", "dee2"})
+			_, err = svc.Unblock(ctx, users["ann"], users["bo"])
+			require.NoError(t, err)
+			follows, err = svc.FindFollowing(ctx, users["ann"], []store.ID{users["bo"]})
+			require.NoError(t, err)
+			assert.Equal(t, []bool{false}, follows, "an unblock leaves the follows removed")
+			_, err = svc.Follow(ctx, users["bo"], users["ann"])
+			require.NoError(t, err, "after an unblock they may follow again")
+			got[st] = tl
+		})
+	}
+	want := got[service.StrategyBucket]
+	require.NotNil(t, want)
+	assert.Equal(t, []string{"eve reposts dee2", "fay4", "ann2", "eve reposts dee1", "fay3", "eve1", "fay2", "fay1", "ann1"}, want["ann"].Items,
+		"ann: neither bo's messages nor eve's reposts of them, though ann no longer follows bo")
+	assert.Equal(t, []string{"eve reposts fay4", "eve reposts dee2", "bo2", "eve reposts dee1", "eve1", "bo1"}, want["bo"].Items,
+		"bo: neither ann's messages nor eve's reposts of them")
+	assert.Equal(t, []string{"eve reposts fay4", "eve reposts ann2", "eve reposts bo2", "eve reposts ann1", "eve reposts bo1", "eve1"}, want["cy"].Items,
+		"cy: nothing of dee's, though cy follows dee")
+	for _, st := range service.Strategies[1:] {
+		if got[st] != nil {
+			assert.Equal(t, want, got[st], "strategy %s against %s", st, service.StrategyBucket)
+		}
+	}
+}

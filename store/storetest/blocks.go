@@ -22,6 +22,7 @@ func testBlocks(t *testing.T, open OpenFunc) {
 	t.Run("ListBlockers", func(t *testing.T) { testListBlockers(t, open) })
 	t.Run("HiddenAtHome", func(t *testing.T) { testHiddenAtHome(t, open) })
 	t.Run("AtHome", func(t *testing.T) { testBlocksAtHome(t, open) })
+	t.Run("Costs", func(t *testing.T) { testBlockCosts(t, open) })
 }
 
 var (

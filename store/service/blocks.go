@@ -27,8 +27,8 @@ const hiddenLimit = 1000
 
 // Block makes viewer block target and returns target: the relation, then
 // each unfollows the other (each with its unfollow job, which takes the
-// other's entries out of the stored inbox; under the cache, dropping both
-// caches). Blocking twice changes nothing more; a block that a
+// other's entries out of the stored inbox), and, under the cache, both
+// caches dropped. Blocking twice changes nothing more; a block that a
 // crash cut short is completed by blocking again. Blocking yourself is
 // BAD_USER_INPUT, an unknown user NOT_FOUND.
 func (s *Service) Block(ctx context.Context, viewer, target store.ID) (*store.User, error) {
@@ -38,12 +38,27 @@ func (s *Service) Block(ctx context.Context, viewer, target store.ID) (*store.Us
 	if _, err := s.backend.Block(ctx, viewer, target, store.RelationBlock, s.clock()); err != nil {
 		return nil, err
 	}
-	// Unfollowing after the relation is stored: a follow refused by the
-	// relation cannot slip in after the unfollow.
-	// Under the cache each unfollow drops its follower's cache, followed
-	// or not: both caches go.
-	for _, pair := range [][2]store.ID{{viewer, target}, {target, viewer}} {
-		if err := s.changeFollow(ctx, pair[0], pair[1], storage.JobUnfollow); err != nil {
+	// Unfollowing after the relation is stored: a follow checked against
+	// the relation from now on is refused. Only the follows there are:
+	// an unfollow of none would store and end a job for nothing.
+	follows, err := s.backend.FindFollowing(ctx, viewer, []store.ID{target})
+	if err != nil {
+		return nil, err
+	}
+	followed, err := s.backend.FindFollowers(ctx, viewer, []store.ID{target})
+	if err != nil {
+		return nil, err
+	}
+	for i, pair := range [][2]store.ID{{viewer, target}, {target, viewer}} {
+		if edge := [2]bool{follows[0], followed[0]}[i]; edge {
+			if err := s.changeFollow(ctx, pair[0], pair[1], storage.JobUnfollow); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if s.layout == storage.LayoutCache {
+		// Each hides the other now, whether they followed or not.
+		if err := s.dropCaches(ctx, viewer, target); err != nil {
 			return nil, err
 		}
 	}

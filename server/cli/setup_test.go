@@ -49,7 +49,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		for _, l := range indexLines {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 29, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.Equal(t, 30, strings.Count(out, `db.runCommand({"createIndexes"`), out)
 		assert.NotContains(t, out, "shardCollection")
 		assert.NotContains(t, out, "enableSharding")
 	})

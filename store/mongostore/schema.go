@@ -88,12 +88,15 @@ const (
 	// that a duplicate key makes a no-op. It also answers FindBlocked
 	// ({u, rk, o: $in}), ListFiltered ({u} in o order) covered, and
 	// FindBlockers ({u: $in owners, o: author}), one seek per owner;
-	// (u, rk, _id) lists a user's relations of a kind, newest first.
-	// Sharded on (u, o), as likes: every write and every read names the
-	// user, so it goes to one shard, and FindBlockers names the owners, so
-	// it goes only to the shards of the chunk's owners (a fan-out chunk is a
-	// run of followers in ID order: few shard ranges), with no second copy
-	// of each edge keyed by target.
+	// (u, rk, _id) lists a user's relations of a kind, newest first;
+	// (o, rk, u) lists who blocks a reader (ListBlockers), covered.
+	// Sharded on (u, o), as likes: every write and every read but
+	// ListBlockers names the user, so it goes to one shard, and
+	// FindBlockers names the owners, so it goes only to the shards of the
+	// chunk's owners (a fan-out chunk is a run of followers in ID order:
+	// few shard ranges), with no second copy of each edge keyed by target.
+	// ListBlockers asks every shard, once per home page read by fan-out
+	// on read, bounded by its limit.
 	collBlocks = "blocks"
 	// entries: {o: owner, m: message, a: author, c: created, d: delivered}
 	// — LayoutEntries (strategy write, Social Inboxes' fan-out on write): one

@@ -23,6 +23,7 @@ func testBlocks(t *testing.T, open OpenFunc) {
 	t.Run("HiddenAtHome", func(t *testing.T) { testHiddenAtHome(t, open) })
 	t.Run("AtHome", func(t *testing.T) { testBlocksAtHome(t, open) })
 	t.Run("Costs", func(t *testing.T) { testBlockCosts(t, open) })
+	t.Run("MuteJobResumes", func(t *testing.T) { testMuteJobResumes(t, open) })
 }
 
 var (

@@ -223,3 +223,60 @@ func testBlockCosts(t *testing.T, open OpenFunc) {
 		})
 	}
 }
+
+// testMuteJobResumes: the job a mute stores before its relation is durable
+// and reads the relation when it runs. Stored as a mute stores it, with the
+// service stopped (a kill -9 right after the request), it removes the
+// muted user's entries when a service starts again; stored without the
+// relation (a crash between the two writes), or with the mute taken back
+// before it runs, it leaves them.
+func testMuteJobResumes(t *testing.T, open OpenFunc) {
+	for _, st := range []service.Strategy{service.StrategyWrite, service.StrategyBucket, service.StrategyHybrid} {
+		for _, tc := range []struct {
+			name         string
+			mute, unmute bool
+			want         int
+		}{{"muted", true, false, 0}, {"no relation", false, false, 2}, {"unmuted since", true, true, 2}} {
+			t.Run(string(st)+"/"+tc.name, func(t *testing.T) {
+				b, c := openBackend(t, open), newClock()
+				opts := service.Options{Strategy: st}
+				svc, _ := newServiceWith(t, b, c, opts)
+				reader, author := mustSignUp(t, svc, "user_reader"), mustSignUp(t, svc, "user_author")
+				_, err := svc.Follow(ctx, reader.ID, author.ID)
+				require.NoError(t, err)
+				for _, text := range []string{"one", "two"} {
+					_, err := svc.PostMessage(ctx, author.ID, service.PostInput{Text: text})
+					require.NoError(t, err)
+				}
+				waitIdle(t, svc)
+				cctx, cancel := contextWithTimeout()
+				defer cancel()
+				require.NoError(t, svc.Close(cctx))
+
+				job := &storage.Job{ID: store.NewID(c.Now()), Kind: storage.JobUnfollow, Layout: st.Layout(), AuthorID: author.ID, OwnerID: reader.ID, CreatedAt: c.Now()}
+				require.NoError(t, b.StoreJob(ctx, job))
+				if tc.mute {
+					_, err := b.Block(ctx, reader.ID, author.ID, store.RelationMute, c.Now())
+					require.NoError(t, err)
+				}
+				if tc.unmute {
+					_, err := b.Unblock(ctx, reader.ID, author.ID, store.RelationMute)
+					require.NoError(t, err)
+				}
+				svc, _ = newServiceWith(t, b, c, opts)
+				waitIdle(t, svc)
+				items, counts, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: reader.ID, Layout: st.Layout(), Range: store.Forward(store.NilID, 10)})
+				require.NoError(t, err)
+				assert.Len(t, items, tc.want, "the stored entries")
+				assert.Equal(t, tc.want, counts.Total, "counted exactly")
+				assert.Equal(t, tc.want, counts.Unread)
+				jobs, err := b.PendingJobs(ctx)
+				require.NoError(t, err)
+				assert.Empty(t, jobs, "the job ended")
+				follows, err := svc.FindFollowing(ctx, reader.ID, []store.ID{author.ID})
+				require.NoError(t, err)
+				assert.Equal(t, []bool{true}, follows, "a mute keeps the follow")
+			})
+		}
+	}
+}

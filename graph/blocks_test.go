@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"herald/graph"
 	"herald/store"
 )
 
@@ -265,4 +266,21 @@ func testBlocksHome(t *testing.T) {
 	assert.Equal(t, []string{"carol later", "carol 2", "carol 1", "carol 0"}, texts(p))
 	assert.Equal(t, 4, p.Inbox.TotalCount)
 	assert.Equal(t, 4, p.Inbox.UnreadCount)
+}
+
+func TestBlocks_Cost(t *testing.T) { forBackends(t, testBlocksCost) }
+
+// testBlocksCost: viewer.blocked and muted cost as connections (their
+// children once per item asked for), and their totalCount, which reads the
+// list, as a scan.
+func testBlocksCost(t *testing.T) {
+	e := newEnv(t, func(c *graph.Config) { c.ComplexityLimit = 100 })
+	alice, _ := mustSignUp(t, e, "alice")
+	for _, field := range []string{"blocked", "muted"} {
+		e.mustExec(t, alice, `{ viewer { `+field+`(first: 5) { edges { node { handle } } } } }`, nil, nil)
+		assert.Equal(t, "COMPLEXITY_LIMIT_EXCEEDED", e.errCode(t, alice, `{ viewer { `+field+`(first: 40) { edges { node { handle } } } } }`, nil),
+			"%s: 40 edges of 3 fields", field)
+		assert.Equal(t, "COMPLEXITY_LIMIT_EXCEEDED", e.errCode(t, alice, `{ viewer { `+field+`(first: 1) { totalCount } } }`, nil),
+			"%s: the count is a scan", field)
+	}
 }

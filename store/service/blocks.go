@@ -8,14 +8,16 @@ import (
 	"herald/store/storage"
 )
 
-// Blocks and mutes (docs/design.md#blocks-and-mutes). A reader's home
-// timeline hides the users the reader blocks or mutes and the users who
-// block the reader: their messages, and others' reposts of their
+// Blocks and mutes (docs/design.md#blocks-and-mutes-at-home). A reader's
+// home timeline hides the users the reader blocks or mutes and the users
+// who block the reader: their messages, and others' reposts of their
 // messages. Fan-out on write does not deliver them (homeReaders), fan-out
 // on read leaves them out of the outbox query (timelineRead.hidden), and
-// what a stored inbox held before the relation leaves it by a JobUnfollow
-// (removeAuthor), which removes an author's entries when the owner no
-// longer follows them or hides them.
+// the hidden user's own entries a stored inbox held before the relation
+// leave it by a JobUnfollow (removeAuthor), which removes an author's
+// entries when the owner no longer follows them or hides them. Others'
+// reposts of their messages delivered before stay (not done: see the
+// design).
 
 // hiddenLimit bounds each of the two reads of a reader's hidden set: the
 // users the reader blocks or mutes, and the users who block the reader.

@@ -331,14 +331,16 @@ func (f *fanout) shownAtHome(ctx context.Context, owner store.ID, es []storage.O
 	if len(targets) == 0 && len(hidden) == 0 {
 		return es, nil
 	}
-	follows, err := f.s.backend.FindFollowing(ctx, owner, targets)
-	if err != nil {
-		return nil, err
-	}
 	var shown []store.ID
-	for i, x := range targets {
-		if follows[i] {
-			shown = append(shown, x)
+	if len(targets) > 0 {
+		follows, err := f.s.backend.FindFollowing(ctx, owner, targets)
+		if err != nil {
+			return nil, err
+		}
+		for i, x := range targets {
+			if follows[i] {
+				shown = append(shown, x)
+			}
 		}
 	}
 	rule := storage.NewHomeRule(owner, shown).Hide(hidden)

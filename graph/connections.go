@@ -184,12 +184,19 @@ func (r *Resolver) follows(ctx context.Context, user *store.User, following bool
 }
 
 // connectionUsers is usersFound for the users of a connection page's
-// edges, loaded with whether the viewer follows each when the selection
-// asks for it: one call each, made at once, so that the edges'
+// edges, loaded with whether the viewer follows, blocks and mutes each when
+// the selection asks for it: one call each, made at once, so that the edges'
 // viewerFollows resolve from the cache rather than from a batching window
 // a busy machine could split in two.
 func connectionUsers(ctx context.Context, ids []store.ID) ([]*store.User, []int, error) {
-	loader.For(ctx).Preload(ctx, loader.Preloads{Users: ids, Follows: edgesFollowed(ctx, ids)})
+	p := loader.Preloads{Users: ids, Follows: edgesFollowed(ctx, ids)}
+	if graphql.FieldRequested(ctx, "edges.node.viewerBlocks") {
+		p.Blocks = ids
+	}
+	if graphql.FieldRequested(ctx, "edges.node.viewerMutes") {
+		p.Mutes = ids
+	}
+	loader.For(ctx).Preload(ctx, p)
 	return usersFound(ctx, ids)
 }
 
@@ -494,6 +501,57 @@ func (r *Resolver) replies(ctx context.Context, m *store.Message, first *int, af
 	}
 	if graphql.FieldRequested(ctx, "edges.node.author") {
 		ld.Preload(ctx, loader.Preloads{Users: authors})
+	}
+	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
+	return conn, nil
+}
+
+// relations returns a page of the users viewer blocks (kind
+// RelationBlock) or mutes, newest first, paged by the relation's ID. Only
+// the viewer's own lists can be read: UNAUTHENTICATED anonymous,
+// FORBIDDEN for another user's. No count is kept: totalCount, when
+// selected, reads the whole list (Service.CountRelations; priced as a
+// scan, see scanCounts).
+func (r *Resolver) relations(ctx context.Context, user *store.User, kind store.RelationKind, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if viewer != user.ID {
+		return nil, store.Errorf(store.EFORBIDDEN, "only your own blocks and mutes can be read")
+	}
+	cursor, list := cursorBlocked, r.Service.Blocked
+	if kind == store.RelationMute {
+		cursor, list = cursorMuted, r.Service.Muted
+	}
+	rg, err := paging(cursor, first, after, last, before)
+	if err != nil {
+		return nil, err
+	}
+	page, err := list(ctx, viewer, rg)
+	if err != nil {
+		return nil, err
+	}
+	conn := &model.UserConnection{}
+	if graphql.FieldRequested(ctx, "totalCount") {
+		if conn.TotalCount, err = r.Service.CountRelations(ctx, viewer, kind); err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]store.ID, len(page.Relations))
+	for i, rel := range page.Relations {
+		ids[i] = rel.TargetID
+	}
+	users, found, err := connectionUsers(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	// A user who deleted their account since leaves the page.
+	conn.Edges = make([]*model.UserEdge, len(users))
+	cursors := make([]string, len(users))
+	for i, u := range users {
+		cursors[i] = encodeIDCursor(cursor, page.Relations[found[i]].ID)
+		conn.Edges[i] = &model.UserEdge{Cursor: cursors[i], Node: u}
 	}
 	conn.PageInfo = pageInfo(cursors, rg, page.HasMore)
 	return conn, nil

@@ -10,7 +10,8 @@ import (
 
 // CountCost is what a count that scans costs on top of its field: today the
 // totalCount of usersByAttribute, which counts the matching index entries
-// (the other counts are kept on write and cost one point). It is priced as
+// and those of User.blocked and muted, which read the list (the other
+// counts are kept on write and cost one point). It is priced as
 // a page of 100 users, about what the scan of a common value costs.
 const CountCost = 100
 
@@ -18,6 +19,8 @@ const CountCost = 100
 // returns their connection. A test walks the schema to check they exist.
 var scanCounts = map[string]string{
 	"Query.usersByAttribute": "totalCount",
+	"User.blocked":           "totalCount", // no count is kept: the list is read
+	"User.muted":             "totalCount",
 }
 
 // opCost is what the operation limits and the rate limiter need to know of

@@ -25,6 +25,8 @@ const (
 	cursorActors    cursorKind = 'y' // payload: the actor's activity store.ID (NotificationGroup.actors)
 	cursorEvent     cursorKind = 'e' // payload: the event's store.EventPosition (subscriptions)
 	cursorSearch    cursorKind = 's' // payload: the user's store.SearchPosition (searchUsers)
+	cursorBlocked   cursorKind = 'b' // payload: the block's store.ID (User.blocked)
+	cursorMuted     cursorKind = 'u' // payload: the mute's store.ID (User.muted)
 )
 
 // Cursors are base64url(kind byte + payload). They are opaque to clients and

@@ -44,6 +44,39 @@ func (r *Resolver) setFollow(ctx context.Context, userID string, on bool) (*stor
 	return u, nil
 }
 
+// setRelation makes the viewer block (kind RelationBlock) or mute the user
+// of userID (on), or takes the block or mute back, and returns the user as
+// the operation's later fields see them: a block also ends the follows.
+func (r *Resolver) setRelation(ctx context.Context, userID string, kind store.RelationKind, on bool) (*store.User, error) {
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	target, err := parseUserID(userID)
+	if err != nil {
+		return nil, err
+	}
+	change, ld := r.Service.Unmute, loader.For(ctx).ViewerMutes
+	switch {
+	case kind == store.RelationBlock && on:
+		change, ld = r.Service.Block, loader.For(ctx).ViewerBlocks
+	case kind == store.RelationBlock:
+		change, ld = r.Service.Unblock, loader.For(ctx).ViewerBlocks
+	case on:
+		change = r.Service.Mute
+	}
+	u, err := change(ctx, viewer, target)
+	if err != nil {
+		return nil, err
+	}
+	ld.Clear(ctx, target).Prime(ctx, target, on)
+	if kind == store.RelationBlock && on {
+		refreshFollows(ctx, target, false) // u has the counts after the unfollows
+	}
+	refreshUser(ctx, u)
+	return u, nil
+}
+
 // setAttributes applies the changes to viewer's custom attributes and returns
 // viewer with its attributes afterwards. Invalid changes are BAD_USER_INPUT
 // and change nothing.

@@ -309,22 +309,22 @@ func (r *mutationResolver) UpdateProfile(ctx context.Context, input service.Prof
 
 // Block is the resolver for the block field.
 func (r *mutationResolver) Block(ctx context.Context, userID string) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: Block - block"))
+	return r.setRelation(ctx, userID, store.RelationBlock, true)
 }
 
 // Unblock is the resolver for the unblock field.
 func (r *mutationResolver) Unblock(ctx context.Context, userID string) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: Unblock - unblock"))
+	return r.setRelation(ctx, userID, store.RelationBlock, false)
 }
 
 // Mute is the resolver for the mute field.
 func (r *mutationResolver) Mute(ctx context.Context, userID string) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: Mute - mute"))
+	return r.setRelation(ctx, userID, store.RelationMute, true)
 }
 
 // Unmute is the resolver for the unmute field.
 func (r *mutationResolver) Unmute(ctx context.Context, userID string) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: Unmute - unmute"))
+	return r.setRelation(ctx, userID, store.RelationMute, false)
 }
 
 // SetPrivate is the resolver for the setPrivate field.
@@ -524,22 +524,28 @@ func (r *userResolver) ViewerRequestedFollow(ctx context.Context, obj *store.Use
 
 // ViewerBlocks is the resolver for the viewerBlocks field.
 func (r *userResolver) ViewerBlocks(ctx context.Context, obj *store.User) (bool, error) {
-	panic(fmt.Errorf("not implemented: ViewerBlocks - viewerBlocks"))
+	if _, ok := ViewerFromContext(ctx); !ok {
+		return false, nil
+	}
+	return loader.For(ctx).ViewerBlocks.Load(ctx, obj.ID)()
 }
 
 // ViewerMutes is the resolver for the viewerMutes field.
 func (r *userResolver) ViewerMutes(ctx context.Context, obj *store.User) (bool, error) {
-	panic(fmt.Errorf("not implemented: ViewerMutes - viewerMutes"))
+	if _, ok := ViewerFromContext(ctx); !ok {
+		return false, nil
+	}
+	return loader.For(ctx).ViewerMutes.Load(ctx, obj.ID)()
 }
 
 // Blocked is the resolver for the blocked field.
 func (r *userResolver) Blocked(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
-	panic(fmt.Errorf("not implemented: Blocked - blocked"))
+	return r.relations(ctx, obj, store.RelationBlock, first, after, last, before)
 }
 
 // Muted is the resolver for the muted field.
 func (r *userResolver) Muted(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
-	panic(fmt.Errorf("not implemented: Muted - muted"))
+	return r.relations(ctx, obj, store.RelationMute, first, after, last, before)
 }
 
 // FollowRequests is the resolver for the followRequests field.

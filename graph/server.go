@@ -298,6 +298,8 @@ func setComplexity(c *generated.ComplexityRoot) {
 	c.User.Following = page
 	c.User.Messages = page
 	c.User.Likes = page
+	c.User.Blocked = page
+	c.User.Muted = page
 	c.Message.LikedBy = page
 	c.Message.Replies = page
 	c.Query.Notifications = page

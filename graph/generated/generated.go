@@ -1649,14 +1649,18 @@ type User implements Node {
   viewerMutes: Boolean!
   """
   The users this user blocks, most recently blocked first. Only the viewer's
-  own list can be read (FORBIDDEN for another user's). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `)
-  defaults to 20 and may be at most 100.
+  own list can be read (FORBIDDEN for another user's; UNAUTHENTICATED when
+  nobody is signed in). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most
+  100. No count is kept: ` + "`" + `totalCount` + "`" + ` reads the whole list, and costs as a
+  scan in the operation limits.
   """
   blocked(first: Int, after: String, last: Int, before: String): UserConnection!
   """
   The users this user mutes, most recently muted first. Only the viewer's own
-  list can be read (FORBIDDEN for another user's). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `)
-  defaults to 20 and may be at most 100.
+  list can be read (FORBIDDEN for another user's; UNAUTHENTICATED when nobody
+  is signed in). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
+  No count is kept: ` + "`" + `totalCount` + "`" + ` reads the whole list, and costs as a scan in
+  the operation limits.
   """
   muted(first: Int, after: String, last: Int, before: String): UserConnection!
   """
@@ -2289,19 +2293,36 @@ type Mutation {
   neither can follow again; the blocked user's messages leave the viewer's
   home timeline and notifications and no new ones arrive; their replies to
   the viewer's messages are refused and their mentions notify nothing; the
-  viewer's messages are hidden from them (NOT_FOUND, as if absent).
-  Blocking twice changes nothing; blocking yourself is BAD_USER_INPUT.
+  viewer's messages are hidden from them (NOT_FOUND, as if absent; in their
+  home timeline, reposts of them by others too). The home timelines' counts
+  (` + "`" + `totalCount` + "`" + `, ` + "`" + `unreadCount` + "`" + `) count only what they show. Reposts by others
+  of the blocked user's messages that reached the viewer's home timeline
+  before the block may stay there until they age out; no new ones arrive.
+  Blocking twice changes nothing; blocking yourself is BAD_USER_INPUT, an
+  unknown user NOT_FOUND; UNAUTHENTICATED when nobody is signed in.
   """
   block(userId: ID!): User!
-  "Takes back a block and returns the user. Follows it removed stay removed."
+  """
+  Takes back a block and returns the user. Follows it removed stay removed,
+  and what did not reach the viewer's home timeline while it stood does not
+  come back.
+  """
   unblock(userId: ID!): User!
   """
   Mutes a user and returns them: the viewer keeps following them, but their
   messages and reposts of their messages leave the viewer's home timeline and
-  their activity the viewer's notifications. Muting yourself is BAD_USER_INPUT.
+  their activity the viewer's notifications; the home timeline's counts
+  count only what it shows. Reposts by others of their messages that reached
+  the home timeline before the mute may stay there until they age out; no new
+  ones arrive. Muting twice changes nothing; muting yourself is
+  BAD_USER_INPUT, an unknown user NOT_FOUND; UNAUTHENTICATED when nobody is
+  signed in.
   """
   mute(userId: ID!): User!
-  "Takes back a mute and returns the user; their recent messages come back home."
+  """
+  Takes back a mute and returns the user; if the viewer follows them, their
+  recent messages come back home (reposts of them by others do not).
+  """
   unmute(userId: ID!): User!
   """
   Makes the viewer's account private (or public again) and returns the

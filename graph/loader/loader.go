@@ -53,6 +53,11 @@ type Loaders struct {
 	// message, with Service.FindReposted; false without a viewer, without a
 	// call.
 	ViewerReposts *dataloader.Loader[store.MessageKey, bool]
+	// ViewerBlocks and ViewerMutes report whether the operation's viewer
+	// blocks (mutes) each key user, with Service.FindBlocked (FindMuted);
+	// false without a viewer, without a call.
+	ViewerBlocks *dataloader.Loader[store.ID, bool]
+	ViewerMutes  *dataloader.Loader[store.ID, bool]
 
 	// What Preload needs: each loader's cache and batch function.
 	userCache    dataloader.Cache[store.ID, *store.User]
@@ -60,11 +65,15 @@ type Loaders struct {
 	followsCache dataloader.Cache[store.ID, bool]
 	likesCache   dataloader.Cache[store.MessageKey, bool]
 	repostsCache dataloader.Cache[store.MessageKey, bool]
+	blocksCache  dataloader.Cache[store.ID, bool]
+	mutesCache   dataloader.Cache[store.ID, bool]
 	userBatch    dataloader.BatchFunc[store.ID, *store.User]
 	messageBatch dataloader.BatchFunc[store.MessageKey, *store.Message]
 	followsBatch dataloader.BatchFunc[store.ID, bool]
 	likesBatch   dataloader.BatchFunc[store.MessageKey, bool]
 	repostsBatch dataloader.BatchFunc[store.MessageKey, bool]
+	blocksBatch  dataloader.BatchFunc[store.ID, bool]
+	mutesBatch   dataloader.BatchFunc[store.ID, bool]
 }
 
 // New returns fresh loaders over svc for one operation whose signed-in user
@@ -76,11 +85,15 @@ func New(svc *service.Service, viewer store.ID, hasViewer bool) *Loaders {
 		followsCache: dataloader.NewCache[store.ID, bool](),
 		likesCache:   dataloader.NewCache[store.MessageKey, bool](),
 		repostsCache: dataloader.NewCache[store.MessageKey, bool](),
+		blocksCache:  dataloader.NewCache[store.ID, bool](),
+		mutesCache:   dataloader.NewCache[store.ID, bool](),
 		userBatch:    batch(svc.FindUsersByIDs, "user not found"),
 		messageBatch: batch(svc.FindMessagesByKeys, "message not found"),
 		followsBatch: viewerBatch(svc.FindFollowing, viewer, hasViewer),
 		likesBatch:   viewerBatch(svc.FindLiked, viewer, hasViewer),
 		repostsBatch: viewerBatch(svc.FindReposted, viewer, hasViewer),
+		blocksBatch:  viewerBatch(svc.FindBlocked, viewer, hasViewer),
+		mutesBatch:   viewerBatch(svc.FindMuted, viewer, hasViewer),
 	}
 	l.UserByID = dataloader.NewBatchedLoader(l.userBatch,
 		dataloader.WithWait[store.ID, *store.User](Wait),
@@ -97,6 +110,12 @@ func New(svc *service.Service, viewer store.ID, hasViewer bool) *Loaders {
 	l.ViewerReposts = dataloader.NewBatchedLoader(l.repostsBatch,
 		dataloader.WithWait[store.MessageKey, bool](Wait),
 		dataloader.WithCache(l.repostsCache))
+	l.ViewerBlocks = dataloader.NewBatchedLoader(l.blocksBatch,
+		dataloader.WithWait[store.ID, bool](Wait),
+		dataloader.WithCache(l.blocksCache))
+	l.ViewerMutes = dataloader.NewBatchedLoader(l.mutesBatch,
+		dataloader.WithWait[store.ID, bool](Wait),
+		dataloader.WithCache(l.mutesCache))
 	return l
 }
 
@@ -107,6 +126,8 @@ type Preloads struct {
 	Follows  []store.ID         // users the viewer may follow
 	Likes    []store.MessageKey // messages the viewer may like
 	Reposts  []store.MessageKey // messages the viewer may repost
+	Blocks   []store.ID         // users the viewer may block
+	Mutes    []store.ID         // users the viewer may mute
 }
 
 // Preload loads now the users, messages, viewer-follows, -likes and
@@ -133,6 +154,12 @@ func (l *Loaders) Preload(ctx context.Context, p Preloads) {
 	}
 	if len(p.Reposts) > 0 {
 		calls = append(calls, func() { fill(ctx, l.repostsCache, l.repostsBatch, p.Reposts) })
+	}
+	if len(p.Blocks) > 0 {
+		calls = append(calls, func() { fill(ctx, l.blocksCache, l.blocksBatch, p.Blocks) })
+	}
+	if len(p.Mutes) > 0 {
+		calls = append(calls, func() { fill(ctx, l.mutesCache, l.mutesBatch, p.Mutes) })
 	}
 	if len(calls) == 0 {
 		return
@@ -193,7 +220,7 @@ func batch[K comparable, V any](find func(context.Context, []K) ([]*V, error), n
 }
 
 // viewerBatch adapts a per-viewer batch read (FindFollowing, FindLiked,
-// FindReposted:
+// FindReposted, FindBlocked, FindMuted:
 // one bool per key) to a dataloader batch function. Without a viewer every
 // key is false, without a call.
 func viewerBatch[K comparable](find func(context.Context, store.ID, []K) ([]bool, error), viewer store.ID, hasViewer bool) dataloader.BatchFunc[K, bool] {

@@ -178,6 +178,31 @@ func (s *Store) ListFiltered(_ context.Context, user store.ID, limit int) ([]sto
 	return mergeIDs(runs[0], runs[1], limit), nil
 }
 
+// ListBlockers implements storage.Backend: the range of B keys of target,
+// in user order, keeping the users whose mask has a block.
+func (s *Store) ListBlockers(_ context.Context, target store.ID, limit int) ([]store.ID, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	p := key(pBlockers, target)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	var out []store.ID
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		v := it.Value()
+		if len(v) != 1 {
+			return nil, fmt.Errorf("embedded: bad relation mask of %s", target)
+		}
+		if store.RelationKind(v[0])&store.RelationBlock != 0 {
+			out = append(out, idAfter(p, it.Key()))
+		}
+	}
+	return out, it.Error()
+}
+
 // mergeIDs merges two ascending lists of IDs into one without repeats, at
 // most limit long.
 func mergeIDs(a, b []store.ID, limit int) []store.ID {

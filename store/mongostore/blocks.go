@@ -153,3 +153,14 @@ func (s *Store) ListFiltered(ctx context.Context, user store.ID, limit int) ([]s
 	}
 	return out, nil
 }
+
+// ListBlockers implements storage.Backend: one range of the index
+// (o, rk, u), covered. It names no shard key (blocks are sharded by the
+// blocker), so on a sharded cluster it asks every shard: one round trip
+// from the client, once per home page read by fan-out on read.
+func (s *Store) ListBlockers(ctx context.Context, target store.ID, limit int) ([]store.ID, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	return s.findIDs(ctx, s.blocks, "u", bson.D{{Key: "o", Value: oid(target)}, {Key: "rk", Value: int32(store.RelationBlock)}}, bson.D{{Key: "u", Value: 1}}, limit)
+}

@@ -428,12 +428,21 @@ func (s *Store) CountOutbox(ctx context.Context, f storage.OutboxFilter) (int, e
 }
 
 func outboxFilter(f storage.OutboxFilter) bson.D {
-	filter := bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: oids(f.Authors)}}}, live}
+	authors := f.Authors
+	if r := f.Home; r != nil && len(r.Hidden) > 0 {
+		// The hidden users' own messages are left out by not reading
+		// their outboxes; reposts of their messages by roa.
+		authors = slices.DeleteFunc(slices.Clone(authors), r.Hides)
+	}
+	filter := bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: oids(authors)}}}, live}
 	if r := f.Home; r != nil {
 		// The reader's own messages pass but a repost marked hidden from
 		// their home; the others, by the rule. A reply to oneself has ra
 		// equal to a, one of the authors, who are among the users shown.
+		// The others' reposts of hidden users' messages are left out with
+		// the reposts of users shown.
 		shown := append(oids(r.Shown), oid(r.Reader))
+		notReposted := append(slices.Clip(shown), oids(r.Hidden)...)
 		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
 			bson.D{{Key: "a", Value: oid(r.Reader)}, {Key: "hh", Value: bson.D{{Key: "$ne", Value: true}}}},
 			bson.D{
@@ -442,7 +451,7 @@ func outboxFilter(f storage.OutboxFilter) bson.D {
 					bson.D{{Key: "ra", Value: bson.D{{Key: "$exists", Value: false}}}},
 					bson.D{{Key: "ra", Value: bson.D{{Key: "$in", Value: shown}}}},
 				}},
-				{Key: "roa", Value: bson.D{{Key: "$nin", Value: shown}}}, // $nin passes a message with no roa: all but reposts
+				{Key: "roa", Value: bson.D{{Key: "$nin", Value: notReposted}}}, // $nin passes a message with no roa: all but reposts
 			},
 		}})
 	}

@@ -88,12 +88,15 @@ const (
 	// that a duplicate key makes a no-op. It also answers FindBlocked
 	// ({u, rk, o: $in}), ListFiltered ({u} in o order) covered, and
 	// FindBlockers ({u: $in owners, o: author}), one seek per owner;
-	// (u, rk, _id) lists a user's relations of a kind, newest first.
-	// Sharded on (u, o), as likes: every write and every read names the
-	// user, so it goes to one shard, and FindBlockers names the owners, so
-	// it goes only to the shards of the chunk's owners (a fan-out chunk is a
-	// run of followers in ID order: few shard ranges), with no second copy
-	// of each edge keyed by target.
+	// (u, rk, _id) lists a user's relations of a kind, newest first;
+	// (o, rk, u) lists who blocks a reader (ListBlockers), covered.
+	// Sharded on (u, o), as likes: every write and every read but
+	// ListBlockers names the user, so it goes to one shard, and
+	// FindBlockers names the owners, so it goes only to the shards of the
+	// chunk's owners (a fan-out chunk is a run of followers in ID order:
+	// few shard ranges), with no second copy of each edge keyed by target.
+	// ListBlockers asks every shard, once per home page read by fan-out
+	// on read, bounded by its limit.
 	collBlocks = "blocks"
 	// entries: {o: owner, m: message, a: author, c: created, d: delivered}
 	// — LayoutEntries (strategy write, Social Inboxes' fan-out on write): one
@@ -223,6 +226,8 @@ var indexes = []index{
 		"one block or mute per (user, target, kind); whether u blocks a page's authors, all u filters, and which owners block an author, covered"),
 	idx(collBlocks, bson.D{{Key: "u", Value: 1}, {Key: "rk", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("relations"),
 		"a user's blocks or mutes newest first (ListBlocked)"),
+	idx(collBlocks, bson.D{{Key: "o", Value: 1}, {Key: "rk", Value: 1}, {Key: "u", Value: 1}}, options.Index().SetName("blockers"),
+		"who blocks a reader, covered (ListBlockers): their messages leave the reader's home timeline; names no shard key, so it asks every shard"),
 	idx(collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("like").SetUnique(true),
 		"one like per (user, message); whether u likes a page's messages, covered"),
 	idx(collLikes, bson.D{{Key: "m", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("likers"),

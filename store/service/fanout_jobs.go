@@ -100,15 +100,21 @@ func (f *fanout) deliver(ctx context.Context, j *storage.Job, next **followerPag
 // (storage.HomeRule): for a reply to another user, only that user, the
 // author, and those who follow that user; for a repost, all but the
 // original's author and those who follow them. One FindFollowers checks
-// them all; a post or a reply to oneself needs none. The rule reads only
-// the follow graph, so a chunk run again after a crash chooses the same.
+// them all; a post or a reply to oneself needs none. Owners who hide the
+// author, or the original's author, are left out first (shownTo). The
+// rule reads only the follow graph and the blocks and mutes, so a chunk
+// run again after a crash chooses the same.
 func (f *fanout) homeReaders(ctx context.Context, author, replyTo, repostOf store.ID, owners []store.ID) ([]store.ID, error) {
 	x := homeRuleUser(author, replyTo, repostOf)
-	if x.IsZero() || len(owners) == 0 {
+	if len(owners) == 0 {
 		return owners, nil
 	}
 	if x == author && !repostOf.IsZero() {
 		return nil, nil // a repost of one's own: its readers all follow its author
+	}
+	owners, err := f.shownTo(ctx, author, repostOf, owners)
+	if err != nil || x.IsZero() || len(owners) == 0 {
+		return owners, err
 	}
 	follows, err := f.s.backend.FindFollowers(ctx, x, owners)
 	if err != nil {
@@ -172,15 +178,22 @@ func (f *fanout) insert(ctx context.Context, j *storage.Job) (bool, error) {
 }
 
 // removeAuthor removes a JobUnfollow's author's entries from its owner's
-// inbox, in one step.
+// inbox, in one step: the job of an unfollow, a block's unfollows, and a
+// mute, which keeps the follow but hides the author.
 func (f *fanout) removeAuthor(ctx context.Context, j *storage.Job) (bool, error) {
 	b := f.s.backend
-	follows, err := f.edgeExists(ctx, j)
+	keep, err := f.edgeExists(ctx, j)
 	if err != nil {
 		return false, err
 	}
-	if follows {
-		// Followed again since: the entries stay.
+	if keep {
+		// Followed again since, or never unfollowed (a mute's job): the
+		// entries stay unless the owner hides the author now.
+		if keep, err = f.showsAuthor(ctx, j.OwnerID, j.AuthorID); err != nil {
+			return false, err
+		}
+	}
+	if keep {
 		return true, b.FinishJob(ctx, j)
 	}
 	changes, err := b.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: j})
@@ -190,6 +203,17 @@ func (f *fanout) removeAuthor(ctx context.Context, j *storage.Job) (bool, error)
 	// The entries left this inbox; their messages still exist.
 	f.publish(ctx, store.EventRemoved, j, changes, time.Time{})
 	return true, nil
+}
+
+// showsAuthor reports whether owner, who follows author, neither blocks
+// nor mutes author: one FindBlockers call. (An author who blocks owner is
+// not followed: a block removes the follows.)
+func (f *fanout) showsAuthor(ctx context.Context, owner, author store.ID) (bool, error) {
+	kinds, err := f.s.backend.FindBlockers(ctx, author, []store.ID{owner})
+	if err != nil {
+		return false, err
+	}
+	return kinds[0] == 0, nil
 }
 
 // edgeExists reports whether the owner of a JobFollow or JobUnfollow
@@ -247,16 +271,23 @@ func (f *fanout) backfill(ctx context.Context, j *storage.Job) ([]store.InboxEnt
 	if len(authors) == 0 || limit <= 0 {
 		return nil, nil
 	}
-	filter := storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, limit), Pulled: s.strategy.pullFilter()}
+	hidden, err := s.hiddenFrom(ctx, j.OwnerID)
+	if err != nil {
+		return nil, err
+	}
+	filter := storage.OutboxFilter{Authors: without(authors, hidden), Range: store.Forward(store.NilID, limit), Pulled: s.strategy.pullFilter()}
+	if len(filter.Authors) == 0 {
+		return nil, nil // a followee the owner mutes: nothing comes
+	}
 	if j.Kind == storage.JobRebuild {
-		filter.Home = storage.NewHomeRule(j.OwnerID, authors)
+		filter.Home = storage.NewHomeRule(j.OwnerID, authors).Hide(hidden)
 	}
 	es, err := b.FindOutbox(ctx, filter)
 	if err != nil {
 		return nil, err
 	}
 	if j.Kind == storage.JobFollow {
-		if es, err = f.shownAtHome(ctx, j.OwnerID, es); err != nil {
+		if es, err = f.shownAtHome(ctx, j.OwnerID, es, hidden); err != nil {
 			return nil, err
 		}
 	}
@@ -289,29 +320,32 @@ func homeRuleUser(author, replyTo, repostOf store.ID) store.ID {
 
 // shownAtHome returns es without what the home timeline's rule leaves out
 // for owner: the replies to other users owner does not follow, and the
-// reposts of owner's messages or of users owner follows. These are the
-// entries a follow's backfill brings; one FindFollowing checks them all.
-func (f *fanout) shownAtHome(ctx context.Context, owner store.ID, es []storage.OutboxEntry) ([]storage.OutboxEntry, error) {
+// reposts of owner's messages or of users owner follows, and reposts of
+// the messages of users hidden from owner. These are the entries a
+// follow's backfill brings; one FindFollowing checks them all.
+func (f *fanout) shownAtHome(ctx context.Context, owner store.ID, es []storage.OutboxEntry, hidden []store.ID) ([]storage.OutboxEntry, error) {
 	var targets []store.ID
 	for _, e := range es {
 		if x := homeRuleUser(e.AuthorID, e.ReplyToAuthorID, e.RepostOfAuthorID); !x.IsZero() && x != owner && !slices.Contains(targets, x) {
 			targets = append(targets, x)
 		}
 	}
-	if len(targets) == 0 {
+	if len(targets) == 0 && len(hidden) == 0 {
 		return es, nil
 	}
-	follows, err := f.s.backend.FindFollowing(ctx, owner, targets)
-	if err != nil {
-		return nil, err
-	}
 	var shown []store.ID
-	for i, x := range targets {
-		if follows[i] {
-			shown = append(shown, x)
+	if len(targets) > 0 {
+		follows, err := f.s.backend.FindFollowing(ctx, owner, targets)
+		if err != nil {
+			return nil, err
+		}
+		for i, x := range targets {
+			if follows[i] {
+				shown = append(shown, x)
+			}
 		}
 	}
-	rule := storage.NewHomeRule(owner, shown)
+	rule := storage.NewHomeRule(owner, shown).Hide(hidden)
 	return slices.DeleteFunc(es, func(e storage.OutboxEntry) bool {
 		return !rule.Keeps(e.AuthorID, e.ReplyToAuthorID, e.RepostOfAuthorID, e.HomeHidden)
 	}), nil

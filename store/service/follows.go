@@ -8,7 +8,8 @@ import (
 )
 
 // Follow makes viewer follow target and returns target with its new counts.
-// Following twice counts once; following yourself is BAD_USER_INPUT. The
+// Following twice counts once; following yourself is BAD_USER_INPUT, and a
+// follow between users one of whom blocks the other FORBIDDEN. The
 // followee's recent messages then come into viewer's timeline: stored by a
 // durable job (stored before the edge, so a crash between the two leaves a
 // job that finds no edge and does nothing), or, for the cache, by dropping
@@ -16,6 +17,9 @@ import (
 func (s *Service) Follow(ctx context.Context, viewer, target store.ID) (*store.User, error) {
 	if viewer == target {
 		return nil, store.Errorf(store.EINVALID, "you cannot follow yourself")
+	}
+	if err := s.refuseBlockedFollow(ctx, viewer, target); err != nil {
+		return nil, err
 	}
 	if err := s.changeFollow(ctx, viewer, target, storage.JobFollow); err != nil {
 		return nil, err

@@ -149,12 +149,21 @@ func (p *pullSet) add(author store.ID) {
 // both. It looks the timeline's sources up once (the followees for read and
 // cache, the followed celebrities for hybrid), however many reads the page
 // and the counts make, concurrently or not.
+//
+// It looks up the users hidden from owner (blocked, muted, blocking owner)
+// with the sources, at once, when it reads outboxes: their outboxes are
+// not read, and the home rule leaves out reposts of their messages, so a
+// page stays full and the counts exact (docs/design.md#blocks-and-mutes).
 type timelineRead struct {
-	s       *Service
-	owner   store.ID
-	once    sync.Once
-	sources []store.ID
-	err     error
+	s     *Service
+	owner store.ID
+	once  sync.Once
+	// followees are the sources before the hidden users are taken out:
+	// the users shown, for the home rule.
+	followees []store.ID
+	sources   []store.ID
+	hidden    []store.ID
+	err       error
 }
 
 func (s *Service) newRead(owner store.ID) *timelineRead { return &timelineRead{s: s, owner: owner} }
@@ -164,12 +173,26 @@ func (r *timelineRead) authors(ctx context.Context) ([]store.ID, error) {
 	r.once.Do(func() {
 		switch r.s.strategy {
 		case StrategyHybrid:
-			r.sources, r.err = r.s.pullAuthors(ctx, r.owner)
+			if r.followees, r.err = r.s.pullAuthors(ctx, r.owner); r.err == nil && len(r.followees) > 0 {
+				r.hidden, r.err = r.s.hiddenFrom(ctx, r.owner)
+			}
 		case StrategyRead, StrategyCache:
-			r.sources, r.err = r.s.following(ctx, r.owner)
+			hidden := beside(func() ([]store.ID, error) { return r.s.hiddenFrom(ctx, r.owner) })
+			r.followees, r.err = r.s.following(ctx, r.owner)
+			var err error
+			if r.hidden, err = hidden(); r.err == nil {
+				r.err = err
+			}
 		}
+		r.sources = without(r.followees, r.hidden)
 	})
 	return r.sources, r.err
+}
+
+// rule returns the home rule of the timeline's reads; call it after
+// authors.
+func (r *timelineRead) rule() *storage.HomeRule {
+	return storage.NewHomeRule(r.owner, r.followees).Hide(r.hidden)
 }
 
 // page reads the items within r (of the timeline, newest first) nearest
@@ -236,25 +259,26 @@ func (tr *timelineRead) othersPage(ctx context.Context, r store.Range) (_ []stor
 // readPage is fan-out on read: the followees' outboxes merged, and the
 // owner's own if withOwn, under the home timeline's rule.
 func (tr *timelineRead) readPage(ctx context.Context, r store.Range, withOwn bool) ([]store.InboxItem, error) {
-	followees, err := tr.authors(ctx)
+	sources, err := tr.authors(ctx)
 	if err != nil {
 		return nil, err
 	}
-	authors := followees
+	authors := sources
 	if withOwn {
-		authors = append(slices.Clip(followees), tr.owner)
+		authors = append(slices.Clip(sources), tr.owner)
 	}
 	if len(authors) == 0 {
 		return nil, nil
 	}
-	es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: r, Home: storage.NewHomeRule(tr.owner, followees)})
+	es, err := tr.s.backend.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: r, Home: tr.rule()})
 	return outboxItems(es), err
 }
 
 // cachedPage serves a page from owner's cache when the cache holds it, and
 // otherwise by fan-out on read; a missing cache is built first (Inbox caches).
-// Cached entries of authors no longer followed are left out: a cache built
-// or appended to around an unfollow may still hold them.
+// Cached entries of authors no longer followed, or hidden from owner, are
+// left out: a cache built or appended to around an unfollow, a block or
+// a mute may still hold them.
 //
 // The cache holds the newest entries, so it holds a page read forward while
 // the page fills, and a page read backward (toward the newest) when it
@@ -347,12 +371,14 @@ func (r *timelineRead) buildCache(ctx context.Context, now time.Time) (*storage.
 	if err := s.backend.PutInboxCache(ctx, c, s.cacheCap()); err != nil {
 		return nil, err
 	}
-	before, _ := r.authors(ctx)
+	if _, err := r.authors(ctx); err != nil {
+		return nil, err
+	}
 	after, err := s.following(ctx, r.owner)
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Equal(before, after) {
+	if !slices.Equal(r.followees, after) {
 		return c, s.backend.DropInboxCache(ctx, r.owner)
 	}
 	// The stored cache holds what deliveries appended meanwhile too; what
@@ -422,15 +448,15 @@ func (r *timelineRead) outboxCounts(ctx context.Context, c store.InboxCounts) (s
 // once.
 func (r *timelineRead) followeeCounts(ctx context.Context, c store.InboxCounts) (store.InboxCounts, error) {
 	c.Total, c.Unread = 0, 0
-	followees, err := r.authors(ctx)
-	if err != nil || len(followees) == 0 {
+	sources, err := r.authors(ctx)
+	if err != nil || len(sources) == 0 {
 		return c, err
 	}
-	rule := storage.NewHomeRule(r.owner, followees)
+	rule := r.rule()
 	counted := beside(func() (int, error) {
-		return r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: followees, Home: rule})
+		return r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: sources, Home: rule})
 	})
-	unread, err := r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: followees, After: c.ReadMark, Home: rule})
+	unread, err := r.s.backend.CountOutbox(ctx, storage.OutboxFilter{Authors: sources, After: c.ReadMark, Home: rule})
 	total, totalErr := counted()
 	if err == nil {
 		err = totalErr

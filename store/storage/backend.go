@@ -196,6 +196,12 @@ type Blocks interface {
 	// in ID order, at most limit of them: a bounded read of one range. A
 	// result of limit users may be cut short.
 	ListFiltered(ctx context.Context, user store.ID, limit int) ([]store.ID, error)
+	// ListBlockers returns the users who block target (RelationBlock
+	// only, not mutes), in ID order, at most limit of them: a bounded read
+	// of one range, for a reader's home timeline, which must not show a
+	// blocker's messages, not even reposted. A result of limit users may
+	// be cut short.
+	ListBlockers(ctx context.Context, target store.ID, limit int) ([]store.ID, error)
 }
 
 // Notifications stores each user's notifications feed: groups of
@@ -384,11 +390,33 @@ type OutboxFilter struct {
 // Every author a filter reads must be in Shown or be the reader: a
 // backend may know a reply to oneself by that alone. Make one with
 // NewHomeRule.
+//
+// Hidden (set with Hide) are the users the reader blocks or mutes and
+// those who block the reader: a message by one of them, or another
+// user's repost of one of their messages, is never kept, whatever the
+// rest of the rule says. The reader's own reposts follow the rule above:
+// what one wrote stays on one's timeline, as on one's profile.
 type HomeRule struct {
 	Reader store.ID
 	Shown  []store.ID
+	Hidden []store.ID
 	shown  map[store.ID]bool
+	hidden map[store.ID]bool
 }
+
+// Hide sets the users whose messages, and reposts of whose messages, the
+// rule leaves out, and returns r.
+func (r *HomeRule) Hide(hidden []store.ID) *HomeRule {
+	r.Hidden = hidden
+	r.hidden = make(map[store.ID]bool, len(hidden))
+	for _, id := range hidden {
+		r.hidden[id] = true
+	}
+	return r
+}
+
+// Hides reports whether the rule hides every message of user.
+func (r *HomeRule) Hides(user store.ID) bool { return r != nil && r.hidden[user] }
 
 // NewHomeRule returns the rule for reader, who follows the users in shown.
 func NewHomeRule(reader store.ID, shown []store.ID) *HomeRule {
@@ -406,6 +434,9 @@ func NewHomeRule(reader store.ID, shown []store.ID) *HomeRule {
 func (r *HomeRule) Keeps(author, replyTo, repostOf store.ID, hidden bool) bool {
 	if r == nil {
 		return true
+	}
+	if author != r.Reader && (r.hidden[author] || (!repostOf.IsZero() && r.hidden[repostOf])) {
+		return false
 	}
 	if !repostOf.IsZero() {
 		if author == r.Reader {

@@ -293,6 +293,13 @@ func (w *observed) ListFiltered(ctx context.Context, user store.ID, limit int) (
 	return r0, err
 }
 
+func (w *observed) ListBlockers(ctx context.Context, target store.ID, limit int) ([]store.ID, error) {
+	start := time.Now()
+	r0, err := w.b.ListBlockers(ctx, target, limit)
+	w.o.Observe("ListBlockers", start, err)
+	return r0, err
+}
+
 func (w *observed) Notify(ctx context.Context, n Notice) (NotifyResult, error) {
 	start := time.Now()
 	r0, err := w.b.Notify(ctx, n)

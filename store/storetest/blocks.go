@@ -19,6 +19,11 @@ func testBlocks(t *testing.T, open OpenFunc) {
 	t.Run("Filtered", func(t *testing.T) { testBlockFiltered(t, open) })
 	t.Run("Refused", func(t *testing.T) { testBlockRefused(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testBlocksConcurrent(t, open) })
+	t.Run("ListBlockers", func(t *testing.T) { testListBlockers(t, open) })
+	t.Run("HiddenAtHome", func(t *testing.T) { testHiddenAtHome(t, open) })
+	t.Run("AtHome", func(t *testing.T) { testBlocksAtHome(t, open) })
+	t.Run("Costs", func(t *testing.T) { testBlockCosts(t, open) })
+	t.Run("MuteJobResumes", func(t *testing.T) { testMuteJobResumes(t, open) })
 }
 
 var (
@@ -258,5 +263,92 @@ func testBlocksConcurrent(t *testing.T, open OpenFunc) {
 		list, err := b.ListBlocked(ctx, u, block, store.Forward(store.NilID, 10))
 		require.NoError(t, err)
 		assert.Equal(t, []store.ID{target.ID}, relationTargets(list), "one edge stored")
+	}
+}
+
+// testListBlockers: who blocks a user, blocks only (not mutes), each once,
+// in ID order, bounded.
+func testListBlockers(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	me := mustCreateUser(t, b, c)
+	var others []store.ID
+	for range 5 {
+		others = append(others, mustCreateUser(t, b, c).ID)
+	}
+	got, err := b.ListBlockers(ctx, me.ID, 10)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	// 3 and 0 block me (0 mutes me too), 1 only mutes me, me blocks 2,
+	// 4 blocks 2.
+	for _, r := range []struct {
+		user, target store.ID
+		kind         store.RelationKind
+	}{{others[3], me.ID, block}, {others[0], me.ID, mute}, {others[0], me.ID, block}, {others[1], me.ID, mute}, {me.ID, others[2], block}, {others[4], others[2], block}} {
+		ok, err := b.Block(ctx, r.user, r.target, r.kind, c.Now())
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	want := []store.ID{others[0], others[3]}
+	slices.SortFunc(want, store.ID.Compare)
+	got, err = b.ListBlockers(ctx, me.ID, 10)
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "blockers only, each once, in ID order")
+	got, err = b.ListBlockers(ctx, me.ID, 1)
+	require.NoError(t, err)
+	assert.Equal(t, want[:1], got, "the limit holds")
+	got, err = b.ListBlockers(ctx, me.ID, 0)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	ok, err := b.Unblock(ctx, others[0], me.ID, block)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err = b.ListBlockers(ctx, me.ID, 10)
+	require.NoError(t, err)
+	assert.Equal(t, []store.ID{others[3]}, got, "an unblock leaves the list; the mute left is no block")
+}
+
+// testHiddenAtHome: an outbox read under a home rule with hidden users
+// leaves out their messages and others' reposts of their messages (the
+// reader's own repost stays, as on the reader's profile), and counts as it
+// reads.
+func testHiddenAtHome(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	reader, friend, hidden := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+	hp := storeMessage(t, b, c, hidden.ID)
+	fp := storeMessage(t, b, c, friend.ID)
+	fr := mustRepost(t, b, c, friend.ID, hp)
+	own := mustRepost(t, b, c, reader.ID, hp)
+	fp2 := storeMessage(t, b, c, friend.ID)
+	ownPost := storeMessage(t, b, c, reader.ID)
+	authors := []store.ID{friend.ID, hidden.ID, reader.ID}
+	for _, tc := range []struct {
+		name string
+		rule *storage.HomeRule
+		want []*store.Message
+	}{
+		{"no one hidden", storage.NewHomeRule(reader.ID, []store.ID{friend.ID, hidden.ID}), []*store.Message{ownPost, fp2, own, fp, hp}},
+		{"no one hidden, not following", storage.NewHomeRule(reader.ID, []store.ID{friend.ID}), []*store.Message{ownPost, fp2, own, fr, fp, hp}},
+		{"hidden", storage.NewHomeRule(reader.ID, []store.ID{friend.ID}).Hide([]store.ID{hidden.ID}), []*store.Message{ownPost, fp2, own, fp}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			es, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, 10), Home: tc.rule})
+			require.NoError(t, err)
+			assert.Equal(t, idsOf(tc.want...), ids(es, func(e storage.OutboxEntry) store.ID { return e.MessageID }))
+			page, err := b.FindOutbox(ctx, storage.OutboxFilter{Authors: authors, Range: store.Forward(store.NilID, 2), Home: tc.rule})
+			require.NoError(t, err)
+			assert.Len(t, page, 2, "a page of a filtered outbox stays full")
+			n, err := b.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, Home: tc.rule})
+			require.NoError(t, err)
+			assert.Equal(t, len(tc.want), n, "counted as read")
+			n, err = b.CountOutbox(ctx, storage.OutboxFilter{Authors: authors, After: fp.ID, Home: tc.rule})
+			require.NoError(t, err)
+			above := 0
+			for _, m := range tc.want {
+				if m.ID.Compare(fp.ID) > 0 {
+					above++
+				}
+			}
+			assert.Equal(t, above, n, "counted above a mark")
+		})
 	}
 }

@@ -249,8 +249,11 @@ func testHomeRuleCosts(t *testing.T, open OpenFunc) {
 	t.Logf("delivery to %d followers in 3 chunks, storage calls: post %d, repost %d (FindFollowers %d), repost of one's own %d",
 		fans, postN, repostN, repostCalls["FindFollowers"], ownN)
 	assert.Zero(t, postCalls["FindFollowers"])
+	assert.Equal(t, 3, postCalls["FindBlockers"], "who hides the author: one a chunk")
 	assert.Equal(t, 3, repostCalls["FindFollowers"], "one a chunk")
-	assert.Equal(t, postN+3, repostN, "the FindFollowers are all a repost adds")
+	assert.Equal(t, 6, repostCalls["FindBlockers"], "who hides the author, and the original's author: one each a chunk")
+	assert.Equal(t, 3, repostCalls["FindBlocked"], "whom the original's author blocks: one a chunk")
+	assert.Equal(t, postN+3+3+3, repostN, "the FindFollowers and the original author's relations are all a repost adds")
 	assert.Zero(t, ownCalls["FindFollowers"], "a repost of one's own reaches no follower, and checks none")
 
 	// A page of the reader's timeline, as their own outbox changes.

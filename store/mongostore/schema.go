@@ -237,6 +237,8 @@ var indexes = []index{
 		"one actor per (group, user): a repeated activity counts once"),
 	idx(collNotifActors, bson.D{{Key: "g", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("actors"),
 		"a group's actors newest first (ListNotificationActors)"),
+	idx(collNotifActors, bson.D{{Key: "o", Value: 1}, {Key: "u", Value: 1}}, options.Index().SetName("byactor"),
+		"one actor's groups in one feed: what a block or a mute removes (RemoveNotificationActor)"),
 	idx(collEntries, bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("entry").SetUnique(true),
 		"one entry per (owner, message); an inbox page is one range of it, read backwards"),
 	idx(collEntries, bson.D{{Key: "o", Value: 1}, {Key: "a", Value: 1}}, options.Index().SetName("author"),

@@ -111,7 +111,7 @@ type notifPending struct {
 	Message primitive.ObjectID `bson:"m,omitempty"`
 	Author  primitive.ObjectID `bson:"a,omitempty"`
 	// Plan is the group step of a RemoveNotificationActor under way.
-	Plan *removalPlan `bson:"rp,omitempty"`
+	Plan *removalPlan `bson:"nq,omitempty"`
 }
 
 func (p *notifPending) notice(owner store.ID) storage.Notice {

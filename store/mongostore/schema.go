@@ -309,6 +309,8 @@ var FieldNames = map[string]string{
 	"nk": "notificationKind", "nc": "actorCount", "nl": "latestActors", "g": "group", "rs": "resumeState",
 	"nt": "notificationsTotal", "nu": "notificationsUnread", "nr": "notificationsReadMark",
 	"np": "pendingNotice", "ni": "noticeID", "nx": "claimExpires",
+	// and an actor's removal under way (np.nq: g, k, nc, nl as above)
+	"nq": "pendingRemoval", "na": "removedActor", "nd": "removalDrops",
 	// names (l the names) and jobs (l the layout, p the chunk's plan)
 	"l": "names",
 }

@@ -1,0 +1,102 @@
+package mongostore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/store"
+	"herald/store/mongostore"
+)
+
+// A removal of an actor (a block or a mute) whose process dies at each of
+// its writes leaves every group old or new with counts that agree: the
+// owner's next notice finishes the group under way, and a re-run (the
+// durable job's) finishes the rest, exactly once; a third run changes
+// nothing.
+func TestFaults_RemoveActorRetried(t *testing.T) {
+	ctx := context.Background()
+	t.Cleanup(mongostore.SetNotifClaimTTL(50 * time.Millisecond))
+	// Writes: claim, plan, group, actor, head and next plan, group, actor,
+	// head and release.
+	for step := 1; step <= 8; step++ {
+		t.Run(fmt.Sprintf("Write%d", step), func(t *testing.T) {
+			st, f := openFaulty(t)
+			author, x, y, z := mkUser(t, st, "author"), mkUser(t, st, "x"), mkUser(t, st, "y"), mkUser(t, st, "z")
+			m1, _ := mkPost(t, st, author)
+			m2, _ := mkPost(t, st, author)
+			m3, _ := mkPost(t, st, author)
+			for _, n := range []struct {
+				m     *store.Message
+				actor store.ID
+			}{{m1, x}, {m2, y}, {m2, x}} {
+				_, err := st.Notify(ctx, likeNoticeOf(n.m, n.actor, tickClock()))
+				require.NoError(t, err)
+			}
+
+			f.notifWrite.Store(int32(step))
+			_, err := st.RemoveNotificationActor(ctx, author, x)
+			require.ErrorIs(t, err, errInjected)
+			f.notifWrite.Store(0)
+
+			// The owner's next notice finishes the group under way first.
+			wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err = st.Notify(wait, likeNoticeOf(m3, z, tickClock()))
+			require.NoError(t, err)
+			gs, c, err := st.ReadNotifications(ctx, author, store.Forward(store.NilID, 10))
+			require.NoError(t, err)
+			assert.Equal(t, len(gs), c.Total, "the total agrees with the groups")
+			assert.Equal(t, len(gs), c.Unread, "all unread")
+
+			res, err := st.RemoveNotificationActor(wait, author, x)
+			require.NoError(t, err)
+			assert.Equal(t, store.NotificationCounts{Total: 2, Unread: 2}, res.Counts)
+			counts, c, actors := feedState(t, st, author)
+			assert.Equal(t, []int{1, 1}, counts, "z's group, then y's without x")
+			assert.Equal(t, []int{1, 1}, actors)
+			assert.Equal(t, store.NotificationCounts{Total: 2, Unread: 2}, c)
+			gs, _, err = st.ReadNotifications(ctx, author, store.Forward(store.NilID, 10))
+			require.NoError(t, err)
+			require.Len(t, gs, 2)
+			assert.Equal(t, []store.ID{y}, gs[1].LatestActors)
+
+			res, err = st.RemoveNotificationActor(wait, author, x)
+			require.NoError(t, err)
+			assert.Empty(t, res.Removed)
+			assert.Empty(t, res.Updated)
+			assert.Equal(t, store.NotificationCounts{Total: 2, Unread: 2}, res.Counts)
+		})
+	}
+}
+
+// An actor in more groups than one find reads: the removal goes on batch
+// after batch, under a claim taken again for each, and finds them all.
+func TestRemoveActor_Batches(t *testing.T) {
+	ctx := context.Background()
+	t.Cleanup(mongostore.SetRemoveActorBatch(2))
+	st, _ := openFaulty(t)
+	author, x, y := mkUser(t, st, "author"), mkUser(t, st, "x"), mkUser(t, st, "y")
+	for i := range 5 {
+		m, _ := mkPost(t, st, author)
+		if i%2 == 0 {
+			_, err := st.Notify(ctx, likeNoticeOf(m, y, tickClock()))
+			require.NoError(t, err)
+		}
+		_, err := st.Notify(ctx, likeNoticeOf(m, x, tickClock()))
+		require.NoError(t, err)
+	}
+	res, err := st.RemoveNotificationActor(ctx, author, x)
+	require.NoError(t, err)
+	assert.Len(t, res.Removed, 2)
+	assert.Len(t, res.Updated, 3)
+	assert.Equal(t, store.NotificationCounts{Total: 3, Unread: 3}, res.Counts)
+	counts, c, actors := feedState(t, st, author)
+	assert.Equal(t, []int{1, 1, 1}, counts)
+	assert.Equal(t, []int{1, 1, 1}, actors)
+	assert.Equal(t, res.Counts, c)
+}

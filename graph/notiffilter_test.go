@@ -230,3 +230,83 @@ func testNotificationsBlockMute(t *testing.T) {
 	assert.Equal(t, "ADDED", last.NotificationEvents.Type)
 	assert.Equal(t, actorsOf(back), cache)
 }
+
+func TestNotifications_FilterCost(t *testing.T) { forBackends(t, testNotificationsFilterCost) }
+
+// The relations a notice is checked against cost two reads per activity,
+// however many users a message mentions (one call each, one round trip on
+// MongoDB); a refused notice writes nothing.
+func testNotificationsFilterCost(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, nil)
+	alice, aliceID := mustSignUp(t, e, "alice")
+	bob, bobID := mustSignUp(t, e, "bob")
+	mustSignUp(t, e, "carol")
+	mustSignUp(t, e, "dave")
+	post := mustPost(t, e, alice, "hello")
+	waitFanOut(t, e)
+	calls := func(do func()) map[string]int64 {
+		t.Helper()
+		e.backend.Reset()
+		do()
+		waitFanOut(t, e)
+		n, _ := e.backend.Snapshot()
+		return n
+	}
+	n := calls(func() { mustLike(t, e, bob, post) })
+	assert.Equal(t, []int64{1, 1, 1}, []int64{n["FindBlockers"], n["FindBlocked"], n["Notify"]}, "a like: both directions read once, then the notice")
+	n = calls(func() { mustPost(t, e, bob, "@alice @carol @dave") })
+	assert.Equal(t, []int64{1, 1, 3}, []int64{n["FindBlockers"], n["FindBlocked"], n["Notify"]}, "three mentions: the relations read once for all")
+
+	owner, err := graph.ParseUserIDForTest(aliceID)
+	require.NoError(t, err)
+	target, err := graph.ParseUserIDForTest(bobID)
+	require.NoError(t, err)
+	_, err = e.backend.Block(ctx, owner, target, store.RelationMute, time.Now())
+	require.NoError(t, err)
+	n = calls(func() { mustRepost(t, e, bob, post) })
+	assert.Equal(t, []int64{1, 1, 0}, []int64{n["FindBlockers"], n["FindBlocked"], n["Notify"]}, "a muted user's repost: no notice written")
+}
+
+func TestSubscription_NotificationEventsResumeRemoved(t *testing.T) {
+	forBackends(t, testSubscriptionNotificationEventsResumeRemoved)
+}
+
+// A client away while its owner blocks a user resumes after its last
+// event and gets the REMOVED and UPDATED events it missed, none twice.
+func testSubscriptionNotificationEventsResumeRemoved(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, nil)
+	alice, aliceID := mustSignUp(t, e, "alice")
+	bob, bobID := mustSignUp(t, e, "bob")
+	carol, _ := mustSignUp(t, e, "carol")
+	p1, p2 := mustPost(t, e, alice, "one"), mustPost(t, e, alice, "two")
+	waitFanOut(t, e)
+
+	sub := e.client.Websocket(filterEventsQuery, opts(alice, nil)...)
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond)
+	mustLike(t, e, bob, p1)
+	mustLike(t, e, bob, p2)
+	mustLike(t, e, carol, p2)
+	cache, counts := map[string][]string{}, map[string]int{}
+	last := applyEvents(t, sub, 3, cache, counts)
+	require.NoError(t, sub.Close())
+	require.Eventually(t, func() bool { return e.hub.Len() == 0 }, 5*time.Second, 5*time.Millisecond)
+
+	owner, err := graph.ParseUserIDForTest(aliceID)
+	require.NoError(t, err)
+	target, err := graph.ParseUserIDForTest(bobID)
+	require.NoError(t, err)
+	_, err = e.backend.Block(ctx, owner, target, store.RelationBlock, time.Now())
+	require.NoError(t, err)
+	require.NoError(t, e.svc.HideNotificationsFrom(ctx, owner, target))
+
+	sub = e.client.Websocket(filterEventsQuery, opts(alice, map[string]any{"after": last.NotificationEvents.Cursor})...)
+	t.Cleanup(func() { _ = sub.Close() })
+	applyEvents(t, sub, 2, cache, counts)
+	assert.Equal(t, actorsOf(notifications(t, e, alice, nil)), cache, "resumed, the cache is the feed")
+	e.mustExec(t, alice, `mutation { markNotificationsRead }`, nil, nil)
+	ev := nextOf[filterEvent](t, sub).NotificationEvents
+	assert.Equal(t, "READ", ev.Type, "then live, nothing replayed")
+	assert.Equal(t, 1, ev.TotalCount)
+}

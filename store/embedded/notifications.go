@@ -34,7 +34,10 @@ const (
 	pNotifActors  = 'Y'
 	pNotifCounts  = 'z'
 	pNotifByActor = 'X'
-	notifCountLen = 4 + 4 + idLen
+	// pNotifByActorReady marks a store whose every actor has its X key; a
+	// store from before them had none.
+	pNotifByActorReady = 'Q'
+	notifCountLen      = 4 + 4 + idLen
 )
 
 // encodeGroup encodes a group record: kind, key, message key, count,
@@ -352,4 +355,44 @@ func (s *Store) removeFromGroup(owner, actor, gid, act store.ID, c *store.Notifi
 	}
 	_ = b.Set(key(pNotifGroup, owner, gid), encodeGroup(g), nil)
 	return false, s.commit(b)
+}
+
+// indexNotifActors gives every actor of every group its X key, once per
+// store: at the first open of a store from before them, a pass over the y
+// keys (owner, group, actor: the activity ID) in batches of 1,000, then the
+// mark. Setting a key twice changes nothing, so a pass stopped halfway is
+// done again at the next open.
+func (s *Store) indexNotifActors() error {
+	if _, ok, err := s.get([]byte{pNotifByActorReady}); err != nil || ok {
+		return err
+	}
+	p := []byte{pNotifActor}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	b := s.db.NewBatch()
+	defer func() { b.Close() }()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != 1+3*idLen || len(it.Value()) != idLen {
+			return fmt.Errorf("embedded: bad actor key %x", k)
+		}
+		owner, group, actor := store.ID(k[1:]), store.ID(k[1+idLen:]), store.ID(k[1+2*idLen:])
+		_ = b.Set(key(pNotifByActor, owner, actor, group), it.Value(), nil)
+		if n++; n%1000 == 0 {
+			if err := s.commit(b); err != nil {
+				return err
+			}
+			b.Close()
+			b = s.db.NewBatch()
+		}
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	_ = b.Set([]byte{pNotifByActorReady}, nil, nil)
+	return s.commit(b)
 }

@@ -175,7 +175,7 @@ func (s *Store) claimFeed(ctx context.Context, owner store.ID, p notifPending) (
 					return h, p.Expires, true, nil
 				}
 				if q.Plan != nil {
-					if _, err := s.finishActorRemoval(ctx, owner, q.ID, q.Plan, nil); err != nil {
+					if _, _, err := s.finishActorRemoval(ctx, owner, q.ID, time.Time{}, q.Plan, nil); err != nil {
 						s.expireClaim(ctx, owner, q.ID)
 						return h, held, false, err
 					}

@@ -28,8 +28,8 @@ import (
 //     the one planned, so a step applies once;
 //  3. the actor's document is deleted;
 //  4. the head takes the plan's changes in the update that replaces the
-//     plan with the next group's (or releases the claim): exactly once, as
-//     it is conditional on the plan.
+//     plan with the next group's and renews the claim (or releases it):
+//     exactly once, as it is conditional on the plan.
 //
 // A crash leaves the plan in the claim, and the owner's every other
 // operation waits on the claim and, once it expired, finishes the plan
@@ -105,7 +105,7 @@ func (s *Store) removeActor(ctx context.Context, owner, actor store.ID, id primi
 				} else if res.MatchedCount == 0 {
 					return out, errors.New("mongostore: notifications claim lost")
 				}
-			} else if c, err = s.finishActorRemoval(ctx, owner, id, plan, next); err != nil {
+			} else if c, held, err = s.finishActorRemoval(ctx, owner, id, held, plan, next); err != nil {
 				return out, err
 			} else {
 				out.Counts = c
@@ -125,7 +125,7 @@ func (s *Store) removeActor(ctx context.Context, owner, actor store.ID, id primi
 		// The actor documents of this batch are deleted by the steps
 		// above, but for the last one's, which the next find would meet
 		// again: finish it first.
-		if c, err = s.finishActorRemoval(ctx, owner, id, plan, nil); err != nil {
+		if c, _, err = s.finishActorRemoval(ctx, owner, id, held, plan, nil); err != nil {
 			return out, err
 		}
 		out.Counts = c
@@ -184,8 +184,14 @@ func (s *Store) planActorRemoval(ctx context.Context, owner, actor store.ID, d *
 
 // finishActorRemoval applies steps 2 to 4 of plan p under the claim id, whose
 // head update sets next as the plan (nil: releases the claim), and returns
-// the feed's counts after. Each step may have been done before.
-func (s *Store) finishActorRemoval(ctx context.Context, owner store.ID, id primitive.ObjectID, p, next *removalPlan) (store.NotificationCounts, error) {
+// the feed's counts after. Each step may have been done before. Setting the
+// next plan also renews the claim, which expires at held (zero: a taker
+// finishing p, which releases), so that a removal of many groups, longer
+// than notifClaimTTL in all, is not taken over while it runs: a taker
+// would finish its plan and release, and a notice could then bring the
+// group's count back to the planned one before the removal's own write of
+// that group landed. It returns the claim's new expiry.
+func (s *Store) finishActorRemoval(ctx context.Context, owner store.ID, id primitive.ObjectID, held time.Time, p, next *removalPlan) (store.NotificationCounts, time.Time, error) {
 	if p.Count > 0 {
 		// The filters name the shard key (o, k).
 		filter := bson.D{{Key: "o", Value: oid(owner)}, {Key: "k", Value: p.Key}, {Key: "_id", Value: p.Group}, {Key: "nc", Value: p.Count}}
@@ -196,25 +202,29 @@ func (s *Store) finishActorRemoval(ctx context.Context, owner store.ID, id primi
 			_, err = s.notifGroups.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "nc", Value: p.Count - 1}, {Key: "nl", Value: p.Nl}}}})
 		}
 		if err != nil {
-			return store.NotificationCounts{}, wrap("remove notification actor", err)
+			return store.NotificationCounts{}, held, wrap("remove notification actor", err)
 		}
 	}
 	if _, err := s.notifActors.DeleteOne(ctx, bson.D{{Key: "_id", Value: p.Actor}, {Key: "g", Value: p.Group}}); err != nil {
-		return store.NotificationCounts{}, wrap("remove notification actor", err)
+		return store.NotificationCounts{}, held, wrap("remove notification actor", err)
 	}
+	filter := bson.D{{Key: "_id", Value: oid(owner)}, {Key: "np.ni", Value: id}, {Key: "np.nq.na", Value: p.Actor}}
 	upd := bson.D{{Key: "$inc", Value: bson.D{{Key: "nt", Value: -(p.Drop >> 1)}, {Key: "nu", Value: -(p.Drop & 1)}}}}
+	renewed := held
 	if next != nil {
-		upd = append(upd, bson.E{Key: "$set", Value: bson.D{{Key: "np.nq", Value: next}}})
+		renewed = time.Now().UTC().Add(notifClaimTTL).Truncate(time.Millisecond)
+		filter = append(filter, bson.E{Key: "np.nx", Value: held})
+		upd = append(upd, bson.E{Key: "$set", Value: bson.D{{Key: "np.nq", Value: next}, {Key: "np.nx", Value: renewed}}})
 	} else {
 		upd = append(upd, bson.E{Key: "$unset", Value: bson.D{{Key: "np", Value: ""}}})
 	}
 	var h notifHeadDoc
-	err := s.notifHeads.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(owner)}, {Key: "np.ni", Value: id}, {Key: "np.nq.na", Value: p.Actor}}, upd,
+	err := s.notifHeads.FindOneAndUpdate(ctx, filter, upd,
 		options.FindOneAndUpdate().SetReturnDocument(after).SetProjection(bson.D{{Key: "np", Value: 0}})).Decode(&h)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return store.NotificationCounts{}, errors.New("mongostore: notifications claim lost")
+		return store.NotificationCounts{}, held, errors.New("mongostore: notifications claim lost")
 	} else if err != nil {
-		return store.NotificationCounts{}, wrap("remove notification actor", err)
+		return store.NotificationCounts{}, held, wrap("remove notification actor", err)
 	}
-	return h.counts(), nil
+	return h.counts(), renewed, nil
 }

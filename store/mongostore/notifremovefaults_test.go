@@ -100,3 +100,59 @@ func TestRemoveActor_Batches(t *testing.T) {
 	assert.Equal(t, []int{1, 1, 1}, actors)
 	assert.Equal(t, res.Counts, c)
 }
+
+// A removal of many groups may take longer than a claim lives: it renews
+// its claim with each group, so that a notice to the owner meanwhile waits
+// for it rather than taking the claim over under it, and both count.
+func TestRemoveActor_LongerThanClaim(t *testing.T) {
+	ctx := context.Background()
+	t.Cleanup(mongostore.SetNotifClaimTTL(60 * time.Millisecond))
+	st, f := openFaulty(t)
+	author, x, y, z := mkUser(t, st, "author"), mkUser(t, st, "x"), mkUser(t, st, "y"), mkUser(t, st, "z")
+	var last *store.Message
+	for range 3 {
+		m, _ := mkPost(t, st, author)
+		for _, a := range []store.ID{y, x} {
+			_, err := st.Notify(ctx, likeNoticeOf(m, a, tickClock()))
+			require.NoError(t, err)
+		}
+		last = m
+	}
+	// Each of the removal's three group writes is held 40 ms: 120 ms in
+	// all, twice the claim's life, each step well within it.
+	f.notifMu.Lock()
+	f.notifSeen = nil
+	f.notifMu.Unlock()
+	holds := []*hold{newHold(), newHold(), newHold()}
+	f.notifHolds = map[string]*hold{"notifications#1": holds[0], "notifications#2": holds[1], "notifications#3": holds[2]}
+	notified := make(chan error, 1)
+	go func() {
+		for i, h := range holds {
+			select {
+			case <-h.reached:
+			case <-time.After(5 * time.Second):
+			}
+			if i == 0 {
+				go func() {
+					_, err := st.Notify(ctx, likeNoticeOf(last, z, tickClock()))
+					notified <- err
+				}()
+			}
+			time.Sleep(40 * time.Millisecond)
+			close(h.release)
+		}
+	}()
+	res, err := st.RemoveNotificationActor(ctx, author, x)
+	require.NoError(t, err, "the removal kept its claim")
+	assert.Len(t, res.Updated, 3)
+	select {
+	case err := <-notified:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the notice never finished")
+	}
+	counts, c, actors := feedState(t, st, author)
+	assert.Equal(t, []int{2, 1, 1}, counts, "z joined the last group after the removal; x left each")
+	assert.Equal(t, []int{2, 1, 1}, actors)
+	assert.Equal(t, store.NotificationCounts{Total: 3, Unread: 3}, c)
+}

@@ -87,7 +87,10 @@ func (s *Service) notifiable(ctx context.Context, actor store.ID, owners []store
 // it is idempotent, and a re-run after a crash finishes the rest (the
 // groups the crashed run changed get no event; a client sees them on its
 // next read). An unmute or unblock brings nothing back; actor's later
-// activity notifies again.
+// activity notifies again. A notice of actor checked before the relation
+// was stored may still land after this ran, within notifyTimeout of its
+// check: the job closes that window by calling it again once
+// notifyTimeout has passed since the relation was stored.
 func (s *Service) HideNotificationsFrom(ctx context.Context, owner, actor store.ID) error {
 	if owner == actor {
 		return nil

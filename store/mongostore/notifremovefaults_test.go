@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/bson"
 
 	"herald/store"
 	"herald/store/mongostore"
@@ -155,4 +156,31 @@ func TestRemoveActor_LongerThanClaim(t *testing.T) {
 	assert.Equal(t, []int{2, 1, 1}, counts, "z joined the last group after the removal; x left each")
 	assert.Equal(t, []int{2, 1, 1}, actors)
 	assert.Equal(t, store.NotificationCounts{Total: 3, Unread: 3}, c)
+}
+
+// The bytes a removal under way adds to the owner's head: its plan, there
+// only while the removal runs (here, left by a removal cut short).
+func TestBytes_RemovalPlan(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	author, x, y, z, w := mkUser(t, st, "author"), mkUser(t, st, "x"), mkUser(t, st, "y"), mkUser(t, st, "z"), mkUser(t, st, "w")
+	m, _ := mkPost(t, st, author)
+	for _, a := range []store.ID{x, y, z, w} {
+		_, err := st.Notify(ctx, likeNoticeOf(m, a, tickClock()))
+		require.NoError(t, err)
+	}
+	head := func() bson.Raw {
+		var r bson.Raw
+		require.NoError(t, st.Database().Collection("notifheads").FindOne(ctx, bson.D{}).Decode(&r))
+		return r
+	}
+	idle := len(head())
+	f.notifWrite.Store(3) // the group's write, after the plan
+	_, err := st.RemoveNotificationActor(ctx, author, w)
+	require.ErrorIs(t, err, errInjected)
+	f.notifWrite.Store(0)
+	planned := head()
+	require.NotNil(t, planned.Lookup("np", "nq").Value, "the plan is in the claim")
+	t.Logf("notifications head: %d bytes idle, %d with a removal's plan (3 latest actors)", idle, len(planned))
+	assert.Less(t, len(planned)-idle, 250, "a plan is a group's id, key, count and latest actors, and an actor's id")
 }

@@ -107,11 +107,17 @@ func (s *Service) HideNotificationsFrom(ctx context.Context, owner, actor store.
 	for _, g := range res.Updated {
 		evs = append(evs, store.Event{Type: store.EventNotificationUpdated, UserID: owner, Group: g, Counts: c})
 	}
-	if len(evs) > 0 {
-		s.events.Publish(ctx, evs...)
+	// In batches: on MongoDB a Publish is one events document.
+	for len(evs) > 0 {
+		n := min(len(evs), hideEventsBatch)
+		s.events.Publish(ctx, evs[:n]...)
+		evs = evs[n:]
 	}
 	return nil
 }
+
+// hideEventsBatch bounds the events of one Publish of HideNotificationsFrom.
+const hideEventsBatch = 1000
 
 // inboxCounts carries a feed's counts in an Event's Counts.
 func inboxCounts(c store.NotificationCounts) store.InboxCounts {

@@ -143,6 +143,11 @@ func (r *Resolver) notificationEvents(ctx context.Context, viewer store.ID, afte
 		switch ev.Type {
 		case store.EventNotified:
 			ne.Type, ne.Group = model.NotificationEventTypeAdded, ev.Group
+		case store.EventNotificationUpdated:
+			ne.Type, ne.Group = model.NotificationEventTypeUpdated, ev.Group
+		case store.EventNotificationRemoved:
+			id := globalID(typeNotificationGroup, ev.Group)
+			ne.Type, ne.RemovedGroupID = model.NotificationEventTypeRemoved, &id
 		case store.EventNotificationsRead:
 		default:
 			return true
@@ -177,11 +182,11 @@ func (r *Resolver) notificationEvents(ctx context.Context, viewer store.ID, afte
 // isNotificationEvent keeps the events notificationEvents delivers.
 func isNotificationEvent(ev store.Event) bool { return ev.Type.Notification() }
 
-// notificationEventEdge is an ADDED event's edge: the group as it is now,
-// with its cursor; nil for READ.
+// notificationEventEdge is an ADDED or UPDATED event's edge: the group as
+// it is now, with its cursor; nil for READ and REMOVED.
 func (r *Resolver) notificationEventEdge(ctx context.Context, ev *model.NotificationEvent) (*model.NotificationEdge, error) {
 	viewer, ok := ViewerFromContext(ctx)
-	if ev.Type != model.NotificationEventTypeAdded || !ok {
+	if ev.Group.IsZero() || !ok {
 		return nil, nil
 	}
 	g, err := r.Service.NotificationGroup(ctx, viewer, ev.Group)

@@ -31,12 +31,23 @@ const (
 	// EventNotificationsRead: the user's notifications were marked read;
 	// Counts are the feed's counts after.
 	EventNotificationsRead EventType = "NOTIFICATIONS_READ"
+	// EventNotificationRemoved: group Group of the user's notifications
+	// feed is gone (its only actor was blocked or muted).
+	EventNotificationRemoved EventType = "NOTIFICATION_REMOVED"
+	// EventNotificationUpdated: group Group lost an actor (blocked or
+	// muted) and changed in place: its count and latest actors, not its
+	// place in the feed.
+	EventNotificationUpdated EventType = "NOTIFICATION_UPDATED"
 )
 
 // Notification reports whether t is an event of the notifications feed,
 // which inbox subscriptions skip.
 func (t EventType) Notification() bool {
-	return t == EventNotified || t == EventNotificationsRead
+	switch t {
+	case EventNotified, EventNotificationsRead, EventNotificationRemoved, EventNotificationUpdated:
+		return true
+	}
+	return false
 }
 
 // Event is a change in one user's inbox, published after the change is
@@ -57,7 +68,8 @@ type Event struct {
 	NoCounts bool
 	// Subject is the user an event on SessionsTopic concerns.
 	Subject ID
-	// Group is the notification group of an EventNotified.
+	// Group is the notification group of an EventNotified,
+	// EventNotificationRemoved or EventNotificationUpdated.
 	Group ID
 	// Position is where the event stands in the stream its hub delivers,
 	// set by the hub (or, on MongoDB, by the events document that carried

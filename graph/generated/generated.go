@@ -169,11 +169,12 @@ type ComplexityRoot struct {
 	}
 
 	NotificationEvent struct {
-		Cursor      func(childComplexity int) int
-		Edge        func(childComplexity int) int
-		TotalCount  func(childComplexity int) int
-		Type        func(childComplexity int) int
-		UnreadCount func(childComplexity int) int
+		Cursor         func(childComplexity int) int
+		Edge           func(childComplexity int) int
+		RemovedGroupID func(childComplexity int) int
+		TotalCount     func(childComplexity int) int
+		Type           func(childComplexity int) int
+		UnreadCount    func(childComplexity int) int
 	}
 
 	NotificationGroup struct {
@@ -1019,6 +1020,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.NotificationEvent.Edge(childComplexity), true
+	case "NotificationEvent.removedGroupId":
+		if e.ComplexityRoot.NotificationEvent.RemovedGroupID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NotificationEvent.RemovedGroupID(childComplexity), true
 	case "NotificationEvent.totalCount":
 		if e.ComplexityRoot.NotificationEvent.TotalCount == nil {
 			break
@@ -1941,6 +1948,19 @@ enum NotificationEventType {
   ADDED
   "The notifications were marked read."
   READ
+  """
+  A group left the feed (the viewer blocked or muted its only actor):
+  ` + "`" + `removedGroupId` + "`" + ` names it. Delete the record (Relay ` + "`" + `@deleteRecord` + "`" + ` on
+  ` + "`" + `removedGroupId` + "`" + `, Apollo ` + "`" + `cache.evict` + "`" + ` of ` + "`" + `NotificationGroup:<id>` + "`" + `), which
+  also drops its edge from the feed's connection.
+  """
+  REMOVED
+  """
+  A group lost an actor (the viewer blocked or muted them) and changed in
+  place: ` + "`" + `edge` + "`" + ` is its edge with its new count and latest actors. Its place
+  and cursor do not change, so a client updates the node and moves nothing.
+  """
+  UPDATED
 }
 
 "A live change in the viewer's notifications feed."
@@ -1948,10 +1968,16 @@ type NotificationEvent {
   "What happened."
   type: NotificationEventType!
   """
-  ADDED only: the group's edge, with the cursor the feed gives it now. Null
-  for READ.
+  ADDED and UPDATED: the group's edge, with the cursor the feed gives it now.
+  Null for READ and REMOVED, and when the group is gone by the time the event
+  is sent.
   """
   edge: NotificationEdge
+  """
+  REMOVED only: the node id of the group that left the feed (the id its
+  ` + "`" + `NotificationGroup.id` + "`" + ` had). Null for the other types.
+  """
+  removedGroupId: ID
   """
   The feed's unread count as the event is sent (read then, so that the last
   event a client gets shows the feed as it is, whatever order concurrent
@@ -2585,6 +2611,8 @@ func (ec *executionContext) childFields_NotificationEvent(ctx context.Context, f
 		return ec.fieldContext_NotificationEvent_type(ctx, field)
 	case "edge":
 		return ec.fieldContext_NotificationEvent_edge(ctx, field)
+	case "removedGroupId":
+		return ec.fieldContext_NotificationEvent_removedGroupId(ctx, field)
 	case "unreadCount":
 		return ec.fieldContext_NotificationEvent_unreadCount(ctx, field)
 	case "totalCount":
@@ -6496,6 +6524,29 @@ func (ec *executionContext) fieldContext_NotificationEvent_edge(_ context.Contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _NotificationEvent_removedGroupId(ctx context.Context, field graphql.CollectedField, obj *model.NotificationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NotificationEvent_removedGroupId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RemovedGroupID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_NotificationEvent_removedGroupId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NotificationEvent", field, false, false, errors.New("field of type ID does not have child fields"))
 }
 
 func (ec *executionContext) _NotificationEvent_unreadCount(ctx context.Context, field graphql.CollectedField, obj *model.NotificationEvent) (ret graphql.Marshaler) {
@@ -11025,6 +11076,11 @@ func (ec *executionContext) _NotificationEvent(ctx context.Context, sel ast.Sele
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "removedGroupId":
+			out.Values[i] = ec._NotificationEvent_removedGroupId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "unreadCount":
 			out.Values[i] = ec._NotificationEvent_unreadCount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {

@@ -165,16 +165,27 @@ const (
 	NotificationEventTypeAdded NotificationEventType = "ADDED"
 	// The notifications were marked read.
 	NotificationEventTypeRead NotificationEventType = "READ"
+	// A group left the feed (the viewer blocked or muted its only actor):
+	// `removedGroupId` names it. Delete the record (Relay `@deleteRecord` on
+	// `removedGroupId`, Apollo `cache.evict` of `NotificationGroup:<id>`), which
+	// also drops its edge from the feed's connection.
+	NotificationEventTypeRemoved NotificationEventType = "REMOVED"
+	// A group lost an actor (the viewer blocked or muted them) and changed in
+	// place: `edge` is its edge with its new count and latest actors. Its place
+	// and cursor do not change, so a client updates the node and moves nothing.
+	NotificationEventTypeUpdated NotificationEventType = "UPDATED"
 )
 
 var AllNotificationEventType = []NotificationEventType{
 	NotificationEventTypeAdded,
 	NotificationEventTypeRead,
+	NotificationEventTypeRemoved,
+	NotificationEventTypeUpdated,
 }
 
 func (e NotificationEventType) IsValid() bool {
 	switch e {
-	case NotificationEventTypeAdded, NotificationEventTypeRead:
+	case NotificationEventTypeAdded, NotificationEventTypeRead, NotificationEventTypeRemoved, NotificationEventTypeUpdated:
 		return true
 	}
 	return false

@@ -14,8 +14,11 @@ type NotificationGroup struct {
 // is then.
 type NotificationEvent struct {
 	Type NotificationEventType
-	// Group is the group of an ADDED event; store.NilID for READ.
+	// Group is the group of an ADDED or UPDATED event; store.NilID for
+	// READ and REMOVED.
 	Group store.ID
+	// RemovedGroupID is the node id of a REMOVED event's group.
+	RemovedGroupID *string
 	// ReadMark is the feed's read mark after the change, which tells
 	// whether the group is unread.
 	ReadMark    store.ID

@@ -38,6 +38,7 @@ var indexLines = []string{
 	`index events.expiry {"x":1}: events expire`,
 	`index blocks.relation {"u":1,"o":1,"rk":1}: one block or mute per (user, target, kind)`,
 	`index blocks.blockers {"o":1,"rk":1,"u":1}: who blocks a reader, covered (ListBlockers)`,
+	`index notifactors.byactor {"o":1,"u":1}: one actor's groups in one feed`,
 	`herald> db.runCommand({"createIndexes":"buckets","indexes":[{"key":{"o":1,"k":1},"name":"bucket","unique":true}]})`,
 	`herald> db.runCommand({"createIndexes":"events","indexes":[{"key":{"x":1},"name":"expiry","expireAfterSeconds":0}]})`,
 }

@@ -259,7 +259,7 @@ func (s *Store) open(dir string, opts Options) error {
 		return openError(opts.FS, dir, err)
 	}
 	s.db, s.healthChecks = db, healthChecks
-	for _, load := range []func() error{s.loadNames, s.loadHeads, s.replayJournal, s.indexSearch} {
+	for _, load := range []func() error{s.loadNames, s.loadHeads, s.replayJournal, s.indexSearch, s.indexNotifActors} {
 		if err := load(); err != nil {
 			_ = db.Close()
 			_ = healthChecks.Close()

@@ -103,3 +103,44 @@ func TestReopen_IndexesSearch(t *testing.T) {
 		require.NoError(t, st.Close())
 	}
 }
+
+// A store from before the notifications' actor index gets it at its first
+// open: a block then removes the actor's notices written before.
+func TestReopen_IndexesNotifActors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := embedded.Open(dir, embedded.Options{})
+	require.NoError(t, err)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var users []store.ID
+	for i := range 3 {
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		u := &store.User{ID: store.NewID(at), Handle: fmt.Sprintf("user_%d", i), CreatedAt: at, LastSeenAt: at}
+		require.NoError(t, st.CreateUser(ctx, u))
+		users = append(users, u.ID)
+	}
+	owner, x, y := users[0], users[1], users[2]
+	for i, actor := range []store.ID{x, y} {
+		at := now.Add(time.Second + time.Duration(i)*time.Millisecond)
+		_, err := st.Notify(ctx, storage.Notice{Owner: owner, Kind: store.NotifyFollowed, Key: store.NotificationGroupKey(store.NotifyFollowed, store.NilID, at), Actor: actor, ID: store.NewID(at)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.ForgetNotifActors())
+	res, err := st.RemoveNotificationActor(ctx, owner, x)
+	require.NoError(t, err)
+	require.Empty(t, res.Updated, "a store from before the index finds nothing")
+	require.NoError(t, st.Close())
+
+	st, err = embedded.Open(dir, embedded.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	res, err = st.RemoveNotificationActor(ctx, owner, x)
+	require.NoError(t, err)
+	assert.Len(t, res.Updated, 1, "reopened, the follows group loses x")
+	gs, c, err := st.ReadNotifications(ctx, owner, store.Forward(store.NilID, 10))
+	require.NoError(t, err)
+	require.Len(t, gs, 1)
+	assert.Equal(t, 1, gs[0].Count)
+	assert.Equal(t, []store.ID{y}, gs[0].LatestActors)
+	assert.Equal(t, 1, c.Total)
+}

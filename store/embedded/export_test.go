@@ -37,3 +37,13 @@ func (s *Store) ForgetSearch() error {
 	_ = b.Delete([]byte{pSearchReady}, nil)
 	return s.commit(b)
 }
+
+// ForgetNotifActors deletes every X key of the notifications and the mark
+// that they are all there, leaving the store as one from before them.
+func (s *Store) ForgetNotifActors() error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.DeleteRange([]byte{pNotifByActor}, prefixEnd([]byte{pNotifByActor}), nil)
+	_ = b.Delete([]byte{pNotifByActorReady}, nil)
+	return s.commit(b)
+}

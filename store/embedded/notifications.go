@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -18,6 +19,8 @@ import (
 //	x <owner> <latest>         the group's ID: the feed, newest activity first
 //	y <owner> <group> <actor>  the actor's activity ID: dedupe of actors
 //	Y <owner> <group> <act>    the actor: a group's actors, newest first
+//	X <owner> <actor> <group>  the actor's activity ID: the groups of one
+//	                           actor, for RemoveNotificationActor
 //	z <owner>                  the feed's counts and read mark
 //
 // A Notify is one batch under the owner's stripe: moving a group to the top
@@ -30,7 +33,11 @@ const (
 	pNotifActor   = 'y'
 	pNotifActors  = 'Y'
 	pNotifCounts  = 'z'
-	notifCountLen = 4 + 4 + idLen
+	pNotifByActor = 'X'
+	// pNotifByActorReady marks a store whose every actor has its X key; a
+	// store from before them had none.
+	pNotifByActorReady = 'Q'
+	notifCountLen      = 4 + 4 + idLen
 )
 
 // encodeGroup encodes a group record: kind, key, message key, count,
@@ -148,6 +155,7 @@ func (s *Store) Notify(_ context.Context, n storage.Notice) (storage.NotifyResul
 	_ = b.Set(key(pNotifGroup, n.Owner, g.ID), encodeGroup(g), nil)
 	_ = b.Set(key(pNotifActor, n.Owner, g.ID, n.Actor), n.ID[:], nil)
 	_ = b.Set(key(pNotifActors, n.Owner, g.ID, n.ID), n.Actor[:], nil)
+	_ = b.Set(key(pNotifByActor, n.Owner, n.Actor, g.ID), n.ID[:], nil)
 	_ = b.Set(key(pNotifCounts, n.Owner), encodeNotifCounts(c), nil)
 	if err := s.commit(b); err != nil {
 		return storage.NotifyResult{}, err
@@ -248,4 +256,143 @@ func (s *Store) MarkNotificationsRead(_ context.Context, owner, mark store.ID) (
 	defer b.Close()
 	_ = b.Set(key(pNotifCounts, owner), encodeNotifCounts(c), nil)
 	return c, s.commit(b)
+}
+
+// removeActorBatch bounds the X keys RemoveNotificationActor reads at once.
+const removeActorBatch = 100
+
+// RemoveNotificationActor implements storage.Backend: under the owner's
+// stripe, the X keys of (owner, actor) name the groups, and each group
+// changes in one batch with the counts, so a crash leaves every group old
+// or new and a re-run finds only those left.
+func (s *Store) RemoveNotificationActor(_ context.Context, owner, actor store.ID) (storage.ActorRemoval, error) {
+	unlock := s.lock(owner[:])
+	defer unlock()
+	var out storage.ActorRemoval
+	c, err := s.notifCounts(s.db, owner)
+	if err != nil {
+		return out, err
+	}
+	out.Counts = c
+	p := key(pNotifByActor, owner, actor)
+	for {
+		groups, err := s.actorGroups(p)
+		if err != nil || len(groups) == 0 {
+			return out, err
+		}
+		for _, ga := range groups {
+			removed, err := s.removeFromGroup(owner, actor, ga[0], ga[1], &c)
+			if err != nil {
+				return out, err
+			}
+			if removed {
+				out.Removed = append(out.Removed, ga[0])
+			} else {
+				out.Updated = append(out.Updated, ga[0])
+			}
+			out.Counts = c
+		}
+	}
+}
+
+// actorGroups returns up to removeActorBatch (group, activity) pairs of
+// the X keys under p.
+func (s *Store) actorGroups(p []byte) ([][2]store.ID, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	var out [][2]store.ID
+	for ok := it.First(); ok && len(out) < removeActorBatch; ok = it.Next() {
+		if len(it.Value()) != idLen {
+			return nil, fmt.Errorf("embedded: bad actor group key %x", it.Key())
+		}
+		out = append(out, [2]store.ID{idAfter(p, it.Key()), store.ID(it.Value())})
+	}
+	return out, it.Error()
+}
+
+// removeFromGroup takes actor (whose activity is act) out of owner's
+// group gid in one batch, with the counts c, and reports whether the group
+// went with them.
+func (s *Store) removeFromGroup(owner, actor, gid, act store.ID, c *store.NotificationCounts) (bool, error) {
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Delete(key(pNotifByActor, owner, actor, gid), nil)
+	_ = b.Delete(key(pNotifActor, owner, gid, actor), nil)
+	_ = b.Delete(key(pNotifActors, owner, gid, act), nil)
+	g, err := s.findGroup(owner, gid)
+	if store.ErrorCode(err) == store.ENOTFOUND {
+		return true, s.commit(b) // a stray index key: nothing to count
+	} else if err != nil {
+		return false, err
+	}
+	if g.Count <= 1 {
+		if g.Unread(*c) {
+			c.Unread--
+		}
+		c.Total--
+		_ = b.Delete(key(pNotifGroup, owner, gid), nil)
+		_ = b.Delete(key(pNotifKey, owner, g.Key), nil)
+		_ = b.Delete(key(pNotifFeed, owner, g.LatestID), nil)
+		_ = b.Set(key(pNotifCounts, owner), encodeNotifCounts(*c), nil)
+		return true, s.commit(b)
+	}
+	g.Count--
+	if slices.Contains(g.LatestActors, actor) {
+		// The newest actors but this one: one more than shown.
+		as, err := s.ListNotificationActors(context.Background(), owner, gid, store.Forward(store.NilID, store.LatestActorsShown+1))
+		if err != nil {
+			return false, err
+		}
+		g.LatestActors = g.LatestActors[:0]
+		for _, a := range as {
+			if a.UserID != actor && len(g.LatestActors) < store.LatestActorsShown {
+				g.LatestActors = append(g.LatestActors, a.UserID)
+			}
+		}
+	}
+	_ = b.Set(key(pNotifGroup, owner, gid), encodeGroup(g), nil)
+	return false, s.commit(b)
+}
+
+// indexNotifActors gives every actor of every group its X key, once per
+// store: at the first open of a store from before them, a pass over the y
+// keys (owner, group, actor: the activity ID) in batches of 1,000, then the
+// mark. Setting a key twice changes nothing, so a pass stopped halfway is
+// done again at the next open.
+func (s *Store) indexNotifActors() error {
+	if _, ok, err := s.get([]byte{pNotifByActorReady}); err != nil || ok {
+		return err
+	}
+	p := []byte{pNotifActor}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	b := s.db.NewBatch()
+	defer func() { b.Close() }()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != 1+3*idLen || len(it.Value()) != idLen {
+			return fmt.Errorf("embedded: bad actor key %x", k)
+		}
+		owner, group, actor := store.ID(k[1:]), store.ID(k[1+idLen:]), store.ID(k[1+2*idLen:])
+		_ = b.Set(key(pNotifByActor, owner, actor, group), it.Value(), nil)
+		if n++; n%1000 == 0 {
+			if err := s.commit(b); err != nil {
+				return err
+			}
+			b.Close()
+			b = s.db.NewBatch()
+		}
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	_ = b.Set([]byte{pNotifByActorReady}, nil, nil)
+	return s.commit(b)
 }

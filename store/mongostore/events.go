@@ -43,7 +43,8 @@ import (
 //	z  no counts (Event.NoCounts)
 //	d  when the item was delivered (Event.DeliveredAt), for ADDED
 //	s  the user whose tokens were revoked (Event.Subject), for SESSIONS_REVOKED
-//	g  the notification group (Event.Group), for NOTIFIED
+//	g  the notification group (Event.Group), for NOTIFIED and a group
+//	   removed or updated
 //
 // Zero counts and false flags are left out: EDITED carries none (see
 // store.Event).
@@ -90,6 +91,9 @@ var eventTypes = map[store.EventType]int32{
 
 	store.EventNotified:          7,
 	store.EventNotificationsRead: 8,
+
+	store.EventNotificationRemoved: 9,
+	store.EventNotificationUpdated: 10,
 }
 
 var eventTypeNames = func() map[int32]store.EventType {

@@ -18,3 +18,11 @@ func SetRepostClaimTTL(d time.Duration) func() {
 	repostClaimTTL = d
 	return func() { repostClaimTTL = old }
 }
+
+// SetRemoveActorBatch makes RemoveNotificationActor read n actor documents
+// at a time, and returns the function that restores the default.
+func SetRemoveActorBatch(n int) func() {
+	old := removeActorBatch
+	removeActorBatch = n
+	return func() { removeActorBatch = old }
+}

@@ -162,6 +162,9 @@ func (c fColl) keyed(filter interface{}) {
 
 func (c fColl) DeleteOne(ctx context.Context, f interface{}, o ...*options.DeleteOptions) (*mongo.DeleteResult, error) {
 	c.keyed(f)
+	if c.notifFails() {
+		return nil, errInjected
+	}
 	if c.name == "likes" && c.f.likesWrite.Add(-1) >= 0 {
 		return nil, errInjected
 	}

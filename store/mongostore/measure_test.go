@@ -488,6 +488,37 @@ func TestRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		t.Logf("mark notifications read: %d round trips", n.Load())
 		assert.Equal(t, int64(3), n.Load(), "claim, count the groups above the mark, set the mark and release")
+
+		// A block or a mute of an actor: followers[0] is in the group of
+		// two above (not the newest); alone in a group of its own; and
+		// the newest of a third group.
+		j2 := post(t, st, clk, author.ID, storage.LayoutNone, "liked by one")
+		k2 := store.MessageKey{ID: j2.MessageID, AuthorID: author.ID}
+		j3 := post(t, st, clk, author.ID, storage.LayoutNone, "liked by two")
+		k3 := store.MessageKey{ID: j3.MessageID, AuthorID: author.ID}
+		for _, nt := range []storage.Notice{
+			{Owner: author.ID, Kind: store.NotifyLiked, Key: store.NotificationGroupKey(store.NotifyLiked, k2.ID, clk.t), Actor: followers[0], Message: k2, ID: store.NewID(clk.now())},
+			{Owner: author.ID, Kind: store.NotifyLiked, Key: store.NotificationGroupKey(store.NotifyLiked, k3.ID, clk.t), Actor: followers[2], Message: k3, ID: store.NewID(clk.now())},
+			{Owner: author.ID, Kind: store.NotifyLiked, Key: store.NotificationGroupKey(store.NotifyLiked, k3.ID, clk.t), Actor: followers[0], Message: k3, ID: store.NewID(clk.now())},
+		} {
+			_, err := st.Notify(ctx, nt)
+			require.NoError(t, err)
+		}
+		for _, step := range []struct {
+			what  string
+			actor store.ID
+			trips int64
+			why   string
+		}{
+			{"an actor in 3 groups, shown in 2", followers[0], 17, "claim, find the actor's groups, plan the first; per group: read it (and its newest actors when the actor is shown), write the group, delete the actor, and count the head with the next plan (the last releases the claim)"},
+			{"an actor in none", followers[5], 3, "claim, find none, release"},
+		} {
+			n.Store(0)
+			res, err := st.RemoveNotificationActor(ctx, author.ID, step.actor)
+			require.NoError(t, err)
+			t.Logf("remove notification actor, %s: %d round trips (%d groups removed, %d updated)", step.what, n.Load(), len(res.Removed), len(res.Updated))
+			assert.Equal(t, step.trips, n.Load(), step.why)
+		}
 	})
 	t.Run("revoke", func(t *testing.T) {
 		exp := clk.t.Add(time.Hour).Truncate(time.Second)

@@ -110,6 +110,8 @@ type notifPending struct {
 	Actor   primitive.ObjectID `bson:"u,omitempty"`
 	Message primitive.ObjectID `bson:"m,omitempty"`
 	Author  primitive.ObjectID `bson:"a,omitempty"`
+	// Plan is the group step of a RemoveNotificationActor under way.
+	Plan *removalPlan `bson:"nq,omitempty"`
 }
 
 func (p *notifPending) notice(owner store.ID) storage.Notice {
@@ -172,7 +174,12 @@ func (s *Store) claimFeed(ctx context.Context, owner store.ID, p notifPending) (
 				if q.ID == p.ID {
 					return h, p.Expires, true, nil
 				}
-				if q.Key != "" {
+				if q.Plan != nil {
+					if _, _, err := s.finishActorRemoval(ctx, owner, q.ID, time.Time{}, q.Plan, nil); err != nil {
+						s.expireClaim(ctx, owner, q.ID)
+						return h, held, false, err
+					}
+				} else if q.Key != "" {
 					if _, err := s.applyNotice(ctx, h, p.Expires, q.notice(owner), true); err != nil {
 						s.expireClaim(ctx, owner, q.ID)
 						return h, held, false, err

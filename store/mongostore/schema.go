@@ -242,6 +242,8 @@ var indexes = []index{
 		"one actor per (group, user): a repeated activity counts once"),
 	idx(collNotifActors, bson.D{{Key: "g", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("actors"),
 		"a group's actors newest first (ListNotificationActors)"),
+	idx(collNotifActors, bson.D{{Key: "o", Value: 1}, {Key: "u", Value: 1}}, options.Index().SetName("byactor"),
+		"one actor's groups in one feed: what a block or a mute removes (RemoveNotificationActor)"),
 	idx(collEntries, bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("entry").SetUnique(true),
 		"one entry per (owner, message); an inbox page is one range of it, read backwards"),
 	idx(collEntries, bson.D{{Key: "o", Value: 1}, {Key: "a", Value: 1}}, options.Index().SetName("author"),
@@ -312,6 +314,8 @@ var FieldNames = map[string]string{
 	"nk": "notificationKind", "nc": "actorCount", "nl": "latestActors", "g": "group", "rs": "resumeState",
 	"nt": "notificationsTotal", "nu": "notificationsUnread", "nr": "notificationsReadMark",
 	"np": "pendingNotice", "ni": "noticeID", "nx": "claimExpires",
+	// and an actor's removal under way (np.nq: g, k, nc, nl as above)
+	"nq": "pendingRemoval", "na": "removedActor", "nd": "removalDrops",
 	// names (l the names) and jobs (l the layout, p the chunk's plan)
 	"l": "names",
 }

@@ -15,19 +15,28 @@ import (
 const notifyTimeout = 5 * time.Second
 
 // notify writes the notice of one activity by actor to owner (no notice to
-// yourself) and tells owner's subscriptions if it changed the feed. The
+// yourself, nor between users one of whom filters the other: see
+// notifiable) and tells owner's subscriptions if it changed the feed. The
 // activity (the like, the follow, the message) is stored before: the
 // notice is derived from it. A failure is logged, not returned, so it
 // never fails the activity; a crash between the two loses the notice,
-// never the activity. The notice's ID is made once, so the backend's
-// retries of it are harmless; a repeated activity (like, unlike, like
-// again) finds its actor in the group and changes nothing.
+// never the activity.
 func (s *Service) notify(ctx context.Context, kind store.NotificationKind, owner, actor store.ID, m *store.Message) {
 	if owner == actor || owner.IsZero() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
 	defer cancel()
+	if s.notifiable(ctx, actor, []store.ID{owner})[0] {
+		s.writeNotice(ctx, kind, owner, actor, m)
+	}
+}
+
+// writeNotice writes one notice and publishes what it changed. The
+// notice's ID is made once, so the backend's retries of it are harmless; a
+// repeated activity (like, unlike, like again) finds its actor in the
+// group and changes nothing.
+func (s *Service) writeNotice(ctx context.Context, kind store.NotificationKind, owner, actor store.ID, m *store.Message) {
 	now := s.clock()
 	n := storage.Notice{Owner: owner, Kind: kind, Actor: actor, ID: store.NewID(now)}
 	if m != nil {
@@ -44,6 +53,72 @@ func (s *Service) notify(ctx context.Context, kind store.NotificationKind, owner
 	}
 }
 
+// notifiable reports, aligned with owners, whether actor's activity may
+// notify each owner: not if the owner blocks or mutes actor (their items
+// leave the owner's notifications), nor if actor blocks the owner (a
+// blocker's mention or reply must not reach the user they blocked). It
+// costs two reads for all the owners at once (each owner's relations to
+// actor, actor's blocks among the owners). A failed read notifies nobody:
+// a lost notice is the lesser harm.
+func (s *Service) notifiable(ctx context.Context, actor store.ID, owners []store.ID) []bool {
+	ok := make([]bool, len(owners))
+	kinds, err := s.backend.FindBlockers(ctx, actor, owners)
+	if err != nil {
+		s.log.WarnContext(ctx, "notifying: reading relations", "actor", actor.String(), "err", err)
+		return ok
+	}
+	blocked, err := s.backend.FindBlocked(ctx, actor, store.RelationBlock, owners)
+	if err != nil {
+		s.log.WarnContext(ctx, "notifying: reading relations", "actor", actor.String(), "err", err)
+		return ok
+	}
+	for i := range owners {
+		ok[i] = kinds[i] == 0 && !blocked[i]
+	}
+	return ok
+}
+
+// HideNotificationsFrom takes actor out of owner's notifications feed, as
+// owner's block or mute of actor requires: groups actor alone made are
+// removed, the others lose actor from their count and latest actors and
+// keep their place. It tells owner's subscriptions of each group removed
+// or changed. The block and mute path calls it from its durable job once
+// the relation is stored (later notices of actor are refused by notify):
+// it is idempotent, and a re-run after a crash finishes the rest (the
+// groups the crashed run changed get no event; a client sees them on its
+// next read). An unmute or unblock brings nothing back; actor's later
+// activity notifies again. A notice of actor checked before the relation
+// was stored may still land after this ran, within notifyTimeout of its
+// check: the job closes that window by calling it again once
+// notifyTimeout has passed since the relation was stored.
+func (s *Service) HideNotificationsFrom(ctx context.Context, owner, actor store.ID) error {
+	if owner == actor {
+		return nil
+	}
+	res, err := s.backend.RemoveNotificationActor(ctx, owner, actor)
+	if err != nil {
+		return err
+	}
+	evs := make([]store.Event, 0, len(res.Removed)+len(res.Updated))
+	c := inboxCounts(res.Counts)
+	for _, g := range res.Removed {
+		evs = append(evs, store.Event{Type: store.EventNotificationRemoved, UserID: owner, Group: g, Counts: c})
+	}
+	for _, g := range res.Updated {
+		evs = append(evs, store.Event{Type: store.EventNotificationUpdated, UserID: owner, Group: g, Counts: c})
+	}
+	// In batches: on MongoDB a Publish is one events document.
+	for len(evs) > 0 {
+		n := min(len(evs), hideEventsBatch)
+		s.events.Publish(ctx, evs[:n]...)
+		evs = evs[n:]
+	}
+	return nil
+}
+
+// hideEventsBatch bounds the events of one Publish of HideNotificationsFrom.
+const hideEventsBatch = 1000
+
 // inboxCounts carries a feed's counts in an Event's Counts.
 func inboxCounts(c store.NotificationCounts) store.InboxCounts {
 	return store.InboxCounts{Total: c.Total, Unread: c.Unread, ReadMark: c.ReadMark}
@@ -59,14 +134,27 @@ func (s *Service) NotifyReposted(ctx context.Context, actor store.ID, m *store.M
 // their message (REPLIED) and its mentions of them (MENTIONED), each user
 // once: the author replied to is not also told of a mention. An edit
 // tells only the users it newly mentions: before holds the mentions the
-// message had, whose users were told already.
+// message had, whose users were told already. The relations of all of
+// them to the author are read at once (notifiable).
 func (s *Service) notifyPosted(ctx context.Context, m *store.Message, edit bool, before []store.ID) {
-	if !edit && !m.ReplyToAuthorID.IsZero() {
-		s.notify(ctx, store.NotifyReplied, m.ReplyToAuthorID, m.AuthorID, m)
+	var owners []store.ID
+	var kinds []store.NotificationKind
+	if !edit && !m.ReplyToAuthorID.IsZero() && m.ReplyToAuthorID != m.AuthorID {
+		owners, kinds = append(owners, m.ReplyToAuthorID), append(kinds, store.NotifyReplied)
 	}
 	for _, u := range m.Mentions {
-		if u != m.ReplyToAuthorID && !slices.Contains(before, u) {
-			s.notify(ctx, store.NotifyMentioned, u, m.AuthorID, m)
+		if u != m.ReplyToAuthorID && u != m.AuthorID && !u.IsZero() && !slices.Contains(before, u) && !slices.Contains(owners, u) {
+			owners, kinds = append(owners, u), append(kinds, store.NotifyMentioned)
+		}
+	}
+	if len(owners) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
+	defer cancel()
+	for i, ok := range s.notifiable(ctx, m.AuthorID, owners) {
+		if ok {
+			s.writeNotice(ctx, kinds[i], owners[i], m.AuthorID, m)
 		}
 	}
 }

@@ -230,6 +230,17 @@ type Notifications interface {
 	// newer and recounts unread (the groups above the mark), and returns
 	// the counts.
 	MarkNotificationsRead(ctx context.Context, owner, mark store.ID) (store.NotificationCounts, error)
+	// RemoveNotificationActor removes actor from every group of owner's
+	// feed (a block or a mute): the group's count drops by one and its
+	// latest actors no longer name them; a group left with no actor is
+	// removed, and the feed's counts follow. A group that stays keeps its
+	// place (LatestID), even if its newest actor left: its cursor and the
+	// unread count do not move. Each group changes in one step (or steps
+	// that a re-run, or the owner's next operation, completes exactly
+	// once); a re-run after a failure finishes the rest and changes
+	// nothing more. It costs a read of the actor's groups in owner's feed,
+	// not of the feed. A later Notify by actor counts them again.
+	RemoveNotificationActor(ctx context.Context, owner, actor store.ID) (ActorRemoval, error)
 }
 
 // Outboxes reads several authors' outboxes at once: fan-out on read.

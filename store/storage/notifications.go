@@ -23,3 +23,12 @@ type NotifyResult struct {
 	Counts  store.NotificationCounts
 	Changed bool
 }
+
+// ActorRemoval is what RemoveNotificationActor did: the groups it removed
+// (the actor was their only one) and those it changed in place, and the
+// feed's counts after.
+type ActorRemoval struct {
+	Removed []store.ID
+	Updated []store.ID
+	Counts  store.NotificationCounts
+}

@@ -335,6 +335,13 @@ func (w *observed) MarkNotificationsRead(ctx context.Context, owner, mark store.
 	return r0, err
 }
 
+func (w *observed) RemoveNotificationActor(ctx context.Context, owner, actor store.ID) (ActorRemoval, error) {
+	start := time.Now()
+	r0, err := w.b.RemoveNotificationActor(ctx, owner, actor)
+	w.o.Observe("RemoveNotificationActor", start, err)
+	return r0, err
+}
+
 func (w *observed) FindOutbox(ctx context.Context, f OutboxFilter) ([]OutboxEntry, error) {
 	start := time.Now()
 	r0, err := w.b.FindOutbox(ctx, f)

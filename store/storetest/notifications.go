@@ -20,6 +20,7 @@ func testNotifications(t *testing.T, open OpenFunc) {
 	t.Run("Paging", func(t *testing.T) { testNotifyPaging(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testNotifyConcurrent(t, open) })
 	t.Run("Service", func(t *testing.T) { testNotifyService(t, open) })
+	t.Run("RemoveActor", func(t *testing.T) { testNotifyRemoveActor(t, open) })
 }
 
 // like is a LIKED notice of m to its author by actor at the clock's time.

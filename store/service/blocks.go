@@ -29,8 +29,8 @@ const hiddenLimit = 1000
 
 // Block makes viewer block target and returns target: the relation, then
 // each unfollows the other (each with its unfollow job, which takes the
-// other's entries out of the stored inbox), and, under the cache, both
-// caches dropped. Blocking twice changes nothing more; a block that a
+// other's entries out of the stored inbox), under the cache both caches
+// dropped, and each leaves the other's notifications. Blocking twice changes nothing more; a block that a
 // crash cut short is completed by blocking again. Blocking yourself is
 // BAD_USER_INPUT, an unknown user NOT_FOUND.
 func (s *Service) Block(ctx context.Context, viewer, target store.ID) (*store.User, error) {
@@ -64,6 +64,13 @@ func (s *Service) Block(ctx context.Context, viewer, target store.ID) (*store.Us
 			return nil, err
 		}
 	}
+	// Each leaves the other's notifications: the blocker's messages are
+	// hidden from the blocked user, their likes and mentions with them.
+	for _, pair := range [][2]store.ID{{viewer, target}, {target, viewer}} {
+		if err := s.HideNotificationsFrom(ctx, pair[0], pair[1]); err != nil {
+			return nil, err
+		}
+	}
 	return s.backend.FindUserByID(ctx, target)
 }
 
@@ -92,7 +99,8 @@ func (s *Service) Unblock(ctx context.Context, viewer, target store.ID) (*store.
 // Mute makes viewer mute target and returns target. The follow stays; the
 // target's entries leave viewer's stored inbox by a JobUnfollow stored
 // before the relation (a crash between the two leaves a job that finds
-// no mute and does nothing), and under the cache the cache is dropped.
+// no mute and does nothing), under the cache the cache is dropped, and
+// target leaves viewer's notifications.
 func (s *Service) Mute(ctx context.Context, viewer, target store.ID) (*store.User, error) {
 	if err := store.CheckRelation(viewer, target, store.RelationMute); err != nil {
 		return nil, err
@@ -101,6 +109,11 @@ func (s *Service) Mute(ctx context.Context, viewer, target store.ID) (*store.Use
 		return s.backend.Block(ctx, viewer, target, store.RelationMute, s.clock())
 	}
 	if err := s.changeRelation(ctx, viewer, target, storage.JobUnfollow, relate); err != nil {
+		return nil, err
+	}
+	// Run on a mute already there too: muting again finishes a removal a
+	// crash cut short.
+	if err := s.HideNotificationsFrom(ctx, viewer, target); err != nil {
 		return nil, err
 	}
 	return s.backend.FindUserByID(ctx, target)

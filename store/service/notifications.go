@@ -82,15 +82,13 @@ func (s *Service) notifiable(ctx context.Context, actor store.ID, owners []store
 // owner's block or mute of actor requires: groups actor alone made are
 // removed, the others lose actor from their count and latest actors and
 // keep their place. It tells owner's subscriptions of each group removed
-// or changed. The block and mute path calls it from its durable job once
-// the relation is stored (later notices of actor are refused by notify):
-// it is idempotent, and a re-run after a crash finishes the rest (the
-// groups the crashed run changed get no event; a client sees them on its
-// next read). An unmute or unblock brings nothing back; actor's later
-// activity notifies again. A notice of actor checked before the relation
-// was stored may still land after this ran, within notifyTimeout of its
-// check: the job closes that window by calling it again once
-// notifyTimeout has passed since the relation was stored.
+// or changed. Block and Mute call it once the relation is stored (later
+// notices of actor are refused by notify): it is idempotent, so blocking
+// or muting again finishes a removal a crash cut short (the groups the
+// crashed run changed get no event; a client sees them on its next read).
+// An unmute or unblock brings nothing back; actor's later activity
+// notifies again. A notice of actor checked just before the relation was
+// stored may still land after this ran, within notifyTimeout of its check.
 func (s *Service) HideNotificationsFrom(ctx context.Context, owner, actor store.ID) error {
 	if owner == actor {
 		return nil

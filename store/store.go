@@ -34,6 +34,9 @@ type User struct {
 	// RevokedTokens are the user's tokens ended one by one (logOut) and
 	// not yet expired.
 	RevokedTokens []RevokedToken
+	// DeletedAt is when the account was deleted (deleteAccount); zero for
+	// a live account. A deleted user is read only by ListDeletedUsers.
+	DeletedAt time.Time
 }
 
 // Attribute is a custom user attribute: any name the app chooses, a string value.

@@ -245,6 +245,8 @@ var indexes = []index{
 		"one document per (owner, first message); the buckets below a cursor, newest first"),
 	idx(collDeliveries, bson.D{{Key: "m", Value: 1}, {Key: "k", Value: 1}}, options.Index().SetName("chunk").SetUnique(true),
 		"one record per delivered chunk or insertion, in order, so a repeated step records once"),
+	idx(collUsers, bson.D{{Key: "dl", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("deleted").SetPartialFilterExpression(bson.D{{Key: "dl", Value: bson.D{{Key: "$exists", Value: true}}}}),
+		"deleted accounts not yet purged, for the deletion sweeper; partial, so only those are indexed"),
 	idx(collLocks, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(60),
 		"a lock left by a crashed process is removed (it is also taken over once expired)"),
 	idx(collCaches, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(0),

@@ -53,6 +53,9 @@ type User struct {
 	Attrs     []Attr             `bson:"at,omitempty"`
 	TokenVer  int64              `bson:"tv,omitempty"`
 	Revoked   []Revoked          `bson:"rt,omitempty"`
+	// Deleted is when the account was deleted: a tombstone kept until the
+	// handle is freed.
+	Deleted *time.Time `bson:"dl,omitempty"`
 }
 
 // Revoked is a revoked token as stored: its id and when it expires.
@@ -99,7 +102,16 @@ func (d *User) Store() *store.User {
 		CreatedAt: d.Created.UTC(), LastSeenAt: d.Seen.UTC(),
 		FollowerCount: int(d.Followers), FollowingCount: int(d.Following), MessageCount: int(d.Messages),
 		PulledCount: int(d.Pulled), TokenVersion: int(d.TokenVer), RevokedTokens: d.RevokedTokens(),
+		DeletedAt: d.DeletedAt(),
 	}
+}
+
+// DeletedAt returns when d's account was deleted; zero for a live one.
+func (d *User) DeletedAt() time.Time {
+	if d.Deleted == nil {
+		return time.Time{}
+	}
+	return d.Deleted.UTC()
 }
 
 // RevokedTokens returns the domain form of d's revoked tokens; nil for none.

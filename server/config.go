@@ -48,6 +48,8 @@ type config struct {
 	InboxCap           int
 	CacheTTL           time.Duration
 	FollowBackfill     int
+	// DeletionGrace is how long a deleted account's handle stays taken.
+	DeletionGrace time.Duration
 
 	// MongoURI selects the MongoDB backend instead of the embedded one.
 	// It may hold credentials: it is never logged.
@@ -135,6 +137,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.DurationVar(&cfg.InactiveAfter, "inactive-after", 30*24*time.Hour, "users not seen for this long are skipped by fan-out; their inbox is rebuilt when they return")
 	fs.IntVar(&cfg.InboxCap, "inbox-cap", 50, "entries in a cached inbox (cache), and entries a returning user's rebuild brings back")
 	fs.DurationVar(&cfg.CacheTTL, "cache-ttl", 24*time.Hour, "cache: how long an unread cached inbox lives")
+	fs.DurationVar(&cfg.DeletionGrace, "deletion-grace", service.DefaultDeletionGrace, "how long a deleted account's handle stays taken (and the account's record kept) before it is purged and the handle can be signed up again")
 	fs.IntVar(&cfg.FollowBackfill, "follow-backfill", 50, "how many of a followee's recent messages a follow brings into the follower's inbox")
 	fs.StringVar(&cfg.MongoURI, "mongodb-uri", "", "MongoDB connection string (mongodb:// or mongodb+srv://); when set, MongoDB is the store instead of the embedded engine. Prefer HERALD_MONGODB_URI when it holds a password")
 	fs.StringVar(&cfg.MongoDatabase, "mongodb-database", "herald", "MongoDB database name")
@@ -189,6 +192,9 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	// -inactive-after would call users idle while they are not.
 	if cfg.InactiveAfter < service.SeenEvery {
 		return config{}, fmt.Errorf("invalid timeline settings: -inactive-after must be at least %v", service.SeenEvery)
+	}
+	if cfg.DeletionGrace <= 0 {
+		return config{}, fmt.Errorf("invalid settings: -deletion-grace must be positive")
 	}
 	if cfg.LogFormat != "json" && cfg.LogFormat != "text" {
 		return config{}, fmt.Errorf("invalid log format %q: want json or text", cfg.LogFormat)

@@ -34,7 +34,7 @@ func (s *Store) DeleteUser(_ context.Context, id store.ID, at time.Time) error {
 	}
 	setSearchKeys(b, id, store.SearchTerms(d.Handle, d.Name), nil)
 	at = at.UTC()
-	d.Deleted, d.Attrs, d.TokenVer, d.Revoked = &at, nil, d.TokenVer+1, nil
+	d.Deleted, d.Attrs, d.TokenVer, d.Revoked, d.Kept = &at, nil, d.TokenVer+1, nil, ""
 	if err := setUserDoc(b, d); err != nil {
 		return err
 	}

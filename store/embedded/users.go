@@ -227,8 +227,11 @@ func setUserDoc(b *pebble.Batch, d *docs.User) error {
 // document under its stripe lock.
 func (s *Store) RevokeTokens(_ context.Context, id store.ID, r store.TokenRevocation) (*store.User, error) {
 	return s.changeUser(id, func(d *docs.User) {
-		version, revoked := r.Apply(int(d.TokenVer), d.RevokedTokens())
-		d.TokenVer, d.Revoked = int64(version), docs.FromRevoked(revoked)
+		version, revoked, kept := r.Apply(int(d.TokenVer), d.RevokedTokens(), d.Kept)
+		d.TokenVer, d.Revoked, d.Kept = int64(version), docs.FromRevoked(revoked), kept
+		if r.PasswordHash != nil {
+			d.Pass = r.PasswordHash
+		}
 	})
 }
 

@@ -21,7 +21,7 @@ func (s *Store) DeleteUser(ctx context.Context, id store.ID, at time.Time) error
 	res, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(id)}, notDeleted}, bson.D{
 		{Key: "$set", Value: bson.D{{Key: "dl", Value: at.UTC()}}},
 		{Key: "$inc", Value: bson.D{{Key: "tv", Value: int64(1)}, {Key: "av", Value: int64(1)}}},
-		{Key: "$unset", Value: bson.D{{Key: "q", Value: ""}, {Key: "at", Value: ""}, {Key: "rt", Value: ""}}},
+		{Key: "$unset", Value: bson.D{{Key: "q", Value: ""}, {Key: "at", Value: ""}, {Key: "rt", Value: ""}, {Key: "kt", Value: ""}}},
 	})
 	if err != nil {
 		return wrap("delete user", err)

@@ -423,11 +423,19 @@ func (s *Store) RevokeTokens(ctx context.Context, id store.ID, r store.TokenRevo
 		if err != nil {
 			return nil, err
 		}
-		version, revoked := r.Apply(int(d.TokenVer), d.RevokedTokens())
-		filter := bson.D{{Key: "_id", Value: oid(id)}, asRead("tv", d.TokenVer, d.TokenVer == 0), asRead("rt", d.Revoked, len(d.Revoked) == 0)}
+		version, revoked, kept := r.Apply(int(d.TokenVer), d.RevokedTokens(), d.Kept)
+		filter := bson.D{{Key: "_id", Value: oid(id)}, asRead("tv", d.TokenVer, d.TokenVer == 0), asRead("rt", d.Revoked, len(d.Revoked) == 0), asRead("kt", d.Kept, d.Kept == "")}
 		set, unset := bson.D{}, bson.D{}
 		if version != 0 {
 			set = append(set, bson.E{Key: "tv", Value: int64(version)})
+		}
+		if kept != "" {
+			set = append(set, bson.E{Key: "kt", Value: kept})
+		} else {
+			unset = append(unset, bson.E{Key: "kt", Value: ""})
+		}
+		if r.PasswordHash != nil {
+			set = append(set, bson.E{Key: "p", Value: r.PasswordHash})
 		}
 		if stored := docs.FromRevoked(revoked); stored != nil {
 			set = append(set, bson.E{Key: "rt", Value: stored})

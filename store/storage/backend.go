@@ -56,9 +56,10 @@ type Users interface {
 	// users match. Which of more than limit matches it returns is the
 	// backend's index order; callers rank what it returns.
 	SearchUsers(ctx context.Context, prefix string, limit int) ([]*store.User, error)
-	// RevokeTokens changes a user's token version and revoked tokens as
-	// r.Apply does, atomically (concurrent revocations all apply), and
-	// returns the user.
+	// RevokeTokens changes a user's token version, revoked tokens and kept
+	// token as r.Apply does, and its password hash if r.PasswordHash is
+	// set, atomically (concurrent revocations all apply), and returns the
+	// user.
 	RevokeTokens(ctx context.Context, id store.ID, r store.TokenRevocation) (*store.User, error)
 	// SetAttributes applies changes to a user's custom attributes, names
 	// stored under name-store tokens, and returns the user. More than

@@ -53,6 +53,7 @@ type User struct {
 	Attrs     []Attr             `bson:"at,omitempty"`
 	TokenVer  int64              `bson:"tv,omitempty"`
 	Revoked   []Revoked          `bson:"rt,omitempty"`
+	Kept      string             `bson:"kt,omitempty"`
 	// Deleted is when the account was deleted: a tombstone kept until the
 	// handle is freed.
 	Deleted *time.Time `bson:"dl,omitempty"`
@@ -78,7 +79,7 @@ func FromUser(u *store.User) *User {
 		Bio: u.Bio, Website: u.WebsiteURL, Avatar: u.AvatarURL,
 		Created: u.CreatedAt, Seen: u.LastSeenAt,
 		Followers: int64(u.FollowerCount), Following: int64(u.FollowingCount), Messages: int64(u.MessageCount),
-		Pulled: int64(u.PulledCount), TokenVer: int64(u.TokenVersion), Revoked: FromRevoked(u.RevokedTokens),
+		Pulled: int64(u.PulledCount), TokenVer: int64(u.TokenVersion), Revoked: FromRevoked(u.RevokedTokens), Kept: u.KeptToken,
 	}
 }
 
@@ -102,7 +103,7 @@ func (d *User) Store() *store.User {
 		CreatedAt: d.Created.UTC(), LastSeenAt: d.Seen.UTC(),
 		FollowerCount: int(d.Followers), FollowingCount: int(d.Following), MessageCount: int(d.Messages),
 		PulledCount: int(d.Pulled), TokenVersion: int(d.TokenVer), RevokedTokens: d.RevokedTokens(),
-		DeletedAt: d.DeletedAt(),
+		KeptToken: d.Kept, DeletedAt: d.DeletedAt(),
 	}
 }
 

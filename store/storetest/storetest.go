@@ -44,6 +44,7 @@ func Run(t *testing.T, open OpenFunc) {
 	for _, st := range service.Strategies {
 		t.Run("Service/"+string(st), func(t *testing.T) { testService(t, open, st) })
 		t.Run("Concurrency/"+string(st), func(t *testing.T) { testConcurrency(t, open, st) })
+		t.Run("AccountLife/"+string(st), func(t *testing.T) { testAccountLife(t, open, st) })
 	}
 	t.Run("SameTimelines", func(t *testing.T) { testSameTimelines(t, open) })
 	t.Run("HomeRuleCosts", func(t *testing.T) { testHomeRuleCosts(t, open) })

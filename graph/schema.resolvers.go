@@ -455,7 +455,7 @@ func (r *queryResolver) Notifications(ctx context.Context, first *int, after *st
 
 // ExportAccount is the resolver for the exportAccount field.
 func (r *queryResolver) ExportAccount(ctx context.Context) (string, error) {
-	panic(fmt.Errorf("not implemented: ExportAccount - exportAccount"))
+	return r.exportAccount(ctx)
 }
 
 // InboxEvents is the resolver for the inboxEvents field.

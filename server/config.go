@@ -91,6 +91,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 		qUser    string
 		qAddr    string
 		logIns   string
+		exports  string
 		proxies  string
 	)
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
@@ -120,6 +121,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.StringVar(&addrRate, "rate-limit-address", def.RateLimitAddress.String(), "mutations per client address (an IPv6 /64), signUp and logIn included: COUNT/PERIOD[,burst=N]; 0 turns it off")
 	fs.StringVar(&qUser, "rate-limit-query-user", def.RateLimitQueryUser.String(), "query cost (complexity points) per signed-in user: COUNT/PERIOD[,burst=N]; 0 turns it off")
 	fs.StringVar(&qAddr, "rate-limit-query-address", def.RateLimitQueryAddress.String(), "query cost (complexity points) per client address: COUNT/PERIOD[,burst=N]; 0 turns it off")
+	fs.StringVar(&exports, "rate-limit-export", def.RateLimitExport.String(), "account exports (exportAccount) per signed-in user: COUNT/PERIOD[,burst=N]; 0 turns it off")
 	fs.StringVar(&logIns, "rate-limit-login", def.RateLimitLogIn.String(), "failed logIns per handle, from any address: COUNT/PERIOD[,burst=N]; 0 turns it off")
 	fs.IntVar(&cfg.MaxAliases, "max-aliases", def.MaxAliases, "most aliased fields in one operation")
 	fs.IntVar(&cfg.MaxRootFields, "max-root-fields", def.MaxRootFields, "most root fields in one operation (each root mutation field also takes a rate-limit token)")
@@ -218,6 +220,9 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	}
 	if cfg.RateLimitQueryAddress, err = graph.ParseRate(qAddr); err != nil {
 		return config{}, fmt.Errorf("-rate-limit-query-address: %w", err)
+	}
+	if cfg.RateLimitExport, err = graph.ParseRate(exports); err != nil {
+		return config{}, fmt.Errorf("-rate-limit-export: %w", err)
 	}
 	if cfg.RateLimitLogIn, err = graph.ParseRate(logIns); err != nil {
 		return config{}, fmt.Errorf("-rate-limit-login: %w", err)

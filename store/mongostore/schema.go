@@ -286,6 +286,7 @@ var FieldNames = map[string]string{
 	"h": "handle", "n": "displayName", "bi": "bio", "w": "websiteUrl", "au": "avatarUrl", "q": "searchTerms", "p": "passwordHash", "c": "createdAt", "s": "lastSeenAt",
 	"fr": "followerCount", "fg": "followingCount", "mc": "messageCount", "pc": "pulledCount", "at": "attributes",
 	"k": "key", "v": "value", "av": "attributesVersion", "tv": "tokenVersion", "rt": "revokedTokens",
+	"kt": "keptToken", "dl": "accountDeletedAt",
 	"et": "entriesTotal", "eu": "entriesUnread", "bt": "bucketsTotal", "bu": "bucketsUnread",
 	"bk": "newestBucket", "bn": "newestBucketCount", "bm": "newestMessage",
 	"ir": "readMark", "iv": "inboxVersion", "rb": "rebuild", "i": "instance",

@@ -72,8 +72,8 @@ type Options struct {
 	// days): no one can take a handle its followers knew at once.
 	DeletionGrace time.Duration
 	// DeletionPoll is how often the fan-out lease holder looks for deleted
-	// accounts to erase or purge (default 10s); a deletion made by the
-	// same process starts at once.
+	// accounts to erase or purge (default 50 JobPolls: 10s); a deletion
+	// made by the same process starts at once.
 	DeletionPoll time.Duration
 }
 
@@ -152,7 +152,7 @@ func NewService(backend storage.Backend, events pubsub.Events, opts Options) *Se
 		opts.DeletionGrace = DefaultDeletionGrace
 	}
 	if opts.DeletionPoll <= 0 {
-		opts.DeletionPoll = 10 * time.Second
+		opts.DeletionPoll = 50 * opts.JobPoll
 	}
 	s := &Service{backend: backend, events: events, opts: opts, strategy: opts.Strategy, layout: opts.Strategy.Layout(), now: opts.Now, log: opts.Logger, sessions: newSessions(), stopWatch: func() {}}
 	s.fanout = newFanout(s, opts)

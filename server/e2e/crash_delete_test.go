@@ -80,7 +80,12 @@ func TestCrash_KillDuringAccountDeletion(t *testing.T) {
 		if strings.Contains(p.log(), `"msg":"deleted account erased"`) {
 			break
 		}
+		// The first kill comes early, among the message deletions and
+		// their retractions; the later ones among the unfollows.
 		delay := time.Duration(20+rng.IntN(300)) * time.Millisecond
+		if k == 0 {
+			delay = time.Duration(rng.IntN(50)) * time.Millisecond
+		}
 		time.Sleep(delay)
 		killHerald(t, p)
 		left := leftOf(t, dbDir, fx)

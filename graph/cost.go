@@ -15,6 +15,12 @@ import (
 // a page of 100 users, about what the scan of a common value costs.
 const CountCost = 100
 
+// ExportCost is what exportAccount costs: priced as 1,000 points, the
+// cost of about a page of 50 timeline items, since an export reads up to a
+// few hundred pages of the account's lists; its own rate limit
+// (RateLimits.Exports) bounds how often a user may run one.
+const ExportCost = 1000
+
 // scanCounts are the fields that count by scanning, by the field that
 // returns their connection. A test walks the schema to check they exist.
 var scanCounts = map[string]string{

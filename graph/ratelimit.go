@@ -138,6 +138,10 @@ type RateLimits struct {
 	// address: guessing a password from many addresses gets no more tries
 	// than from one. Only failures take a token; a success takes none.
 	LogInFailures Rate
+	// Exports limits the account exports (exportAccount) of each user:
+	// an export reads the whole account, hundreds of reads, which its
+	// query cost (ExportCost) alone prices too low to bound.
+	Exports Rate
 	// MaxKeys bounds each table of buckets (users, addresses, handles);
 	// the least recently used key is forgotten first. 0 means
 	// DefaultRateLimitKeys.
@@ -148,7 +152,7 @@ type RateLimits struct {
 
 // Off reports whether l limits nothing.
 func (l RateLimits) Off() bool {
-	return l.User.Off() && l.Address.Off() && l.QueryUser.Off() && l.QueryAddress.Off() && l.LogInFailures.Off()
+	return l.User.Off() && l.Address.Off() && l.QueryUser.Off() && l.QueryAddress.Off() && l.LogInFailures.Off() && l.Exports.Off()
 }
 
 // RateLimiter is a gqlgen handler extension that refuses an operation,
@@ -168,6 +172,7 @@ func (l RateLimits) Off() bool {
 // for concurrent use, and a nil *RateLimiter limits nothing.
 type RateLimiter struct {
 	users, queryUsers *buckets[store.ID]
+	exports           *buckets[store.ID]
 	addrs, queryAddrs *buckets[netip.Addr]
 	handles           *buckets[string]
 	now               func() time.Time
@@ -193,6 +198,7 @@ func NewRateLimiter(l RateLimits) *RateLimiter {
 	rl.queryUsers = newBuckets[store.ID](l.QueryUser, size)
 	rl.queryAddrs = newBuckets[netip.Addr](l.QueryAddress, size)
 	rl.handles = newBuckets[string](l.LogInFailures, size)
+	rl.exports = newBuckets[store.ID](l.Exports, size)
 	return rl
 }
 
@@ -302,6 +308,22 @@ func (l *RateLimiter) LogInFailed(handle string) {
 		return
 	}
 	l.handles.take(handleKey(handle), 1, l.now())
+}
+
+// ExportAllowed takes one of user's account export tokens, or returns the
+// RATE_LIMITED error to answer with.
+func (l *RateLimiter) ExportAllowed(user store.ID) error {
+	if l == nil || l.exports == nil {
+		return nil
+	}
+	now := l.now()
+	r := l.exports.take(user, 1, now)
+	wait := r.DelayFrom(now)
+	if wait <= 0 {
+		return nil
+	}
+	r.CancelAt(now)
+	return rateLimited("too many account exports by this user", wait)
 }
 
 // handleKey is the bucket key of a logIn's handle: as handles compare,

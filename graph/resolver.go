@@ -16,7 +16,8 @@ type Resolver struct {
 	Tokens *auth.Signer
 	// Logger receives the errors hidden from clients; slog.Default() if nil.
 	Logger *slog.Logger
-	// LogIns limits failed logIns per handle; nil limits nothing.
+	// LogIns limits failed logIns (and password checks) per handle, and
+	// account exports per user; nil limits nothing.
 	LogIns *RateLimiter
 }
 

@@ -344,12 +344,24 @@ func (r *mutationResolver) RejectFollow(ctx context.Context, userID string) (*st
 
 // ChangePassword is the resolver for the changePassword field.
 func (r *mutationResolver) ChangePassword(ctx context.Context, oldPassword string, newPassword string) (bool, error) {
-	panic(fmt.Errorf("not implemented: ChangePassword - changePassword"))
+	sess, err := requireSession(ctx)
+	if err != nil {
+		return false, err
+	}
+	return r.withPassword(ctx, sess.UserID, func() error { return r.Service.ChangePassword(ctx, sess, oldPassword, newPassword) })
 }
 
 // DeleteAccount is the resolver for the deleteAccount field.
 func (r *mutationResolver) DeleteAccount(ctx context.Context, password string) (bool, error) {
-	panic(fmt.Errorf("not implemented: DeleteAccount - deleteAccount"))
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return false, err
+	}
+	ok, err := r.withPassword(ctx, viewer, func() error { return r.Service.DeleteAccount(ctx, viewer, password) })
+	if ok {
+		forgetUser(ctx, viewer)
+	}
+	return ok, err
 }
 
 // Edge is the resolver for the edge field.
@@ -443,7 +455,7 @@ func (r *queryResolver) Notifications(ctx context.Context, first *int, after *st
 
 // ExportAccount is the resolver for the exportAccount field.
 func (r *queryResolver) ExportAccount(ctx context.Context) (string, error) {
-	panic(fmt.Errorf("not implemented: ExportAccount - exportAccount"))
+	return r.exportAccount(ctx)
 }
 
 // InboxEvents is the resolver for the inboxEvents field.

@@ -313,6 +313,7 @@ func setComplexity(c *generated.ComplexityRoot) {
 	}
 	c.Query.Nodes = func(child int, ids []string) int { return satAdd(1, satMul(len(ids), child)) }
 	c.Message.Mentions = func(child int) int { return satAdd(1, satMul(store.MaxMentions, child)) }
+	c.Query.ExportAccount = func(int) int { return ExportCost }
 }
 
 // satMul multiplies non-negative a and b without overflowing: a product

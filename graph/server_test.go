@@ -89,6 +89,9 @@ func testServer_Limits(t *testing.T) {
 		{"Tokens", `{ viewer { ` + strings.Repeat(`id `, graph.DefaultMaxTokens) + ` } }`, graph.CodeTokenLimit},
 		{"FragmentBomb", fragmentBomb(50), "COMPLEXITY_LIMIT_EXCEEDED"},
 		{"DeepFragmentBomb", `{ user(handle: "alice") { ...F0 } } ` + deepBomb(40), graph.CodeQueryTooDeep},
+		// An export reads the whole account: priced so that a few fill an
+		// operation.
+		{"ExportsCost", `{ ` + aliases(graph.DefaultComplexityLimit/graph.ExportCost+1, `exportAccount`) + ` }`, "COMPLEXITY_LIMIT_EXCEEDED"},
 		{"CountCosts", `{ ` + aliases(20, `usersByAttribute(name: "plan", value: "pro", first: 100) { totalCount edges { cursor node { id handle displayName } } }`) + ` }`, "COMPLEXITY_LIMIT_EXCEEDED"},
 	}
 	for _, tt := range tests {

@@ -225,6 +225,7 @@ func (cfg config) serviceOptions(log *slog.Logger) service.Options {
 		InboxCap:           cfg.InboxCap,
 		CacheTTL:           cfg.CacheTTL,
 		FollowBackfill:     backfill,
+		DeletionGrace:      cfg.DeletionGrace,
 		Logger:             log,
 		// A request changes its edge within -mongodb-timeout, which bounds
 		// its storage work; the grace outlasts it.

@@ -48,6 +48,8 @@ type config struct {
 	InboxCap           int
 	CacheTTL           time.Duration
 	FollowBackfill     int
+	// DeletionGrace is how long a deleted account's handle stays taken.
+	DeletionGrace time.Duration
 
 	// MongoURI selects the MongoDB backend instead of the embedded one.
 	// It may hold credentials: it is never logged.
@@ -89,6 +91,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 		qUser    string
 		qAddr    string
 		logIns   string
+		exports  string
 		proxies  string
 	)
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
@@ -118,6 +121,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.StringVar(&addrRate, "rate-limit-address", def.RateLimitAddress.String(), "mutations per client address (an IPv6 /64), signUp and logIn included: COUNT/PERIOD[,burst=N]; 0 turns it off")
 	fs.StringVar(&qUser, "rate-limit-query-user", def.RateLimitQueryUser.String(), "query cost (complexity points) per signed-in user: COUNT/PERIOD[,burst=N]; 0 turns it off")
 	fs.StringVar(&qAddr, "rate-limit-query-address", def.RateLimitQueryAddress.String(), "query cost (complexity points) per client address: COUNT/PERIOD[,burst=N]; 0 turns it off")
+	fs.StringVar(&exports, "rate-limit-export", def.RateLimitExport.String(), "account exports (exportAccount) per signed-in user: COUNT/PERIOD[,burst=N]; 0 turns it off")
 	fs.StringVar(&logIns, "rate-limit-login", def.RateLimitLogIn.String(), "failed logIns per handle, from any address: COUNT/PERIOD[,burst=N]; 0 turns it off")
 	fs.IntVar(&cfg.MaxAliases, "max-aliases", def.MaxAliases, "most aliased fields in one operation")
 	fs.IntVar(&cfg.MaxRootFields, "max-root-fields", def.MaxRootFields, "most root fields in one operation (each root mutation field also takes a rate-limit token)")
@@ -135,6 +139,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.DurationVar(&cfg.InactiveAfter, "inactive-after", 30*24*time.Hour, "users not seen for this long are skipped by fan-out; their inbox is rebuilt when they return")
 	fs.IntVar(&cfg.InboxCap, "inbox-cap", 50, "entries in a cached inbox (cache), and entries a returning user's rebuild brings back")
 	fs.DurationVar(&cfg.CacheTTL, "cache-ttl", 24*time.Hour, "cache: how long an unread cached inbox lives")
+	fs.DurationVar(&cfg.DeletionGrace, "deletion-grace", service.DefaultDeletionGrace, "how long a deleted account's handle stays taken (and the account's record kept) before it is purged and the handle can be signed up again")
 	fs.IntVar(&cfg.FollowBackfill, "follow-backfill", 50, "how many of a followee's recent messages a follow brings into the follower's inbox")
 	fs.StringVar(&cfg.MongoURI, "mongodb-uri", "", "MongoDB connection string (mongodb:// or mongodb+srv://); when set, MongoDB is the store instead of the embedded engine. Prefer HERALD_MONGODB_URI when it holds a password")
 	fs.StringVar(&cfg.MongoDatabase, "mongodb-database", "herald", "MongoDB database name")
@@ -190,6 +195,9 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	if cfg.InactiveAfter < service.SeenEvery {
 		return config{}, fmt.Errorf("invalid timeline settings: -inactive-after must be at least %v", service.SeenEvery)
 	}
+	if cfg.DeletionGrace <= 0 {
+		return config{}, fmt.Errorf("invalid settings: -deletion-grace must be positive")
+	}
 	if cfg.LogFormat != "json" && cfg.LogFormat != "text" {
 		return config{}, fmt.Errorf("invalid log format %q: want json or text", cfg.LogFormat)
 	}
@@ -212,6 +220,9 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	}
 	if cfg.RateLimitQueryAddress, err = graph.ParseRate(qAddr); err != nil {
 		return config{}, fmt.Errorf("-rate-limit-query-address: %w", err)
+	}
+	if cfg.RateLimitExport, err = graph.ParseRate(exports); err != nil {
+		return config{}, fmt.Errorf("-rate-limit-export: %w", err)
 	}
 	if cfg.RateLimitLogIn, err = graph.ParseRate(logIns); err != nil {
 		return config{}, fmt.Errorf("-rate-limit-login: %w", err)

@@ -34,6 +34,13 @@ type User struct {
 	// RevokedTokens are the user's tokens ended one by one (logOut) and
 	// not yet expired.
 	RevokedTokens []RevokedToken
+	// KeptToken is the one token a revocation of all kept (the session
+	// that changed the password): valid though issued under an older
+	// TokenVersion.
+	KeptToken string
+	// DeletedAt is when the account was deleted (deleteAccount); zero for
+	// a live account. A deleted user is read only by ListDeletedUsers.
+	DeletedAt time.Time
 }
 
 // Attribute is a custom user attribute: any name the app chooses, a string value.

@@ -2195,9 +2195,16 @@ type Query {
   notifications(first: Int, after: String, last: Int, before: String): NotificationConnection!
   """
   Everything the viewer's account holds, as one JSON document for
-  portability (as Mastodon's export): the profile and attributes, every
-  message, the users followed and following, the messages liked, blocks and
-  mutes. Requires sign-in (UNAUTHENTICATED otherwise); rate-limited.
+  portability (as Mastodon's export), with stable camelCase fields:
+  ` + "`" + `version` + "`" + ` (1), ` + "`" + `exportedAt` + "`" + `, ` + "`" + `profile` + "`" + ` (id, handle, displayName, bio,
+  websiteUrl, avatarUrl, createdAt, attributes as an object), ` + "`" + `messages` + "`" + `
+  newest first (id, kind, text, createdAt, editedAt, replyTo, repostOf: the
+  API's IDs), ` + "`" + `following` + "`" + ` and ` + "`" + `followers` + "`" + ` (handles), ` + "`" + `likes` + "`" + ` newest first
+  (messageId, likedAt), ` + "`" + `blocks` + "`" + ` and ` + "`" + `mutes` + "`" + ` (handles), and ` + "`" + `truncated` + "`" + `:
+  the sections cut at their cap (2,000 messages; 5,000 items of each other
+  list), which then hold their newest items. Requires sign-in
+  (UNAUTHENTICATED otherwise). Costs 1,000 complexity points, and a user may
+  export a few times an hour (RATE_LIMITED beyond, with retryAfter).
   """
   exportAccount: String!
 }
@@ -2367,17 +2374,24 @@ type Mutation {
   rejectFollow(userId: ID!): User!
   """
   Changes the viewer's password and returns true. Every other session of the
-  account ends at once (as logOut ends one); this request's token stays valid.
-  UNAUTHENTICATED for a wrong old password; BAD_USER_INPUT for a new password
-  the rules refuse.
+  account ends at once, on every server, its websockets closed; this
+  request's token stays valid. UNAUTHENTICATED without sign-in or for a
+  wrong old password (which counts as a failed logIn of the handle, so it is
+  rate-limited as logIn is); BAD_USER_INPUT for a new password the rules
+  refuse (8 to 72 bytes).
   """
   changePassword(oldPassword: String!, newPassword: String!): Boolean!
   """
-  Deletes the viewer's account and returns true: every session ends, the
-  profile is gone at once (NOT_FOUND), and a durable job removes its
-  messages from every inbox, its likes, reposts, follows, blocks and
-  notifications with their counts; the handle can be taken again after a
-  grace period. UNAUTHENTICATED for a wrong password.
+  Deletes the viewer's account and returns true. At once every session
+  ends (websockets close) and the user is gone everywhere (NOT_FOUND, null
+  in lists and search). Then, within seconds, a durable job deletes its
+  messages and reposts (retracted from every inbox, others' reposts of them
+  deleted), takes back its likes, removes its follows both ways and its
+  blocks and mutes, keeping every count exact; it resumes after a crash.
+  The handle stays taken (signUp: CONFLICT) for a grace period (30 days by
+  default), then can be signed up again. Replies by others stay, as when a
+  message is deleted. UNAUTHENTICATED without sign-in or for a wrong
+  password (counted as a failed logIn of the handle).
   """
   deleteAccount(password: String!): Boolean!
 }

@@ -39,6 +39,7 @@ var indexLines = []string{
 	`index blocks.relation {"u":1,"o":1,"rk":1}: one block or mute per (user, target, kind)`,
 	`index blocks.blockers {"o":1,"rk":1,"u":1}: who blocks a reader, covered (ListBlockers)`,
 	`index notifactors.byactor {"o":1,"u":1}: one actor's groups in one feed`,
+	`index users.deleted {"dl":1,"_id":1}: deleted accounts not yet purged`,
 	`herald> db.runCommand({"createIndexes":"buckets","indexes":[{"key":{"o":1,"k":1},"name":"bucket","unique":true}]})`,
 	`herald> db.runCommand({"createIndexes":"events","indexes":[{"key":{"x":1},"name":"expiry","expireAfterSeconds":0}]})`,
 }
@@ -50,7 +51,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		for _, l := range indexLines {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 30, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.Equal(t, 32, strings.Count(out, `db.runCommand({"createIndexes"`), out)
 		assert.NotContains(t, out, "shardCollection")
 		assert.NotContains(t, out, "enableSharding")
 	})

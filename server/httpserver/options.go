@@ -29,6 +29,8 @@ var (
 	// their password gets ten tries at once, then one every 12 s; a
 	// guesser spread over many addresses, 7,200 a day at most.
 	defaultLogInRate = graph.Rate{Count: 5, Per: time.Minute, Burst: 10}
+	// Account exports per user: two at once, then one every 15 minutes.
+	defaultExportRate = graph.Rate{Count: 4, Per: time.Hour, Burst: 2}
 )
 
 // Options are the HTTP server's settings, which the server's flags of the
@@ -55,6 +57,7 @@ type Options struct {
 	RateLimitQueryUser    graph.Rate
 	RateLimitQueryAddress graph.Rate
 	RateLimitLogIn        graph.Rate
+	RateLimitExport       graph.Rate
 	// Operation limits (graph.Config).
 	MaxAliases       int
 	MaxRootFields    int
@@ -95,6 +98,7 @@ func DefaultOptions() Options {
 		RateLimitQueryUser:            defaultQueryUserRate,
 		RateLimitQueryAddress:         defaultQueryAddressRate,
 		RateLimitLogIn:                defaultLogInRate,
+		RateLimitExport:               defaultExportRate,
 		MaxAliases:                    def.MaxAliases,
 		MaxRootFields:                 def.MaxRootFields,
 		MaxTokens:                     def.MaxTokens,

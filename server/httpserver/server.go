@@ -97,7 +97,7 @@ func (a *Server) Routes() http.Handler {
 		RateLimits: graph.RateLimits{
 			User: a.cfg.RateLimitUser, Address: a.cfg.RateLimitAddress,
 			QueryUser: a.cfg.RateLimitQueryUser, QueryAddress: a.cfg.RateLimitQueryAddress,
-			LogInFailures: a.cfg.RateLimitLogIn,
+			LogInFailures: a.cfg.RateLimitLogIn, Exports: a.cfg.RateLimitExport,
 		},
 	})
 	if a.metrics != nil {

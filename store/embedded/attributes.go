@@ -122,6 +122,9 @@ func (s *Store) SetAttributes(_ context.Context, id store.ID, changes []store.At
 	if err != nil {
 		return nil, err
 	}
+	if d.Deleted != nil {
+		return nil, store.Errorf(store.ENOTFOUND, "user not found")
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, c := range changes {
@@ -201,7 +204,7 @@ func (s *Store) FindUsersByAttribute(_ context.Context, name, value string, r st
 	if err := it.Error(); err != nil {
 		return nil, err
 	}
-	users, err := findDocs(s, []byte{pUser}, ids, s.decodeUser)
+	users, err := live(findDocs(s, []byte{pUser}, ids, s.decodeUser))
 	if err != nil {
 		return nil, err
 	}

@@ -67,8 +67,23 @@ func (s *Store) decodeUser(v []byte) (*store.User, error) {
 	return u, nil
 }
 
+// findUser reads a live user: a deleted one is NOT_FOUND.
 func (s *Store) findUser(id store.ID) (*store.User, error) {
-	return findDoc(s, key(pUser, id), s.decodeUser, "user not found")
+	u, err := findDoc(s, key(pUser, id), s.decodeUser, "user not found")
+	if err == nil && !u.DeletedAt.IsZero() {
+		return nil, store.Errorf(store.ENOTFOUND, "user not found")
+	}
+	return u, err
+}
+
+// live returns users with the deleted ones set to nil.
+func live(users []*store.User, err error) ([]*store.User, error) {
+	for i, u := range users {
+		if u != nil && !u.DeletedAt.IsZero() {
+			users[i] = nil
+		}
+	}
+	return users, err
 }
 
 func (s *Store) findUserDoc(id store.ID) (*docs.User, error) {
@@ -84,7 +99,7 @@ func (s *Store) FindUserByID(_ context.Context, id store.ID) (*store.User, error
 func (s *Store) FindUsersByIDs(_ context.Context, ids []store.ID) ([]*store.User, error) {
 	// A user document decodes by reflection, which may keep slices of
 	// the bytes it reads (the password hash), so it decodes a copy.
-	return findDocs(s, []byte{pUser}, ids, func(v []byte) (*store.User, error) { return s.decodeUser(bytes.Clone(v)) })
+	return live(findDocs(s, []byte{pUser}, ids, func(v []byte) (*store.User, error) { return s.decodeUser(bytes.Clone(v)) }))
 }
 
 // FindUserByHandle implements storage.Backend.
@@ -141,6 +156,9 @@ func (s *Store) changeUser(id store.ID, change func(d *docs.User)) (*store.User,
 	d, err := s.findUserDoc(id)
 	if err != nil {
 		return nil, err
+	}
+	if d.Deleted != nil {
+		return nil, store.Errorf(store.ENOTFOUND, "user not found")
 	}
 	name := d.Name
 	change(d)
@@ -209,8 +227,11 @@ func setUserDoc(b *pebble.Batch, d *docs.User) error {
 // document under its stripe lock.
 func (s *Store) RevokeTokens(_ context.Context, id store.ID, r store.TokenRevocation) (*store.User, error) {
 	return s.changeUser(id, func(d *docs.User) {
-		version, revoked := r.Apply(int(d.TokenVer), d.RevokedTokens())
-		d.TokenVer, d.Revoked = int64(version), docs.FromRevoked(revoked)
+		version, revoked, kept := r.Apply(int(d.TokenVer), d.RevokedTokens(), d.Kept)
+		d.TokenVer, d.Revoked, d.Kept = int64(version), docs.FromRevoked(revoked), kept
+		if r.PasswordHash != nil {
+			d.Pass = r.PasswordHash
+		}
 	})
 }
 

@@ -520,6 +520,32 @@ func TestRoundTrips(t *testing.T) {
 			assert.Equal(t, step.trips, n.Load(), step.why)
 		}
 	})
+	t.Run("change password", func(t *testing.T) {
+		n.Store(0)
+		_, err := st.RevokeTokens(ctx, author.ID, store.TokenRevocation{All: true, Keep: "this", Now: clk.t, PasswordHash: make([]byte, 60)})
+		require.NoError(t, err)
+		t.Logf("change password (every other token ended): %d round trips", n.Load())
+		assert.Equal(t, int64(2), n.Load(), "read the user, then write it if unchanged: the hash and the tokens together")
+	})
+	t.Run("delete account", func(t *testing.T) {
+		now := clk.now()
+		u := &store.User{ID: store.NewID(now), Handle: "leaving", CreatedAt: now, LastSeenAt: now}
+		require.NoError(t, st.CreateUser(ctx, u))
+		n.Store(0)
+		require.NoError(t, st.DeleteUser(ctx, u.ID, clk.now()))
+		t.Logf("delete account (the tombstone): %d round trips", n.Load())
+		assert.Equal(t, int64(1), n.Load(), "one update of the user document")
+		n.Store(0)
+		deleted, err := st.ListDeletedUsers(ctx, store.NilID, 100)
+		require.NoError(t, err)
+		require.Len(t, deleted, 1)
+		t.Logf("list deleted accounts (a page): %d round trips", n.Load())
+		assert.Equal(t, int64(1), n.Load())
+		n.Store(0)
+		require.NoError(t, st.PurgeUser(ctx, u.ID))
+		t.Logf("purge a deleted account: %d round trips", n.Load())
+		assert.Equal(t, int64(3), n.Load(), "read the handle, free it, remove the user")
+	})
 	t.Run("revoke", func(t *testing.T) {
 		exp := clk.t.Add(time.Hour).Truncate(time.Second)
 		for _, r := range []store.TokenRevocation{{TokenID: "a", Expires: exp, Now: clk.t}, {All: true, Now: clk.t}} {
@@ -609,6 +635,9 @@ func TestBytes(t *testing.T) {
 	// Carol filled in her profile.
 	carol := &store.User{ID: store.NewID(clk.now()), Handle: "carol_3", DisplayName: "Carol", PasswordHash: make([]byte, 60), CreatedAt: clk.t, LastSeenAt: clk.t}
 	require.NoError(t, st.CreateUser(ctx, carol))
+	dave := &store.User{ID: store.NewID(clk.now()), Handle: "dave_4", DisplayName: "Dave", PasswordHash: make([]byte, 60), CreatedAt: clk.t, LastSeenAt: clk.t}
+	require.NoError(t, st.CreateUser(ctx, dave))
+	require.NoError(t, st.DeleteUser(ctx, dave.ID, clk.now()))
 	bio, web, avatar := strings.Repeat("b", 80), "https://carol.example.com/", "https://carol.example.com/avatar.png"
 	_, err = st.UpdateUser(ctx, carol.ID, storage.UserUpdate{Bio: &bio, WebsiteURL: &web, AvatarURL: &avatar})
 	require.NoError(t, err)
@@ -630,6 +659,7 @@ func TestBytes(t *testing.T) {
 		{"user (with inbox counters)", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(bob.ID)}}), 0},
 		{"user, one token revoked", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(alice.ID)}}), 0},
 		{"user, profile (80-character bio, 2 URLs)", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(carol.ID)}}), 0},
+		{"user, deleted (tombstone in grace)", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(dave.ID)}}), 0},
 		{"handle claim", raw("handles", bson.D{{Key: "_id", Value: "bob_2"}}), 0},
 		{"follow edge, followees", raw("followees", bson.D{}), 0},
 		{"follow edge, followers", raw("followers", bson.D{}), 0},

@@ -171,6 +171,9 @@ func (s *Store) SetAttributes(ctx context.Context, id store.ID, changes []store.
 		if err != nil {
 			return nil, err
 		}
+		if d.Deleted != nil {
+			return nil, store.Errorf(store.ENOTFOUND, "user not found")
+		}
 		attrs := slices.Clone(d.Attrs)
 		for i, c := range changes {
 			if !known[i] {
@@ -185,7 +188,7 @@ func (s *Store) SetAttributes(ctx context.Context, id store.ID, changes []store.
 			return nil, store.Errorf(store.EINVALID, "a user has at most %d attributes", store.MaxAttributes)
 		}
 		slices.SortFunc(attrs, func(a, b docs.Attr) int { return int(a.Token - b.Token) })
-		res, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(id)}, {Key: "av", Value: versionMatch(d.AttrsVer)}},
+		res, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(id)}, {Key: "av", Value: versionMatch(d.AttrsVer)}, notDeleted},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "at", Value: attrs}, {Key: "av", Value: d.AttrsVer + 1}}}})
 		if err != nil {
 			return nil, wrap("set attributes", err)

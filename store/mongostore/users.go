@@ -157,8 +157,15 @@ func (s *Store) FindUserByID(ctx context.Context, id store.ID) (*store.User, err
 	if err != nil {
 		return nil, err
 	}
+	if d.Deleted != nil {
+		return nil, store.Errorf(store.ENOTFOUND, "user not found")
+	}
 	return s.decodeUser(ctx, d)
 }
+
+// notDeleted is the filter element of a live user: writes to the profile,
+// the attributes and the search terms leave a deleted one alone.
+var notDeleted = bson.E{Key: "dl", Value: bson.D{{Key: "$exists", Value: false}}}
 
 // FindUsersByIDs implements storage.Backend.
 func (s *Store) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.User, error) {
@@ -172,6 +179,9 @@ func (s *Store) FindUsersByIDs(ctx context.Context, ids []store.ID) ([]*store.Us
 	}
 	byID := make(map[store.ID]*store.User, len(docs))
 	for _, d := range docs {
+		if d.Deleted != nil {
+			continue
+		}
 		u, err := s.decodeUser(ctx, d)
 		if err != nil {
 			return nil, err
@@ -286,7 +296,7 @@ func (s *Store) UpdateUser(ctx context.Context, id store.ID, upd storage.UserUpd
 		change = append(change, bson.E{Key: "$unset", Value: unset})
 	}
 	var d userDoc
-	err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(id)}}, change,
+	err := s.users.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: oid(id)}, notDeleted}, change,
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	if err != nil {
 		return nil, missing(err, "user not found", "update user")
@@ -312,6 +322,9 @@ func (s *Store) SearchUsers(ctx context.Context, prefix string, limit int) ([]*s
 	}
 	out := make([]*store.User, 0, len(found))
 	for i := range found {
+		if found[i].Deleted != nil {
+			continue
+		}
 		u, err := s.decodeUser(ctx, &found[i])
 		if err != nil {
 			return nil, err
@@ -410,11 +423,19 @@ func (s *Store) RevokeTokens(ctx context.Context, id store.ID, r store.TokenRevo
 		if err != nil {
 			return nil, err
 		}
-		version, revoked := r.Apply(int(d.TokenVer), d.RevokedTokens())
-		filter := bson.D{{Key: "_id", Value: oid(id)}, asRead("tv", d.TokenVer, d.TokenVer == 0), asRead("rt", d.Revoked, len(d.Revoked) == 0)}
+		version, revoked, kept := r.Apply(int(d.TokenVer), d.RevokedTokens(), d.Kept)
+		filter := bson.D{{Key: "_id", Value: oid(id)}, asRead("tv", d.TokenVer, d.TokenVer == 0), asRead("rt", d.Revoked, len(d.Revoked) == 0), asRead("kt", d.Kept, d.Kept == "")}
 		set, unset := bson.D{}, bson.D{}
 		if version != 0 {
 			set = append(set, bson.E{Key: "tv", Value: int64(version)})
+		}
+		if kept != "" {
+			set = append(set, bson.E{Key: "kt", Value: kept})
+		} else {
+			unset = append(unset, bson.E{Key: "kt", Value: ""})
+		}
+		if r.PasswordHash != nil {
+			set = append(set, bson.E{Key: "p", Value: r.PasswordHash})
 		}
 		if stored := docs.FromRevoked(revoked); stored != nil {
 			set = append(set, bson.E{Key: "rt", Value: stored})

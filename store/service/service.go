@@ -67,7 +67,18 @@ type Options struct {
 	// jobs stored through another process, or left by one that died; it
 	// must exceed the time a request may take to change an edge.
 	EdgeJobGrace time.Duration
+	// DeletionGrace is how long a deleted account's handle stays taken
+	// before the account is purged and the handle freed (default 30
+	// days): no one can take a handle its followers knew at once.
+	DeletionGrace time.Duration
+	// DeletionPoll is how often the fan-out lease holder looks for deleted
+	// accounts to erase or purge (default 50 JobPolls: 10s); a deletion
+	// made by the same process starts at once.
+	DeletionPoll time.Duration
 }
+
+// DefaultDeletionGrace is Options.DeletionGrace's default.
+const DefaultDeletionGrace = 30 * 24 * time.Hour
 
 // DefaultChunkSize is Options.ChunkSize's default.
 const DefaultChunkSize = 1000
@@ -83,6 +94,7 @@ type Service struct {
 	now       func() time.Time
 	log       *slog.Logger
 	fanout    *fanout
+	deleter   *deleter
 	seen      sync.Map // ID → time.Time: the last-seen time last written
 	pulls     pullSet
 	sessions  *sessions
@@ -136,8 +148,15 @@ func NewService(backend storage.Backend, events pubsub.Events, opts Options) *Se
 	if opts.EdgeJobGrace <= 0 {
 		opts.EdgeJobGrace = 15 * time.Second
 	}
+	if opts.DeletionGrace <= 0 {
+		opts.DeletionGrace = DefaultDeletionGrace
+	}
+	if opts.DeletionPoll <= 0 {
+		opts.DeletionPoll = 50 * opts.JobPoll
+	}
 	s := &Service{backend: backend, events: events, opts: opts, strategy: opts.Strategy, layout: opts.Strategy.Layout(), now: opts.Now, log: opts.Logger, sessions: newSessions(), stopWatch: func() {}}
 	s.fanout = newFanout(s, opts)
+	s.deleter = newDeleter(s)
 	s.passwords = newPasswords(opts.PasswordWorkers)
 	return s
 }
@@ -164,6 +183,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.stopWatch = stop
 	s.fanout.start(jobs)
+	s.deleter.start()
 	if len(jobs) > 0 {
 		s.log.Info("resuming fan-out", "jobs", len(jobs))
 	}
@@ -174,11 +194,14 @@ func (s *Service) Start(ctx context.Context) error {
 // or ctx ends. Work not done stays stored and resumes at the next Start.
 func (s *Service) Close(ctx context.Context) error {
 	s.stopWatch()
+	// The sweeper first: it queues fan-out work.
+	s.deleter.close()
 	return s.fanout.close(ctx)
 }
 
-// Idle reports whether no fan-out work is queued or running.
-func (s *Service) Idle() bool { return s.fanout.idle() }
+// Idle reports whether no fan-out work and no account deletion sweep is
+// queued or running.
+func (s *Service) Idle() bool { return s.fanout.idle() && s.deleter.idle() }
 
 // Stats are the counters of a Service's fan-out and of its Events, for
 // monitoring. Counters count from NewService; a restart starts them over.

@@ -27,6 +27,7 @@ type sessionState struct {
 	exists  bool
 	version int
 	revoked []store.RevokedToken
+	kept    string
 	read    time.Time
 }
 
@@ -48,11 +49,12 @@ func newSessions() *sessions {
 }
 
 func stateOf(u *store.User, at time.Time) *sessionState {
-	return &sessionState{exists: true, version: u.TokenVersion, revoked: u.RevokedTokens, read: at}
+	return &sessionState{exists: true, version: u.TokenVersion, revoked: u.RevokedTokens, kept: u.KeptToken, read: at}
 }
 
 // Authenticate checks that sess may still be used: it has not expired, its
-// user exists, and it was not ended by LogOut or LogOutEverywhere. Any
+// user exists, and it was not ended by LogOut, LogOutEverywhere or
+// another session's ChangePassword. Any
 // failure is UNAUTHENTICATED. It reads the user at most once per
 // SessionRecheck per process.
 func (s *Service) Authenticate(ctx context.Context, sess store.Session) error {
@@ -76,7 +78,7 @@ func (s *Service) Authenticate(ctx context.Context, sess store.Session) error {
 	switch {
 	case !st.exists:
 		return store.Errorf(store.EUNAUTHENTICATED, "the account of this token no longer exists")
-	case sess.Version != st.version:
+	case sess.Version != st.version && (st.kept == "" || sess.TokenID != st.kept):
 		return store.Errorf(store.EUNAUTHENTICATED, "this token was logged out: log in again")
 	}
 	for _, t := range st.revoked {

@@ -56,9 +56,10 @@ type Users interface {
 	// users match. Which of more than limit matches it returns is the
 	// backend's index order; callers rank what it returns.
 	SearchUsers(ctx context.Context, prefix string, limit int) ([]*store.User, error)
-	// RevokeTokens changes a user's token version and revoked tokens as
-	// r.Apply does, atomically (concurrent revocations all apply), and
-	// returns the user.
+	// RevokeTokens changes a user's token version, revoked tokens and kept
+	// token as r.Apply does, and its password hash if r.PasswordHash is
+	// set, atomically (concurrent revocations all apply), and returns the
+	// user.
 	RevokeTokens(ctx context.Context, id store.ID, r store.TokenRevocation) (*store.User, error)
 	// SetAttributes applies changes to a user's custom attributes, names
 	// stored under name-store tokens, and returns the user. More than
@@ -70,6 +71,25 @@ type Users interface {
 	// CountUsersByAttribute counts the users whose attribute name has
 	// exactly value. It may cost a scan of the matching index entries.
 	CountUsersByAttribute(ctx context.Context, name, value string) (int, error)
+	// DeleteUser marks user id deleted at at, in one atomic step: every
+	// token of the user ends (its token version goes up), its search terms
+	// and attributes are removed, and from then on every read of users
+	// above (by ID, handle, search or attribute) leaves it out as missing,
+	// while its handle stays taken (CreateUser: CONFLICT) until PurgeUser.
+	// Its edges, likes, messages and counters stay, and the writes that
+	// change them still apply: the caller removes them. Deleting a deleted
+	// user changes nothing (its deletion time stays); an unknown user is
+	// NOT_FOUND.
+	DeleteUser(ctx context.Context, id store.ID, at time.Time) error
+	// ListDeletedUsers returns up to limit users marked deleted and not yet
+	// purged, in ID order, after the user after (NilID: from the first),
+	// with their DeletedAt.
+	ListDeletedUsers(ctx context.Context, after store.ID, limit int) ([]*store.User, error)
+	// PurgeUser removes a deleted user's record and frees its handle for a
+	// new sign-up; a user not marked deleted is CONFLICT, a missing one no
+	// error. It may take more than one write: a crash in between leaves
+	// the user listed by ListDeletedUsers, and purging again completes it.
+	PurgeUser(ctx context.Context, id store.ID) error
 }
 
 // Follows stores the follow graph: both edges of a follow and both counters, together.

@@ -139,6 +139,27 @@ func (w *observed) FindFollowers(ctx context.Context, followee store.ID, candida
 	return r0, err
 }
 
+func (w *observed) DeleteUser(ctx context.Context, id store.ID, at time.Time) error {
+	start := time.Now()
+	err := w.b.DeleteUser(ctx, id, at)
+	w.o.Observe("DeleteUser", start, err)
+	return err
+}
+
+func (w *observed) ListDeletedUsers(ctx context.Context, after store.ID, limit int) ([]*store.User, error) {
+	start := time.Now()
+	r0, err := w.b.ListDeletedUsers(ctx, after, limit)
+	w.o.Observe("ListDeletedUsers", start, err)
+	return r0, err
+}
+
+func (w *observed) PurgeUser(ctx context.Context, id store.ID) error {
+	start := time.Now()
+	err := w.b.PurgeUser(ctx, id)
+	w.o.Observe("PurgeUser", start, err)
+	return err
+}
+
 func (w *observed) ListFollowers(ctx context.Context, user store.ID, r store.Range) ([]store.ID, error) {
 	start := time.Now()
 	r0, err := w.b.ListFollowers(ctx, user, r)

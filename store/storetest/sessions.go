@@ -56,6 +56,24 @@ func testRevokeTokens(t *testing.T, open OpenFunc) {
 		got = revoke(t, u.ID, store.TokenRevocation{All: true, Now: now})
 		assert.Equal(t, 2, got.TokenVersion)
 	})
+	t.Run("AllButOneWithPassword", func(t *testing.T) {
+		u := mustCreateUser(t, b, c)
+		revoke(t, u.ID, store.TokenRevocation{TokenID: "a", Expires: hour, Now: now})
+		got := revoke(t, u.ID, store.TokenRevocation{All: true, Keep: "b", Now: now, PasswordHash: []byte("new hash")})
+		assert.Equal(t, 1, got.TokenVersion)
+		assert.Equal(t, "b", got.KeptToken)
+		assert.Empty(t, got.RevokedTokens)
+		assert.Equal(t, []byte("new hash"), mustUser(t, b, u.ID).PasswordHash, "the password changes in the same step")
+		assert.Equal(t, "b", mustUser(t, b, u.ID).KeptToken)
+		// One token's logOut keeps the kept one; another revocation of
+		// all ends it, as does overflowing the list.
+		got = revoke(t, u.ID, store.TokenRevocation{TokenID: "c", Expires: hour, Now: now})
+		assert.Equal(t, "b", got.KeptToken)
+		assert.Equal(t, []byte("new hash"), got.PasswordHash, "a revocation without a hash leaves the password")
+		got = revoke(t, u.ID, store.TokenRevocation{All: true, Now: now})
+		assert.Empty(t, got.KeptToken)
+		assert.Empty(t, mustUser(t, b, u.ID).KeptToken)
+	})
 	t.Run("ExpiredDropped", func(t *testing.T) {
 		u := mustCreateUser(t, b, c)
 		revoke(t, u.ID, store.TokenRevocation{TokenID: "old", Expires: now.Add(time.Minute).Truncate(time.Second), Now: now})

@@ -28,6 +28,7 @@ type OpenFunc func(t *testing.T) storage.Backend
 func Run(t *testing.T, open OpenFunc) {
 	t.Run("Users", func(t *testing.T) { testUsers(t, open) })
 	t.Run("RevokeTokens", func(t *testing.T) { testRevokeTokens(t, open) })
+	t.Run("DeleteUser", func(t *testing.T) { testDeleteUser(t, open) })
 	t.Run("Sessions", func(t *testing.T) { testSessions(t, open) })
 	t.Run("Follows", func(t *testing.T) { testFollows(t, open) })
 	t.Run("Messages", func(t *testing.T) { testMessages(t, open) })
@@ -43,6 +44,7 @@ func Run(t *testing.T, open OpenFunc) {
 	for _, st := range service.Strategies {
 		t.Run("Service/"+string(st), func(t *testing.T) { testService(t, open, st) })
 		t.Run("Concurrency/"+string(st), func(t *testing.T) { testConcurrency(t, open, st) })
+		t.Run("AccountLife/"+string(st), func(t *testing.T) { testAccountLife(t, open, st) })
 	}
 	t.Run("SameTimelines", func(t *testing.T) { testSameTimelines(t, open) })
 	t.Run("HomeRuleCosts", func(t *testing.T) { testHomeRuleCosts(t, open) })

@@ -53,6 +53,10 @@ type User struct {
 	Attrs     []Attr             `bson:"at,omitempty"`
 	TokenVer  int64              `bson:"tv,omitempty"`
 	Revoked   []Revoked          `bson:"rt,omitempty"`
+	Kept      string             `bson:"kt,omitempty"`
+	// Deleted is when the account was deleted: a tombstone kept until the
+	// handle is freed.
+	Deleted *time.Time `bson:"dl,omitempty"`
 }
 
 // Revoked is a revoked token as stored: its id and when it expires.
@@ -75,7 +79,7 @@ func FromUser(u *store.User) *User {
 		Bio: u.Bio, Website: u.WebsiteURL, Avatar: u.AvatarURL,
 		Created: u.CreatedAt, Seen: u.LastSeenAt,
 		Followers: int64(u.FollowerCount), Following: int64(u.FollowingCount), Messages: int64(u.MessageCount),
-		Pulled: int64(u.PulledCount), TokenVer: int64(u.TokenVersion), Revoked: FromRevoked(u.RevokedTokens),
+		Pulled: int64(u.PulledCount), TokenVer: int64(u.TokenVersion), Revoked: FromRevoked(u.RevokedTokens), Kept: u.KeptToken,
 	}
 }
 
@@ -99,7 +103,16 @@ func (d *User) Store() *store.User {
 		CreatedAt: d.Created.UTC(), LastSeenAt: d.Seen.UTC(),
 		FollowerCount: int(d.Followers), FollowingCount: int(d.Following), MessageCount: int(d.Messages),
 		PulledCount: int(d.Pulled), TokenVersion: int(d.TokenVer), RevokedTokens: d.RevokedTokens(),
+		KeptToken: d.Kept, DeletedAt: d.DeletedAt(),
 	}
+}
+
+// DeletedAt returns when d's account was deleted; zero for a live one.
+func (d *User) DeletedAt() time.Time {
+	if d.Deleted == nil {
+		return time.Time{}
+	}
+	return d.Deleted.UTC()
 }
 
 // RevokedTokens returns the domain form of d's revoked tokens; nil for none.

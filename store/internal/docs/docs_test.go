@@ -32,6 +32,8 @@ type longUser struct {
 	Attrs     []Attr             `bson:"attributes,omitempty"`
 	TokenVer  int64              `bson:"tokenVersion,omitempty"`
 	Revoked   []Revoked          `bson:"revokedTokens,omitempty"`
+	Kept      string             `bson:"keptToken,omitempty"`
+	Deleted   *time.Time         `bson:"deletedAt,omitempty"`
 }
 
 func TestShortFieldNames_BytesSaved(t *testing.T) {

@@ -34,6 +34,10 @@ type User struct {
 	// RevokedTokens are the user's tokens ended one by one (logOut) and
 	// not yet expired.
 	RevokedTokens []RevokedToken
+	// Private makes the account private (Mastodon's locked accounts): a
+	// follow is a request it answers, and only the users it approved see
+	// its messages, likes and follow lists.
+	Private bool
 }
 
 // Attribute is a custom user attribute: any name the app chooses, a string value.

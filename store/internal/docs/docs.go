@@ -12,7 +12,8 @@
 //	          s last seen, fr followers, fg following, mc messages,
 //	          pc pulled messages (hybrid celebrity posts),
 //	          at custom attributes: [{k name-store token, v value}],
-//	          tv token version, rt revoked tokens: [{i token id, e expires}]
+//	          tv token version, rt revoked tokens: [{i token id, e expires}],
+//	          pv private account (absent when public)
 //	messages: _id id, a author, t text, k kind (0 post, 1 reply, 2 repost),
 //	          r replied-to message, ra its author, c created, e edited,
 //	          pl pulled (not fanned out), me mentioned users,
@@ -53,6 +54,7 @@ type User struct {
 	Attrs     []Attr             `bson:"at,omitempty"`
 	TokenVer  int64              `bson:"tv,omitempty"`
 	Revoked   []Revoked          `bson:"rt,omitempty"`
+	Private   bool               `bson:"pv,omitempty"`
 }
 
 // Revoked is a revoked token as stored: its id and when it expires.
@@ -76,6 +78,7 @@ func FromUser(u *store.User) *User {
 		Created: u.CreatedAt, Seen: u.LastSeenAt,
 		Followers: int64(u.FollowerCount), Following: int64(u.FollowingCount), Messages: int64(u.MessageCount),
 		Pulled: int64(u.PulledCount), TokenVer: int64(u.TokenVersion), Revoked: FromRevoked(u.RevokedTokens),
+		Private: u.Private,
 	}
 }
 
@@ -99,6 +102,7 @@ func (d *User) Store() *store.User {
 		CreatedAt: d.Created.UTC(), LastSeenAt: d.Seen.UTC(),
 		FollowerCount: int(d.Followers), FollowingCount: int(d.Following), MessageCount: int(d.Messages),
 		PulledCount: int(d.Pulled), TokenVersion: int(d.TokenVer), RevokedTokens: d.RevokedTokens(),
+		Private: d.Private,
 	}
 }
 

@@ -32,6 +32,7 @@ type longUser struct {
 	Attrs     []Attr             `bson:"attributes,omitempty"`
 	TokenVer  int64              `bson:"tokenVersion,omitempty"`
 	Revoked   []Revoked          `bson:"revokedTokens,omitempty"`
+	Private   bool               `bson:"private,omitempty"`
 }
 
 func TestShortFieldNames_BytesSaved(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"herald/store"
 )
 
@@ -99,4 +101,22 @@ func (s *Store) FindFollowRequests(_ context.Context, user store.ID, targets []s
 		out[i] = f != nil
 	}
 	return out, nil
+}
+
+// CountFollowRequests implements storage.Backend: a scan of target's q
+// keys.
+func (s *Store) CountFollowRequests(ctx context.Context, target store.ID) (int, error) {
+	p := key(pFollowRequests, target)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return 0, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if n++; n%scanCheckEvery == 0 && ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+	}
+	return n, it.Error()
 }

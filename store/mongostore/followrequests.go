@@ -101,3 +101,10 @@ func (s *Store) FindFollowRequests(ctx context.Context, user store.ID, targets [
 	}
 	return out, nil
 }
+
+// CountFollowRequests implements storage.Backend: a count of the index
+// (o, _id) range of target, on its shard.
+func (s *Store) CountFollowRequests(ctx context.Context, target store.ID) (int, error) {
+	n, err := s.followRequests.CountDocuments(ctx, bson.D{{Key: "o", Value: oid(target)}})
+	return int(n), wrap("count follow requests", err)
+}

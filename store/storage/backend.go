@@ -221,6 +221,10 @@ type FollowRequests interface {
 	// FindFollowRequests reports, for each target, whether user has a
 	// request pending to follow it, in one read.
 	FindFollowRequests(ctx context.Context, user store.ID, targets []store.ID) ([]bool, error)
+	// CountFollowRequests counts the requests to follow target. It costs
+	// a scan of the counted index entries: no count is kept, since the
+	// pending requests of an account are few.
+	CountFollowRequests(ctx context.Context, target store.ID) (int, error)
 }
 
 // Notifications stores each user's notifications feed: groups of

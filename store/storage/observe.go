@@ -321,6 +321,13 @@ func (w *observed) FindFollowRequests(ctx context.Context, user store.ID, target
 	return r0, err
 }
 
+func (w *observed) CountFollowRequests(ctx context.Context, target store.ID) (int, error) {
+	start := time.Now()
+	r0, err := w.b.CountFollowRequests(ctx, target)
+	w.o.Observe("CountFollowRequests", start, err)
+	return r0, err
+}
+
 func (w *observed) Notify(ctx context.Context, n Notice) (NotifyResult, error) {
 	start := time.Now()
 	r0, err := w.b.Notify(ctx, n)

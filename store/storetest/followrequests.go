@@ -93,6 +93,12 @@ func testFollowRequestList(t *testing.T, open OpenFunc) {
 		require.True(t, ok)
 	}
 	want := []store.ID{fans[2].ID, fans[0].ID, fans[3].ID, fans[1].ID}
+	n, err := b.CountFollowRequests(ctx, locked.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+	n, err = b.CountFollowRequests(ctx, fans[0].ID)
+	require.NoError(t, err)
+	assert.Zero(t, n, "counted on the target's side only")
 	all, err := b.ListFollowRequests(ctx, locked.ID, store.Forward(store.NilID, 10))
 	require.NoError(t, err)
 	assert.Equal(t, want, requesters(all))
@@ -116,6 +122,9 @@ func testFollowRequestList(t *testing.T, open OpenFunc) {
 	all, err = b.ListFollowRequests(ctx, locked.ID, store.Forward(store.NilID, 10))
 	require.NoError(t, err)
 	assert.Equal(t, []store.ID{want[0], want[1], want[3]}, requesters(all))
+	n, err = b.CountFollowRequests(ctx, locked.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
 }
 
 func testFollowRequestRefused(t *testing.T, open OpenFunc) {

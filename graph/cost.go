@@ -18,6 +18,7 @@ const CountCost = 100
 // returns their connection. A test walks the schema to check they exist.
 var scanCounts = map[string]string{
 	"Query.usersByAttribute": "totalCount",
+	"User.followRequests":    "totalCount",
 }
 
 // opCost is what the operation limits and the rate limiter need to know of

@@ -25,6 +25,7 @@ const (
 	cursorActors    cursorKind = 'y' // payload: the actor's activity store.ID (NotificationGroup.actors)
 	cursorEvent     cursorKind = 'e' // payload: the event's store.EventPosition (subscriptions)
 	cursorSearch    cursorKind = 's' // payload: the user's store.SearchPosition (searchUsers)
+	cursorRequests  cursorKind = 'q' // payload: the follow request's store.ID (User.followRequests)
 )
 
 // Cursors are base64url(kind byte + payload). They are opaque to clients and

@@ -298,6 +298,7 @@ func setComplexity(c *generated.ComplexityRoot) {
 	c.User.Following = page
 	c.User.Messages = page
 	c.User.Likes = page
+	c.User.FollowRequests = page
 	c.Message.LikedBy = page
 	c.Message.Replies = page
 	c.Query.Notifications = page

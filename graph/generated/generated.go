@@ -347,7 +347,7 @@ type UserResolver interface {
 	Messages(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.MessageConnection, error)
 	Likes(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.LikeConnection, error)
 	ViewerFollows(ctx context.Context, obj *store.User) (bool, error)
-	Private(ctx context.Context, obj *store.User) (bool, error)
+
 	ViewerRequestedFollow(ctx context.Context, obj *store.User) (bool, error)
 	ViewerBlocks(ctx context.Context, obj *store.User) (bool, error)
 	ViewerMutes(ctx context.Context, obj *store.User) (bool, error)
@@ -7826,7 +7826,7 @@ func (ec *executionContext) _User_private(ctx context.Context, field graphql.Col
 			return ec.fieldContext_User_private(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.User().Private(ctx, obj)
+			return obj.Private, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -7837,7 +7837,7 @@ func (ec *executionContext) _User_private(ctx context.Context, field graphql.Col
 	)
 }
 func (ec *executionContext) fieldContext_User_private(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("User", field, true, true, errors.New("field of type Boolean does not have child fields"))
+	return graphql.NewScalarFieldContext("User", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _User_viewerRequestedFollow(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
@@ -11991,43 +11991,10 @@ func (ec *executionContext) _User(ctx context.Context, sel ast.SelectionSet, obj
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "private":
-			field := field
-
-			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
-				defer func() {
-					if r := recover(); r != nil {
-						ec.Error(ctx, ec.Recover(ctx, r))
-					}
-				}()
-				res = ec._User_private(ctx, field, obj)
-				if res == graphql.Null {
-					atomic.AddUint32(&fs.Invalids, 1)
-				}
-				return res
+			out.Values[i] = ec._User_private(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
-
-			if field.IsDeferred() {
-				deferredFieldSet.AddField(field)
-				fieldIndex := len(deferredFieldSet.Values) - 1
-				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
-					return innerFunc(ctx, deferredFieldSet)
-				})
-
-				for _, deferrable := range field.Deferrables {
-					view, ok := deferLabelToView[deferrable.Label]
-					if !ok {
-						view = deferredFieldSet.NewView()
-						deferLabelToView[deferrable.Label] = view
-					}
-					view.AddIndices(fieldIndex)
-				}
-
-				// don't run the out.Concurrently() call below
-				out.Values[i] = graphql.Null
-				continue
-			}
-
-			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "viewerRequestedFollow":
 			field := field
 

@@ -99,7 +99,9 @@ type FollowRequestPage struct {
 // FollowRequests returns a page of the requests to follow viewer's
 // account, oldest first, within r.
 func (s *Service) FollowRequests(ctx context.Context, viewer store.ID, r store.Range) (FollowRequestPage, error) {
-	reqs, more, err := readPage(r, func(r store.Range) ([]store.FollowRequest, error) { return s.backend.ListFollowRequests(ctx, viewer, r) })
+	reqs, more, err := readPage(r, func(r store.Range) ([]store.FollowRequest, error) {
+		return s.backend.ListFollowRequests(ctx, viewer, r)
+	})
 	return FollowRequestPage{Requests: reqs, HasMore: more}, err
 }
 

@@ -684,3 +684,39 @@ func testPrivateCosts(t *testing.T) {
 		assert.Equal(t, graph.CodeRateLimited, e.errCode(t, reader, `mutation($id: ID!) { rejectFollow(userId: $id) { id } }`, map[string]any{"id": lockedIDs[0]}))
 	})
 }
+
+func TestApproveFollowResumes(t *testing.T) { forBackends(t, testApproveFollowResumes) }
+
+// testApproveFollowResumes: an approval cut short after its follow, before
+// its request was removed, is completed by approving again, counted once.
+func testApproveFollowResumes(t *testing.T) {
+	e := newEnv(t, nil)
+	locked, lockedID := mustSignUp(t, e, "locked")
+	fan, fanID := mustSignUp(t, e, "fan")
+	setPrivate(t, e, locked, true)
+	l, err := graph.ParseUserIDForTest(lockedID)
+	require.NoError(t, err)
+	f, err := graph.ParseUserIDForTest(fanID)
+	require.NoError(t, err)
+	ctx := context.Background()
+	// What a crash between the approval's two steps leaves.
+	_, err = e.backend.RequestFollow(ctx, f, l, time.Now())
+	require.NoError(t, err)
+	_, err = e.backend.Follow(ctx, f, l, time.Now())
+	require.NoError(t, err)
+	u := userAs(t, e, fan, "locked")
+	assert.True(t, u.ViewerFollows)
+	assert.True(t, u.ViewerRequestedFollow, "the request is still there")
+
+	e.mustExec(t, locked, `mutation($id: ID!) { approveFollow(userId: $id) { id } }`, map[string]any{"id": fanID}, nil)
+	u = userAs(t, e, fan, "locked")
+	assert.True(t, u.ViewerFollows)
+	assert.False(t, u.ViewerRequestedFollow, "approving again removed the request")
+	assert.Equal(t, 1, u.FollowerCount, "the follow counted once")
+	handles, _, _ := requestHandles(t, e, locked, "")
+	assert.Empty(t, handles)
+	// Following a private account one follows already asks nothing.
+	u = follow(t, e, fan, lockedID)
+	assert.True(t, u.ViewerFollows)
+	assert.False(t, u.ViewerRequestedFollow)
+}

@@ -1612,22 +1612,29 @@ type User implements Node {
   """
   The users who follow this user, in the order they were created (oldest
   account first). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
+  Empty (with ` + "`" + `totalCount` + "`" + ` the profile's count) for a private account the
+  viewer is not an approved follower of, and for a user who blocks the viewer.
   """
   followers(first: Int, after: String, last: Int, before: String): UserConnection!
   """
   The users this user follows, in the order they were created (oldest account
-  first). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
+  first). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100. Empty as
+  ` + "`" + `followers` + "`" + ` is.
   """
   following(first: Int, after: String, last: Int, before: String): UserConnection!
   """
   This user's own timeline (outbox): their messages, newest first. ` + "`" + `first` + "`" + `
-  (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
+  (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100. Empty (with ` + "`" + `totalCount` + "`" + `
+  the profile's count) when the viewer may not see this user's messages: a
+  private account's are its own and its approved followers', and a user's
+  are hidden from the users it blocks.
   """
   messages(first: Int, after: String, last: Int, before: String): MessageConnection!
   """
   The messages this user likes, most recently liked first. ` + "`" + `first` + "`" + ` (or
   ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100. A liked message that was
-  deleted is left out, so a page may hold fewer edges than asked for.
+  deleted is left out, so a page may hold fewer edges than asked for, and so
+  is one the viewer may not see (see ` + "`" + `messages` + "`" + `). Empty as ` + "`" + `messages` + "`" + ` is.
   """
   likes(first: Int, after: String, last: Int, before: String): LikeConnection!
   "Whether the signed-in viewer follows this user; false when nobody is signed in."
@@ -1635,7 +1642,9 @@ type User implements Node {
   """
   Whether this account is private (Mastodon's locked accounts): following it
   sends a follow request the user approves or rejects, and only the users it
-  approved see its messages, likes, followers and following.
+  approved see its messages, likes, followers and following, wherever they
+  are read (` + "`" + `node` + "`" + `, threads, ` + "`" + `replyTo` + "`" + `, ` + "`" + `repostOf` + "`" + `, profile lists; search
+  finds the profile only). Its messages cannot be reposted but by itself.
   """
   private: Boolean!
   """
@@ -1725,7 +1734,11 @@ type Message implements Node {
   text: String!
   "Whether the message is a post, a reply or a repost."
   kind: MessageKind!
-  "The message answered by a reply; null for a post or when that message was deleted."
+  """
+  The message answered by a reply; null for a post, when that message was
+  deleted, and when the viewer may not see it (a private account's, or a
+  blocker's: see ` + "`" + `User.messages` + "`" + `).
+  """
   replyTo: Message
   "When the message was posted."
   createdAt: Time!
@@ -1749,7 +1762,8 @@ type Message implements Node {
   likedBy(first: Int, after: String, last: Int, before: String): UserConnection!
   """
   The message a repost reposts (never itself a repost); null unless this
-  message is a repost, and when the reposted message was deleted.
+  message is a repost, and when the reposted message was deleted or the
+  viewer may not see it (see ` + "`" + `replyTo` + "`" + `).
   """
   repostOf: Message
   "How many users repost the message (taken-back reposts not counted)."
@@ -1762,7 +1776,9 @@ type Message implements Node {
   The replies that answer this message directly, oldest first, as a
   conversation reads; ` + "`" + `totalCount` + "`" + ` is ` + "`" + `replyCount` + "`" + `. Each reply has its own
   ` + "`" + `replies` + "`" + `, so a client renders a thread from its ` + "`" + `root` + "`" + ` down. ` + "`" + `first` + "`" + ` (or
-  ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
+  ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100. Replies the viewer may not
+  see (see ` + "`" + `replyTo` + "`" + `) are left out; a page still holds as many as asked for
+  when there are.
   """
   replies(first: Int, after: String, last: Int, before: String): MessageConnection!
   """
@@ -2114,12 +2130,15 @@ type InboxEvent {
 type Query {
   """
   Fetches any object by its global id. Returns null for an object that does not
-  exist (or was deleted); a malformed id is BAD_USER_INPUT.
+  exist (or was deleted), and for a message the viewer may not see (a private
+  account's to others than its approved followers, a blocker's to the users
+  it blocks); a malformed id is BAD_USER_INPUT.
   """
   node(id: ID!): Node
   """
   Fetches objects by their global ids (at most 100), in the order given, with
-  null for those that do not exist. A malformed id is BAD_USER_INPUT.
+  null for those that do not exist or are hidden, as ` + "`" + `node` + "`" + `. A malformed id is
+  BAD_USER_INPUT.
   """
   nodes(ids: [ID!]!): [Node]!
   "The signed-in user, or null when the request carries no valid token."
@@ -2199,18 +2218,22 @@ type Mutation {
   logOutEverywhere: Boolean!
   """
   Makes the viewer follow a user and returns that user with its new counts.
-  Following twice counts once. Following yourself is BAD_USER_INPUT.
+  Following twice counts once. Following yourself is BAD_USER_INPUT. Following
+  a private account the viewer does not follow yet asks it instead (see
+  ` + "`" + `User.viewerRequestedFollow` + "`" + `, ` + "`" + `approveFollow` + "`" + `): no follow until approved.
   """
   follow(userId: ID!): User!
   """
   Makes the viewer stop following a user and returns that user with its new
-  counts. Unfollowing a user not followed changes nothing.
+  counts, or takes back the viewer's pending request to follow it. Unfollowing
+  a user not followed changes nothing.
   """
   unfollow(userId: ID!): User!
   """
   Makes the viewer like a message and returns it with its new ` + "`" + `likeCount` + "`" + `.
   Liking a message already liked changes nothing; liking a repost likes the
-  message it reposts. NOT_FOUND if the message does not exist.
+  message it reposts. NOT_FOUND if the message does not exist or the viewer
+  may not see it (see ` + "`" + `Query.node` + "`" + `).
   """
   like(messageId: ID!): Message!
   """
@@ -2226,7 +2249,9 @@ type Mutation {
   its author, the viewer included (docs/design.md#reposts-at-home).
   Reposting a repost reposts its message;
   reposting a message already reposted changes nothing. NOT_FOUND if the
-  message does not exist.
+  message does not exist or the viewer may not see it (see ` + "`" + `Query.node` + "`" + `);
+  FORBIDDEN for another private account's message, even to its followers:
+  the repost would reach users it has not approved.
   """
   repost(messageId: ID!): Message!
   """
@@ -2239,7 +2264,8 @@ type Mutation {
   """
   Posts a message as the viewer. It reaches followers' inboxes shortly after
   this returns. A reply to a repost answers the message it reposts. NOT_FOUND
-  when ` + "`" + `replyTo` + "`" + ` does not exist.
+  when ` + "`" + `replyTo` + "`" + ` does not exist or the viewer may not see it (see
+  ` + "`" + `Query.node` + "`" + `): a blocked user's replies to the blocker are refused so.
   """
   postMessage(input: PostMessageInput!): Message!
   """

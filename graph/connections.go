@@ -71,6 +71,10 @@ func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after
 	}
 
 	ld := loader.For(ctx)
+	// The users the page's visibility rule loaded.
+	for _, u := range page.Users {
+		ld.UserByID.Prime(ctx, u.ID, u)
+	}
 	conn := &model.InboxConnection{
 		Edges:       make([]*model.InboxEdge, len(page.Items)),
 		TotalCount:  page.Counts.Total,

@@ -225,14 +225,17 @@ func testPrivateAccounts(t *testing.T) {
 	pub, pubID := mustSignUp(t, e, "pub")
 	rejected, rejectedID := mustSignUp(t, e, "rejected")
 
-	// Before the account turns private: a post that pub reposts and likes,
-	// and a follow of pub.
+	// Before the account turns private: a post that pub reposts (reaching
+	// the stranger's home) and likes, and a follow of pub.
+	mustFollow(t, e, stranger, pubID)
 	old := mustPost(t, e, locked, "old news")
 	mustRepost(t, e, pub, old)
 	e.mustExec(t, pub, `mutation($id: ID!) { like(messageId: $id) { id } }`, map[string]any{"id": old}, nil)
 	mustFollow(t, e, locked, pubID)
 	pubPost := mustPost(t, e, pub, "a public post")
 
+	waitFanOut(t, e)
+	assert.Equal(t, []string{"a public post", "old news"}, homeTexts(t, e, stranger), "pub's post and repost")
 	t.Run("setPrivate", func(t *testing.T) {
 		u := setPrivate(t, e, locked, true)
 		assert.Equal(t, privateUser{ID: lockedID, Handle: "locked", Private: true}, u)
@@ -410,6 +413,10 @@ func testPrivateAccounts(t *testing.T) {
 		}
 	})
 
+	t.Run("a repost at home", func(t *testing.T) {
+		assert.Equal(t, []string{"a public post"}, homeTexts(t, e, stranger), "a repost shows its original, now private")
+	})
+
 	t.Run("threads", func(t *testing.T) {
 		mustReply(t, e, stranger, "a stranger's reply", pubPost)
 		for _, rd := range readers {
@@ -505,6 +512,26 @@ func testPrivateAccounts(t *testing.T) {
 	})
 }
 
+// homeTexts returns the texts of the token's user's home timeline.
+func homeTexts(t *testing.T, e *env, token string) []string {
+	t.Helper()
+	var r struct {
+		Inbox struct {
+			Edges []struct {
+				Node struct {
+					Text string `json:"text"`
+				} `json:"node"`
+			} `json:"edges"`
+		} `json:"inbox"`
+	}
+	e.mustExec(t, token, `{ inbox(first: 20) { edges { node { text } } } }`, nil, &r)
+	out := []string{}
+	for _, edge := range r.Inbox.Edges {
+		out = append(out, edge.Node.Text)
+	}
+	return out
+}
+
 func TestBlockHidesMessages(t *testing.T) { forBackends(t, testBlockHidesMessages) }
 
 // testBlockHidesMessages: a blocker's messages are hidden from the user it
@@ -525,8 +552,24 @@ func testBlockHidesMessages(t *testing.T) {
 	e.mustExec(t, other, `mutation($id: ID!) { like(messageId: $id) { id } }`, map[string]any{"id": post}, nil)
 	e.mustExec(t, blocked, `mutation($id: ID!) { like(messageId: $id) { id } }`, map[string]any{"id": post}, nil)
 	mustFollow(t, e, blocker, otherID)
-	mustFollow(t, e, blocked, blockerID)
+	mustFollow(t, e, other, blockerID)
+	mustFollow(t, e, blocked, otherID)
 	waitFanOut(t, e)
+	var before struct {
+		Inbox struct {
+			Edges []struct {
+				RepostedBy *struct {
+					Handle string `json:"handle"`
+				} `json:"repostedBy"`
+			} `json:"edges"`
+		} `json:"inbox"`
+	}
+	e.mustExec(t, blocked, `{ inbox(first: 20) { edges { repostedBy { handle } } } }`, nil, &before)
+	var reposted bool
+	for _, edge := range before.Inbox.Edges {
+		reposted = reposted || edge.RepostedBy != nil && edge.RepostedBy.Handle == "other"
+	}
+	require.True(t, reposted, "before the block, other's repost of the blocker's post is home")
 
 	b, err := graph.ParseUserIDForTest(blockerID)
 	require.NoError(t, err)
@@ -562,6 +605,24 @@ func testBlockHidesMessages(t *testing.T) {
 		assert.Equal(t, "", linkedText(t, e, blocked, otherReply, "replyTo"))
 		assert.Equal(t, "", linkedText(t, e, blocked, otherReply, "root"))
 		assert.Equal(t, "the blocker's post", linkedText(t, e, other, otherReply, "replyTo"))
+	})
+	t.Run("a third user's repost at home", func(t *testing.T) {
+		// The blocker's own items at home are the blocks work's (its
+		// unfollow); the repost shows the blocker's message, so it goes.
+		var r struct {
+			Inbox struct {
+				Edges []struct {
+					RepostedBy *struct {
+						Handle string `json:"handle"`
+					} `json:"repostedBy"`
+				} `json:"edges"`
+			} `json:"inbox"`
+		}
+		e.mustExec(t, blocked, `{ inbox(first: 20) { edges { repostedBy { handle } } } }`, nil, &r)
+		require.NotEmpty(t, r.Inbox.Edges, "other's messages are home")
+		for _, edge := range r.Inbox.Edges {
+			assert.Nil(t, edge.RepostedBy, "no repost of the blocker's message")
+		}
 	})
 	t.Run("like, repost and reply are refused as absent", func(t *testing.T) {
 		assert.Equal(t, "NOT_FOUND", e.errCode(t, blocked, `mutation($id: ID!) { like(messageId: $id) { id } }`, map[string]any{"id": post}))

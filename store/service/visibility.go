@@ -69,9 +69,10 @@ func (s *Service) SeesMessagesOf(ctx context.Context, viewer store.ID, authors [
 
 // visibleMessages reports, aligned with msgs, whether viewer may see each
 // (false for a nil one): its authors loaded in one batch, then the rule.
-// It returns the authors it loaded (viewer's own messages need none), for
-// the caller to show without loading them again.
-func (s *Service) visibleMessages(ctx context.Context, viewer store.ID, msgs []*store.Message) ([]bool, []*store.User, error) {
+// It returns the authors it loaded (viewer's own messages need none), and
+// the users of also, loaded in the same batch, for the caller to show
+// without loading them again.
+func (s *Service) visibleMessages(ctx context.Context, viewer store.ID, msgs []*store.Message, also ...store.ID) ([]bool, []*store.User, error) {
 	out := make([]bool, len(msgs))
 	var ids []store.ID
 	at := make(map[store.ID]int, len(msgs))
@@ -90,11 +91,18 @@ func (s *Service) visibleMessages(ctx context.Context, viewer store.ID, msgs []*
 	if len(ids) == 0 {
 		return out, nil, nil
 	}
+	n := len(ids)
+	for _, id := range also {
+		if _, ok := at[id]; !ok {
+			at[id] = len(ids)
+			ids = append(ids, id)
+		}
+	}
 	authors, err := s.backend.FindUsersByIDs(ctx, ids)
 	if err != nil {
 		return nil, nil, err
 	}
-	sees, err := s.SeesMessagesOf(ctx, viewer, authors)
+	sees, err := s.SeesMessagesOf(ctx, viewer, authors[:n])
 	if err != nil {
 		return nil, nil, err
 	}
@@ -162,4 +170,48 @@ func readVisible[T any](r store.Range, id func(T) store.ID, read func(store.Rang
 	}
 	out, more := trimPage(out, r)
 	return out, more, nil
+}
+
+// hideOriginals sets to nil, in msgs (a home timeline page's), each repost
+// whose original owner may not see: a repost shows as its original, which
+// may be a private account's (reposted before it turned private) or that
+// of a user who blocks owner. The page skips it as it skips a deleted
+// message. It reads nothing for a page without reposts of others'
+// messages; otherwise the originals' authors, and in the same call the
+// other users a page shows (its authors, those it mentions and those its
+// replies answer), which it returns for the page to show: a page holding
+// reposts costs one FindBlockers more, and no second read of users.
+func (s *Service) hideOriginals(ctx context.Context, owner store.ID, msgs, originals []*store.Message) ([]*store.User, error) {
+	var at []int
+	var check []*store.Message
+	for i, o := range originals {
+		if o != nil && msgs[i] != nil && o.AuthorID != owner {
+			at = append(at, i)
+			check = append(check, o)
+		}
+	}
+	if len(check) == 0 {
+		return nil, nil
+	}
+	authors := make([]store.ID, 0, len(msgs))
+	for _, ms := range [][]*store.Message{msgs, originals} {
+		for _, m := range ms {
+			if m != nil {
+				authors = append(append(authors, m.AuthorID), m.Mentions...)
+				if !m.ReplyToAuthorID.IsZero() {
+					authors = append(authors, m.ReplyToAuthorID)
+				}
+			}
+		}
+	}
+	shown, users, err := s.visibleMessages(ctx, owner, check, authors...)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range at {
+		if !shown[k] {
+			msgs[i] = nil
+		}
+	}
+	return users, nil
 }

@@ -71,6 +71,10 @@ func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after
 	}
 
 	ld := loader.For(ctx)
+	// The users the page's visibility rule loaded.
+	for _, u := range page.Users {
+		ld.UserByID.Prime(ctx, u.ID, u)
+	}
 	conn := &model.InboxConnection{
 		Edges:       make([]*model.InboxEdge, len(page.Items)),
 		TotalCount:  page.Counts.Total,
@@ -165,6 +169,11 @@ func (r *Resolver) follows(ctx context.Context, user *store.User, following bool
 	if err != nil {
 		return nil, err
 	}
+	// A private account's lists are its approved followers' to see, and
+	// a blocker's are hidden from the blocked.
+	if ok, err := sees(ctx, user); err != nil || !ok {
+		return emptyUsers(total), err
+	}
 	page, err := list(ctx, user.ID, rg)
 	if err != nil {
 		return nil, err
@@ -189,7 +198,7 @@ func (r *Resolver) follows(ctx context.Context, user *store.User, following bool
 // viewerFollows resolve from the cache rather than from a batching window
 // a busy machine could split in two.
 func connectionUsers(ctx context.Context, ids []store.ID) ([]*store.User, []int, error) {
-	p := loader.Preloads{Users: ids, Follows: edgesFollowed(ctx, ids)}
+	p := loader.Preloads{Users: ids, Follows: edgesFollowed(ctx, ids), Requests: edgesRequested(ctx, ids)}
 	if graphql.FieldRequested(ctx, "edges.node.viewerBlocks") {
 		p.Blocks = ids
 	}
@@ -282,17 +291,21 @@ func (r *Resolver) searchUsers(ctx context.Context, query string, first *int, af
 		conn.Edges[i] = &model.UserEdge{Cursor: cursors[i], Node: u}
 	}
 	// A typeahead shows a follow button on each user.
-	ld.Preload(ctx, loader.Preloads{Follows: edgesFollowed(ctx, ids)})
+	ld.Preload(ctx, loader.Preloads{Follows: edgesFollowed(ctx, ids), Requests: edgesRequested(ctx, ids)})
 	conn.PageInfo = pageInfo(cursors, store.Range{}, page.HasMore)
 	return conn, nil
 }
 
 // messages returns a page of user's outbox, newest first, priming
-// MessageByKey with the page.
+// MessageByKey with the page; empty when the viewer may not see user's
+// messages.
 func (r *Resolver) messages(ctx context.Context, user *store.User, first *int, after *string, last *int, before *string) (*model.MessageConnection, error) {
 	rg, err := paging(cursorMessages, first, after, last, before)
 	if err != nil {
 		return nil, err
+	}
+	if ok, err := sees(ctx, user); err != nil || !ok {
+		return &model.MessageConnection{Edges: []*model.MessageEdge{}, PageInfo: &model.PageInfo{}, TotalCount: user.MessageCount}, err
 	}
 	page, err := r.Service.Messages(ctx, user.ID, rg)
 	if err != nil {
@@ -453,13 +466,19 @@ func (r *Resolver) likedBy(ctx context.Context, m *store.Message, first *int, af
 }
 
 // likes returns a page of the messages user likes, most recently liked
-// first; cursors are like IDs. A liked message that was deleted is left out.
+// first; cursors are like IDs. A liked message that was deleted, or that
+// the viewer may not see, is left out; the whole list is empty when the
+// viewer may not see user's likes.
 func (r *Resolver) likes(ctx context.Context, user *store.User, first *int, after *string, last *int, before *string) (*model.LikeConnection, error) {
 	rg, err := paging(cursorLikes, first, after, last, before)
 	if err != nil {
 		return nil, err
 	}
-	page, err := r.Service.Likes(ctx, user.ID, rg)
+	if ok, err := sees(ctx, user); err != nil || !ok {
+		return &model.LikeConnection{Edges: []*model.LikeEdge{}, PageInfo: &model.PageInfo{}}, err
+	}
+	viewer, _ := ViewerFromContext(ctx)
+	page, err := r.Service.Likes(ctx, viewer, user.ID, rg)
 	if err != nil {
 		return nil, err
 	}
@@ -477,19 +496,24 @@ func (r *Resolver) likes(ctx context.Context, user *store.User, first *int, afte
 	return conn, nil
 }
 
-// replies returns a page of the replies to m, oldest first; the total is
-// m's ReplyCount. The replies come with the page, so they are primed into
-// MessageByKey, and their authors preloaded in one batch.
+// replies returns a page of the replies to m, oldest first, those the
+// viewer may not see left out; the total is m's ReplyCount. The replies
+// come with the page, so they are primed into MessageByKey, and their
+// authors preloaded in one batch.
 func (r *Resolver) replies(ctx context.Context, m *store.Message, first *int, after *string, last *int, before *string) (*model.MessageConnection, error) {
 	rg, err := paging(cursorReplies, first, after, last, before)
 	if err != nil {
 		return nil, err
 	}
-	page, err := r.Service.Replies(ctx, m.ID, rg)
+	viewer, _ := ViewerFromContext(ctx)
+	page, err := r.Service.Replies(ctx, viewer, m.ID, rg)
 	if err != nil {
 		return nil, err
 	}
 	ld := loader.For(ctx)
+	for _, u := range page.Authors {
+		ld.UserByID.Prime(ctx, u.ID, u)
+	}
 	conn := &model.MessageConnection{Edges: make([]*model.MessageEdge, len(page.Messages)), TotalCount: m.ReplyCount}
 	cursors := make([]string, len(page.Messages))
 	authors := make([]store.ID, len(page.Messages))

@@ -27,6 +27,7 @@ var scanCounts = map[string]string{
 	"Query.usersByAttribute": "totalCount",
 	"User.blocked":           "totalCount", // no count is kept: the list is read
 	"User.muted":             "totalCount",
+	"User.followRequests":    "totalCount",
 }
 
 // opCost is what the operation limits and the rate limiter need to know of

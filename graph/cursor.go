@@ -27,6 +27,7 @@ const (
 	cursorSearch    cursorKind = 's' // payload: the user's store.SearchPosition (searchUsers)
 	cursorBlocked   cursorKind = 'b' // payload: the block's store.ID (User.blocked)
 	cursorMuted     cursorKind = 'u' // payload: the mute's store.ID (User.muted)
+	cursorRequests  cursorKind = 'q' // payload: the follow request's store.ID (User.followRequests)
 )
 
 // Cursors are base64url(kind byte + payload). They are opaque to clients and

@@ -273,8 +273,9 @@ func testLoaders_InboxReplies(t *testing.T) {
 			calls, total := timelineSnapshot(e)
 			t.Logf("inbox(first: %d) with replies: %d backend calls %v", first, total, calls)
 			// FindMessagesByKeys: the page (Service.Inbox), then the messages
-			// replied to that are not on it.
-			assert.Equal(t, timelineCalls(st, map[string]int64{"FindMessagesByKeys": 2, "FindUsersByIDs": 1}), calls)
+			// replied to that are not on it, shown by the visibility rule
+			// of their authors: one FindBlockers (none is private).
+			assert.Equal(t, timelineCalls(st, map[string]int64{"FindMessagesByKeys": 2, "FindUsersByIDs": 1, "FindBlockers": 1}), calls)
 			assert.Zero(t, e.backend.NoAuthor(), "every message lookup names the author")
 		})
 	}
@@ -283,7 +284,7 @@ func testLoaders_InboxReplies(t *testing.T) {
 		e.backend.Reset()
 		e.mustExec(t, reader, `{ inbox(first: 50) { edges { node { author { viewerFollows } replyTo { id author { handle viewerFollows } } } } } }`, nil, nil)
 		calls, _ := timelineSnapshot(e)
-		assert.Equal(t, timelineCalls(st, map[string]int64{"FindMessagesByKeys": 2, "FindUsersByIDs": 1, "FindFollowing": 1}), calls)
+		assert.Equal(t, timelineCalls(st, map[string]int64{"FindMessagesByKeys": 2, "FindUsersByIDs": 1, "FindFollowing": 1, "FindBlockers": 1}), calls)
 	})
 }
 
@@ -353,8 +354,11 @@ func testLoaders_InboxReposts(t *testing.T) {
 			t.Logf("inbox(first: %d) with reposts: %d backend calls %v", first, total, calls)
 			// FindMessagesByKeys: the page, then the messages reposted.
 			// The reader's own repost is at home by its mark, made when
-			// it was reposted: no check of the follow graph.
-			assert.Equal(t, timelineCalls(st, map[string]int64{"FindMessagesByKeys": 2, "FindUsersByIDs": 1, "FindReposts": 1}), calls)
+			// it was reposted: no check of the follow graph. The messages
+			// reposted pass the visibility rule (one FindBlockers; none is
+			// private), whose read of their authors loads the page's
+			// users too.
+			assert.Equal(t, timelineCalls(st, map[string]int64{"FindMessagesByKeys": 2, "FindUsersByIDs": 1, "FindReposts": 1, "FindBlockers": 1}), calls)
 			assert.Zero(t, e.backend.NoAuthor(), "every message lookup names the author")
 		})
 	}

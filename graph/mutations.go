@@ -40,7 +40,7 @@ func (r *Resolver) setFollow(ctx context.Context, userID string, on bool) (*stor
 		return nil, err
 	}
 	refreshUser(ctx, u)
-	refreshFollows(ctx, u.ID, on)
+	refreshFollowState(ctx, u, on)
 	return u, nil
 }
 

@@ -7,7 +7,6 @@ package graph
 
 import (
 	"context"
-	"fmt"
 	"herald/graph/generated"
 	"herald/graph/loader"
 	"herald/graph/model"
@@ -329,17 +328,17 @@ func (r *mutationResolver) Unmute(ctx context.Context, userID string) (*store.Us
 
 // SetPrivate is the resolver for the setPrivate field.
 func (r *mutationResolver) SetPrivate(ctx context.Context, private bool) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: SetPrivate - setPrivate"))
+	return r.setPrivate(ctx, private)
 }
 
 // ApproveFollow is the resolver for the approveFollow field.
 func (r *mutationResolver) ApproveFollow(ctx context.Context, userID string) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: ApproveFollow - approveFollow"))
+	return r.answerFollow(ctx, userID, true)
 }
 
 // RejectFollow is the resolver for the rejectFollow field.
 func (r *mutationResolver) RejectFollow(ctx context.Context, userID string) (*store.User, error) {
-	panic(fmt.Errorf("not implemented: RejectFollow - rejectFollow"))
+	return r.answerFollow(ctx, userID, false)
 }
 
 // ChangePassword is the resolver for the changePassword field.
@@ -524,14 +523,9 @@ func (r *userResolver) ViewerFollows(ctx context.Context, obj *store.User) (bool
 	return loader.For(ctx).ViewerFollows.Load(ctx, obj.ID)()
 }
 
-// Private is the resolver for the private field.
-func (r *userResolver) Private(ctx context.Context, obj *store.User) (bool, error) {
-	panic(fmt.Errorf("not implemented: Private - private"))
-}
-
 // ViewerRequestedFollow is the resolver for the viewerRequestedFollow field.
 func (r *userResolver) ViewerRequestedFollow(ctx context.Context, obj *store.User) (bool, error) {
-	panic(fmt.Errorf("not implemented: ViewerRequestedFollow - viewerRequestedFollow"))
+	return viewerRequestedFollow(ctx, obj)
 }
 
 // ViewerBlocks is the resolver for the viewerBlocks field.
@@ -562,7 +556,7 @@ func (r *userResolver) Muted(ctx context.Context, obj *store.User, first *int, a
 
 // FollowRequests is the resolver for the followRequests field.
 func (r *userResolver) FollowRequests(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.UserConnection, error) {
-	panic(fmt.Errorf("not implemented: FollowRequests - followRequests"))
+	return r.followRequests(ctx, obj, first, after, last, before)
 }
 
 // TotalCount is the resolver for the totalCount field.

@@ -300,6 +300,7 @@ func setComplexity(c *generated.ComplexityRoot) {
 	c.User.Likes = page
 	c.User.Blocked = page
 	c.User.Muted = page
+	c.User.FollowRequests = page
 	c.Message.LikedBy = page
 	c.Message.Replies = page
 	c.Query.Notifications = page

@@ -38,15 +38,16 @@ const (
 const NotificationGroupSpan = 12 * time.Hour
 
 // NotificationGroupKey is the key of the group a notice of kind joins:
-// kind and target (the message; none for a follow) and, for the kinds that
+// kind and target (the message; none for a follow or a follow request) and, for the kinds that
 // group, the time slot of at. A reply or a mention is a group of its own:
 // its key names its message, whose author is its one actor.
 func NotificationGroupKey(kind NotificationKind, message ID, at time.Time) string {
 	k := string(kind)
-	if kind != NotifyFollowed {
+	follows := kind == NotifyFollowed || kind == NotifyFollowRequested
+	if !follows {
 		k += "-" + message.String()
 	}
-	if kind == NotifyFollowed || kind == NotifyLiked || kind == NotifyReposted {
+	if follows || kind == NotifyLiked || kind == NotifyReposted {
 		k += "-" + strconv.FormatInt(at.UnixMilli()/NotificationGroupSpan.Milliseconds(), 10)
 	}
 	return k
@@ -62,7 +63,8 @@ type NotificationGroup struct {
 	Owner ID
 	Kind  NotificationKind
 	Key   string
-	// Message is the message concerned; NilID for NotifyFollowed.
+	// Message is the message concerned; NilID for NotifyFollowed and
+	// NotifyFollowRequested.
 	Message MessageKey
 	// Count is the number of distinct actors.
 	Count int

@@ -41,6 +41,10 @@ type User struct {
 	// DeletedAt is when the account was deleted (deleteAccount); zero for
 	// a live account. A deleted user is read only by ListDeletedUsers.
 	DeletedAt time.Time
+	// Private makes the account private (Mastodon's locked accounts): a
+	// follow is a request it answers, and only the users it approved see
+	// its messages, likes and follow lists.
+	Private bool
 }
 
 // Attribute is a custom user attribute: any name the app chooses, a string value.

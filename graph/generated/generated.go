@@ -348,7 +348,7 @@ type UserResolver interface {
 	Messages(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.MessageConnection, error)
 	Likes(ctx context.Context, obj *store.User, first *int, after *string, last *int, before *string) (*model.LikeConnection, error)
 	ViewerFollows(ctx context.Context, obj *store.User) (bool, error)
-	Private(ctx context.Context, obj *store.User) (bool, error)
+
 	ViewerRequestedFollow(ctx context.Context, obj *store.User) (bool, error)
 	ViewerBlocks(ctx context.Context, obj *store.User) (bool, error)
 	ViewerMutes(ctx context.Context, obj *store.User) (bool, error)
@@ -1619,22 +1619,29 @@ type User implements Node {
   """
   The users who follow this user, in the order they were created (oldest
   account first). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
+  Empty (with ` + "`" + `totalCount` + "`" + ` the profile's count) for a private account the
+  viewer is not an approved follower of, and for a user who blocks the viewer.
   """
   followers(first: Int, after: String, last: Int, before: String): UserConnection!
   """
   The users this user follows, in the order they were created (oldest account
-  first). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
+  first). ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100. Empty as
+  ` + "`" + `followers` + "`" + ` is.
   """
   following(first: Int, after: String, last: Int, before: String): UserConnection!
   """
   This user's own timeline (outbox): their messages, newest first. ` + "`" + `first` + "`" + `
-  (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
+  (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100. Empty (with ` + "`" + `totalCount` + "`" + `
+  the profile's count) when the viewer may not see this user's messages: a
+  private account's are its own and its approved followers', and a user's
+  are hidden from the users it blocks.
   """
   messages(first: Int, after: String, last: Int, before: String): MessageConnection!
   """
   The messages this user likes, most recently liked first. ` + "`" + `first` + "`" + ` (or
   ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100. A liked message that was
-  deleted is left out, so a page may hold fewer edges than asked for.
+  deleted is left out, so a page may hold fewer edges than asked for, and so
+  is one the viewer may not see (see ` + "`" + `messages` + "`" + `). Empty as ` + "`" + `messages` + "`" + ` is.
   """
   likes(first: Int, after: String, last: Int, before: String): LikeConnection!
   "Whether the signed-in viewer follows this user; false when nobody is signed in."
@@ -1642,7 +1649,9 @@ type User implements Node {
   """
   Whether this account is private (Mastodon's locked accounts): following it
   sends a follow request the user approves or rejects, and only the users it
-  approved see its messages, likes, followers and following.
+  approved see its messages, likes, followers and following, wherever they
+  are read (` + "`" + `node` + "`" + `, threads, ` + "`" + `replyTo` + "`" + `, ` + "`" + `repostOf` + "`" + `, profile lists; search
+  finds the profile only). Its messages cannot be reposted but by itself.
   """
   private: Boolean!
   """
@@ -1736,7 +1745,11 @@ type Message implements Node {
   text: String!
   "Whether the message is a post, a reply or a repost."
   kind: MessageKind!
-  "The message answered by a reply; null for a post or when that message was deleted."
+  """
+  The message answered by a reply; null for a post, when that message was
+  deleted, and when the viewer may not see it (a private account's, or a
+  blocker's: see ` + "`" + `User.messages` + "`" + `).
+  """
   replyTo: Message
   "When the message was posted."
   createdAt: Time!
@@ -1760,7 +1773,8 @@ type Message implements Node {
   likedBy(first: Int, after: String, last: Int, before: String): UserConnection!
   """
   The message a repost reposts (never itself a repost); null unless this
-  message is a repost, and when the reposted message was deleted.
+  message is a repost, and when the reposted message was deleted or the
+  viewer may not see it (see ` + "`" + `replyTo` + "`" + `).
   """
   repostOf: Message
   "How many users repost the message (taken-back reposts not counted)."
@@ -1773,7 +1787,9 @@ type Message implements Node {
   The replies that answer this message directly, oldest first, as a
   conversation reads; ` + "`" + `totalCount` + "`" + ` is ` + "`" + `replyCount` + "`" + `. Each reply has its own
   ` + "`" + `replies` + "`" + `, so a client renders a thread from its ` + "`" + `root` + "`" + ` down. ` + "`" + `first` + "`" + ` (or
-  ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100.
+  ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100. Replies the viewer may not
+  see (see ` + "`" + `replyTo` + "`" + `) are left out; a page still holds as many as asked for
+  when there are.
   """
   replies(first: Int, after: String, last: Int, before: String): MessageConnection!
   """
@@ -2144,12 +2160,15 @@ type InboxEvent {
 type Query {
   """
   Fetches any object by its global id. Returns null for an object that does not
-  exist (or was deleted); a malformed id is BAD_USER_INPUT.
+  exist (or was deleted), and for a message the viewer may not see (a private
+  account's to others than its approved followers, a blocker's to the users
+  it blocks); a malformed id is BAD_USER_INPUT.
   """
   node(id: ID!): Node
   """
   Fetches objects by their global ids (at most 100), in the order given, with
-  null for those that do not exist. A malformed id is BAD_USER_INPUT.
+  null for those that do not exist or are hidden, as ` + "`" + `node` + "`" + `. A malformed id is
+  BAD_USER_INPUT.
   """
   nodes(ids: [ID!]!): [Node]!
   "The signed-in user, or null when the request carries no valid token."
@@ -2236,18 +2255,22 @@ type Mutation {
   logOutEverywhere: Boolean!
   """
   Makes the viewer follow a user and returns that user with its new counts.
-  Following twice counts once. Following yourself is BAD_USER_INPUT.
+  Following twice counts once. Following yourself is BAD_USER_INPUT. Following
+  a private account the viewer does not follow yet asks it instead (see
+  ` + "`" + `User.viewerRequestedFollow` + "`" + `, ` + "`" + `approveFollow` + "`" + `): no follow until approved.
   """
   follow(userId: ID!): User!
   """
   Makes the viewer stop following a user and returns that user with its new
-  counts. Unfollowing a user not followed changes nothing.
+  counts, or takes back the viewer's pending request to follow it. Unfollowing
+  a user not followed changes nothing.
   """
   unfollow(userId: ID!): User!
   """
   Makes the viewer like a message and returns it with its new ` + "`" + `likeCount` + "`" + `.
   Liking a message already liked changes nothing; liking a repost likes the
-  message it reposts. NOT_FOUND if the message does not exist.
+  message it reposts. NOT_FOUND if the message does not exist or the viewer
+  may not see it (see ` + "`" + `Query.node` + "`" + `).
   """
   like(messageId: ID!): Message!
   """
@@ -2263,7 +2286,9 @@ type Mutation {
   its author, the viewer included (docs/design.md#reposts-at-home).
   Reposting a repost reposts its message;
   reposting a message already reposted changes nothing. NOT_FOUND if the
-  message does not exist.
+  message does not exist or the viewer may not see it (see ` + "`" + `Query.node` + "`" + `);
+  FORBIDDEN for another private account's message, even to its followers:
+  the repost would reach users it has not approved.
   """
   repost(messageId: ID!): Message!
   """
@@ -2276,7 +2301,8 @@ type Mutation {
   """
   Posts a message as the viewer. It reaches followers' inboxes shortly after
   this returns. A reply to a repost answers the message it reposts. NOT_FOUND
-  when ` + "`" + `replyTo` + "`" + ` does not exist.
+  when ` + "`" + `replyTo` + "`" + ` does not exist or the viewer may not see it (see
+  ` + "`" + `Query.node` + "`" + `): a blocked user's replies to the blocker are refused so.
   """
   postMessage(input: PostMessageInput!): Message!
   """
@@ -7912,7 +7938,7 @@ func (ec *executionContext) _User_private(ctx context.Context, field graphql.Col
 			return ec.fieldContext_User_private(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return ec.Resolvers.User().Private(ctx, obj)
+			return obj.Private, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
@@ -7923,7 +7949,7 @@ func (ec *executionContext) _User_private(ctx context.Context, field graphql.Col
 	)
 }
 func (ec *executionContext) fieldContext_User_private(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("User", field, true, true, errors.New("field of type Boolean does not have child fields"))
+	return graphql.NewScalarFieldContext("User", field, false, false, errors.New("field of type Boolean does not have child fields"))
 }
 
 func (ec *executionContext) _User_viewerRequestedFollow(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
@@ -12082,43 +12108,10 @@ func (ec *executionContext) _User(ctx context.Context, sel ast.SelectionSet, obj
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "private":
-			field := field
-
-			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
-				defer func() {
-					if r := recover(); r != nil {
-						ec.Error(ctx, ec.Recover(ctx, r))
-					}
-				}()
-				res = ec._User_private(ctx, field, obj)
-				if res == graphql.Null {
-					atomic.AddUint32(&fs.Invalids, 1)
-				}
-				return res
+			out.Values[i] = ec._User_private(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
-
-			if field.IsDeferred() {
-				deferredFieldSet.AddField(field)
-				fieldIndex := len(deferredFieldSet.Values) - 1
-				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
-					return innerFunc(ctx, deferredFieldSet)
-				})
-
-				for _, deferrable := range field.Deferrables {
-					view, ok := deferLabelToView[deferrable.Label]
-					if !ok {
-						view = deferredFieldSet.NewView()
-						deferLabelToView[deferrable.Label] = view
-					}
-					view.AddIndices(fieldIndex)
-				}
-
-				// don't run the out.Concurrently() call below
-				out.Values[i] = graphql.Null
-				continue
-			}
-
-			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "viewerRequestedFollow":
 			field := field
 

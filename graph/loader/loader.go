@@ -1,6 +1,6 @@
 // Package loader batches the graph's reads: within one GraphQL operation (or
 // one subscription event), every UserByID, MessageByKey, ViewerFollows,
-// ViewerLikes and ViewerReposts load that arrives within a short window
+// ViewerLikes, ViewerReposts, ViewerRequested and Sees load that arrives within a short window
 // becomes one service.Service batch call, and each key is loaded at most
 // once. This keeps a page of N items at a fixed number of storage round trips
 // instead of N+1.
@@ -35,7 +35,8 @@ type Loaders struct {
 	// is NOT_FOUND.
 	UserByID *dataloader.Loader[store.ID, *store.User]
 	// MessageByKey loads messages by key with Service.FindMessagesByKeys; a
-	// missing or deleted message is NOT_FOUND. Pass the author in the key
+	// missing or deleted message is NOT_FOUND, and so is one the viewer may
+	// not see (Service.SeesMessagesOf, through Sees), as if absent. Pass the author in the key
 	// whenever it is known (item.Key(), m.Key(), a reply's ReplyToAuthorID):
 	// messages are placed by author, so a sharded backend then asks one
 	// shard instead of all. The cache files a message under its ID alone, so
@@ -58,6 +59,15 @@ type Loaders struct {
 	// false without a viewer, without a call.
 	ViewerBlocks *dataloader.Loader[store.ID, bool]
 	ViewerMutes  *dataloader.Loader[store.ID, bool]
+	// ViewerRequested reports whether the operation's viewer waits for
+	// each key user to answer a follow request, with
+	// Service.FindFollowRequested; false without a viewer, without a call.
+	ViewerRequested *dataloader.Loader[store.ID, bool]
+	// Sees reports whether the operation's viewer (or nobody signed in)
+	// may see each key user's messages, likes and follow lists, with
+	// Service.SeesMessagesOf over the users as UserByID loads them: false
+	// for a user who is gone.
+	Sees *dataloader.Loader[store.ID, bool]
 
 	// What Preload needs: each loader's cache and batch function.
 	userCache    dataloader.Cache[store.ID, *store.User]
@@ -67,6 +77,7 @@ type Loaders struct {
 	repostsCache dataloader.Cache[store.MessageKey, bool]
 	blocksCache  dataloader.Cache[store.ID, bool]
 	mutesCache   dataloader.Cache[store.ID, bool]
+	requestCache dataloader.Cache[store.ID, bool]
 	userBatch    dataloader.BatchFunc[store.ID, *store.User]
 	messageBatch dataloader.BatchFunc[store.MessageKey, *store.Message]
 	followsBatch dataloader.BatchFunc[store.ID, bool]
@@ -74,6 +85,7 @@ type Loaders struct {
 	repostsBatch dataloader.BatchFunc[store.MessageKey, bool]
 	blocksBatch  dataloader.BatchFunc[store.ID, bool]
 	mutesBatch   dataloader.BatchFunc[store.ID, bool]
+	requestBatch dataloader.BatchFunc[store.ID, bool]
 }
 
 // New returns fresh loaders over svc for one operation whose signed-in user
@@ -87,14 +99,20 @@ func New(svc *service.Service, viewer store.ID, hasViewer bool) *Loaders {
 		repostsCache: dataloader.NewCache[store.MessageKey, bool](),
 		blocksCache:  dataloader.NewCache[store.ID, bool](),
 		mutesCache:   dataloader.NewCache[store.ID, bool](),
+		requestCache: dataloader.NewCache[store.ID, bool](),
 		userBatch:    batch(svc.FindUsersByIDs, "user not found"),
-		messageBatch: batch(svc.FindMessagesByKeys, "message not found"),
 		followsBatch: viewerBatch(svc.FindFollowing, viewer, hasViewer),
 		likesBatch:   viewerBatch(svc.FindLiked, viewer, hasViewer),
 		repostsBatch: viewerBatch(svc.FindReposted, viewer, hasViewer),
 		blocksBatch:  viewerBatch(svc.FindBlocked, viewer, hasViewer),
 		mutesBatch:   viewerBatch(svc.FindMuted, viewer, hasViewer),
+		requestBatch: viewerBatch(svc.FindFollowRequested, viewer, hasViewer),
 	}
+	if !hasViewer {
+		viewer = store.NilID
+	}
+	// Messages are shown by the rule of their authors, which Sees batches.
+	l.messageBatch = l.hideUnseen(batch(svc.FindMessagesByKeys, "message not found"), viewer)
 	l.UserByID = dataloader.NewBatchedLoader(l.userBatch,
 		dataloader.WithWait[store.ID, *store.User](Wait),
 		dataloader.WithCache(l.userCache))
@@ -116,7 +134,82 @@ func New(svc *service.Service, viewer store.ID, hasViewer bool) *Loaders {
 	l.ViewerMutes = dataloader.NewBatchedLoader(l.mutesBatch,
 		dataloader.WithWait[store.ID, bool](Wait),
 		dataloader.WithCache(l.mutesCache))
+	l.ViewerRequested = dataloader.NewBatchedLoader(l.requestBatch,
+		dataloader.WithWait[store.ID, bool](Wait),
+		dataloader.WithCache(l.requestCache))
+	l.Sees = dataloader.NewBatchedLoader(l.seesBatch(svc, viewer),
+		dataloader.WithWait[store.ID, bool](Wait))
 	return l
+}
+
+// seesBatch answers Sees: the users through UserByID (usually cached
+// already: a message's author, a profile), then the rule in one call.
+func (l *Loaders) seesBatch(svc *service.Service, viewer store.ID) dataloader.BatchFunc[store.ID, bool] {
+	return func(ctx context.Context, ids []store.ID) []*dataloader.Result[bool] {
+		results := make([]*dataloader.Result[bool], len(ids))
+		users, errs := l.Users(ctx, ids)
+		var err error
+		for i, e := range errs {
+			if store.ErrorCode(e) == store.ENOTFOUND {
+				users[i] = nil
+			} else if e != nil {
+				err = e
+			}
+		}
+		var sees []bool
+		if err == nil {
+			sees, err = svc.SeesMessagesOf(ctx, viewer, users)
+		}
+		for i := range ids {
+			if err != nil {
+				results[i] = &dataloader.Result[bool]{Error: err}
+			} else {
+				results[i] = &dataloader.Result[bool]{Data: sees[i]}
+			}
+		}
+		return results
+	}
+}
+
+// hideUnseen makes find's messages NOT_FOUND where viewer may not see
+// their authors' messages: one Sees batch for the distinct authors other
+// than viewer.
+func (l *Loaders) hideUnseen(find dataloader.BatchFunc[store.MessageKey, *store.Message], viewer store.ID) dataloader.BatchFunc[store.MessageKey, *store.Message] {
+	return func(ctx context.Context, keys []store.MessageKey) []*dataloader.Result[*store.Message] {
+		results := find(ctx, keys)
+		var authors []store.ID
+		asked := make(map[store.ID]bool)
+		for _, r := range results {
+			if r.Error == nil && (viewer.IsZero() || r.Data.AuthorID != viewer) && !asked[r.Data.AuthorID] {
+				asked[r.Data.AuthorID] = true
+				authors = append(authors, r.Data.AuthorID)
+			}
+		}
+		if len(authors) == 0 {
+			return results
+		}
+		sees, errs := loadAll(ctx, l.Sees, authors)
+		shown := make(map[store.ID]error, len(authors))
+		for i, a := range authors {
+			switch {
+			case errs[i] != nil:
+				shown[a] = errs[i]
+			case !sees[i]:
+				shown[a] = store.Errorf(store.ENOTFOUND, "message not found")
+			default:
+				shown[a] = nil
+			}
+		}
+		for i, r := range results {
+			if r.Error != nil {
+				continue
+			}
+			if err, ok := shown[r.Data.AuthorID]; ok && err != nil {
+				results[i] = &dataloader.Result[*store.Message]{Error: err}
+			}
+		}
+		return results
+	}
 }
 
 // Preloads are the keys Preload loads: each list in one call.
@@ -128,6 +221,7 @@ type Preloads struct {
 	Reposts  []store.MessageKey // messages the viewer may repost
 	Blocks   []store.ID         // users the viewer may block
 	Mutes    []store.ID         // users the viewer may mute
+	Requests []store.ID         // users the viewer may have asked to follow
 }
 
 // Preload loads now the users, messages, viewer-follows, -likes and
@@ -161,8 +255,20 @@ func (l *Loaders) Preload(ctx context.Context, p Preloads) {
 	if len(p.Mutes) > 0 {
 		calls = append(calls, func() { fill(ctx, l.mutesCache, l.mutesBatch, p.Mutes) })
 	}
+	if len(p.Requests) > 0 {
+		calls = append(calls, func() { fill(ctx, l.requestCache, l.requestBatch, p.Requests) })
+	}
 	if len(calls) == 0 {
 		return
+	}
+	if len(p.Users) > 0 && len(p.Messages) > 0 {
+		// Messages are shown by their authors' rule (hideUnseen), which
+		// reads the users: loaded first, they are one call, not two.
+		calls[0]()
+		calls = calls[1:]
+		if len(calls) == 0 {
+			return
+		}
 	}
 	// The last call runs here: a page that needs one call (the common
 	// case) starts no goroutine, which under load would wait behind every

@@ -40,6 +40,7 @@ var indexLines = []string{
 	`index blocks.blockers {"o":1,"rk":1,"u":1}: who blocks a reader, covered (ListBlockers)`,
 	`index notifactors.byactor {"o":1,"u":1}: one actor's groups in one feed`,
 	`index users.deleted {"dl":1,"_id":1}: deleted accounts not yet purged`,
+	`index followreqs.request {"o":1,"u":1}: one request per (private account, user)`,
 	`herald> db.runCommand({"createIndexes":"buckets","indexes":[{"key":{"o":1,"k":1},"name":"bucket","unique":true}]})`,
 	`herald> db.runCommand({"createIndexes":"events","indexes":[{"key":{"x":1},"name":"expiry","expireAfterSeconds":0}]})`,
 }
@@ -51,7 +52,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		for _, l := range indexLines {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 32, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.Equal(t, 34, strings.Count(out, `db.runCommand({"createIndexes"`), out)
 		assert.NotContains(t, out, "shardCollection")
 		assert.NotContains(t, out, "enableSharding")
 	})
@@ -74,6 +75,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 			`admin> db.runCommand({"shardCollection":"social.likes","key":{"u":1,"m":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.reposts","key":{"u":1,"o":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.blocks","key":{"u":1,"o":1}})`,
+			`admin> db.runCommand({"shardCollection":"social.followreqs","key":{"o":1,"u":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.notifications","key":{"o":1,"k":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.notifactors","key":{"g":1,"u":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.notifheads","key":{"_id":"hashed"}})`,
@@ -81,7 +83,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		} {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 15, strings.Count(out, `"shardCollection"`))
+		assert.Equal(t, 16, strings.Count(out, `"shardCollection"`))
 		assert.NotContains(t, out, "updateZoneKeyRange")
 		assert.NotContains(t, out, "(if sharded)")
 	})

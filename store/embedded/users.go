@@ -145,6 +145,9 @@ func (s *Store) UpdateUser(_ context.Context, id store.ID, upd storage.UserUpdat
 		if upd.AvatarURL != nil {
 			d.Avatar = *upd.AvatarURL
 		}
+		if upd.Private != nil {
+			d.Private = *upd.Private
+		}
 	})
 }
 

@@ -385,6 +385,52 @@ func TestRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, n.Load(), "no targets or owners, no query")
 	})
+	t.Run("follow request", func(t *testing.T) {
+		fan, locked := followers[5], followers[6]
+		for _, step := range []struct {
+			what  string
+			do    func() (bool, error)
+			want  bool
+			trips int64
+			why   string
+		}{
+			{"request", func() (bool, error) { return st.RequestFollow(ctx, fan, locked, clk.now()) }, true, 2,
+				"check the target, insert the request"},
+			{"request again", func() (bool, error) { return st.RequestFollow(ctx, fan, locked, clk.now()) }, false, 2,
+				"check the target, an insert the unique index refuses"},
+			{"remove (approve, reject, withdraw)", func() (bool, error) { return st.RemoveFollowRequest(ctx, fan, locked) }, true, 1,
+				"delete the request"},
+			{"remove again", func() (bool, error) { return st.RemoveFollowRequest(ctx, fan, locked) }, false, 1,
+				"a delete that finds none"},
+		} {
+			n.Store(0)
+			ok, err := step.do()
+			require.NoError(t, err)
+			assert.Equal(t, step.want, ok, step.what)
+			t.Logf("%s: %d round trips", step.what, n.Load())
+			assert.Equal(t, step.trips, n.Load(), step.why)
+		}
+		for _, read := range []struct {
+			what string
+			do   func() error
+		}{
+			{"list follow requests", func() error {
+				_, err := st.ListFollowRequests(ctx, locked, store.Forward(store.NilID, 20))
+				return err
+			}},
+			{"whether a page's users were asked", func() error { _, err := st.FindFollowRequests(ctx, fan, followers); return err }},
+			{"count follow requests", func() error { _, err := st.CountFollowRequests(ctx, locked); return err }},
+		} {
+			n.Store(0)
+			require.NoError(t, read.do())
+			t.Logf("%s: %d round trips", read.what, n.Load())
+			assert.Equal(t, int64(1), n.Load(), read.what)
+		}
+		n.Store(0)
+		_, err := st.FindFollowRequests(ctx, fan, nil)
+		require.NoError(t, err)
+		assert.Zero(t, n.Load(), "no targets, no query")
+	})
 	t.Run("reply", func(t *testing.T) {
 		parent := post(t, st, clk, author.ID, storage.LayoutNone, "asked")
 		now := clk.now()
@@ -619,6 +665,12 @@ func TestBytes(t *testing.T) {
 	// Bob mutes Alice: one relation.
 	_, err = st.Block(ctx, bob.ID, alice.ID, store.RelationMute, clk.now())
 	require.NoError(t, err)
+	// Alice's account is private, and Bob asks to follow it again.
+	private := true
+	_, err = st.UpdateUser(ctx, alice.ID, storage.UserUpdate{Private: &private})
+	require.NoError(t, err)
+	_, err = st.RequestFollow(ctx, bob.ID, alice.ID, clk.now())
+	require.NoError(t, err)
 	// A user who logged out once: the revoked token stays until it expires.
 	_, err = st.RevokeTokens(ctx, alice.ID, store.TokenRevocation{TokenID: strings.Repeat("t", 22), Expires: clk.t.Add(24 * time.Hour), Now: clk.t})
 	require.NoError(t, err)
@@ -657,7 +709,7 @@ func TestBytes(t *testing.T) {
 		extra int
 	}{
 		{"user (with inbox counters)", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(bob.ID)}}), 0},
-		{"user, one token revoked", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(alice.ID)}}), 0},
+		{"user, private, one token revoked", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(alice.ID)}}), 0},
 		{"user, profile (80-character bio, 2 URLs)", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(carol.ID)}}), 0},
 		{"user, deleted (tombstone in grace)", raw("users", bson.D{{Key: "_id", Value: primitive.ObjectID(dave.ID)}}), 0},
 		{"handle claim", raw("handles", bson.D{{Key: "_id", Value: "bob_2"}}), 0},
@@ -676,6 +728,7 @@ func TestBytes(t *testing.T) {
 		{"inbox entry, in a cache", cache.Lookup("e").Array().Index(0).Value().Document(), elem},
 		{"like", raw("likes", bson.D{}), 0},
 		{"block or mute", raw("blocks", bson.D{}), 0},
+		{"follow request", raw("followreqs", bson.D{}), 0},
 		{"notification group, 3 actors", raw("notifications", bson.D{}), 0},
 		{"notification actor", raw("notifactors", bson.D{}), 0},
 		{"notifications head", raw("notifheads", bson.D{}), 0},

@@ -48,8 +48,9 @@ const (
 	collNotifHeads  = "notifheads"
 )
 
-// Kind codes stored in groups (nk) and pending notices.
-var notifKinds = []store.NotificationKind{"", store.NotifyFollowed, store.NotifyLiked, store.NotifyReposted, store.NotifyReplied, store.NotifyMentioned}
+// Kind codes stored in groups (nk) and pending notices. New kinds go at
+// the end, so that stored codes keep their meaning.
+var notifKinds = []store.NotificationKind{"", store.NotifyFollowed, store.NotifyLiked, store.NotifyReposted, store.NotifyReplied, store.NotifyMentioned, store.NotifyFollowRequested}
 
 func notifKindCode(k store.NotificationKind) int32 {
 	for i, v := range notifKinds {

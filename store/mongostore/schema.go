@@ -98,6 +98,17 @@ const (
 	// ListBlockers asks every shard, once per home page read by fan-out
 	// on read, bounded by its limit.
 	collBlocks = "blocks"
+	// followreqs: {_id: request, u: user, o: the private account} — one
+	// document per pending request to follow a private account; its _id
+	// is made at its time, so it orders the account's list, oldest first,
+	// and holds the time. The unique index (o, u) is one request per pair:
+	// RequestFollow is an insert that a duplicate key makes a no-op, and
+	// it answers FindFollowRequests ({o: $in targets, u}) covered, one seek
+	// per target; (o, _id) lists an account's requests. Sharded on (o, u):
+	// the list (followRequests) and the answers (approve, reject) name the
+	// account, so they go to one shard; a page's viewerRequestedFollow
+	// names the page's users, so it asks only their shards.
+	collFollowRequests = "followreqs"
 	// entries: {o: owner, m: message, a: author, c: created, d: delivered}
 	// — LayoutEntries (strategy write, Social Inboxes' fan-out on write): one
 	// document per inbox entry. A page is one range read of the unique
@@ -228,6 +239,10 @@ var indexes = []index{
 		"a user's blocks or mutes newest first (ListBlocked)"),
 	idx(collBlocks, bson.D{{Key: "o", Value: 1}, {Key: "rk", Value: 1}, {Key: "u", Value: 1}}, options.Index().SetName("blockers"),
 		"who blocks a reader, covered (ListBlockers): their messages leave the reader's home timeline; names no shard key, so it asks every shard"),
+	idx(collFollowRequests, bson.D{{Key: "o", Value: 1}, {Key: "u", Value: 1}}, options.Index().SetName("request").SetUnique(true),
+		"one request per (private account, user); whether a user asked to follow a page's users, covered"),
+	idx(collFollowRequests, bson.D{{Key: "o", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("requests"),
+		"a private account's follow requests oldest first (ListFollowRequests)"),
 	idx(collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("like").SetUnique(true),
 		"one like per (user, message); whether u likes a page's messages, covered"),
 	idx(collLikes, bson.D{{Key: "m", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("likers"),
@@ -276,6 +291,7 @@ var shardKeys = []struct {
 	{collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, "like, unlike and a page's liked flags name the user; a popular message's likes spread over the shards"},
 	{collReposts, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "a repost's guard is inserted, read and removed by (user, original); the unique (u, o) needs the shard key as its prefix"},
 	{collBlocks, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "block, unblock, lists and a page's checks name the user; fan-out's check names a chunk's owners, so it asks only their shards; the unique (u, o, rk) needs the shard key as its prefix"},
+	{collFollowRequests, bson.D{{Key: "o", Value: 1}, {Key: "u", Value: 1}}, "the list and its answers name the private account; a page's checks name the page's users, so they ask only their shards; the unique (o, u) needs the shard key as its prefix"},
 	{collNotifGroups, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, "every read and write names the owner, so a feed page and a notice stay on one shard; the unique (o, k) needs the shard key as its prefix"},
 	{collNotifActors, bson.D{{Key: "g", Value: 1}, {Key: "u", Value: 1}}, "a notice's dedupe and a group's actors name the group; the unique (g, u) needs the shard key as its prefix"},
 	{collNotifHeads, bson.D{{Key: "_id", Value: "hashed"}}, "every head read and write names the owner; hashed spreads them evenly"},
@@ -308,6 +324,8 @@ var FieldNames = map[string]string{
 	// and reposts
 	// and blocks (u the user, o the target)
 	"rk": "relationKind",
+	// and follow requests (u the user, o the private account); users' pv
+	"pv": "private",
 	"ro": "repostOf", "roa": "repostOfAuthor", "rp": "repostCount", "hh": "homeHidden",
 	// entries, buckets and caches (o owner, k key, e entries; m message,
 	// d delivered, b bucket; f complete, cv version)

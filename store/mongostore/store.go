@@ -46,7 +46,7 @@ type Store struct {
 	users, handles, followees, followers lungo.ICollection
 	messages, entries, buckets, caches   lungo.ICollection
 	jobs, deliveries, likes, reposts     lungo.ICollection
-	blocks                               lungo.ICollection
+	blocks, followRequests               lungo.ICollection
 	names, events, leases, locks         lungo.ICollection
 	// the notifications feed (notifications.go)
 	notifGroups, notifActors, notifHeads lungo.ICollection
@@ -122,7 +122,7 @@ func New(client lungo.IClient, name string, opts Options) *Store {
 		buckets: db.Collection(collBuckets), caches: db.Collection(collCaches), jobs: db.Collection(collJobs),
 		deliveries: db.Collection(collDeliveries), likes: db.Collection(collLikes), names: db.Collection(collNames),
 		events: db.Collection(collEvents), leases: db.Collection(collLeases), locks: db.Collection(collLocks),
-		reposts: db.Collection(collReposts), blocks: db.Collection(collBlocks), notifGroups: db.Collection(collNotifGroups),
+		reposts: db.Collection(collReposts), blocks: db.Collection(collBlocks), followRequests: db.Collection(collFollowRequests), notifGroups: db.Collection(collNotifGroups),
 		notifActors: db.Collection(collNotifActors), notifHeads: db.Collection(collNotifHeads),
 		tokens: newTokenCache(),
 	}

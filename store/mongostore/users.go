@@ -285,6 +285,14 @@ func (s *Store) UpdateUser(ctx context.Context, id store.ID, upd storage.UserUpd
 			set = append(set, bson.E{Key: f.key, Value: *f.v})
 		}
 	}
+	// A public account stores no flag, as a cleared field.
+	switch {
+	case upd.Private == nil:
+	case *upd.Private:
+		set = append(set, bson.E{Key: "pv", Value: true})
+	default:
+		unset = append(unset, bson.E{Key: "pv", Value: ""})
+	}
 	if len(set) == 0 && len(unset) == 0 {
 		return s.FindUserByID(ctx, id)
 	}

@@ -70,7 +70,7 @@ func (s *Service) ExportAccount(ctx context.Context, user store.ID) (*AccountDat
 		}
 	}
 	d.Likes, more, err = collect(ExportMaxItems, func(r store.Range) ([]store.Like, error) {
-		liked, err := s.liveLikes(ctx, user, r)
+		liked, err := s.liveLikes(ctx, user, user, r)
 		out := make([]store.Like, len(liked))
 		for i, l := range liked {
 			out[i] = l.like

@@ -9,7 +9,8 @@ import (
 
 // Follow makes viewer follow target and returns target with its new counts.
 // Following twice counts once; following yourself is BAD_USER_INPUT, and a
-// follow between users one of whom blocks the other FORBIDDEN. The
+// follow between users one of whom blocks the other FORBIDDEN. A private
+// target is asked instead (requestFollow). The
 // followee's recent messages then come into viewer's timeline: stored by a
 // durable job (stored before the edge, so a crash between the two leaves a
 // job that finds no edge and does nothing), or, for the cache, by dropping
@@ -21,18 +22,25 @@ func (s *Service) Follow(ctx context.Context, viewer, target store.ID) (*store.U
 	if err := s.refuseBlockedFollow(ctx, viewer, target); err != nil {
 		return nil, err
 	}
+	if u, requested, err := s.requestFollow(ctx, viewer, target); err != nil || requested {
+		return u, err
+	}
 	if err := s.changeFollow(ctx, viewer, target, storage.JobFollow); err != nil {
 		return nil, err
 	}
 	return s.backend.FindUserByID(ctx, target)
 }
 
-// Unfollow makes viewer stop following target and returns target. The
+// Unfollow makes viewer stop following target, or takes back viewer's
+// pending request to follow it, and returns target. The
 // unfollowed author's messages leave viewer's timeline, by a durable job
 // or by dropping the cache, as for Follow.
 func (s *Service) Unfollow(ctx context.Context, viewer, target store.ID) (*store.User, error) {
 	if viewer == target {
 		return nil, store.Errorf(store.EINVALID, "you cannot unfollow yourself")
+	}
+	if err := s.withdrawFollowRequest(ctx, viewer, target); err != nil {
+		return nil, err
 	}
 	if err := s.changeFollow(ctx, viewer, target, storage.JobUnfollow); err != nil {
 		return nil, err

@@ -13,6 +13,10 @@ type InboxPage struct {
 	Items   []store.InboxItem // each with Message set
 	Counts  store.InboxCounts
 	HasMore bool
+	// Users are users the read loaded (the authors of a page holding
+	// reposts, for the visibility rule), for the caller to show without
+	// loading them again.
+	Users []*store.User
 }
 
 // Inbox returns a page of owner's home timeline within r, by the strategy,
@@ -71,6 +75,11 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 		if err != nil {
 			return err
 		}
+		users, err := s.hideOriginals(ctx, tr.owner, msgs, originals)
+		if err != nil {
+			return err
+		}
+		page.Users = append(page.Users, users...)
 		last := items[len(items)-1].MessageID
 		// The first read's items (fresh, the read's own) hold the page:
 		// kept items move down in place instead of growing a new slice.

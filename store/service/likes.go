@@ -8,7 +8,7 @@ import (
 
 // Like makes viewer like message id and returns the message with its like
 // count after the like. Liking twice changes nothing; a missing or deleted
-// message is NOT_FOUND.
+// message, or one hidden from viewer (SeesMessagesOf), is NOT_FOUND.
 func (s *Service) Like(ctx context.Context, viewer, id store.ID) (*store.Message, error) {
 	return s.changeLike(ctx, viewer, id, true)
 }
@@ -25,6 +25,13 @@ func (s *Service) changeLike(ctx context.Context, viewer, id store.ID, like bool
 	m, err := s.findOriginal(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if like {
+		// A message hidden from viewer is as absent; an unlike of one
+		// liked before it was hidden still goes.
+		if _, err := s.shownAuthor(ctx, viewer, m.AuthorID); err != nil {
+			return nil, err
+		}
 	}
 	var changed bool
 	if like {
@@ -70,9 +77,11 @@ func (s *Service) Likers(ctx context.Context, message store.ID, r store.Range) (
 
 // Likes returns a page of the likes user made, newest first, with the
 // messages liked. The likes of a message since deleted stay stored; the
-// page leaves them out and reads on, so that it stays full.
-func (s *Service) Likes(ctx context.Context, user store.ID, r store.Range) (LikePage, error) {
-	liked, more, err := readPage(r, func(r store.Range) ([]likedMessage, error) { return s.liveLikes(ctx, user, r) })
+// page leaves them out, and those of messages hidden from viewer (NilID:
+// nobody signed in; see SeesMessagesOf), and reads on, so that it stays
+// full.
+func (s *Service) Likes(ctx context.Context, viewer, user store.ID, r store.Range) (LikePage, error) {
+	liked, more, err := readPage(r, func(r store.Range) ([]likedMessage, error) { return s.liveLikes(ctx, viewer, user, r) })
 	page := LikePage{Likes: make([]store.Like, len(liked)), Messages: make([]*store.Message, len(liked)), HasMore: more}
 	for i, l := range liked {
 		page.Likes[i], page.Messages[i] = l.like, l.message
@@ -87,8 +96,9 @@ type likedMessage struct {
 }
 
 // liveLikes reads user's likes within r with their messages, one
-// FindMessagesByKeys a read, past the likes of deleted messages.
-func (s *Service) liveLikes(ctx context.Context, user store.ID, r store.Range) ([]likedMessage, error) {
+// FindMessagesByKeys a read (and the rule's reads), past the likes of
+// deleted messages and of messages hidden from viewer.
+func (s *Service) liveLikes(ctx context.Context, viewer, user store.ID, r store.Range) ([]likedMessage, error) {
 	read := func(r store.Range) ([]store.Like, error) { return s.backend.ListLikes(ctx, user, r) }
 	return readOn(r, read, func(likes []store.Like) ([]likedMessage, error) {
 		keys := make([]store.MessageKey, len(likes))
@@ -99,9 +109,13 @@ func (s *Service) liveLikes(ctx context.Context, user store.ID, r store.Range) (
 		if err != nil {
 			return nil, err
 		}
+		shown, _, err := s.visibleMessages(ctx, viewer, msgs)
+		if err != nil {
+			return nil, err
+		}
 		var kept []likedMessage
 		for i, m := range msgs {
-			if m != nil {
+			if shown[i] {
 				kept = append(kept, likedMessage{like: likes[i], message: m})
 			}
 		}

@@ -15,7 +15,8 @@ type PostInput struct {
 
 // PostMessage stores a message by author and its fan-out job, then queues the
 // job; it returns before any follower has the message. It returns
-// BAD_USER_INPUT for invalid text and NOT_FOUND for an unknown reply target.
+// BAD_USER_INPUT for invalid text and NOT_FOUND for an unknown reply target
+// or one hidden from author (SeesMessagesOf).
 // Under StrategyRead, and under StrategyHybrid for an author above the
 // celebrity threshold, nothing is fanned out: the post is one write, readers
 // merge it in, and followers' subscriptions are told.
@@ -31,12 +32,17 @@ func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput
 	m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: in.Text, Kind: store.KindPost, CreatedAt: now, Mentions: mentions}
 	if !in.ReplyToID.IsZero() {
 		target, err := s.backend.FindMessageByID(ctx, in.ReplyToID)
+		if err == nil {
+			target, err = s.originalOf(ctx, target)
+		}
+		if err == nil {
+			// A message hidden from the author is as absent: a blocked
+			// user's reply to the blocker is refused so.
+			_, err = s.shownAuthor(ctx, author, target.AuthorID)
+		}
 		if store.ErrorCode(err) == store.ENOTFOUND {
 			return nil, store.Errorf(store.ENOTFOUND, "the message replied to does not exist")
 		} else if err != nil {
-			return nil, err
-		}
-		if target, err = s.originalOf(ctx, target); err != nil {
 			return nil, err
 		}
 		m.Kind, m.ReplyToID, m.ReplyToAuthorID = store.KindReply, target.ID, target.AuthorID
@@ -185,11 +191,20 @@ func (s *Service) deleteMessage(ctx context.Context, m *store.Message) error {
 	return nil
 }
 
-// Replies returns a page of the live replies to message parent, oldest
-// first.
-func (s *Service) Replies(ctx context.Context, parent store.ID, r store.Range) (MessagePage, error) {
-	ms, more, err := readPage(r, func(r store.Range) ([]*store.Message, error) { return s.backend.ListReplies(ctx, parent, r) })
-	return MessagePage{Messages: ms, HasMore: more}, err
+// Replies returns a page of the live replies to message parent that viewer
+// (NilID: nobody signed in) may see, oldest first: the replies of authors
+// hidden from viewer (SeesMessagesOf) are left out, and the page reads on
+// past them.
+func (s *Service) Replies(ctx context.Context, viewer, parent store.ID, r store.Range) (MessagePage, error) {
+	var authors []*store.User
+	ms, more, err := readVisible(r, func(m *store.Message) store.ID { return m.ID },
+		func(r store.Range) ([]*store.Message, error) { return s.backend.ListReplies(ctx, parent, r) },
+		func(ms []*store.Message) ([]bool, error) {
+			shown, us, err := s.visibleMessages(ctx, viewer, ms)
+			authors = append(authors, us...)
+			return shown, err
+		})
+	return MessagePage{Messages: ms, HasMore: more, Authors: authors}, err
 }
 
 // MessagePage is a page of an author's messages, newest first. HasMore
@@ -197,6 +212,10 @@ func (s *Service) Replies(ctx context.Context, parent store.ID, r store.Range) (
 type MessagePage struct {
 	Messages []*store.Message
 	HasMore  bool
+	// Authors are authors of the page's messages that the read loaded (for
+	// the visibility rule), for the caller to show without loading them
+	// again; it may miss some, and hold others.
+	Authors []*store.User
 }
 
 // Messages returns a page of author's messages, newest first, within r;

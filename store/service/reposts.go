@@ -9,11 +9,15 @@ import (
 
 // Repost makes viewer repost message id and returns the message reposted
 // with its repost count after the repost. A repost of a repost reposts its
-// original. Reposting twice changes nothing; a missing or deleted message is
-// NOT_FOUND.
+// original. Reposting twice changes nothing; a missing or deleted message,
+// or one hidden from viewer, is NOT_FOUND; another private account's
+// message FORBIDDEN (mayRepost).
 func (s *Service) Repost(ctx context.Context, viewer, id store.ID) (*store.Message, error) {
 	original, err := s.findOriginal(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.mayRepost(ctx, viewer, original); err != nil {
 		return nil, err
 	}
 	now := s.clock()

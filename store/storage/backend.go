@@ -28,6 +28,7 @@ type Backend interface {
 	Messages
 	Likes
 	Blocks
+	FollowRequests
 	Notifications
 	Outboxes
 	Inboxes
@@ -224,6 +225,34 @@ type Blocks interface {
 	ListBlockers(ctx context.Context, target store.ID, limit int) ([]store.ID, error)
 }
 
+// FollowRequests stores the requests to follow private accounts
+// (store.User.Private), one per (user, target), listed from the target's
+// side and answered from the user's. It stores requests only: approving
+// one is a Follow and a RemoveFollowRequest, made by the caller in that
+// order, so a retry after a crash between the two completes it.
+type FollowRequests interface {
+	// RequestFollow records user's request to follow target; the
+	// request's ID is made from at. It reports false, changing nothing, if
+	// user has one pending already, also when two race (exactly one is
+	// stored). Asking to follow oneself is BAD_USER_INPUT; an unknown
+	// target NOT_FOUND.
+	RequestFollow(ctx context.Context, user, target store.ID, at time.Time) (bool, error)
+	// RemoveFollowRequest removes user's request to follow target
+	// (approved, rejected or taken back). It reports false, changing
+	// nothing, if there is none.
+	RemoveFollowRequest(ctx context.Context, user, target store.ID) (bool, error)
+	// ListFollowRequests returns the requests to follow target, oldest
+	// first, within r (its From a request's ID).
+	ListFollowRequests(ctx context.Context, target store.ID, r store.Range) ([]store.FollowRequest, error)
+	// FindFollowRequests reports, for each target, whether user has a
+	// request pending to follow it, in one read.
+	FindFollowRequests(ctx context.Context, user store.ID, targets []store.ID) ([]bool, error)
+	// CountFollowRequests counts the requests to follow target. It costs
+	// a scan of the counted index entries: no count is kept, since the
+	// pending requests of an account are few.
+	CountFollowRequests(ctx context.Context, target store.ID) (int, error)
+}
+
 // Notifications stores each user's notifications feed: groups of
 // activities (see store.NotificationGroupKey) newest activity first, each
 // group's actors, and the feed's counts and read mark, O(1) to read.
@@ -375,6 +404,8 @@ type UserUpdate struct {
 	Bio         *string
 	WebsiteURL  *string
 	AvatarURL   *string
+	// Private makes the account private (true) or public (false).
+	Private *bool
 }
 
 // MessageFilter selects an author's messages.

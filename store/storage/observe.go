@@ -321,6 +321,41 @@ func (w *observed) ListBlockers(ctx context.Context, target store.ID, limit int)
 	return r0, err
 }
 
+func (w *observed) RequestFollow(ctx context.Context, user, target store.ID, at time.Time) (bool, error) {
+	start := time.Now()
+	r0, err := w.b.RequestFollow(ctx, user, target, at)
+	w.o.Observe("RequestFollow", start, err)
+	return r0, err
+}
+
+func (w *observed) RemoveFollowRequest(ctx context.Context, user, target store.ID) (bool, error) {
+	start := time.Now()
+	r0, err := w.b.RemoveFollowRequest(ctx, user, target)
+	w.o.Observe("RemoveFollowRequest", start, err)
+	return r0, err
+}
+
+func (w *observed) ListFollowRequests(ctx context.Context, target store.ID, r store.Range) ([]store.FollowRequest, error) {
+	start := time.Now()
+	r0, err := w.b.ListFollowRequests(ctx, target, r)
+	w.o.Observe("ListFollowRequests", start, err)
+	return r0, err
+}
+
+func (w *observed) FindFollowRequests(ctx context.Context, user store.ID, targets []store.ID) ([]bool, error) {
+	start := time.Now()
+	r0, err := w.b.FindFollowRequests(ctx, user, targets)
+	w.o.Observe("FindFollowRequests", start, err)
+	return r0, err
+}
+
+func (w *observed) CountFollowRequests(ctx context.Context, target store.ID) (int, error) {
+	start := time.Now()
+	r0, err := w.b.CountFollowRequests(ctx, target)
+	w.o.Observe("CountFollowRequests", start, err)
+	return r0, err
+}
+
 func (w *observed) Notify(ctx context.Context, n Notice) (NotifyResult, error) {
 	start := time.Now()
 	r0, err := w.b.Notify(ctx, n)

@@ -106,7 +106,7 @@ func testBulk(t *testing.T, open OpenFunc) {
 			got, err := svc.Like(ctx, owners[first], fresh.MessageID)
 			require.NoError(t, err)
 			assert.Equal(t, len(model.byMessage[fresh.MessageID])+1, got.LikeCount)
-			page, err := svc.Likes(ctx, owners[first], store.Forward(store.NilID, 1))
+			page, err := svc.Likes(ctx, owners[first], owners[first], store.Forward(store.NilID, 1))
 			require.NoError(t, err)
 			require.Len(t, page.Likes, 1)
 			model.add(page.Likes[0])
@@ -213,7 +213,7 @@ func sameLikes(t *testing.T, svc *service.Service, n *seed.Network, m *likeModel
 	wantLiked, gotLiked := map[int][]bool{}, map[int][]bool{}
 	for i := range n.Users() {
 		u := n.UserID(i)
-		likes, err := svc.Likes(ctx, u, store.Forward(store.NilID, 1000))
+		likes, err := svc.Likes(ctx, u, u, store.Forward(store.NilID, 1000))
 		require.NoError(t, err)
 		wantLikes[i], gotLikes[i] = nilIfEmpty(m.byUser[u]), nilIfEmpty(likes.Likes)
 		liked, err := svc.FindLiked(ctx, u, keys)

@@ -12,7 +12,8 @@
 //	          s last seen, fr followers, fg following, mc messages,
 //	          pc pulled messages (hybrid celebrity posts),
 //	          at custom attributes: [{k name-store token, v value}],
-//	          tv token version, rt revoked tokens: [{i token id, e expires}]
+//	          tv token version, rt revoked tokens: [{i token id, e expires}],
+//	          pv private account (absent when public)
 //	messages: _id id, a author, t text, k kind (0 post, 1 reply, 2 repost),
 //	          r replied-to message, ra its author, c created, e edited,
 //	          pl pulled (not fanned out), me mentioned users,
@@ -57,6 +58,7 @@ type User struct {
 	// Deleted is when the account was deleted: a tombstone kept until the
 	// handle is freed.
 	Deleted *time.Time `bson:"dl,omitempty"`
+	Private   bool               `bson:"pv,omitempty"`
 }
 
 // Revoked is a revoked token as stored: its id and when it expires.
@@ -80,6 +82,7 @@ func FromUser(u *store.User) *User {
 		Created: u.CreatedAt, Seen: u.LastSeenAt,
 		Followers: int64(u.FollowerCount), Following: int64(u.FollowingCount), Messages: int64(u.MessageCount),
 		Pulled: int64(u.PulledCount), TokenVer: int64(u.TokenVersion), Revoked: FromRevoked(u.RevokedTokens), Kept: u.KeptToken,
+		Private: u.Private,
 	}
 }
 
@@ -103,7 +106,7 @@ func (d *User) Store() *store.User {
 		CreatedAt: d.Created.UTC(), LastSeenAt: d.Seen.UTC(),
 		FollowerCount: int(d.Followers), FollowingCount: int(d.Following), MessageCount: int(d.Messages),
 		PulledCount: int(d.Pulled), TokenVersion: int(d.TokenVer), RevokedTokens: d.RevokedTokens(),
-		KeptToken: d.Kept, DeletedAt: d.DeletedAt(),
+		KeptToken: d.Kept, DeletedAt: d.DeletedAt(), Private: d.Private,
 	}
 }
 

@@ -34,6 +34,7 @@ type longUser struct {
 	Revoked   []Revoked          `bson:"revokedTokens,omitempty"`
 	Kept      string             `bson:"keptToken,omitempty"`
 	Deleted   *time.Time         `bson:"deletedAt,omitempty"`
+	Private   bool               `bson:"private,omitempty"`
 }
 
 func TestShortFieldNames_BytesSaved(t *testing.T) {

@@ -29,8 +29,9 @@ const hiddenLimit = 1000
 
 // Block makes viewer block target and returns target: the relation, then
 // each unfollows the other (each with its unfollow job, which takes the
-// other's entries out of the stored inbox), under the cache both caches
-// dropped, and each leaves the other's notifications. Blocking twice changes nothing more; a block that a
+// other's entries out of the stored inbox) and a follow request either way
+// is removed, under the cache both caches are dropped, and each leaves the
+// other's notifications. Blocking twice changes nothing more; a block that a
 // crash cut short is completed by blocking again. Blocking yourself is
 // BAD_USER_INPUT, an unknown user NOT_FOUND.
 func (s *Service) Block(ctx context.Context, viewer, target store.ID) (*store.User, error) {
@@ -56,6 +57,11 @@ func (s *Service) Block(ctx context.Context, viewer, target store.ID) (*store.Us
 			if err := s.changeFollow(ctx, pair[0], pair[1], storage.JobUnfollow); err != nil {
 				return nil, err
 			}
+		}
+		// A pending request either way goes too: approving it would
+		// make the follow the block forbids.
+		if _, err := s.backend.RemoveFollowRequest(ctx, pair[0], pair[1]); err != nil {
+			return nil, err
 		}
 	}
 	if s.layout == storage.LayoutCache {

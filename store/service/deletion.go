@@ -225,6 +225,24 @@ func (s *Service) eraseAccount(ctx context.Context, user store.ID) error {
 	}); err != nil {
 		return err
 	}
+	// Requests to follow the user: each removal shortens the list, so the
+	// first page is read until none is left. (The user's own requests to
+	// others are not listed by user; they name a user who is gone, and
+	// answering one is NOT_FOUND.)
+	for {
+		reqs, err := s.backend.ListFollowRequests(ctx, user, store.Forward(store.NilID, deletionPage))
+		if err != nil {
+			return err
+		}
+		if len(reqs) == 0 {
+			break
+		}
+		for _, q := range reqs {
+			if _, err := s.backend.RemoveFollowRequest(ctx, q.UserID, user); err != nil {
+				return err
+			}
+		}
+	}
 	for _, kind := range []store.RelationKind{store.RelationBlock, store.RelationMute} {
 		r := store.Forward(store.NilID, deletionPage)
 		for {

@@ -60,6 +60,11 @@ func (s *Service) ApproveFollow(ctx context.Context, viewer, requester store.ID)
 	if !pending[0] {
 		return nil, store.Errorf(store.ENOTFOUND, "no such follow request")
 	}
+	// A block stored after the request removes it; one racing it is
+	// refused here, as a follow is.
+	if err := s.refuseBlockedFollow(ctx, requester, viewer); err != nil {
+		return nil, err
+	}
 	if err := s.changeFollow(ctx, requester, viewer, storage.JobFollow); err != nil {
 		return nil, err
 	}

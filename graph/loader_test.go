@@ -19,16 +19,17 @@ func TestLoaders_InboxBatching(t *testing.T) { forStrategies(t, testLoaders_Inbo
 // timelineCalls are the backend calls a page of the timeline costs under
 // the strategy besides loading its messages and their authors, with its
 // counts: one read for the stored layouts; for fan-out on read the read
-// mark, the followees, their merged outboxes, their message counts and a
-// count above the read mark; for the cache (a hit) the cache instead of the
-// outboxes.
+// mark, the followees and the users hidden from the reader (blocked,
+// muted, blocking: two reads), their merged outboxes, their message counts
+// and a count above the read mark; for the cache (a hit) the cache instead
+// of the outboxes.
 func timelineCalls(st service.Strategy, more map[string]int64) map[string]int64 {
 	var calls map[string]int64
 	switch st {
 	case service.StrategyRead:
-		calls = map[string]int64{"ReadInbox": 1, "ListFollowing": 1, "FindOutbox": 1, "CountOutbox": 2}
+		calls = map[string]int64{"ReadInbox": 1, "ListFollowing": 1, "ListFiltered": 1, "ListBlockers": 1, "FindOutbox": 1, "CountOutbox": 2}
 	case service.StrategyCache:
-		calls = map[string]int64{"ReadInbox": 1, "ReadInboxCache": 1, "ListFollowing": 1, "CountOutbox": 2, "FindOutbox": 1}
+		calls = map[string]int64{"ReadInbox": 1, "ReadInboxCache": 1, "ListFollowing": 1, "ListFiltered": 1, "ListBlockers": 1, "CountOutbox": 2, "FindOutbox": 1}
 	default:
 		calls = map[string]int64{"ReadInbox": 1, "FindOutbox": 1}
 	}

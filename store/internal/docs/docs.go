@@ -58,7 +58,7 @@ type User struct {
 	// Deleted is when the account was deleted: a tombstone kept until the
 	// handle is freed.
 	Deleted *time.Time `bson:"dl,omitempty"`
-	Private   bool               `bson:"pv,omitempty"`
+	Private bool       `bson:"pv,omitempty"`
 }
 
 // Revoked is a revoked token as stored: its id and when it expires.

@@ -64,6 +64,7 @@ func (s *Service) DeleteAccount(ctx context.Context, user store.ID, password str
 	if err := s.backend.DeleteUser(ctx, user, s.clock()); err != nil {
 		return err
 	}
+	s.gone.add(user)
 	s.sessions.cache.Add(user, &sessionState{read: s.now()})
 	s.events.Publish(ctx, store.Event{Type: store.EventSessionsRevoked, UserID: store.SessionsTopic, Subject: user})
 	s.sessionsChanged(user)

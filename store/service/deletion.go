@@ -121,6 +121,7 @@ func (d *deleter) sweep(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			s.gone.add(u.ID)
 			now := s.clock()
 			due := !u.DeletedAt.Add(s.opts.DeletionGrace).After(now)
 			d.mu.Lock()
@@ -143,6 +144,7 @@ func (d *deleter) sweep(ctx context.Context) error {
 				d.mu.Lock()
 				delete(d.erased, u.ID)
 				d.mu.Unlock()
+				s.gone.remove(u.ID)
 				s.log.InfoContext(ctx, "deleted account purged: its handle is free", "user", u.ID.String())
 			}
 		}

@@ -23,7 +23,8 @@ type InboxPage struct {
 // each item with its message loaded (and a repost's original), and the
 // inbox's counts. Entries whose message was deleted but not yet retracted
 // are skipped, and so are reposts whose original is gone (which the read
-// deletes).
+// deletes) and the messages of deleted accounts the sweeper has not
+// erased yet (goneUsers).
 func (s *Service) Inbox(ctx context.Context, owner store.ID, r store.Range) (InboxPage, error) {
 	tr := s.newRead(owner)
 	var page InboxPage
@@ -87,7 +88,7 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 			page.Items = items[:0]
 		}
 		for i := range items {
-			if msgs[i] != nil {
+			if msgs[i] != nil && !s.gone.hides(msgs[i], originals[i]) {
 				items[i].Message, items[i].Original = msgs[i], originals[i]
 				page.Items = append(page.Items, items[i])
 			}

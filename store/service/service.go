@@ -95,6 +95,7 @@ type Service struct {
 	log       *slog.Logger
 	fanout    *fanout
 	deleter   *deleter
+	gone      goneUsers
 	seen      sync.Map // ID → time.Time: the last-seen time last written
 	pulls     pullSet
 	sessions  *sessions

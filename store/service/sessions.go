@@ -141,6 +141,7 @@ func (s *Service) watchSessions(ctx context.Context) error {
 		if ev.Type == store.EventSessionsRevoked {
 			s.sessions.cache.Remove(ev.Subject)
 			s.sessionsChanged(ev.Subject)
+			s.noteIfGone(ev.Subject)
 		}
 		return true
 	}

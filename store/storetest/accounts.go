@@ -138,4 +138,33 @@ func testAccountLife(t *testing.T, open OpenFunc, st service.Strategy) {
 		assert.NotEqual(t, alice.ID, again.ID)
 		assert.Zero(t, again.FollowerCount)
 	})
+	t.Run("GoneFromHomeAtOnce", func(t *testing.T) {
+		// A service that runs no sweeper, as an instance that does not
+		// hold the lease: the deleted account's messages are still
+		// stored, and its followers' home timelines leave them out at
+		// once rather than show messages whose author cannot be read.
+		b := openBackend(t, open)
+		svc, _ := newServiceStopped(t, b, c, service.Options{Strategy: service.StrategyRead})
+		alice, err := svc.SignUp(ctx, service.SignUpInput{Handle: "alice", Password: "old password"})
+		require.NoError(t, err)
+		bob, err := svc.SignUp(ctx, service.SignUpInput{Handle: "bob", Password: "old password"})
+		require.NoError(t, err)
+		_, err = svc.Follow(ctx, bob.ID, alice.ID)
+		require.NoError(t, err)
+		post, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "alice's post"})
+		require.NoError(t, err)
+		_, err = svc.Repost(ctx, bob.ID, post.ID)
+		require.NoError(t, err)
+		own, err := svc.PostMessage(ctx, bob.ID, service.PostInput{Text: "bob's post"})
+		require.NoError(t, err)
+		page, err := svc.Inbox(ctx, bob.ID, store.Forward(store.NilID, 10))
+		require.NoError(t, err)
+		require.Len(t, page.Items, 2, "bob's home: his post and alice's (his repost of it is hidden at his home)")
+
+		require.NoError(t, svc.DeleteAccount(ctx, alice.ID, "old password"))
+		page, err = svc.Inbox(ctx, bob.ID, store.Forward(store.NilID, 10))
+		require.NoError(t, err)
+		require.Len(t, page.Items, 1, "only bob's own post is left")
+		assert.Equal(t, own.ID, page.Items[0].MessageID)
+	})
 }

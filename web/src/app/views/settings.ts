@@ -111,7 +111,7 @@ function privacySection(): HTMLElement {
   const load = () =>
     loadInto(
       state,
-      () => q<{ viewer: { private: boolean; followRequests: Connection<User> } | null }>(`{ viewer { id private followRequests(first: 50) { totalCount edges { cursor node { ${USER} } } } } }`),
+      () => q<{ viewer: { private: boolean; followRequests: Connection<User> } | null }>(`{ viewer { id private followRequests(first: 50) { edges { cursor node { ${USER} } } } } }`),
       (d) => {
         toggle.checked = !!d.viewer?.private;
         toggle.disabled = false;
@@ -172,7 +172,7 @@ function listSection(title: string, field: 'blocked' | 'muted', op: 'unblock' | 
   const load = (): Promise<void> =>
     loadInto(
       state,
-      () => q<{ viewer: Record<string, Connection<User>> | null }>(`{ viewer { id ${field}(first: 100) { totalCount edges { cursor node { ${USER} } } } } }`),
+      () => q<{ viewer: Record<string, Connection<User>> | null }>(`{ viewer { id ${field}(first: 50) { edges { cursor node { ${USER} } } } } }`),
       (d) => {
         const edges = d.viewer?.[field].edges ?? [];
         list.replaceChildren(

@@ -781,3 +781,34 @@ func testApproveFollowResumes(t *testing.T) {
 	assert.True(t, u.ViewerFollows)
 	assert.False(t, u.ViewerRequestedFollow)
 }
+
+func TestBlockEndsFollowRequests(t *testing.T) { forBackends(t, testBlockEndsFollowRequests) }
+
+// testBlockEndsFollowRequests: a block removes a pending request to follow
+// either way, and a request that raced the block cannot be approved into
+// the follow the block forbids.
+func testBlockEndsFollowRequests(t *testing.T) {
+	e := newEnv(t, nil)
+	locked, lockedID := mustSignUp(t, e, "locked")
+	asker, askerID := mustSignUp(t, e, "asker")
+	setPrivate(t, e, locked, true)
+	require.True(t, follow(t, e, asker, lockedID).ViewerRequestedFollow)
+
+	e.mustExec(t, locked, `mutation($id: ID!) { block(userId: $id) { id } }`, map[string]any{"id": askerID}, nil)
+	handles, _, _ := requestHandles(t, e, locked, "")
+	assert.Empty(t, handles, "the blocked user's request is gone")
+	assert.False(t, userAs(t, e, asker, "locked").ViewerRequestedFollow)
+	approve := `mutation($id: ID!) { approveFollow(userId: $id) { id } }`
+	assert.Equal(t, "NOT_FOUND", e.errCode(t, locked, approve, map[string]any{"id": askerID}))
+
+	// A request stored after the block's removal (a follow checked just
+	// before the block): approving it is refused.
+	l, err := graph.ParseUserIDForTest(lockedID)
+	require.NoError(t, err)
+	a, err := graph.ParseUserIDForTest(askerID)
+	require.NoError(t, err)
+	_, err = e.backend.RequestFollow(context.Background(), a, l, time.Now())
+	require.NoError(t, err)
+	assert.Equal(t, "FORBIDDEN", e.errCode(t, locked, approve, map[string]any{"id": askerID}))
+	assert.Zero(t, userAs(t, e, asker, "locked").FollowerCount, "no follow across the block")
+}

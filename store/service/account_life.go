@@ -8,10 +8,17 @@ import (
 	"herald/store"
 )
 
-// checkPassword returns UNAUTHENTICATED unless password is user's. A
-// missing user is checked against a dummy hash, in the same time.
+// checkPassword returns UNAUTHENTICATED unless password is user's.
 func (s *Service) checkPassword(ctx context.Context, user store.ID, password string) (*store.User, error) {
 	u, err := s.backend.FindUserByID(ctx, user)
+	return s.matchPassword(ctx, u, err, password, store.Errorf(store.EUNAUTHENTICATED, "wrong password"))
+}
+
+// matchPassword returns u, the user a lookup found (or err, its failure),
+// if password is theirs, and bad if it is not or there is no such user. A
+// missing user is checked against a dummy hash: the same time as a real
+// check, so that accounts cannot be probed by timing.
+func (s *Service) matchPassword(ctx context.Context, u *store.User, err error, password string, bad error) (*store.User, error) {
 	if err != nil && store.ErrorCode(err) != store.ENOTFOUND {
 		return nil, err
 	}
@@ -24,7 +31,7 @@ func (s *Service) checkPassword(ctx context.Context, user store.ID, password str
 		return nil, werr
 	}
 	if err != nil || mismatch != nil {
-		return nil, store.Errorf(store.EUNAUTHENTICATED, "wrong password")
+		return nil, bad
 	}
 	return u, nil
 }

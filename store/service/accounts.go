@@ -54,23 +54,7 @@ func (s *Service) LogIn(ctx context.Context, handle, password string) (*store.Us
 		return nil, bad
 	}
 	u, err := s.backend.FindUserByHandle(ctx, h)
-	if err != nil && store.ErrorCode(err) != store.ENOTFOUND {
-		return nil, err
-	}
-	hash := dummyHash
-	if err == nil {
-		hash = u.PasswordHash
-	}
-	// An unknown handle is checked against a dummy hash: the same time
-	// as a real check, so handles cannot be probed by timing.
-	var mismatch error
-	if werr := s.passwords.do(ctx, func() { mismatch = bcrypt.CompareHashAndPassword(hash, []byte(password)) }); werr != nil {
-		return nil, werr
-	}
-	if err != nil || mismatch != nil {
-		return nil, bad
-	}
-	return u, nil
+	return s.matchPassword(ctx, u, err, password, bad)
 }
 
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("herald-timing-equalizer"), bcrypt.DefaultCost)

@@ -150,12 +150,13 @@ func (s *Service) Unmute(ctx context.Context, viewer, target store.ID) (*store.U
 	return u, nil
 }
 
-// changeRelation changes viewer's relation to target with relate and
-// brings viewer's timeline in line: under a stored layout by a job of
-// kind (none if 0) stored before the change and run after it (or ended
-// at once if relate changed nothing), under the cache by dropping it.
-// The job reads the relation and the follow when it runs, as a follow's
-// job reads the edge.
+// changeRelation changes viewer's relation to target (a follow, a mute)
+// with relate and brings viewer's timeline in line: under a stored layout
+// by a job of kind (none if 0) stored before the change and run after it
+// (or ended at once if relate changed nothing), under the cache by
+// dropping it. The job reads the follow and the relation when it runs, so
+// a crash between the job and the change leaves a job that finds nothing
+// to do.
 func (s *Service) changeRelation(ctx context.Context, viewer, target store.ID, kind storage.JobKind, relate func() (bool, error)) error {
 	if !s.layout.Stores() || kind == 0 {
 		if _, err := relate(); err != nil {

@@ -49,8 +49,9 @@ func (s *Service) Unfollow(ctx context.Context, viewer, target store.ID) (*store
 }
 
 func (s *Service) changeFollow(ctx context.Context, viewer, target store.ID, kind storage.JobKind) error {
+	follow := kind == storage.JobFollow
 	edge := func() (bool, error) {
-		if kind == storage.JobFollow {
+		if follow {
 			changed, err := s.backend.Follow(ctx, viewer, target, s.clock())
 			if changed {
 				s.notify(ctx, store.NotifyFollowed, target, viewer, nil)
@@ -59,31 +60,10 @@ func (s *Service) changeFollow(ctx context.Context, viewer, target store.ID, kin
 		}
 		return s.backend.Unfollow(ctx, viewer, target)
 	}
-	if !s.layout.Stores() || (kind == storage.JobFollow && s.opts.FollowBackfill < 0) {
-		if _, err := edge(); err != nil {
-			return err
-		}
-		if s.layout == storage.LayoutCache {
-			return s.backend.DropInboxCache(ctx, viewer)
-		}
-		return nil
+	if follow && s.opts.FollowBackfill < 0 {
+		kind = 0 // nothing to bring
 	}
-	now := s.clock()
-	job := &storage.Job{ID: store.NewID(now), Kind: kind, Layout: s.layout, AuthorID: target, OwnerID: viewer, CreatedAt: now}
-	if err := s.backend.StoreJob(ctx, job); err != nil {
-		return err
-	}
-	changed, err := edge()
-	if err != nil || !changed {
-		// Nothing changed: the job has nothing to do. Were this to fail,
-		// the job would find so itself.
-		if ferr := s.backend.FinishJob(ctx, job); ferr != nil {
-			s.log.WarnContext(ctx, "finishing an idle follow job", "err", ferr)
-		}
-		return err
-	}
-	s.fanout.enqueue(job)
-	return nil
+	return s.changeRelation(ctx, viewer, target, kind, edge)
 }
 
 // FindFollowing reports, for each target, whether viewer follows it.

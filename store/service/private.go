@@ -62,7 +62,7 @@ func (s *Service) ApproveFollow(ctx context.Context, viewer, requester store.ID)
 	}
 	// A block stored after the request removes it; one racing it is
 	// refused here, as a follow is.
-	if err := s.refuseBlockedFollow(ctx, requester, viewer); err != nil {
+	if err := s.refuseBlockedFollow(ctx, viewer, requester); err != nil {
 		return nil, err
 	}
 	if err := s.changeFollow(ctx, requester, viewer, storage.JobFollow); err != nil {

@@ -150,6 +150,7 @@ func (s *Service) notifyPosted(ctx context.Context, m *store.Message, edit bool,
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
 	defer cancel()
+	owners, kinds = s.readersOf(ctx, m.AuthorID, owners, kinds)
 	for i, ok := range s.notifiable(ctx, m.AuthorID, owners) {
 		if ok {
 			s.writeNotice(ctx, kinds[i], owners[i], m.AuthorID, m)
@@ -231,4 +232,33 @@ func (s *Service) MarkNotificationsRead(ctx context.Context, owner, upTo store.I
 	}
 	s.events.Publish(ctx, store.Event{Type: store.EventNotificationsRead, UserID: owner, Counts: inboxCounts(c)})
 	return c, nil
+}
+
+// readersOf returns the owners (with their kinds) who may read a message
+// of author's: all of them for a public account, its followers for a
+// private one, whose reply or mention must not tell others of a message
+// they cannot open. One read of the author, and one FindFollowers for a
+// private account. A failed read notifies nobody, as notifiable does.
+func (s *Service) readersOf(ctx context.Context, author store.ID, owners []store.ID, kinds []store.NotificationKind) ([]store.ID, []store.NotificationKind) {
+	u, err := s.backend.FindUserByID(ctx, author)
+	if err != nil {
+		s.log.WarnContext(ctx, "notifying: reading the author", "author", author.String(), "err", err)
+		return nil, nil
+	}
+	if !u.Private {
+		return owners, kinds
+	}
+	follows, err := s.backend.FindFollowers(ctx, author, owners)
+	if err != nil {
+		s.log.WarnContext(ctx, "notifying: reading the author's followers", "author", author.String(), "err", err)
+		return nil, nil
+	}
+	var o []store.ID
+	var k []store.NotificationKind
+	for i, f := range follows {
+		if f {
+			o, k = append(o, owners[i]), append(k, kinds[i])
+		}
+	}
+	return o, k
 }

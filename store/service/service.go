@@ -202,7 +202,11 @@ func (s *Service) Close(ctx context.Context) error {
 
 // Idle reports whether no fan-out work and no account deletion sweep is
 // queued or running.
-func (s *Service) Idle() bool { return s.fanout.idle() && s.deleter.idle() }
+func (s *Service) Idle() bool {
+	// The sweeper first: the jobs a sweep stores are enqueued before it
+	// counts as idle, so the fan-out, asked after, has them.
+	return s.deleter.idle() && s.fanout.idle()
+}
 
 // Stats are the counters of a Service's fan-out and of its Events, for
 // monitoring. Counters count from NewService; a restart starts them over.

@@ -42,7 +42,7 @@ func (s *Service) Block(ctx context.Context, viewer, target store.ID) (*store.Us
 	}
 	// Each hides the other: the reposts of each's messages leave the
 	// other's stored inbox by a job stored before the relation.
-	hide, err := s.storeHideJobs(ctx, [2]store.ID{viewer, target}, [2]store.ID{target, viewer})
+	hide, err := s.storeHideJobs(ctx, viewer, target, store.RelationBlock, [2]store.ID{viewer, target}, [2]store.ID{target, viewer})
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (s *Service) Mute(ctx context.Context, viewer, target store.ID) (*store.Use
 	if err := store.CheckRelation(viewer, target, store.RelationMute); err != nil {
 		return nil, err
 	}
-	hide, err := s.storeHideJobs(ctx, [2]store.ID{viewer, target})
+	hide, err := s.storeHideJobs(ctx, viewer, target, store.RelationMute, [2]store.ID{viewer, target})
 	if err != nil {
 		return nil, err
 	}
@@ -200,33 +200,64 @@ func (s *Service) changeRelation(ctx context.Context, viewer, target store.ID, k
 	return nil
 }
 
-// storeHideJobs stores, under a layout that stores inboxes, a
-// JobHideReposts for each pair (owner, hidden): the job removes from the
-// owner's inbox the others' reposts of hidden's messages delivered before
-// the relation that is about to be stored. Stored before the relation, so
-// that a crash after it still leaves the job; the job checks when it runs
-// that the owner hides the user, and does nothing otherwise.
-func (s *Service) storeHideJobs(ctx context.Context, pairs ...[2]store.ID) ([]*storage.Job, error) {
+// hideJobs are the JobHideReposts of a block or a mute: one per pair
+// (owner, hidden), each removing from the owner's stored inbox the
+// others' reposts of hidden's messages delivered before the relation.
+type hideJobs struct {
+	pairs [][2]store.ID
+	jobs  []*storage.Job
+	// late: the relation was there when checked, so no job was stored;
+	// if storing it changes something after all (an undo raced in
+	// between), the jobs are stored then.
+	late bool
+}
+
+// storeHideJobs stores, under a layout that stores inboxes, the hide jobs
+// of viewer's relation of kind to target, unless the relation is there
+// already (one FindBlocked: a relation stored had its jobs stored before
+// it, and they run until done, after a restart too). Stored before the
+// relation, so that a crash after it still leaves the jobs; a job checks
+// when it runs that its owner hides the user, and does nothing otherwise.
+func (s *Service) storeHideJobs(ctx context.Context, viewer, target store.ID, kind store.RelationKind, pairs ...[2]store.ID) (*hideJobs, error) {
+	h := &hideJobs{pairs: pairs}
 	if !s.layout.Stores() {
-		return nil, nil // the cache is dropped; fan-out on read stores nothing
+		return h, nil // the cache is dropped; fan-out on read stores nothing
 	}
-	jobs := make([]*storage.Job, 0, len(pairs))
-	for _, p := range pairs {
+	there, err := s.backend.FindBlocked(ctx, viewer, kind, []store.ID{target})
+	if err != nil {
+		return nil, err
+	}
+	if there[0] {
+		h.late = true
+		return h, nil
+	}
+	return h, s.storeHideJobsNow(ctx, h)
+}
+
+func (s *Service) storeHideJobsNow(ctx context.Context, h *hideJobs) error {
+	for _, p := range h.pairs {
 		now := s.clock()
 		j := &storage.Job{ID: store.NewID(now), Kind: storage.JobHideReposts, Layout: s.layout, AuthorID: p[1], OwnerID: p[0], CreatedAt: now}
 		if err := s.backend.StoreJob(ctx, j); err != nil {
-			return nil, err
+			return err
 		}
-		jobs = append(jobs, j)
+		h.jobs = append(h.jobs, j)
 	}
-	return jobs, nil
+	return nil
 }
 
-// runHideJobs runs the jobs storeHideJobs stored once the relation is
-// stored (changed), or ends them if storing it failed or changed nothing
-// (a relation already there had its own jobs).
-func (s *Service) runHideJobs(ctx context.Context, jobs []*storage.Job, changed bool, err error) {
-	for _, j := range jobs {
+// runHideJobs runs h's jobs once the relation is stored (changed), or
+// ends them if storing it failed or changed nothing (two requests raced:
+// the other's jobs run).
+func (s *Service) runHideJobs(ctx context.Context, h *hideJobs, changed bool, err error) {
+	if h.late && err == nil && changed {
+		// After the relation: a crash right here leaves these reposts
+		// counted (never shown) until they age out.
+		if serr := s.storeHideJobsNow(ctx, h); serr != nil {
+			s.log.WarnContext(ctx, "storing hide jobs", "err", serr)
+		}
+	}
+	for _, j := range h.jobs {
 		if err != nil || !changed {
 			if ferr := s.backend.FinishJob(ctx, j); ferr != nil {
 				s.log.WarnContext(ctx, "finishing an idle hide job", "err", ferr)

@@ -2354,9 +2354,10 @@ type Mutation {
   the viewer's messages are refused and their mentions notify nothing; the
   viewer's messages are hidden from them (NOT_FOUND, as if absent; in their
   home timeline, reposts of them by others too). The home timelines' counts
-  (` + "`" + `totalCount` + "`" + `, ` + "`" + `unreadCount` + "`" + `) count only what they show. Reposts by others
-  of the blocked user's messages that reached the viewer's home timeline
-  before the block may stay there until they age out; no new ones arrive.
+  (` + "`" + `totalCount` + "`" + `, ` + "`" + `unreadCount` + "`" + `) count only what they show, shortly after the
+  block: reposts by others of the blocked user's messages that reached the
+  viewer's home timeline before the block are not shown, and leave it (and
+  its counts) in the background; no new ones arrive.
   Blocking twice changes nothing; blocking yourself is BAD_USER_INPUT, an
   unknown user NOT_FOUND; UNAUTHENTICATED when nobody is signed in.
   """
@@ -2371,9 +2372,10 @@ type Mutation {
   Mutes a user and returns them: the viewer keeps following them, but their
   messages and reposts of their messages leave the viewer's home timeline and
   their activity the viewer's notifications; the home timeline's counts
-  count only what it shows. Reposts by others of their messages that reached
-  the home timeline before the mute may stay there until they age out; no new
-  ones arrive. Muting twice changes nothing; muting yourself is
+  count only what it shows, shortly after the mute: reposts by others of
+  their messages that reached the home timeline before the mute are not
+  shown, and leave it (and its counts) in the background; no new ones
+  arrive. Muting twice changes nothing; muting yourself is
   BAD_USER_INPUT, an unknown user NOT_FOUND; UNAUTHENTICATED when nobody is
   signed in.
   """

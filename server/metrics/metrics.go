@@ -166,6 +166,7 @@ var jobKinds = []struct {
 	{storage.JobFollow, "follow"},
 	{storage.JobUnfollow, "unfollow"},
 	{storage.JobRebuild, "rebuild"},
+	{storage.JobHideReposts, "hide_reposts"},
 }
 
 // Describe implements prometheus.Collector.

@@ -251,6 +251,51 @@ func (s *Store) RemoveAuthorEntries(_ context.Context, r storage.AuthorRemoval) 
 	return changes, nil
 }
 
+// RemoveOwnerEntries implements storage.Backend: a point read of each
+// listed entry, and one synced batch deleting the ones there with the
+// owner's head and the job's cursor.
+func (s *Store) RemoveOwnerEntries(_ context.Context, r storage.OwnerRemoval) ([]storage.InboxChange, error) {
+	s.inboxMu.Lock()
+	defer s.inboxMu.Unlock()
+	job, err := s.checkJob(r.Job)
+	if err != nil || job == nil {
+		return nil, err
+	}
+	if err := storedLayout(job); err != nil {
+		return nil, err
+	}
+	owner := job.OwnerID
+	h, _ := s.headOf(owner)
+	b := s.db.NewBatch()
+	defer b.Close()
+	var changes []storage.InboxChange
+	seen := make(map[store.ID]struct{}, len(r.MessageIDs))
+	for _, id := range r.MessageIDs {
+		if _, dup := seen[id]; dup {
+			continue
+		}
+		seen[id] = struct{}{}
+		ek := key(pInbox, owner, id)
+		if _, found, err := s.get(ek); err != nil {
+			return nil, err
+		} else if !found {
+			continue
+		}
+		h.remove(id)
+		_ = b.Delete(ek, nil)
+		changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner}, MessageID: id, Counts: h.counts(job.Layout)})
+	}
+	var heads []ownerHead
+	if len(changes) > 0 {
+		_ = b.Set(key(pHead, owner), s.stamp(h), nil)
+		heads = []ownerHead{{owner, h}}
+	}
+	if err := s.commitChunk(b, job, r.Cursor, r.Done, heads); err != nil {
+		return nil, err
+	}
+	return changes, nil
+}
+
 // oldestEntry returns the message of owner's oldest stored entry.
 func (s *Store) oldestEntry(owner store.ID) (store.ID, bool, error) {
 	p := key(pInbox, owner)

@@ -100,7 +100,7 @@ func (s *Store) PendingJobs(_ context.Context) ([]*storage.Job, error) {
 
 // StoreJob implements storage.Backend.
 func (s *Store) StoreJob(_ context.Context, j *storage.Job) error {
-	if j.Kind != storage.JobFollow && j.Kind != storage.JobUnfollow {
+	if j.Kind != storage.JobFollow && j.Kind != storage.JobUnfollow && j.Kind != storage.JobHideReposts {
 		return fmt.Errorf("store job: kind %d is stored with its change, not by StoreJob", j.Kind)
 	}
 	s.inboxMu.Lock()

@@ -253,6 +253,36 @@ func TestRoundTrips(t *testing.T) {
 			require.Len(t, items, 5)
 			t.Logf("%s: a page of 5 below the 50th entry: %d round trips; %d inbox documents read", lay.name, n.Load(), docs.Load())
 			assert.Equal(t, int64(2), n.Load())
+
+			// A JobHideReposts's chunks: the entries of 20 read (the
+			// service's ReadInbox, and its messages, aside), 3 removed.
+			hide := &storage.Job{ID: store.NewID(clk.now()), Kind: storage.JobHideReposts, Layout: lay.layout, OwnerID: followers[0], AuthorID: other.ID}
+			require.NoError(t, st.StoreJob(ctx, hide))
+			from := store.NilID
+			for i, tc := range []struct {
+				done  bool
+				trips int64
+				why   string
+			}{
+				{false, 7, "find the job, the owner's head, record it as running, find the entries there, count (marked), remove, advance the job"},
+				{true, 6, "the same, but the job is recorded as running already, and the last chunk ends it"},
+			} {
+				chunkItems, _, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: followers[0], Layout: lay.layout, Range: store.Forward(from, 20)})
+				require.NoError(t, err)
+				require.Len(t, chunkItems, 20)
+				n.Store(0)
+				r := storage.OwnerRemoval{Job: hide, MessageIDs: []store.ID{chunkItems[0].MessageID, chunkItems[5].MessageID, chunkItems[19].MessageID}, Done: tc.done}
+				if !tc.done {
+					r.Cursor = chunkItems[19].MessageID[:]
+				}
+				changes, err := st.RemoveOwnerEntries(ctx, r)
+				require.NoError(t, err)
+				require.Len(t, changes, 3)
+				require.Equal(t, 56-3*(i+1), changes[2].Counts.Total)
+				t.Logf("%s: a hide job's chunk removing 3 entries: %d round trips", lay.name, n.Load())
+				assert.Equal(t, tc.trips, n.Load(), tc.why)
+				hide.Cursor, from = r.Cursor, chunkItems[19].MessageID
+			}
 		})
 	}
 	t.Run("users by handles", func(t *testing.T) {

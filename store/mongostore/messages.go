@@ -466,8 +466,8 @@ func outboxFilter(f storage.OutboxFilter) bson.D {
 
 // StoreJob implements storage.Backend. Storing a job again is no error.
 func (s *Store) StoreJob(ctx context.Context, j *storage.Job) error {
-	if j.Kind != storage.JobFollow && j.Kind != storage.JobUnfollow {
-		return store.Errorf(store.EINTERNAL, "StoreJob stores follow and unfollow jobs, not kind %d", j.Kind)
+	if j.Kind != storage.JobFollow && j.Kind != storage.JobUnfollow && j.Kind != storage.JobHideReposts {
+		return store.Errorf(store.EINTERNAL, "StoreJob stores follow, unfollow and hide jobs, not kind %d", j.Kind)
 	}
 	_, err := s.jobs.InsertOne(ctx, docs.FromJob(j))
 	if isDuplicate(err) {
@@ -483,7 +483,7 @@ func (s *Store) StoreJob(ctx context.Context, j *storage.Job) error {
 func (s *Store) FinishJob(ctx context.Context, j *storage.Job) error {
 	var err error
 	switch j.Kind {
-	case storage.JobFollow, storage.JobUnfollow, storage.JobRebuild:
+	case storage.JobFollow, storage.JobUnfollow, storage.JobRebuild, storage.JobHideReposts:
 		return s.finishOwnerJob(ctx, j)
 	case storage.JobDeliver:
 		_, err = s.messages.UpdateOne(ctx, append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: "j.k", Value: int32(j.Kind)}),

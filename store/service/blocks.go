@@ -16,8 +16,10 @@ import (
 // the hidden user's own entries a stored inbox held before the relation
 // leave it by a JobUnfollow (removeAuthor), which removes an author's
 // entries when the owner no longer follows them or hides them. Others'
-// reposts of their messages delivered before stay (not done: see the
-// design).
+// reposts of their messages delivered before leave it by a
+// JobHideReposts (hideReposts), stored before the relation and run after
+// it, which walks the owner's inbox in chunks and removes them with the
+// counts; until it has run a page leaves them out (hideOriginals).
 
 // hiddenLimit bounds each of the two reads of a reader's hidden set: the
 // users the reader blocks or mutes, and the users who block the reader.
@@ -38,7 +40,15 @@ func (s *Service) Block(ctx context.Context, viewer, target store.ID) (*store.Us
 	if err := store.CheckRelation(viewer, target, store.RelationBlock); err != nil {
 		return nil, err
 	}
-	if _, err := s.backend.Block(ctx, viewer, target, store.RelationBlock, s.clock()); err != nil {
+	// Each hides the other: the reposts of each's messages leave the
+	// other's stored inbox by a job stored before the relation.
+	hide, err := s.storeHideJobs(ctx, viewer, target, store.RelationBlock, [2]store.ID{viewer, target}, [2]store.ID{target, viewer})
+	if err != nil {
+		return nil, err
+	}
+	changed, err := s.backend.Block(ctx, viewer, target, store.RelationBlock, s.clock())
+	s.runHideJobs(ctx, hide, changed, err)
+	if err != nil {
 		return nil, err
 	}
 	// Unfollowing after the relation is stored: a follow checked against
@@ -103,16 +113,23 @@ func (s *Service) Unblock(ctx context.Context, viewer, target store.ID) (*store.
 }
 
 // Mute makes viewer mute target and returns target. The follow stays; the
-// target's entries leave viewer's stored inbox by a JobUnfollow stored
-// before the relation (a crash between the two leaves a job that finds
-// no mute and does nothing), under the cache the cache is dropped, and
-// target leaves viewer's notifications.
+// target's entries leave viewer's stored inbox by a JobUnfollow, and
+// others' reposts of target's messages by a JobHideReposts, both stored
+// before the relation (a crash between the two leaves jobs that find no
+// mute and do nothing), under the cache the cache is dropped, and target
+// leaves viewer's notifications.
 func (s *Service) Mute(ctx context.Context, viewer, target store.ID) (*store.User, error) {
 	if err := store.CheckRelation(viewer, target, store.RelationMute); err != nil {
 		return nil, err
 	}
+	hide, err := s.storeHideJobs(ctx, viewer, target, store.RelationMute, [2]store.ID{viewer, target})
+	if err != nil {
+		return nil, err
+	}
 	relate := func() (bool, error) {
-		return s.backend.Block(ctx, viewer, target, store.RelationMute, s.clock())
+		changed, err := s.backend.Block(ctx, viewer, target, store.RelationMute, s.clock())
+		s.runHideJobs(ctx, hide, changed, err)
+		return changed, err
 	}
 	if err := s.changeRelation(ctx, viewer, target, storage.JobUnfollow, relate); err != nil {
 		return nil, err
@@ -181,6 +198,74 @@ func (s *Service) changeRelation(ctx context.Context, viewer, target store.ID, k
 	}
 	s.fanout.enqueue(job)
 	return nil
+}
+
+// hideJobs are the JobHideReposts of a block or a mute: one per pair
+// (owner, hidden), each removing from the owner's stored inbox the
+// others' reposts of hidden's messages delivered before the relation.
+type hideJobs struct {
+	pairs [][2]store.ID
+	jobs  []*storage.Job
+	// late: the relation was there when checked, so no job was stored;
+	// if storing it changes something after all (an undo raced in
+	// between), the jobs are stored then.
+	late bool
+}
+
+// storeHideJobs stores, under a layout that stores inboxes, the hide jobs
+// of viewer's relation of kind to target, unless the relation is there
+// already (one FindBlocked: a relation stored had its jobs stored before
+// it, and they run until done, after a restart too). Stored before the
+// relation, so that a crash after it still leaves the jobs; a job checks
+// when it runs that its owner hides the user, and does nothing otherwise.
+func (s *Service) storeHideJobs(ctx context.Context, viewer, target store.ID, kind store.RelationKind, pairs ...[2]store.ID) (*hideJobs, error) {
+	h := &hideJobs{pairs: pairs}
+	if !s.layout.Stores() {
+		return h, nil // the cache is dropped; fan-out on read stores nothing
+	}
+	there, err := s.backend.FindBlocked(ctx, viewer, kind, []store.ID{target})
+	if err != nil {
+		return nil, err
+	}
+	if there[0] {
+		h.late = true
+		return h, nil
+	}
+	return h, s.storeHideJobsNow(ctx, h)
+}
+
+func (s *Service) storeHideJobsNow(ctx context.Context, h *hideJobs) error {
+	for _, p := range h.pairs {
+		now := s.clock()
+		j := &storage.Job{ID: store.NewID(now), Kind: storage.JobHideReposts, Layout: s.layout, AuthorID: p[1], OwnerID: p[0], CreatedAt: now}
+		if err := s.backend.StoreJob(ctx, j); err != nil {
+			return err
+		}
+		h.jobs = append(h.jobs, j)
+	}
+	return nil
+}
+
+// runHideJobs runs h's jobs once the relation is stored (changed), or
+// ends them if storing it failed or changed nothing (two requests raced:
+// the other's jobs run).
+func (s *Service) runHideJobs(ctx context.Context, h *hideJobs, changed bool, err error) {
+	if h.late && err == nil && changed {
+		// After the relation: a crash right here leaves these reposts
+		// counted (never shown) until they age out.
+		if serr := s.storeHideJobsNow(ctx, h); serr != nil {
+			s.log.WarnContext(ctx, "storing hide jobs", "err", serr)
+		}
+	}
+	for _, j := range h.jobs {
+		if err != nil || !changed {
+			if ferr := s.backend.FinishJob(ctx, j); ferr != nil {
+				s.log.WarnContext(ctx, "finishing an idle hide job", "err", ferr)
+			}
+			continue
+		}
+		s.fanout.enqueue(j)
+	}
 }
 
 func (s *Service) dropCaches(ctx context.Context, users ...store.ID) error {

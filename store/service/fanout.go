@@ -69,9 +69,9 @@ type fanout struct {
 	stopLead sync.Once // Close may be called twice
 
 	// Counters for Service.Stats, since the start.
-	done      [storage.JobRebuild + 1]atomic.Uint64 // stored jobs finished, by kind
-	delivered atomic.Uint64                         // inbox entries added by JobDeliver
-	rebuilds  atomic.Uint64                         // JobRebuild stored by Seen
+	done      [storage.JobHideReposts + 1]atomic.Uint64 // stored jobs finished, by kind
+	delivered atomic.Uint64                             // inbox entries added by JobDeliver
+	rebuilds  atomic.Uint64                             // JobRebuild stored by Seen
 }
 
 func newFanout(s *Service, opts Options) *fanout {

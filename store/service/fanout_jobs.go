@@ -42,6 +42,8 @@ func (f *fanout) runChunk(ctx context.Context, j *storage.Job, next **followerPa
 		return f.insert(ctx, j)
 	case storage.JobUnfollow:
 		return f.removeAuthor(ctx, j)
+	case storage.JobHideReposts:
+		return f.hideReposts(ctx, j)
 	default:
 		f.s.log.Error("unknown fan-out job kind; dropped", "kind", j.Kind)
 		return true, nil
@@ -203,6 +205,80 @@ func (f *fanout) removeAuthor(ctx context.Context, j *storage.Job) (bool, error)
 	// The entries left this inbox; their messages still exist.
 	f.publish(ctx, store.EventRemoved, j, changes, time.Time{})
 	return true, nil
+}
+
+// hideChunk is the number of inbox entries a JobHideReposts looks at in
+// one chunk (fewer if the fan-out's chunk is smaller).
+const hideChunk = 200
+
+// hideReposts removes, from a JobHideReposts's owner's stored inbox, the
+// next chunk's reposts by others of the hidden user's (AuthorID)
+// messages: it reads the chunk of entries after the job's cursor, loads
+// their messages, and removes the reposts of the hidden user's messages
+// with the job's advance, in one step. If the owner no longer hides the
+// user (unblocked or unmuted since) the job ends.
+func (f *fanout) hideReposts(ctx context.Context, j *storage.Job) (bool, error) {
+	b := f.s.backend
+	hides, err := f.hides(ctx, j.OwnerID, j.AuthorID)
+	if err != nil {
+		return false, err
+	}
+	if !hides {
+		return true, b.FinishJob(ctx, j)
+	}
+	from := store.NilID
+	if len(j.Cursor) == len(from) {
+		copy(from[:], j.Cursor)
+	}
+	n := min(hideChunk, f.chunk)
+	items, _, err := b.ReadInbox(ctx, storage.InboxFilter{Owner: j.OwnerID, Layout: j.Layout, Range: store.Forward(from, n)})
+	if err != nil {
+		return false, err
+	}
+	keys := make([]store.MessageKey, len(items))
+	for i, it := range items {
+		keys[i] = it.Key()
+	}
+	var ms []*store.Message
+	if len(keys) > 0 {
+		if ms, err = b.FindMessagesByKeys(ctx, keys); err != nil {
+			return false, err
+		}
+	}
+	r := storage.OwnerRemoval{Job: j, Done: len(items) < n}
+	authors := map[store.ID]store.ID{}
+	for _, m := range ms {
+		if m != nil && m.Kind == store.KindRepost && m.RepostOfAuthorID == j.AuthorID && m.AuthorID != j.OwnerID {
+			r.MessageIDs = append(r.MessageIDs, m.ID)
+			authors[m.ID] = m.AuthorID
+		}
+	}
+	if len(items) > 0 {
+		last := items[len(items)-1].MessageID
+		r.Cursor = last[:]
+	}
+	changes, err := b.RemoveOwnerEntries(ctx, r)
+	if err != nil {
+		return false, err
+	}
+	// The reposts left this inbox; they still exist.
+	f.publishWith(ctx, store.EventRemoved, j, changes, time.Time{}, func(m store.ID) store.ID { return authors[m] })
+	j.Cursor = r.Cursor
+	return r.Done, nil
+}
+
+// hides reports whether owner's home timeline hides user: owner blocks or
+// mutes user, or user blocks owner. Two FindBlockers calls.
+func (f *fanout) hides(ctx context.Context, owner, user store.ID) (bool, error) {
+	kinds, err := f.s.backend.FindBlockers(ctx, user, []store.ID{owner})
+	if err != nil || kinds[0] != 0 {
+		return err == nil, err
+	}
+	kinds, err = f.s.backend.FindBlockers(ctx, owner, []store.ID{user})
+	if err != nil {
+		return false, err
+	}
+	return kinds[0]&store.RelationBlock != 0, nil
 }
 
 // showsAuthor reports whether owner, who follows author, neither blocks

@@ -69,12 +69,15 @@ func (f *fanout) enqueuePending() {
 	}
 }
 
-// edgeChangeMayBePending reports whether j is a follow or unfollow job
-// first polled less than Options.EdgeJobGrace ago: the request that stored
-// it may not have changed the edge yet (see EdgeJobGrace), and queues it
-// itself once it has.
+// edgeChangeMayBePending reports whether j is a follow, unfollow or (not
+// begun) hide job first polled less than Options.EdgeJobGrace ago: the
+// request that stored it may not have changed the edge or the relation
+// yet (see EdgeJobGrace), and queues it itself once it has.
 func (f *fanout) edgeChangeMayBePending(j *storage.Job, now time.Time) bool {
-	if j.Kind != storage.JobFollow && j.Kind != storage.JobUnfollow {
+	switch {
+	case j.Kind == storage.JobFollow, j.Kind == storage.JobUnfollow:
+	case j.Kind == storage.JobHideReposts && len(j.Cursor) == 0:
+	default:
 		return false
 	}
 	k := jobKey{j.ID, j.Kind}

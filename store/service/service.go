@@ -58,11 +58,12 @@ type Options struct {
 	// by other processes (default 200ms).
 	LeaseTTL time.Duration
 	JobPoll  time.Duration
-	// EdgeJobGrace is how long the lease holder leaves a follow or unfollow
-	// job it finds by polling before running it (default 15s). A request
-	// stores such a job before it changes the edge, and the job reads the
-	// edge to learn what to do; run in between, it would take the edge's
-	// old state for a change made since and do nothing. The request queues
+	// EdgeJobGrace is how long the lease holder leaves a follow, unfollow
+	// or hide job it finds by polling before running it (default 15s). A
+	// request stores such a job before it changes the edge (or the block
+	// or mute), and the job reads the edge to learn what to do; run in
+	// between, it would take the edge's old state for a change made since
+	// and do nothing. The request queues
 	// the job itself once the edge has changed, so the grace delays only
 	// jobs stored through another process, or left by one that died; it
 	// must exceed the time a request may take to change an edge.
@@ -218,7 +219,7 @@ type Stats struct {
 	// JobsDone counts the stored jobs run to their end, indexed by
 	// JobKind. A job cancelled by a deletion, or stopped by a shutdown or a
 	// lost lease, is not counted.
-	JobsDone [storage.JobRebuild + 1]uint64
+	JobsDone [storage.JobHideReposts + 1]uint64
 	// Delivered counts the inbox entries delivery jobs added; on
 	// StrategyCache, the active followers a post was delivered to.
 	Delivered uint64

@@ -339,6 +339,14 @@ type Inboxes interface {
 	// ends the job, under the rule of InsertInbox. It returns one change per
 	// entry removed.
 	RemoveAuthorEntries(ctx context.Context, r AuthorRemoval) ([]InboxChange, error)
+	// RemoveOwnerEntries removes the entries of r.MessageIDs from the
+	// stored inbox of r.Job.OwnerID (one chunk of a JobHideReposts),
+	// fixing its counts (an entry no longer there changes nothing and
+	// counts nothing), and advances the stored job to r.Cursor or removes
+	// it when r.Done, under the rule of DeliverInbox: the chunk applies
+	// only if the stored job is still at r.Job.Cursor. It returns one
+	// change per entry removed.
+	RemoveOwnerEntries(ctx context.Context, r OwnerRemoval) ([]InboxChange, error)
 	// ReadInbox returns the entries of a stored inbox within f.Range, newest
 	// first, with its counts. For LayoutNone and LayoutCache it returns no
 	// entries, and counts with only ReadMark and Rebuilding set.
@@ -374,7 +382,7 @@ type Caches interface {
 
 // Jobs stores durable fan-out jobs that are not stored with a message, and finds the pending ones.
 type Jobs interface {
-	// StoreJob stores a JobFollow or JobUnfollow.
+	// StoreJob stores a JobFollow, JobUnfollow or JobHideReposts.
 	StoreJob(ctx context.Context, j *Job) error
 	// FinishJob removes a stored job (a JobRebuild: clears the rebuilding
 	// flag) that has nothing to write; a missing job is no error. If the
@@ -561,6 +569,15 @@ type Insertion struct {
 // AuthorRemoval is the whole of a JobUnfollow.
 type AuthorRemoval struct {
 	Job *Job
+}
+
+// OwnerRemoval is one chunk of a JobHideReposts: the entries to remove
+// from the job's owner's inbox, and the job's cursor after the chunk.
+type OwnerRemoval struct {
+	Job        *Job
+	MessageIDs []store.ID
+	Cursor     []byte
+	Done       bool
 }
 
 // Removal is one chunk of a JobRetract.

@@ -440,6 +440,13 @@ func (w *observed) RemoveAuthorEntries(ctx context.Context, r AuthorRemoval) ([]
 	return r0, err
 }
 
+func (w *observed) RemoveOwnerEntries(ctx context.Context, r OwnerRemoval) ([]InboxChange, error) {
+	start := time.Now()
+	r0, err := w.b.RemoveOwnerEntries(ctx, r)
+	w.o.Observe("RemoveOwnerEntries", start, err)
+	return r0, err
+}
+
 func (w *observed) ReadInbox(ctx context.Context, f InboxFilter) ([]store.InboxItem, store.InboxCounts, error) {
 	start := time.Now()
 	r0, r1, err := w.b.ReadInbox(ctx, f)

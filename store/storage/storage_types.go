@@ -72,6 +72,12 @@ const (
 	// followees' recent messages. A backend stores it as the user's
 	// rebuilding flag (see Backend.MarkSeen).
 	JobRebuild JobKind = 5
+	// JobHideReposts removes from the owner's (OwnerID) stored inbox the
+	// other users' reposts of messages by a user the owner now hides
+	// (AuthorID: blocked, muted, or blocking the owner), delivered before
+	// the block or mute; it walks the inbox in chunks, its cursor the last
+	// entry looked at.
+	JobHideReposts JobKind = 6
 )
 
 // Job is durable fan-out work, stored with the change that caused it (the new

@@ -24,6 +24,8 @@ func testBlocks(t *testing.T, open OpenFunc) {
 	t.Run("AtHome", func(t *testing.T) { testBlocksAtHome(t, open) })
 	t.Run("Costs", func(t *testing.T) { testBlockCosts(t, open) })
 	t.Run("MuteJobResumes", func(t *testing.T) { testMuteJobResumes(t, open) })
+	t.Run("HideReposts", func(t *testing.T) { testHideReposts(t, open) })
+	t.Run("HideRepostsResumes", func(t *testing.T) { testHideRepostsResumes(t, open) })
 }
 
 var (

@@ -19,6 +19,7 @@ func testJobs(t *testing.T, open OpenFunc) {
 	forStoredLayouts(t, open, "InsertAndRetract", testInsertAndRetract)
 	forStoredLayouts(t, open, "DeliveryPages", testDeliveryPages)
 	forStoredLayouts(t, open, "RemoveAuthorEntries", testRemoveAuthorEntries)
+	forStoredLayouts(t, open, "RemoveOwnerEntries", testRemoveOwnerEntries)
 	forStoredLayouts(t, open, "RepostJob", testRepostJob)
 	for _, l := range allLayouts {
 		t.Run("Rebuild/"+layoutName(l), func(t *testing.T) { testRebuild(t, open, l) })
@@ -250,6 +251,66 @@ func testRemoveAuthorEntries(t *testing.T, b storage.Backend, c *clock, l storag
 	assert.Empty(t, pending, "the removal ends its job")
 	_, err = b.RemoveAuthorEntries(ctx, storage.AuthorRemoval{Job: unfollow})
 	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
+}
+
+// testRemoveOwnerEntries runs a JobHideReposts's two chunks by hand on an
+// inbox read in part: each removes only the listed entries that are
+// there, with exact counts, and advances or ends the job; a chunk applied
+// before changes nothing, and another owner's inbox is untouched.
+func testRemoveOwnerEntries(t *testing.T, b storage.Backend, c *clock, l storage.Layout) {
+	a, owner, other := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+	var ms []*store.Message
+	for range 4 {
+		ms = append(ms, post(t, b, c, l, a.ID, owner.ID, other.ID))
+	}
+	m1, m2, m3, m4 := ms[0], ms[1], ms[2], ms[3]
+	_, err := b.MarkInboxRead(ctx, owner.ID, l, m2.ID)
+	require.NoError(t, err)
+	job := newOwnerJob(c, storage.JobHideReposts, l, owner.ID, a.ID)
+	require.NoError(t, b.StoreJob(ctx, job))
+	first := storage.OwnerRemoval{Job: job, MessageIDs: idsOf(m4, m1), Cursor: m3.ID[:]}
+	runSteps(t,
+		step{"a chunk removes the listed entries and advances the job", func(t *testing.T) {
+			changes, err := b.RemoveOwnerEntries(ctx, first)
+			require.NoError(t, err)
+			assert.ElementsMatch(t, idsOf(m4, m1), changeIDs(changes))
+			for _, ch := range changes {
+				assert.Equal(t, owner.ID, ch.Owner)
+			}
+			ids, counts := inboxOf(t, b, owner.ID, l)
+			assert.Equal(t, idsOf(m3, m2), ids)
+			assert.Equal(t, store.InboxCounts{Total: 2, Unread: 1, ReadMark: m2.ID}, counts, "m1 was read, m4 not")
+			pending, err := b.PendingJobs(ctx)
+			require.NoError(t, err)
+			require.Len(t, pending, 1)
+			assert.Equal(t, []byte(m3.ID[:]), pending[0].Cursor, "the job is at the chunk's cursor")
+		}},
+		step{"the chunk applied before changes nothing", func(t *testing.T) {
+			changes, err := b.RemoveOwnerEntries(ctx, first)
+			require.NoError(t, err)
+			assert.Empty(t, changes)
+			assert.Equal(t, store.InboxCounts{Total: 2, Unread: 1, ReadMark: m2.ID}, countsOf(t, b, owner.ID, l))
+		}},
+		step{"the last chunk counts only the entries there and ends the job", func(t *testing.T) {
+			job.Cursor = first.Cursor
+			changes, err := b.RemoveOwnerEntries(ctx, storage.OwnerRemoval{Job: job, MessageIDs: idsOf(m2, m1), Done: true})
+			require.NoError(t, err)
+			assert.Equal(t, idsOf(m2), changeIDs(changes), "m1 is gone already")
+			ids, counts := inboxOf(t, b, owner.ID, l)
+			assert.Equal(t, idsOf(m3), ids)
+			assert.Equal(t, store.InboxCounts{Total: 1, Unread: 1, ReadMark: m2.ID}, counts)
+			pending, err := b.PendingJobs(ctx)
+			require.NoError(t, err)
+			assert.Empty(t, pending, "the last chunk ends the job")
+			_, err = b.RemoveOwnerEntries(ctx, storage.OwnerRemoval{Job: job, MessageIDs: idsOf(m3), Done: true})
+			assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "the job is gone")
+		}},
+		step{"other owners are untouched", func(t *testing.T) {
+			ids, counts := inboxOf(t, b, other.ID, l)
+			assert.Equal(t, idsOf(m4, m3, m2, m1), ids)
+			assert.Equal(t, store.InboxCounts{Total: 4, Unread: 4}, counts)
+		}},
+	)
 }
 
 func refOwners(refs []storage.InboxRef) []store.ID {

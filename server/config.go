@@ -142,7 +142,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.DurationVar(&cfg.DeletionGrace, "deletion-grace", service.DefaultDeletionGrace, "how long a deleted account's handle stays taken (and the account's record kept) before it is purged and the handle can be signed up again")
 	fs.IntVar(&cfg.FollowBackfill, "follow-backfill", 50, "how many of a followee's recent messages a follow brings into the follower's inbox")
 	fs.StringVar(&cfg.MongoURI, "mongodb-uri", "", "MongoDB connection string (mongodb:// or mongodb+srv://); when set, MongoDB is the store instead of the embedded engine. Prefer HERALD_MONGODB_URI when it holds a password")
-	fs.StringVar(&cfg.MongoDatabase, "mongodb-database", "herald", "MongoDB database name")
+	fs.StringVar(&cfg.MongoDatabase, "mongodb-database", "", "MongoDB database name (default: the one -mongodb-uri names, else "+cli.DefaultDatabase+")")
 	fs.Uint64Var(&cfg.MongoPoolSize, "mongodb-pool-size", 0, "largest number of connections per MongoDB server (0: the driver's default, 100)")
 	fs.DurationVar(&cfg.MongoTimeout, "mongodb-timeout", 10*time.Second, "how long to wait for MongoDB: connecting, finding a server, and all storage work of one HTTP request")
 	fs.StringVar(&cfg.MongoWriteConcern, "mongodb-write-concern", "majority", "MongoDB write concern: majority, or a number of nodes (at least 1)")
@@ -175,6 +175,11 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	})
 	if envErr != nil {
 		return config{}, envErr
+	}
+	// The URI's database is the default, as MongoDB's drivers and tools
+	// take it; the flag (or its variable) overrides it.
+	if !given["mongodb-database"] && getenv(envName("mongodb-database")) == "" {
+		cfg.MongoDatabase = cli.URIDatabase(cfg.MongoURI)
 	}
 
 	var err error

@@ -99,6 +99,22 @@ func TestParseConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "MongoDatabaseFromURI",
+			args: []string{"-mongodb-uri", "mongodb://db1,db2/social?replicaSet=rs0"},
+			env:  servertest.Env(),
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, "social", c.MongoDatabase, "the URI's database, as MongoDB's tools take it")
+			},
+		},
+		{
+			name: "MongoDatabaseOverridesURI",
+			args: []string{"-mongodb-uri", "mongodb://db/social", "-mongodb-database", "h2"},
+			env:  servertest.Env(),
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, "h2", c.MongoDatabase)
+			},
+		},
+		{
 			name: "MongoFlags",
 			args: []string{"-mongodb-uri", "mongodb+srv://cluster.example.net", "-mongodb-database", "h2", "-mongodb-pool-size", "8",
 				"-mongodb-timeout", "500ms", "-mongodb-write-concern", "majority"},

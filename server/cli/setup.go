@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -48,16 +49,13 @@ func parseSetupConfig(args []string, getenv func(string) string, usage io.Writer
 	var (
 		cfg        setupConfig
 		hot, cold  string
-		dbDefault  = "herald"
 		uriDefault = getenv("HERALD_MONGODB_URI")
+		dbDefault  = getenv("HERALD_MONGODB_DATABASE")
 	)
-	if v := getenv("HERALD_MONGODB_DATABASE"); v != "" {
-		dbDefault = v
-	}
 	fs := flag.NewFlagSet("herald mongo setup", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&cfg.URI, "mongodb-uri", uriDefault, "MongoDB connection string (env HERALD_MONGODB_URI); not needed with -dry-run")
-	fs.StringVar(&cfg.Database, "database", dbDefault, "Herald's database (env HERALD_MONGODB_DATABASE)")
+	fs.StringVar(&cfg.Database, "database", dbDefault, "Herald's database (env HERALD_MONGODB_DATABASE); by default the one the URI names, else "+DefaultDatabase)
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "print the commands as extended JSON without connecting or running them")
 	fs.StringVar(&cfg.Sharded, "sharded", "auto", "shard the collections: auto (if connected to a mongos), yes or no")
 	fs.BoolVar(&cfg.TimeZones, "time-zones", false, "shard messages by time and keep old ones on the cold shards (needs a sharded cluster; decide before messages are sharded, as changing a shard key takes reshardCollection); re-run daily to move the cutoff")
@@ -77,6 +75,11 @@ func parseSetupConfig(args []string, getenv func(string) string, usage io.Writer
 		return setupConfig{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg.HotShards, cfg.ColdShards = splitList(hot), splitList(cold)
+	databaseGiven := dbDefault != ""
+	fs.Visit(func(f *flag.Flag) { databaseGiven = databaseGiven || f.Name == "database" })
+	if !databaseGiven {
+		cfg.Database = URIDatabase(cfg.URI)
+	}
 
 	switch {
 	case cfg.URI == "" && !cfg.DryRun:
@@ -110,6 +113,37 @@ func ValidateDatabaseName(name string) error {
 		return fmt.Errorf("invalid database name %q: 1 to 63 characters, none of / \\ . space \" $", name)
 	}
 	return nil
+}
+
+// DefaultDatabase is the database Herald uses when neither a flag nor the
+// connection string names one.
+const DefaultDatabase = "herald"
+
+// URIDatabase returns the database a MongoDB connection string names (its
+// path: mongodb://host/mydb?opts), or DefaultDatabase when it names none,
+// as MongoDB's drivers and tools take it. It parses the string itself, for
+// the driver's parser resolves a mongodb+srv:// host in DNS on the spot.
+func URIDatabase(uri string) string {
+	rest, ok := strings.CutPrefix(uri, "mongodb+srv://")
+	if !ok {
+		if rest, ok = strings.CutPrefix(uri, "mongodb://"); !ok {
+			return DefaultDatabase
+		}
+	}
+	rest, _, _ = strings.Cut(rest, "?")
+	// The credentials may hold a percent-encoded '/', never a raw one:
+	// the first '/' after the last '@' ends the hosts.
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = rest[at+1:]
+	}
+	_, db, ok := strings.Cut(rest, "/")
+	if !ok || db == "" {
+		return DefaultDatabase
+	}
+	if name, err := url.PathUnescape(db); err == nil {
+		return name
+	}
+	return db
 }
 
 func splitList(s string) []string {

@@ -160,4 +160,33 @@ func TestMongoSetup_Errors(t *testing.T) {
 		assert.Equal(t, "social", cfg.Database)
 		assert.Equal(t, "auto", cfg.Sharded)
 	})
+
+	t.Run("DatabaseFromURI", func(t *testing.T) {
+		env := servertest.Env("HERALD_MONGODB_URI", "mongodb://db/social?replicaSet=rs0")
+		cfg, err := parseSetupConfig(nil, env, io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, "social", cfg.Database, "the URI's database is the default")
+		cfg, err = parseSetupConfig([]string{"-database", "other"}, env, io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, "other", cfg.Database, "-database overrides it")
+		cfg, err = parseSetupConfig(nil, servertest.Env("HERALD_MONGODB_URI", "mongodb://db"), io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, DefaultDatabase, cfg.Database, "a URI that names none")
+	})
+}
+
+func TestURIDatabase(t *testing.T) {
+	for uri, want := range map[string]string{
+		"mongodb://db/social":          "social",
+		"mongodb://db":                 DefaultDatabase,
+		"mongodb://db/":                DefaultDatabase,
+		"mongodb://db/?replicaSet=rs0": DefaultDatabase,
+		"mongodb://u:p%2F%40w@db1:27017,db2:27018/social?w=2":       "social",
+		"mongodb://user:pw@db/?authSource=admin":                    DefaultDatabase,
+		"mongodb+srv://cluster.example.net/social?retryWrites=true": "social",
+		"mongodb://db/my%2Ddb":                                      "my-db",
+		"":                                                          DefaultDatabase,
+	} {
+		assert.Equal(t, want, URIDatabase(uri), uri)
+	}
 }

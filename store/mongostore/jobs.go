@@ -543,13 +543,19 @@ func (s *Store) planRemoval(ctx context.Context, owner, author store.ID, lay sto
 	if len(plan) == 0 {
 		return nil, nil, nil
 	}
+	return plan, removalUpdate(lay, head, plan), nil
+}
+
+// removalUpdate is the count step's update for removing plan's entries
+// from the inbox head describes: the total, and the unread above its mark.
+func removalUpdate(lay storage.Layout, head *userDoc, plan []planItem) bson.D {
 	unread := int64(0)
 	for _, p := range plan {
 		if cmpID(p.Message, head.ReadMark) > 0 {
 			unread++
 		}
 	}
-	return plan, bson.D{{Key: "$inc", Value: bson.D{{Key: totalField(lay), Value: -int64(len(plan))}, {Key: unreadField(lay), Value: -unread}, {Key: "iv", Value: int64(1)}}}}, nil
+	return bson.D{{Key: "$inc", Value: bson.D{{Key: totalField(lay), Value: -int64(len(plan))}, {Key: unreadField(lay), Value: -unread}, {Key: "iv", Value: int64(1)}}}}
 }
 
 // hideMark names the count step of the chunk of JobHideReposts j that
@@ -653,11 +659,5 @@ func (s *Store) planOwnerRemoval(ctx context.Context, owner store.ID, lay storag
 	if len(plan) == 0 {
 		return nil, nil, nil
 	}
-	unread := int64(0)
-	for _, p := range plan {
-		if cmpID(p.Message, head.ReadMark) > 0 {
-			unread++
-		}
-	}
-	return plan, bson.D{{Key: "$inc", Value: bson.D{{Key: totalField(lay), Value: -int64(len(plan))}, {Key: unreadField(lay), Value: -unread}, {Key: "iv", Value: int64(1)}}}}, nil
+	return plan, removalUpdate(lay, head, plan), nil
 }

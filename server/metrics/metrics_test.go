@@ -74,6 +74,8 @@ func TestMetrics_Scenario(t *testing.T) {
 	assert.Zero(t, s1.Value("herald_fanout_jobs_done_total", "kind=rebuild"))
 	assert.Zero(t, s1.Value("herald_fanout_jobs_queued"))
 	assert.Zero(t, s1.Value("herald_fanout_jobs_running"))
+	assert.Equal(t, 1.0, s1.Value("herald_fanout_lane_held", "lane=0"), "the embedded engine runs its one lane")
+	assert.Zero(t, s1.Value("herald_fanout_lane_queue_jobs", "lane=0"))
 	assert.Zero(t, s1.Value("herald_websocket_connections"))
 
 	// A subscription: counted once, at its first event.

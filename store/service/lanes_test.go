@@ -327,3 +327,75 @@ func TestLanes_RebuildWaitsForDeliveries(t *testing.T) {
 	assert.Equal(t, m.ID, items[0].MessageID)
 	assert.Equal(t, 1, counts.Total)
 }
+
+// repostGate holds the first delivery chunk of a repost of hidden's
+// messages, its owners already chosen, until the gate opens.
+type repostGate struct {
+	storage.Backend
+	hidden  store.ID
+	reached chan struct{}
+	gate    chan struct{}
+	once    sync.Once
+}
+
+func (g *repostGate) DeliverInbox(ctx context.Context, d storage.Delivery) ([]storage.InboxChange, error) {
+	if d.Job.RepostOfAuthorID == g.hidden {
+		first := false
+		g.once.Do(func() { first = true; close(g.reached) })
+		if first {
+			<-g.gate
+		}
+	}
+	return g.Backend.DeliverInbox(ctx, d)
+}
+
+// TestLanes_HideWaitsForDeliveries checks that the job removing a blocked
+// user's reposts from the blocker's inbox waits while a repost's chunk,
+// its owners chosen before the block, is in flight on another lane: run
+// beside it, the job could walk the inbox before the chunk writes the
+// repost, and the repost would stay.
+func TestLanes_HideWaitsForDeliveries(t *testing.T) {
+	ctx := context.Background()
+	st, err := embedded.Open(t.TempDir(), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	const lanes = 4
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	mk := func(h string) store.ID {
+		u := &store.User{ID: store.NewID(now), Handle: h, DisplayName: h, CreatedAt: now, LastSeenAt: now}
+		require.NoError(t, st.CreateUser(ctx, u))
+		return u.ID
+	}
+	hidden, reposter := mk("hidden"), mk("reposter")
+	var owner store.ID
+	for i := 0; ; i++ {
+		owner = mk(fmt.Sprintf("owner%d", i))
+		if service.LaneOf(&storage.Job{Kind: storage.JobHideReposts, OwnerID: owner}, lanes) != service.LaneOf(&storage.Job{Kind: storage.JobDeliver, AuthorID: reposter}, lanes) {
+			break
+		}
+	}
+	_, err = st.Follow(ctx, owner, reposter, now)
+	require.NoError(t, err)
+
+	g := &repostGate{Backend: st, hidden: hidden, reached: make(chan struct{}), gate: make(chan struct{})}
+	svc := service.NewService(g, pubsub.NewHub(), service.Options{Strategy: service.StrategyWrite, Lanes: lanes, PasswordCost: bcrypt.MinCost})
+	require.NoError(t, svc.Start(ctx))
+	t.Cleanup(func() { _ = svc.Close(context.Background()) })
+
+	m, err := svc.PostMessage(ctx, hidden, service.PostInput{Text: "original"})
+	require.NoError(t, err)
+	_, err = svc.Repost(ctx, reposter, m.ID)
+	require.NoError(t, err)
+	<-g.reached // the repost's chunk chose the owner, not yet blocking
+	_, err = svc.Block(ctx, owner, hidden)
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond)
+	assert.Zero(t, svc.Stats().JobsDone[storage.JobHideReposts], "a hide job ran beside a repost's chunk in flight")
+	close(g.gate)
+	waitIdle(t, svc)
+	assert.Equal(t, uint64(2), svc.Stats().JobsDone[storage.JobHideReposts], "the blocker's and the blocked user's")
+	items, counts, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: owner, Layout: storage.LayoutEntries, Range: store.Backward(store.NilID, 10)})
+	require.NoError(t, err)
+	assert.Empty(t, items, "the repost of the blocked user's message left the blocker's inbox")
+	assert.Zero(t, counts.Total)
+}

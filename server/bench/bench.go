@@ -68,7 +68,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.liveTimeout, "live-timeout", 10*time.Second, "how long the live test waits for every subscriber's event")
 	fs.IntVar(&f.rawEntries, "raw-entries", 1_000_000, "inbox entries appended to measure the embedded engine's own limit")
 	fs.IntVar(&f.stratUsers, "strategy-users", 20_000, "users in the network each strategy is measured on (it pins an author of 1,000 followers)")
-	fs.StringVar(&f.skip, "skip", "", "sections not to run, comma-separated: raw, fanout, reads, live, strategies")
+	fs.StringVar(&f.skip, "skip", "", "sections not to run, comma-separated: raw, fanout, reads, live, strategies, lanes")
 	fs.IntVar(&f.seedBatch, "seed-batch", seed.DefaultBatchRecords, "records written in one batch when bench seeds")
 	fs.BoolVar(&f.keepData, "keep-data", false, "keep the data directories bench creates (their paths are printed)")
 }
@@ -82,8 +82,9 @@ network into a temporary data directory, starts this binary as a server
 on it (flags such as -fanout pass through), and measures: the embedded
 engine's own append limit (raw), fan-out from authors of 1k, 10k and 100k
 followers (fanout), timeline reads at several concurrencies (reads),
-websocket subscribers receiving a post (live), and every strategy on one
-smaller network (strategies). Server-side figures are read from the
+websocket subscribers receiving a post (live), every strategy on one
+smaller network (strategies), and fan-out with 1, 2 and 4 lanes while the
+most followed authors of that network post at once (lanes). Server-side figures are read from the
 server's /metrics. Every loop is bounded in count and time.
 
 Flags:`
@@ -228,6 +229,13 @@ func (b *bench) run(ctx context.Context) error {
 			fmt.Fprintln(b.stderr, "bench: the strategies section needs servers of bench's own; skipped with -url")
 		} else if err := b.measureStrategies(ctx); err != nil {
 			return err
+		}
+	}
+	if !b.skip["lanes"] {
+		if b.f.url != "" {
+			fmt.Fprintln(b.stderr, "bench: the lanes section needs servers of bench's own; skipped with -url")
+		} else if err := b.measureLanes(ctx); err != nil {
+			return fmt.Errorf("bench lanes: %w", err)
 		}
 	}
 	return nil

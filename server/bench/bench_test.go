@@ -81,6 +81,12 @@ func TestBench(t *testing.T) {
 	assert.Equal(t, 3, sections["fanout"], "the author of 1,000 followers: post latency, delivery time, deliveries/s")
 	assert.Equal(t, 12, sections["reads"], "two concurrencies, three figures each; the rich page, two; likes, two; reposts, two")
 	assert.Equal(t, 2, sections["live"], "memory per subscriber, delivery to all")
+	assert.Equal(t, 2*len(laneCounts), sections["lanes"], "deliveries/s and the time to the last follower, per lane count")
+	for _, f := range r.Figures {
+		if f.Section == "lanes" {
+			assert.Positive(t, f.Value, f.Name)
+		}
+	}
 	assert.GreaterOrEqual(t, targets, 6)
 	for _, f := range r.Figures {
 		if f.Section == "live" && strings.Contains(f.Name, "has the event") {

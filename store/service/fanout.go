@@ -48,7 +48,7 @@ type fanout struct {
 	edgeGrace time.Duration
 	running   int
 	// storedRunning counts the stored jobs running: 0 or 1, their lane
-	// running one at a time.
+	// running one at a time, or a group of small deliveries (runGroup).
 	storedRunning int
 	closing       bool
 	leader        bool // holds the fan-out lease (always, without a Leaser)
@@ -209,9 +209,14 @@ func (f *fanout) jobEnded(j *storage.Job) {
 	delete(f.known, jobKey{j.ID, j.Kind})
 }
 
-// runJob runs a stored job to its end.
+// runJob runs a stored job to its end, with the small deliveries queued
+// after it if it is one (runGroup).
 func (f *fanout) runJob(j *storage.Job) {
-	f.retry(func() error { return f.step(j) }, true, "kind", j.Kind, "message", j.MessageID.String())
+	ran, next := f.runGroup(j)
+	if ran {
+		return
+	}
+	f.retry(func() error { return f.step(j, &next) }, true, "kind", j.Kind, "message", j.MessageID.String())
 }
 
 // retry runs step until it succeeds, retrying failures with backoff until
@@ -242,10 +247,10 @@ func (f *fanout) retry(step func() error, stored bool, logArgs ...any) {
 
 // step runs j from its current cursor to the end. It returns nil when the
 // job is done. j.Cursor advances only after a chunk is stored, so a failed
-// chunk is retried from where the stored job stands.
-func (f *fanout) step(j *storage.Job) error {
+// chunk is retried from where the stored job stands. next holds a page of
+// followers read ahead, if any.
+func (f *fanout) step(j *storage.Job, next **followerPage) error {
 	ctx := f.ctx
-	var next *followerPage
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -253,7 +258,7 @@ func (f *fanout) step(j *storage.Job) error {
 		if !f.isLeader() {
 			return nil // the lease moved: its new holder resumes the job
 		}
-		done, err := f.runChunk(ctx, j, &next)
+		done, err := f.runChunk(ctx, j, next)
 		if err != nil || done {
 			if err == nil && int(j.Kind) < len(f.done) {
 				f.done[j.Kind].Add(1)

@@ -213,7 +213,8 @@ func (s *Service) Idle() bool {
 // monitoring. Counters count from NewService; a restart starts them over.
 type Stats struct {
 	// JobsQueued is the number of stored jobs waiting to run, JobsRunning
-	// the number running (0 or 1: they run one at a time). A process that
+	// the number running (0 or 1: they run one at a time, but for a group
+	// of small deliveries stored together). A process that
 	// does not hold the fan-out lease queues none.
 	JobsQueued, JobsRunning int
 	// JobsDone counts the stored jobs run to their end, indexed by

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/256dpi/lungo"
@@ -30,7 +31,7 @@ import (
 // An events document holds a batch (a fan-out chunk's events), in short
 // field names:
 //
-//	{_id: ObjectID, x: expires, e: [{t, u, m, a, r, n, q, b, z, d, s}]}
+//	{_id: ObjectID, q: sequence, x: expires, e: [{t, u, m, a, r, n, q, b, z, d, s}]}
 //
 //	t  type: 1 ADDED, 2 EDITED, 3 DELETED, 4 READ, 5 SESSIONS_REVOKED, 6 REMOVED
 //	u  inbox owner (user ID)
@@ -56,9 +57,12 @@ import (
 // enough for every process to read them, and a process that was away longer
 // than that resumes from "now" (inboxes, not events, are the truth).
 type eventsDoc struct {
-	ID      primitive.ObjectID `bson:"_id"`
-	Expires time.Time          `bson:"x"`
-	Events  []eventDoc         `bson:"e"`
+	ID primitive.ObjectID `bson:"_id"`
+	// Seq numbers the document in the order pollers read it (see
+	// poll.go); absent only in documents from before numbering.
+	Seq     int64      `bson:"q,omitempty"`
+	Expires time.Time  `bson:"x"`
+	Events  []eventDoc `bson:"e"`
 }
 
 type eventDoc struct {
@@ -157,7 +161,30 @@ type EventsOptions struct {
 	// Hub configures the local hub's retention of events for resuming
 	// subscriptions; its clock is Now.
 	Hub pubsub.HubOptions
+	// Mode is how events of other processes are read: EventsAuto (the
+	// default) a change stream where the server has them and polling
+	// where it has none, EventsChangeStream or EventsPoll always that.
+	Mode EventsMode
+	// PollInterval is how often a poller reads the events collection when
+	// the last read found nothing new (default 250ms).
+	PollInterval time.Duration
+	// GapGrace is how long a poller waits for a document whose number was
+	// taken but which is not there yet, though later ones are (a
+	// publisher still writing), before it stores a placeholder in its
+	// place and goes on (default PublishTimeout plus a second: by then the
+	// publisher has given up).
+	GapGrace time.Duration
 }
+
+// EventsMode says how Events reads the events of every process.
+type EventsMode string
+
+// The modes of EventsOptions.Mode, and what Events.Mode reports.
+const (
+	EventsAuto         EventsMode = ""
+	EventsChangeStream EventsMode = "change stream"
+	EventsPoll         EventsMode = "polling"
+)
 
 // Events is the pubsub.Events of Herald processes sharing one MongoDB:
 // Publish writes to the events collection and a change stream on it feeds
@@ -166,7 +193,9 @@ type EventsOptions struct {
 // safe for concurrent use.
 type Events struct {
 	coll     lungo.ICollection
-	embedded bool // lungo's engine: no change stream pipelines
+	seq      lungo.ICollection // the counter numbering events documents
+	mode     atomic.Value      // EventsMode once Run chose it
+	embedded bool              // lungo's engine: no change stream pipelines
 	hub      *pubsub.Hub
 	log      *slog.Logger
 	opts     EventsOptions
@@ -181,6 +210,8 @@ type Events struct {
 	// testHookReopen, when set, runs before each reopen of a failed
 	// stream; tests use it to hold the watcher away while events pass.
 	testHookReopen func()
+	// testHookPoll, when set, runs before each read of a poller.
+	testHookPoll func()
 }
 
 var _ pubsub.Events = (*Events)(nil)
@@ -206,9 +237,16 @@ func NewEvents(db lungo.IDatabase, opts EventsOptions) *Events {
 	if opts.Hub.Now == nil {
 		opts.Hub.Now = opts.Now
 	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 250 * time.Millisecond
+	}
+	if opts.GapGrace <= 0 {
+		opts.GapGrace = opts.PublishTimeout + time.Second
+	}
 	_, embedded := db.(*lungo.Database)
 	return &Events{
 		coll:     db.Collection(collEvents),
+		seq:      db.Collection(collEventSeq),
 		embedded: embedded,
 		hub:      pubsub.NewHubWith(opts.Hub),
 		log:      opts.Logger,
@@ -250,13 +288,26 @@ func (e *Events) Publish(ctx context.Context, evs ...store.Event) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.PublishTimeout)
 	defer cancel()
-	var err error
-	if len(docs) == 1 {
-		_, err = e.coll.InsertOne(ctx, docs[0])
-	} else {
-		_, err = e.coll.InsertMany(ctx, docs)
+	// Number the documents, for the pollers: every process numbers its
+	// documents from one counter, whatever its own mode, so that pollers
+	// and change streams can share a database.
+	last, err := e.takeSeq(ctx, int64(len(docs)))
+	if err == nil {
+		for i := range docs {
+			d := docs[i].(eventsDoc)
+			d.Seq = last - int64(len(docs)-1-i)
+			docs[i] = d
+		}
+		if len(docs) == 1 {
+			_, err = e.coll.InsertOne(ctx, docs[0])
+		} else {
+			_, err = e.coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(true))
+		}
 	}
 	if err != nil {
+		if isDuplicate(err) {
+			err = fmt.Errorf("written too late: a poller gave up waiting and took its number: %w", err)
+		}
 		e.log.Warn("publishing inbox events failed; subscribers see the changes on their next read", "docs", len(docs), "err", err)
 	}
 }
@@ -286,6 +337,13 @@ func (e *Events) SubscribeWith(ctx context.Context, userID store.ID, opts pubsub
 	return e.hub.SubscribeWith(ctx, userID, opts, deliver, end)
 }
 
+// Mode returns how this process reads events: EventsChangeStream or
+// EventsPoll once Run succeeded, EventsAuto before.
+func (e *Events) Mode() EventsMode {
+	m, _ := e.mode.Load().(EventsMode)
+	return m
+}
+
 // Len returns the number of open subscriptions in this process.
 func (e *Events) Len() int { return e.hub.Len() }
 
@@ -306,15 +364,38 @@ func (e *Events) Run(ctx context.Context) error {
 	case e.started:
 		return errors.New("mongostore events: already running")
 	}
-	p := e.now()
-	cs, err := e.open(ctx, position{})
-	if err != nil {
-		return fmt.Errorf("mongostore events: open change stream: %w", err)
+	if e.opts.Mode != EventsPoll {
+		p := e.now()
+		cs, err := e.open(ctx, position{})
+		switch {
+		case err == nil:
+			p.token = copyRaw(cs.ResumeToken())
+			wctx, cancel := context.WithCancel(context.Background())
+			e.started, e.cancel, e.done = true, cancel, make(chan struct{})
+			e.mode.Store(EventsChangeStream)
+			e.log.Info("inbox events cross instances through a change stream")
+			go e.watch(wctx, cs, p)
+			return nil
+		case e.opts.Mode == EventsAuto && noChangeStreams(err):
+			e.log.Warn("MongoDB has no change streams (a standalone mongod, or a service without them): inbox events cross instances by polling the events collection",
+				"poll_interval", e.opts.PollInterval.String(), "err", err)
+		default:
+			return fmt.Errorf("mongostore events: open change stream: %w", err)
+		}
+	} else {
+		e.log.Info("inbox events cross instances by polling the events collection, as configured", "poll_interval", e.opts.PollInterval.String())
 	}
-	p.token = copyRaw(cs.ResumeToken())
+	last, err := e.startPoll(ctx)
+	if err != nil {
+		return fmt.Errorf("mongostore events: start polling: %w", err)
+	}
 	wctx, cancel := context.WithCancel(context.Background())
 	e.started, e.cancel, e.done = true, cancel, make(chan struct{})
-	go e.watch(wctx, cs, p)
+	e.mode.Store(EventsPoll)
+	go func() {
+		defer close(e.done)
+		e.poll(wctx, last)
+	}()
 	return nil
 }
 
@@ -461,6 +542,20 @@ func (e *Events) watch(ctx context.Context, cs lungo.IChangeStream, p position) 
 		if err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			if e.opts.Mode == EventsAuto && noChangeStreams(err) {
+				// The server lost its change streams (it was restarted
+				// standalone): poll from now on. Where the stream stopped
+				// cannot be told in sequence numbers, so start from now.
+				e.log.Error("MongoDB has no change streams any more: inbox events cross instances by polling from now on; events since the stream failed are lost", "err", err)
+				last, perr := e.startPoll(ctx)
+				if perr == nil {
+					e.hub.ForgetLogs()
+					e.mode.Store(EventsPoll)
+					e.poll(ctx, last)
+					return
+				}
+				err = perr
 			}
 			if (p.token != nil || p.since != nil) && historyLost(err) {
 				// The events after the position have left the oplog: they

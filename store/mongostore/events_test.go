@@ -168,7 +168,8 @@ func TestEvents_Publish(t *testing.T) {
 		assert.Equal(t, int64(1), n)
 		var doc bson.M
 		require.NoError(t, coll.FindOne(context.Background(), bson.D{}).Decode(&doc))
-		assert.ElementsMatch(t, []string{"_id", "x", "e"}, keys(doc))
+		assert.ElementsMatch(t, []string{"_id", "q", "x", "e"}, keys(doc))
+		assert.EqualValues(t, 1, doc["q"], "the first number of the counter")
 		assert.WithinDuration(t, now.Add(10*time.Minute), doc["x"].(primitive.DateTime).Time(), time.Millisecond)
 		es := doc["e"].(bson.A)
 		require.Len(t, es, len(batch))

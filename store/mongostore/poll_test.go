@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,16 +22,26 @@ import (
 )
 
 // noStreamsDB is a database whose events collection has no change
-// streams, as on a standalone mongod: Watch fails with CommandNotSupported.
-type noStreamsDB struct{ lungo.IDatabase }
-
-func (d noStreamsDB) Collection(name string, opts ...*options.CollectionOptions) lungo.ICollection {
-	return noStreamsColl{d.IDatabase.Collection(name, opts...)}
+// streams, as on a standalone mongod: Watch fails with CommandNotSupported
+// (while lost is nil or true).
+type noStreamsDB struct {
+	lungo.IDatabase
+	lost *atomic.Bool
 }
 
-type noStreamsColl struct{ lungo.ICollection }
+func (d noStreamsDB) Collection(name string, opts ...*options.CollectionOptions) lungo.ICollection {
+	return noStreamsColl{d.IDatabase.Collection(name, opts...), d.lost}
+}
 
-func (noStreamsColl) Watch(context.Context, interface{}, ...*options.ChangeStreamOptions) (lungo.IChangeStream, error) {
+type noStreamsColl struct {
+	lungo.ICollection
+	lost *atomic.Bool
+}
+
+func (c noStreamsColl) Watch(ctx context.Context, pipeline interface{}, opts ...*options.ChangeStreamOptions) (lungo.IChangeStream, error) {
+	if c.lost != nil && !c.lost.Load() {
+		return c.ICollection.Watch(ctx, pipeline, opts...)
+	}
 	return nil, mongo.CommandError{Code: 115, Name: "CommandNotSupported", Message: "$changeStream stage is only supported on replica sets"}
 }
 
@@ -50,7 +61,7 @@ func startPolling(t *testing.T, client lungo.IClient, opts EventsOptions) *Event
 func TestEventsPoll_Auto(t *testing.T) {
 	client, _ := newEngine(t, lungo.Options{})
 	logs := &lockedBuffer{}
-	e := NewEvents(noStreamsDB{client.Database("herald")}, EventsOptions{Logger: slog.New(slog.NewTextHandler(logs, nil)), PollInterval: 5 * time.Millisecond})
+	e := NewEvents(noStreamsDB{client.Database("herald"), nil}, EventsOptions{Logger: slog.New(slog.NewTextHandler(logs, nil)), PollInterval: 5 * time.Millisecond})
 	assert.Equal(t, EventsAuto, e.Mode(), "not chosen before Run")
 	require.NoError(t, e.Run(context.Background()), "no change streams is no reason to fail")
 	t.Cleanup(e.Close)
@@ -67,9 +78,39 @@ func TestEventsPoll_Auto(t *testing.T) {
 	// Where change streams work, auto uses them; forced, they must work.
 	cs := startEvents(t, client, "herald", EventsOptions{})
 	assert.Equal(t, EventsChangeStream, cs.Mode())
-	forced := NewEvents(noStreamsDB{client.Database("herald")}, EventsOptions{Logger: slog.New(slog.DiscardHandler), Mode: EventsChangeStream})
+	forced := NewEvents(noStreamsDB{client.Database("herald"), nil}, EventsOptions{Logger: slog.New(slog.DiscardHandler), Mode: EventsChangeStream})
 	assert.ErrorContains(t, forced.Run(context.Background()), "CommandNotSupported")
 	forced.Close()
+}
+
+// TestEventsPoll_StreamLost: a change stream that cannot reopen because
+// the server has no change streams any more (restarted standalone) goes on
+// by polling.
+func TestEventsPoll_StreamLost(t *testing.T) {
+	client, _ := newEngine(t, lungo.Options{})
+	var lost atomic.Bool
+	logs := &lockedBuffer{}
+	e := NewEvents(noStreamsDB{client.Database("herald"), &lost}, EventsOptions{Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		PollInterval: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	e.embedded = true // lungo's engine under the wrapper
+	require.NoError(t, e.Run(context.Background()))
+	t.Cleanup(e.Close)
+	require.Equal(t, EventsChangeStream, e.Mode())
+	u := store.NewID(time.Now())
+	ch := subscribe(t, e, u)
+	read := func(n int) store.Event {
+		return store.Event{Type: store.EventRead, UserID: u, Counts: store.InboxCounts{Total: n}}
+	}
+	e.Publish(context.Background(), read(1))
+	assert.Equal(t, read(1), mustRecv(t, ch))
+
+	lost.Store(true)
+	require.True(t, e.dropStream())
+	require.Eventually(t, func() bool { return e.Mode() == EventsPoll }, 5*time.Second, 5*time.Millisecond)
+	assert.Contains(t, logs.String(), "no change streams any more")
+	e.Publish(context.Background(), read(2))
+	assert.Equal(t, read(2), mustRecv(t, ch), "delivered by polling")
+	assertNoRecv(t, ch, 50*time.Millisecond)
 }
 
 // TestEventsPoll_TwoInstances: two pollers and a change stream on one
@@ -172,7 +213,10 @@ func TestEventsPoll_Resume(t *testing.T) {
 	logs := &lockedBuffer{}
 	b := NewEvents(lungo.NewClient(engine).Database("herald"), EventsOptions{Mode: EventsPoll, PollInterval: 5 * time.Millisecond,
 		TTL: 400 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	b.testHookPoll = func() { hold.Lock(); hold.Unlock() } //nolint:staticcheck // a wait, not a critical section
+	b.testHookPoll = func() { // waits while the test holds hold
+		hold.Lock()
+		defer hold.Unlock()
+	}
 	require.NoError(t, b.Run(context.Background()))
 	t.Cleanup(b.Close)
 	user := store.NewID(time.Now())

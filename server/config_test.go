@@ -183,7 +183,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "ErrMongoDatabaseEmpty", env: servertest.Env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_DATABASE", ""), args: []string{"-mongodb-database="}, wantErr: "invalid database name"},
 		{name: "ErrMongoTimeout", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-timeout", "0s"}, env: servertest.Env(), wantErr: "-mongodb-timeout must be positive"},
 		{name: "ErrMongoWriteConcernZero", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-write-concern", "0"}, env: servertest.Env(), wantErr: "-mongodb-write-concern: \"0\": want majority or a number of nodes, at least 1"},
-		{name: "ErrMongoEvents", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-events", "tail"}, env: servertest.Env(), wantErr: "-mongodb-events must be auto, poll or changestream"},
+		{name: "ErrMongoEvents", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-events", "tail"}, env: servertest.Env(), wantErr: "-mongodb-events must be auto, poll, changestream or local"},
 		{name: "ErrMongoPollInterval", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-poll-interval", "0s"}, env: servertest.Env(), wantErr: "-mongodb-poll-interval must be positive"},
 		{name: "ErrMongoWriteConcernWord", env: servertest.Env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_WRITE_CONCERN", "all"), wantErr: "-mongodb-write-concern"},
 		{name: "ErrMongoPoolSize", args: []string{"-mongodb-pool-size", "-1"}, env: servertest.Env(), wantErr: "invalid value"},

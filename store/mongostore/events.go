@@ -163,7 +163,8 @@ type EventsOptions struct {
 	Hub pubsub.HubOptions
 	// Mode is how events of other processes are read: EventsAuto (the
 	// default) a change stream where the server has them and polling
-	// where it has none, EventsChangeStream or EventsPoll always that.
+	// where it has none, EventsChangeStream or EventsPoll always that;
+	// EventsLocal not at all (one process alone on its database).
 	Mode EventsMode
 	// PollInterval is how often a poller reads the events collection when
 	// the last read found nothing new (default 250ms).
@@ -184,6 +185,10 @@ const (
 	EventsAuto         EventsMode = ""
 	EventsChangeStream EventsMode = "change stream"
 	EventsPoll         EventsMode = "polling"
+	// EventsLocal hands events to this process's subscribers only, and
+	// stores none: for a single process, which needs no stream. Processes
+	// sharing a database must not use it, or their events do not cross.
+	EventsLocal EventsMode = "local"
 )
 
 // Events is the pubsub.Events of Herald processes sharing one MongoDB:
@@ -256,8 +261,9 @@ func NewEvents(db lungo.IDatabase, opts EventsOptions) *Events {
 
 // Publish implements pubsub.Events: it inserts evs as one document (more
 // only past maxEventsPerDoc events). The events reach subscribers, here
-// and in every other process, through the change stream, so they are not
-// delivered before Run. Publish returns after at most PublishTimeout; a
+// and in every other process, through the change stream (or polling), so
+// they are not delivered before Run; with EventsLocal it hands them to
+// this process's hub instead, storing nothing. Publish returns after at most PublishTimeout; a
 // failure is logged and the events are dropped, because they only announce
 // changes already stored in the inboxes. ctx's cancellation is ignored
 // (its values are kept): a fan-out cut short by shutdown has still stored
@@ -284,6 +290,12 @@ func (e *Events) Publish(ctx context.Context, evs ...store.Event) {
 		evs = evs[n:]
 	}
 	if len(docs) == 0 {
+		return
+	}
+	if e.opts.Mode == EventsLocal {
+		for _, d := range docs {
+			e.deliver(ctx, d.(eventsDoc))
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.PublishTimeout)
@@ -363,6 +375,12 @@ func (e *Events) Run(ctx context.Context) error {
 		return errors.New("mongostore events: closed")
 	case e.started:
 		return errors.New("mongostore events: already running")
+	}
+	if e.opts.Mode == EventsLocal {
+		e.log.Info("inbox events reach this instance's subscribers only, as configured: instances sharing this database would not see each other's")
+		e.started = true
+		e.mode.Store(EventsLocal)
+		return nil
 	}
 	if e.opts.Mode != EventsPoll {
 		p := e.now()

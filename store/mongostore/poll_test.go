@@ -271,3 +271,32 @@ func TestEventsPoll_Resume(t *testing.T) {
 		}
 	}
 }
+
+// TestEvents_Local: a single process needs neither stream nor polling: its
+// events reach its subscribers directly, and nothing is stored.
+func TestEvents_Local(t *testing.T) {
+	client, _ := newEngine(t, lungo.Options{})
+	e := startEvents(t, client, "herald", EventsOptions{Mode: EventsLocal})
+	assert.Equal(t, EventsLocal, e.Mode())
+	u := store.NewID(time.Now())
+	ch := subscribe(t, e, u)
+	evs := []store.Event{
+		{Type: store.EventRead, UserID: u, Counts: store.InboxCounts{Total: 1}},
+		{Type: store.EventRead, UserID: u, Counts: store.InboxCounts{Total: 2}},
+	}
+	e.Publish(context.Background(), evs...)
+	first := mustRecvAt(t, ch)
+	assert.Equal(t, 1, first.Counts.Total)
+	assert.Equal(t, evs[1], mustRecv(t, ch))
+	n, err := client.Database("herald").Collection(collEvents).CountDocuments(context.Background(), bson.D{})
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing stored")
+
+	e.Publish(context.Background(), store.Event{Type: store.EventRead, UserID: u, Counts: store.InboxCounts{Total: 3}})
+	got := make(chan store.Event, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	require.NoError(t, e.SubscribeWith(ctx, u, pubsub.SubscribeOptions{After: first.Position}, func(ev store.Event) bool { got <- ev; return true }, func() {}))
+	assert.Equal(t, 2, mustRecv(t, got).Counts.Total, "cursors resume")
+	assert.Equal(t, 3, mustRecv(t, got).Counts.Total)
+}

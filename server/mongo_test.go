@@ -352,3 +352,9 @@ func TestRun_MongoUnreachable(t *testing.T) {
 	requireLogOrder(t, logs.String(), `"msg":"shutting down"`, `"msg":"http server stopped"`, `"msg":"fan-out drained"`,
 		`"msg":"event hub closed"`, `"msg":"store closed"`)
 }
+
+func TestEventsDetail(t *testing.T) {
+	assert.Equal(t, "events: not started", eventsDetail(mongostore.EventsAuto))
+	assert.Equal(t, "events: polling", eventsDetail(mongostore.EventsPoll))
+	assert.Equal(t, "events: change stream", eventsDetail(mongostore.EventsChangeStream))
+}

@@ -23,8 +23,9 @@ import (
 
 // Inbox events cross between Herald processes through MongoDB itself: a
 // publisher inserts one document into the events collection, and every
-// process, the publisher included, reads it back from a change stream and
-// hands it to its local hub. No broker is needed, and a process delivers
+// process, the publisher included, reads it back from a change stream (or
+// by polling, where the server has none: see poll.go) and hands it to its
+// local hub. No broker is needed, and a process delivers
 // its own events exactly as it delivers the others', so none is delivered
 // twice.
 //
@@ -192,9 +193,10 @@ const (
 )
 
 // Events is the pubsub.Events of Herald processes sharing one MongoDB:
-// Publish writes to the events collection and a change stream on it feeds
-// a local pubsub.Hub, which holds this process's subscribers. Call Run to
-// start the change stream and Close to stop it. Publish and Subscribe are
+// Publish writes to the events collection and a change stream on it (or a
+// poller of it, where there are no change streams) feeds a local
+// pubsub.Hub, which holds this process's subscribers. Call Run to start
+// the change stream and Close to stop it. Publish and Subscribe are
 // safe for concurrent use.
 type Events struct {
 	coll     lungo.ICollection
@@ -364,7 +366,10 @@ func (e *Events) Stats() pubsub.HubStats { return e.hub.Stats() }
 
 // Run opens the change stream, starting from now (older events are not
 // replayed), and starts the goroutine that feeds the hub from it until
-// Close. ctx bounds only the opening. It returns the opening's error, after
+// Close. Where the server has no change streams (EventsAuto), or with
+// EventsPoll, it starts a poller instead (poll.go), from now too; with
+// EventsLocal it starts nothing. Mode then says which. ctx bounds only the
+// opening. It returns the opening's error, after
 // which Run may be called again; a second Run after success, or a Run after
 // Close, is an error.
 func (e *Events) Run(ctx context.Context) error {

@@ -153,14 +153,19 @@ func (e *Events) pollOnce(ctx context.Context, last *int64, gapSince *time.Time,
 	if err := cur.All(ctx, &docs); err != nil {
 		return false, err
 	}
-	if len(docs) > 0 && docs[0].Seq != *last+1 && away >= e.opts.TTL/2 {
-		// Away long enough for the next documents to have expired.
+	if away >= e.opts.TTL/2 && (len(docs) == 0 || docs[0].Seq != *last+1) {
+		// Away long enough for the next documents to have expired: unless
+		// no number was taken since, some may be gone (and all of them,
+		// when nothing is found).
 		now, err := e.lastSeq(ctx)
 		if err != nil {
 			return false, err
 		}
+		if now == *last {
+			return false, nil
+		}
 		e.log.Error("inbox event polling cannot resume: events may have expired while it was away; starting from now",
-			"away", away.String(), "after", *last, "next", docs[0].Seq)
+			"away", away.String(), "after", *last, "last_taken", now)
 		e.hub.ForgetLogs()
 		*last, *gapSince = now, time.Time{}
 		return true, nil

@@ -300,3 +300,41 @@ func TestEvents_Local(t *testing.T) {
 	assert.Equal(t, 2, mustRecv(t, got).Counts.Total, "cursors resume")
 	assert.Equal(t, 3, mustRecv(t, got).Counts.Total)
 }
+
+// TestEventsPoll_ResumeAllExpired: a poller away past half the TTL that
+// finds nothing after its position, though numbers were taken since (all
+// their documents expired), starts from now rather than fill the numbers
+// with placeholders once new ones come.
+func TestEventsPoll_ResumeAllExpired(t *testing.T) {
+	c1, engine := newEngine(t, lungo.Options{})
+	a := startPolling(t, c1, EventsOptions{})
+	var hold sync.Mutex
+	logs := &lockedBuffer{}
+	b := NewEvents(lungo.NewClient(engine).Database("herald"), EventsOptions{Mode: EventsPoll, PollInterval: 5 * time.Millisecond,
+		TTL: 400 * time.Millisecond, GapGrace: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	b.testHookPoll = func() {
+		hold.Lock()
+		defer hold.Unlock()
+	}
+	require.NoError(t, b.Run(context.Background()))
+	t.Cleanup(b.Close)
+	user := store.NewID(time.Now())
+	onB := subscribe(t, b, user)
+	read := func(n int) store.Event {
+		return store.Event{Type: store.EventRead, UserID: user, Counts: store.InboxCounts{Total: n}}
+	}
+	ctx := context.Background()
+	a.Publish(ctx, read(1))
+	require.Equal(t, 1, mustRecv(t, onB).Counts.Total)
+
+	hold.Lock()
+	a.Publish(ctx, read(2), read(3))
+	_, err := a.coll.DeleteMany(ctx, bson.D{{Key: "e.n", Value: bson.D{{Key: "$in", Value: bson.A{2, 3}}}}})
+	require.NoError(t, err)
+	time.Sleep(250 * time.Millisecond)
+	hold.Unlock()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "starting from now") }, 5*time.Second, 5*time.Millisecond)
+	a.Publish(ctx, read(4))
+	assert.Equal(t, 4, mustRecv(t, onB).Counts.Total)
+	assert.NotContains(t, logs.String(), "never written", "no placeholders for the expired numbers")
+}

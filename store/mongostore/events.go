@@ -60,7 +60,7 @@ import (
 type eventsDoc struct {
 	ID primitive.ObjectID `bson:"_id"`
 	// Seq numbers the document in the order pollers read it (see
-	// poll.go); absent only in documents from before numbering.
+	// poll.go); absent where its publisher reads by change stream.
 	Seq     int64      `bson:"q,omitempty"`
 	Expires time.Time  `bson:"x"`
 	Events  []eventDoc `bson:"e"`
@@ -219,6 +219,9 @@ type Events struct {
 	testHookReopen func()
 	// testHookPoll, when set, runs before each read of a poller.
 	testHookPoll func()
+	// unnumberedEvery is how often a poller looks for documents published
+	// without a number (checkUnnumbered); tests shorten it.
+	unnumberedEvery time.Duration
 }
 
 var _ pubsub.Events = (*Events)(nil)
@@ -258,6 +261,8 @@ func NewEvents(db lungo.IDatabase, opts EventsOptions) *Events {
 		hub:      pubsub.NewHubWith(opts.Hub),
 		log:      opts.Logger,
 		opts:     opts,
+
+		unnumberedEvery: 30 * time.Second,
 	}
 }
 
@@ -302,16 +307,19 @@ func (e *Events) Publish(ctx context.Context, evs ...store.Event) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.PublishTimeout)
 	defer cancel()
-	// Number the documents, for the pollers: every process numbers its
-	// documents from one counter, whatever its own mode, so that pollers
-	// and change streams can share a database.
-	last, err := e.takeSeq(ctx, int64(len(docs)))
-	if err == nil {
-		for i := range docs {
-			d := docs[i].(eventsDoc)
-			d.Seq = last - int64(len(docs)-1-i)
-			docs[i] = d
+	var err error
+	if e.numbers() {
+		// Number the documents, for the pollers (poll.go).
+		var last int64
+		if last, err = e.takeSeq(ctx, int64(len(docs))); err == nil {
+			for i := range docs {
+				d := docs[i].(eventsDoc)
+				d.Seq = last - int64(len(docs)-1-i)
+				docs[i] = d
+			}
 		}
+	}
+	if err == nil {
 		if len(docs) == 1 {
 			_, err = e.coll.InsertOne(ctx, docs[0])
 		} else {
@@ -324,6 +332,24 @@ func (e *Events) Publish(ctx context.Context, evs ...store.Event) {
 		}
 		e.log.Warn("publishing inbox events failed; subscribers see the changes on their next read", "docs", len(docs), "err", err)
 	}
+}
+
+// numbers reports whether Publish numbers its documents. Only pollers read
+// the numbers, and every process on one server reads the same way under
+// EventsAuto, so a change stream's process takes none: the counter is one
+// document every numbering publisher writes, a round trip per publish and
+// a hot spot on a sharded cluster. Before Run has chosen, it numbers unless
+// forced to change streams, as this process (and so the others) may poll.
+// A forced mix of modes would leave pollers without the change stream
+// processes' events: pollers report it (checkUnnumbered).
+func (e *Events) numbers() bool {
+	switch e.Mode() {
+	case EventsPoll:
+		return true
+	case EventsChangeStream, EventsLocal:
+		return false
+	}
+	return e.opts.Mode != EventsChangeStream
 }
 
 // Subscribe implements pubsub.Events through the local hub: the channel is

@@ -17,8 +17,12 @@ import (
 // instead, reading documents in the order of their sequence number q.
 //
 // Numbers come from one counter document (eventseq), which every
-// publisher increments before it inserts ($inc, so no two documents share
-// a number, and the unique index on q makes sure of it). A publisher can
+// publisher in a polling process increments before it inserts ($inc, so no
+// two documents share a number, and the unique index on q makes sure of
+// it). A change stream's process numbers nothing (Events.numbers): all
+// processes must read the same way, as EventsAuto gives them against one
+// server, and a poller that finds documents without numbers says so
+// (checkUnnumbered). A publisher can
 // take its number and insert after another publisher that took a later
 // number inserted: a poller that had gone past the later one would miss
 // it. So a poller never goes past a missing number. It delivers documents
@@ -106,11 +110,21 @@ func (e *Events) poll(ctx context.Context, last int64) {
 			return false
 		}
 	}
+	// Documents without a number are looked for among those made a check
+	// period after this poller began: before, a process switching from a
+	// failed change stream to polling, as this one may just have, may
+	// still publish without.
+	unnumberedAfter := time.Now().Add(e.unnumberedEvery)
+	nextCheck, reported := unnumberedAfter, false
 	for {
 		if e.testHookPoll != nil {
 			e.testHookPoll()
 		}
 		start := time.Now()
+		if !reported && !start.Before(nextCheck) {
+			reported = e.checkUnnumbered(ctx, unnumberedAfter)
+			nextCheck = start.Add(e.unnumberedEvery)
+		}
 		more, err := e.pollOnce(ctx, &last, &gapSince, start.Sub(lastOK))
 		if ctx.Err() != nil {
 			return
@@ -193,6 +207,40 @@ func (e *Events) pollOnce(ctx context.Context, last *int64, gapSince *time.Time,
 		*last, *gapSince = d.Seq, time.Time{}
 	}
 	return len(docs) == pollBatch, nil
+}
+
+// unnumberedSample is how many of the newest documents checkUnnumbered
+// reads: enough to catch a process publishing without numbers whenever it
+// publishes at all, and a bounded read whatever the traffic.
+const unnumberedSample = 32
+
+// checkUnnumbered looks among the newest documents (by _id, through its
+// index) for one made after since that has no number: a process
+// publishing without numbering (forced to change streams, or a Herald from
+// before polling), whose events pollers never read. It logs that once, at
+// ERROR, and reports whether it did. A failed read is left to the next
+// check: polling goes on either way.
+func (e *Events) checkUnnumbered(ctx context.Context, since time.Time) bool {
+	cur, err := e.coll.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: primitive.NewObjectIDFromTimestamp(since)}}}},
+		options.Find().SetSort(bson.D{{Key: "_id", Value: -1}}).SetLimit(unnumberedSample).SetProjection(bson.D{{Key: "q", Value: 1}}))
+	if err != nil {
+		return false
+	}
+	var docs []struct {
+		ID  primitive.ObjectID `bson:"_id"`
+		Seq int64              `bson:"q"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return false
+	}
+	for _, d := range docs {
+		if d.Seq == 0 {
+			e.log.Error("another process publishes inbox events without numbering them, so pollers never deliver them: run every process on this database with -mongodb-events poll (or all with auto against one server)",
+				"doc", d.ID.Hex())
+			return true
+		}
+	}
+	return false
 }
 
 // fillGap inserts a placeholder, with no events, under number seq, which

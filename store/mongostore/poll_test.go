@@ -338,3 +338,66 @@ func TestEventsPoll_ResumeAllExpired(t *testing.T) {
 	assert.Equal(t, 4, mustRecv(t, onB).Counts.Total)
 	assert.NotContains(t, logs.String(), "never written", "no placeholders for the expired numbers")
 }
+
+// TestEventsPoll_Numbering: only documents pollers may read are numbered.
+// A change stream's publisher writes no counter; a poller's, and one whose
+// mode is not chosen yet, do. A poller that finds documents without
+// numbers after its start (a process forced to change streams beside it)
+// says so once, at ERROR.
+func TestEventsPoll_Numbering(t *testing.T) {
+	c1, engine := newEngine(t, lungo.Options{})
+	ctx := context.Background()
+	db := c1.Database("herald")
+	counter := func() int64 {
+		t.Helper()
+		n, err := lastSeqOf(db)
+		require.NoError(t, err)
+		return n
+	}
+	user := store.NewID(time.Now())
+	read := func(n int) store.Event {
+		return store.Event{Type: store.EventRead, UserID: user, Counts: store.InboxCounts{Total: n}}
+	}
+
+	cs := startEvents(t, c1, "herald", EventsOptions{Mode: EventsChangeStream})
+	onCS := subscribe(t, cs, user)
+	cs.Publish(ctx, read(1))
+	assert.Equal(t, 1, mustRecv(t, onCS).Counts.Total)
+	n, err := db.Collection(collEventSeq).CountDocuments(ctx, bson.D{})
+	require.NoError(t, err)
+	assert.Zero(t, n, "a change stream's publisher writes no counter")
+	n, err = db.Collection(collEvents).CountDocuments(ctx, bson.D{{Key: "q", Value: bson.D{{Key: "$exists", Value: true}}}})
+	require.NoError(t, err)
+	assert.Zero(t, n, "nor numbers")
+
+	unstarted := NewEvents(lungo.NewClient(engine).Database("herald"), EventsOptions{Logger: slog.New(slog.DiscardHandler)})
+	unstarted.Publish(ctx, read(2))
+	assert.EqualValues(t, 1, counter(), "not chosen yet: numbered, as it may poll")
+
+	logs := &lockedBuffer{}
+	p := NewEvents(lungo.NewClient(engine).Database("herald"), EventsOptions{Mode: EventsPoll, PollInterval: 5 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	p.unnumberedEvery = 20 * time.Millisecond
+	require.NoError(t, p.Run(ctx))
+	t.Cleanup(p.Close)
+	onP := subscribe(t, p, user)
+	p.Publish(ctx, read(3))
+	assert.Equal(t, 3, mustRecv(t, onP).Counts.Total)
+	assert.EqualValues(t, 2, counter(), "a poller numbers")
+	time.Sleep(100 * time.Millisecond)
+	assert.NotContains(t, logs.String(), "without numbering", "numbered documents only so far")
+
+	for i := range 3 {
+		cs.Publish(ctx, read(10+i))
+		time.Sleep(30 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "without numbering") }, 5*time.Second, 5*time.Millisecond)
+	assert.Contains(t, logs.String(), "-mongodb-events poll")
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=ERROR"), "once:\n%s", logs)
+	assertNoRecv(t, onP, 0)
+}
+
+// lastSeqOf reads the counter of db's events documents.
+func lastSeqOf(db lungo.IDatabase) (int64, error) {
+	return NewEvents(db, EventsOptions{}).lastSeq(context.Background())
+}

@@ -408,7 +408,8 @@ func (e *Events) Run(ctx context.Context) error {
 		return errors.New("mongostore events: already running")
 	}
 	if e.opts.Mode == EventsLocal {
-		e.log.Info("inbox events reach this instance's subscribers only, as configured: instances sharing this database would not see each other's")
+		e.log.Warn("inbox events reach this instance's subscribers only, as configured (-mongodb-events local): run no other instance on this database, or they would not see each other's")
+		e.warnShared(ctx)
 		e.started = true
 		e.mode.Store(EventsLocal)
 		return nil
@@ -446,6 +447,24 @@ func (e *Events) Run(ctx context.Context) error {
 		e.poll(wctx, last)
 	}()
 	return nil
+}
+
+// warnShared logs, at ERROR, an events document not yet expired: another
+// process publishing on this database, which a process in EventsLocal mode
+// never reads. It reads the newest document by _id (one indexed read), so
+// it catches instances in the other modes that published within the TTL,
+// not other local ones, which store nothing; a failed read is not
+// reported.
+func (e *Events) warnShared(ctx context.Context) {
+	var d struct {
+		ID      primitive.ObjectID `bson:"_id"`
+		Expires time.Time          `bson:"x"`
+	}
+	err := e.coll.FindOne(ctx, bson.D{}, options.FindOne().SetSort(bson.D{{Key: "_id", Value: -1}}).SetProjection(bson.D{{Key: "x", Value: 1}})).Decode(&d)
+	if err == nil && d.Expires.After(e.opts.Now()) {
+		e.log.Error("another instance publishes inbox events on this database, which this one, in local mode, never reads: its subscribers miss the other's events; run every instance with -mongodb-events auto",
+			"doc", d.ID.Hex(), "written", d.ID.Timestamp())
+	}
 }
 
 // Close stops the change stream, waits for its goroutine to end, then

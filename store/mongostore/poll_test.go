@@ -401,3 +401,26 @@ func TestEventsPoll_Numbering(t *testing.T) {
 func lastSeqOf(db lungo.IDatabase) (int64, error) {
 	return NewEvents(db, EventsOptions{}).lastSeq(context.Background())
 }
+
+// TestEvents_LocalWarnsShared: local mode says at start that it must be
+// alone, and says at ERROR when another instance published on its
+// database lately.
+func TestEvents_LocalWarnsShared(t *testing.T) {
+	client, _ := newEngine(t, lungo.Options{})
+	start := func() string {
+		t.Helper()
+		logs := &lockedBuffer{}
+		startEvents(t, client, "herald", EventsOptions{Mode: EventsLocal, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		return logs.String()
+	}
+	logs := start()
+	assert.Contains(t, logs, "level=WARN")
+	assert.Contains(t, logs, "run no other instance on this database")
+	assert.NotContains(t, logs, "level=ERROR", "nobody else published")
+
+	other := startEvents(t, client, "herald", EventsOptions{Mode: EventsChangeStream})
+	other.Publish(context.Background(), store.Event{Type: store.EventRead, UserID: store.NewID(time.Now())})
+	logs = start()
+	assert.Contains(t, logs, "level=ERROR")
+	assert.Contains(t, logs, "another instance publishes inbox events on this database")
+}

@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"time"
@@ -221,7 +222,12 @@ const unnumberedSample = 32
 // ERROR, and reports whether it did. A failed read is left to the next
 // check: polling goes on either way.
 func (e *Events) checkUnnumbered(ctx context.Context, since time.Time) bool {
-	cur, err := e.coll.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: primitive.NewObjectIDFromTimestamp(since)}}}},
+	// The smallest id of since's second: NewObjectIDFromTimestamp fills
+	// the rest as for a new id, greater than ids drawn before in that
+	// second.
+	var after primitive.ObjectID
+	binary.BigEndian.PutUint32(after[:4], uint32(since.Unix()))
+	cur, err := e.coll.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}}},
 		options.Find().SetSort(bson.D{{Key: "_id", Value: -1}}).SetLimit(unnumberedSample).SetProjection(bson.D{{Key: "q", Value: 1}}))
 	if err != nil {
 		return false

@@ -373,6 +373,9 @@ func TestEventsPoll_Numbering(t *testing.T) {
 	unstarted := NewEvents(lungo.NewClient(engine).Database("herald"), EventsOptions{Logger: slog.New(slog.DiscardHandler)})
 	unstarted.Publish(ctx, read(2))
 	assert.EqualValues(t, 1, counter(), "not chosen yet: numbered, as it may poll")
+	// Ids hold whole seconds: the poller starts in the next, after cs's
+	// document.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 
 	logs := &lockedBuffer{}
 	p := NewEvents(lungo.NewClient(engine).Database("herald"), EventsOptions{Mode: EventsPoll, PollInterval: 5 * time.Millisecond,

@@ -14,6 +14,7 @@ import (
 	"herald/server/cli"
 	"herald/server/datadir"
 	"herald/server/httpserver"
+	"herald/store/mongostore"
 	"herald/store/service"
 )
 
@@ -58,6 +59,10 @@ type config struct {
 	MongoPoolSize     uint64 // 0: the driver's default (100)
 	MongoTimeout      time.Duration
 	MongoWriteConcern string // "majority" or a number of nodes
+	// MongoEvents is how inbox events cross instances: auto, poll or
+	// changestream (mongostore.EventsOptions.Mode).
+	MongoEvents       string
+	MongoPollInterval time.Duration
 }
 
 // parseConfig reads flags from args, falling back for each flag not given
@@ -146,6 +151,8 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.Uint64Var(&cfg.MongoPoolSize, "mongodb-pool-size", 0, "largest number of connections per MongoDB server (0: the driver's default, 100)")
 	fs.DurationVar(&cfg.MongoTimeout, "mongodb-timeout", 10*time.Second, "how long to wait for MongoDB: connecting, finding a server, and all storage work of one HTTP request")
 	fs.StringVar(&cfg.MongoWriteConcern, "mongodb-write-concern", "majority", "MongoDB write concern: majority, or a number of nodes (at least 1)")
+	fs.StringVar(&cfg.MongoEvents, "mongodb-events", "auto", "how inbox events cross instances: auto (a change stream where MongoDB has them, as a replica set or sharded cluster does, else polling), changestream, poll (read the events collection every -mongodb-poll-interval), or local (a single instance: events reach its own subscribers only, with neither)")
+	fs.DurationVar(&cfg.MongoPollInterval, "mongodb-poll-interval", 250*time.Millisecond, "with polling (-mongodb-events), how often each instance reads the events collection when it found nothing new: an event's added latency is up to this, half of it on average")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -290,7 +297,28 @@ func validateMongo(cfg config) error {
 	if err := validateWriteConcern(cfg.MongoWriteConcern); err != nil {
 		return fmt.Errorf("-mongodb-write-concern: %w", err)
 	}
+	if _, err := eventsMode(cfg.MongoEvents); err != nil {
+		return err
+	}
+	if cfg.MongoPollInterval <= 0 {
+		return errors.New("-mongodb-poll-interval must be positive")
+	}
 	return nil
+}
+
+// eventsMode maps -mongodb-events to its mode.
+func eventsMode(s string) (mongostore.EventsMode, error) {
+	switch s {
+	case "auto":
+		return mongostore.EventsAuto, nil
+	case "poll":
+		return mongostore.EventsPoll, nil
+	case "changestream":
+		return mongostore.EventsChangeStream, nil
+	case "local":
+		return mongostore.EventsLocal, nil
+	}
+	return "", fmt.Errorf("-mongodb-events must be auto, poll, changestream or local, not %q", s)
 }
 
 // validateWriteConcern accepts "majority" or a number of nodes of at least

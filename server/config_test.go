@@ -117,7 +117,7 @@ func TestParseConfig(t *testing.T) {
 		{
 			name: "MongoFlags",
 			args: []string{"-mongodb-uri", "mongodb+srv://cluster.example.net", "-mongodb-database", "h2", "-mongodb-pool-size", "8",
-				"-mongodb-timeout", "500ms", "-mongodb-write-concern", "majority"},
+				"-mongodb-timeout", "500ms", "-mongodb-write-concern", "majority", "-mongodb-events", "poll", "-mongodb-poll-interval", "1s"},
 			env: servertest.Env("HERALD_MONGODB_URI", "mongodb://ignored", "HERALD_MONGODB_DATABASE", "ignored"),
 			check: func(t *testing.T, c config) {
 				assert.Equal(t, "mongodb+srv://cluster.example.net", c.MongoURI)
@@ -125,6 +125,8 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, uint64(8), c.MongoPoolSize)
 				assert.Equal(t, 500*time.Millisecond, c.MongoTimeout)
 				assert.Equal(t, "majority", c.MongoWriteConcern)
+				assert.Equal(t, "poll", c.MongoEvents)
+				assert.Equal(t, time.Second, c.MongoPollInterval)
 			},
 		},
 		{
@@ -181,6 +183,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "ErrMongoDatabaseEmpty", env: servertest.Env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_DATABASE", ""), args: []string{"-mongodb-database="}, wantErr: "invalid database name"},
 		{name: "ErrMongoTimeout", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-timeout", "0s"}, env: servertest.Env(), wantErr: "-mongodb-timeout must be positive"},
 		{name: "ErrMongoWriteConcernZero", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-write-concern", "0"}, env: servertest.Env(), wantErr: "-mongodb-write-concern: \"0\": want majority or a number of nodes, at least 1"},
+		{name: "ErrMongoEvents", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-events", "tail"}, env: servertest.Env(), wantErr: "-mongodb-events must be auto, poll, changestream or local"},
+		{name: "ErrMongoPollInterval", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-poll-interval", "0s"}, env: servertest.Env(), wantErr: "-mongodb-poll-interval must be positive"},
 		{name: "ErrMongoWriteConcernWord", env: servertest.Env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_WRITE_CONCERN", "all"), wantErr: "-mongodb-write-concern"},
 		{name: "ErrMongoPoolSize", args: []string{"-mongodb-pool-size", "-1"}, env: servertest.Env(), wantErr: "invalid value"},
 		{name: "ErrFanout", args: []string{"-fanout", "push"}, env: servertest.Env(), wantErr: `unknown fan-out strategy "push"`},

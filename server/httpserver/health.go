@@ -22,8 +22,23 @@ type health struct {
 // readiness loop and shutdown set, and the storage's check, asked at each
 // /readyz.
 type Readiness struct {
-	ok    atomic.Bool
-	check atomic.Pointer[func() error]
+	ok     atomic.Bool
+	check  atomic.Pointer[func() error]
+	detail atomic.Pointer[func() string]
+}
+
+// Detail makes /readyz add the line detail returns (how inbox events cross
+// instances, on MongoDB) after its status, ready or not.
+func (r *Readiness) Detail(detail func() string) { r.detail.Store(&detail) }
+
+// detailLine returns the detail's line, "" without one.
+func (r *Readiness) detailLine() string {
+	if d := r.detail.Load(); d != nil {
+		if s := (*d)(); s != "" {
+			return s + "\n"
+		}
+	}
+	return ""
 }
 
 // Store sets the flag.
@@ -59,8 +74,8 @@ func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if why := h.ready.reason(); why != "" {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, why+"\n")
+		_, _ = io.WriteString(w, why+"\n"+h.ready.detailLine())
 		return
 	}
-	_, _ = io.WriteString(w, "ok\n")
+	_, _ = io.WriteString(w, "ok\n"+h.ready.detailLine())
 }

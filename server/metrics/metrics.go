@@ -133,6 +133,36 @@ func (m *Metrics) Watch(svc *service.Service, wsa *ws.Adapter) {
 	wsa.Refused = func(reason string) { byReason[reason].Inc() }
 }
 
+// WatchEvents registers herald_events_change_stream, read from changeStream
+// at each scrape: whether inbox events cross instances through a MongoDB
+// change stream (true) or by polling (false); ok is false while that is
+// not decided yet, and the gauge is then left out.
+func (m *Metrics) WatchEvents(changeStream func() (v, ok bool)) {
+	m.reg.MustRegister(eventsCollector(changeStream))
+}
+
+// eventsCollector exports WatchEvents' gauge.
+type eventsCollector func() (v, ok bool)
+
+var descEventsChangeStream = prometheus.NewDesc("herald_events_change_stream",
+	"1 while inbox events cross instances through a MongoDB change stream, 0 while by polling the events collection (MongoDB without change streams, or -mongodb-events poll).", nil, nil)
+
+// Describe implements prometheus.Collector.
+func (eventsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descEventsChangeStream }
+
+// Collect implements prometheus.Collector.
+func (c eventsCollector) Collect(ch chan<- prometheus.Metric) {
+	v, ok := c()
+	if !ok {
+		return
+	}
+	f := 0.0
+	if v {
+		f = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descEventsChangeStream, prometheus.GaugeValue, f)
+}
+
 // serviceCollector exports service.Service.Stats, read once per scrape so
 // that the figures of one scrape agree with each other.
 type serviceCollector struct{ svc *service.Service }

@@ -1,0 +1,165 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"herald/store"
+	"herald/store/storage"
+)
+
+// DefaultLagReadEvery is Options.LagReadEvery's default.
+const DefaultLagReadEvery = 5 * time.Second
+
+// FanoutBacklog is the fan-out work stored and not yet finished.
+type FanoutBacklog struct {
+	// Jobs is the number of stored jobs not finished, the running one
+	// included.
+	Jobs int
+	// Lag is the age of the oldest of them (0 when there are none): how far
+	// behind delivery is.
+	Lag time.Duration
+	// FromStorage tells whether the figures were read from storage, at most
+	// Options.LagReadEvery ago (a process that does not hold the fan-out lease),
+	// rather than from this process's queue.
+	FromStorage bool
+}
+
+// lagCache is the backlog a process that does not hold the lease last read
+// from storage.
+type lagCache struct {
+	mu      sync.Mutex // held while reading: one read at a time
+	read    time.Time  // when, by the wall clock; zero: never
+	oldest  time.Time  // the oldest job's stored time; zero: no job
+	jobs    int
+	retract map[jobKey]time.Time // when each JobRetract was first read
+}
+
+// jobStoredAt returns when j was stored, as far as this process knows: its
+// CreatedAt, set when it was stored, except for a JobRetract, whose
+// CreatedAt is its message's; for that one (and a job without a time), seen,
+// when this process first came across it.
+func jobStoredAt(j *storage.Job, seen time.Time) time.Time {
+	if j.Kind == storage.JobRetract || j.CreatedAt.IsZero() || j.CreatedAt.After(seen) {
+		return seen
+	}
+	return j.CreatedAt
+}
+
+// FanoutBacklog returns the fan-out work stored and not finished. The
+// fan-out lease holder (every process, on a backend without a lease) reads
+// its queue in memory; another process reads the stored jobs, at most once
+// every Options.LagReadEvery, and reports what it last read in between. A job
+// stored by another process counts from the lease holder's next poll.
+func (s *Service) FanoutBacklog(ctx context.Context) (FanoutBacklog, error) {
+	f := s.fanout
+	now := s.clock()
+	f.mu.Lock()
+	if f.leader {
+		b := FanoutBacklog{Jobs: len(f.ordered)}
+		var oldest time.Time
+		older := func(j *storage.Job) {
+			if t := jobStoredAt(j, f.since[jobKey{j.ID, j.Kind}]); oldest.IsZero() || t.Before(oldest) {
+				oldest = t
+			}
+		}
+		for _, j := range f.ordered {
+			older(j)
+		}
+		if f.current != nil {
+			b.Jobs++
+			older(f.current)
+		}
+		f.mu.Unlock()
+		b.Lag = lagSince(now, oldest)
+		return b, nil
+	}
+	f.mu.Unlock()
+	return f.storedBacklog(ctx, now)
+}
+
+// storedBacklog is FanoutBacklog read from storage, at most once every
+// Options.LagReadEvery.
+func (f *fanout) storedBacklog(ctx context.Context, now time.Time) (FanoutBacklog, error) {
+	c := &f.lag
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.read.IsZero() || time.Since(c.read) >= f.s.opts.LagReadEvery {
+		jobs, err := f.s.backend.PendingJobs(ctx)
+		if err != nil {
+			return FanoutBacklog{}, err
+		}
+		c.read, c.jobs, c.oldest = time.Now(), len(jobs), time.Time{}
+		retract := make(map[jobKey]time.Time)
+		for _, j := range jobs {
+			seen := now
+			if j.Kind == storage.JobRetract {
+				k := jobKey{j.ID, j.Kind}
+				if t, ok := c.retract[k]; ok {
+					seen = t
+				}
+				retract[k] = seen
+			}
+			if t := jobStoredAt(j, seen); c.oldest.IsZero() || t.Before(c.oldest) {
+				c.oldest = t
+			}
+		}
+		c.retract = retract
+	}
+	return FanoutBacklog{Jobs: c.jobs, Lag: lagSince(now, c.oldest), FromStorage: true}, nil
+}
+
+func lagSince(now, oldest time.Time) time.Duration {
+	if oldest.IsZero() || !now.After(oldest) {
+		return 0
+	}
+	return now.Sub(oldest)
+}
+
+// FanoutBehindError is the error of a PostMessage or Repost refused because
+// the fan-out lag is past Options.FanoutMaxLag: nothing was stored, and the
+// client should retry after RetryAfter. Its code is RATE_LIMITED.
+type FanoutBehindError struct {
+	Lag, MaxLag, RetryAfter time.Duration
+}
+
+func (e *FanoutBehindError) Error() string {
+	return fmt.Sprintf("delivery is %s behind, more than %s: the server takes no new posts or reposts until it catches up; nothing was posted, retry in %d s",
+		e.Lag.Round(time.Second), e.MaxLag, e.RetrySeconds())
+}
+
+// RetrySeconds is RetryAfter in whole seconds, at least 1.
+func (e *FanoutBehindError) RetrySeconds() int {
+	return max(int(math.Ceil(e.RetryAfter.Seconds())), 1)
+}
+
+// Unwrap returns the error as a RATE_LIMITED *store.Error.
+func (e *FanoutBehindError) Unwrap() error { return store.Errorf(store.ERATELIMITED, "%s", e.Error()) }
+
+// admitFanout returns a *FanoutBehindError if the fan-out lag is past
+// Options.FanoutMaxLag, for a write about to store a fan-out job. A failure
+// to learn the lag admits the write: the check sheds load, it does not
+// guard correctness.
+func (s *Service) admitFanout(ctx context.Context) error {
+	limit := s.opts.FanoutMaxLag
+	if limit <= 0 {
+		return nil
+	}
+	b, err := s.FanoutBacklog(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("fan-out lag unknown; admitting the post", "err", err)
+		}
+		return nil
+	}
+	if b.Lag <= limit {
+		return nil
+	}
+	// The backlog must drain until its oldest job is within the limit:
+	// at least the excess, bounded so clients come back to see.
+	retry := min(max(b.Lag-limit, time.Second), limit)
+	return &FanoutBehindError{Lag: b.Lag, MaxLag: limit, RetryAfter: retry}
+}

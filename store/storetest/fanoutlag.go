@@ -1,0 +1,139 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/store"
+	"herald/store/service"
+	"herald/store/storage"
+)
+
+// testFanoutLag checks the fan-out backlog (Service.FanoutBacklog) while
+// jobs wait and once they are drained, and Options.FanoutMaxLag's refusal
+// of posts and reposts past it. The service is not started while the jobs
+// pile up: on a backend without a lease its queue holds them, on one with
+// a lease (before it is taken) storage is read.
+func testFanoutLag(t *testing.T, open OpenFunc) {
+	const maxLag = 30 * time.Second
+	backlog := func(t *testing.T, svc *service.Service) service.FanoutBacklog {
+		t.Helper()
+		b, err := svc.FanoutBacklog(ctx)
+		require.NoError(t, err)
+		return b
+	}
+	refused := func(t *testing.T, err error) {
+		t.Helper()
+		require.Error(t, err)
+		assert.Equal(t, store.ERATELIMITED, store.ErrorCode(err))
+		var fb *service.FanoutBehindError
+		require.True(t, errors.As(err, &fb), "%v", err)
+		assert.Greater(t, fb.Lag, maxLag)
+		assert.Equal(t, maxLag, fb.MaxLag)
+		assert.GreaterOrEqual(t, fb.RetryAfter, time.Second)
+		assert.LessOrEqual(t, fb.RetryAfter, maxLag)
+		assert.Contains(t, store.ErrorMessage(err), "retry in")
+	}
+
+	t.Run("RisesRefusesDrains", func(t *testing.T) {
+		b := openBackend(t, open)
+		c := newClock()
+		svc, _ := newServiceStopped(t, b, c, service.Options{FanoutMaxLag: maxLag, LagReadEvery: time.Nanosecond})
+		alice, bob := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+		mustFollow(t, b, c, bob.ID, alice.ID)
+		assert.Equal(t, service.FanoutBacklog{}, stripSource(backlog(t, svc)))
+
+		first, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "first"})
+		require.NoError(t, err)
+		got := backlog(t, svc)
+		assert.Equal(t, 1, got.Jobs)
+		assert.Less(t, got.Lag, time.Second)
+		// Not started, a process on a backend with a lease does not hold
+		// it: it reads storage.
+		_, leased := storage.LeaserOf(b)
+		assert.Equal(t, leased, got.FromStorage)
+
+		// Below the limit: taken.
+		c.ms.Add((maxLag - 10*time.Second).Milliseconds())
+		second, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "second"})
+		require.NoError(t, err)
+		got = backlog(t, svc)
+		assert.Equal(t, 2, got.Jobs)
+		assert.GreaterOrEqual(t, got.Lag, maxLag-10*time.Second)
+		assert.Less(t, got.Lag, maxLag)
+
+		// Past it: refused, nothing stored.
+		c.ms.Add((11 * time.Second).Milliseconds())
+		_, err = svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "refused"})
+		refused(t, err)
+		_, err = svc.Repost(ctx, bob.ID, first.ID)
+		refused(t, err)
+		got = backlog(t, svc)
+		assert.Equal(t, 2, got.Jobs)
+		assert.Greater(t, got.Lag, maxLag)
+		// A message that costs no fan-out is not refused: a reply is
+		// fanned out, so it is; an edit is not a post.
+		_, err = svc.PostMessage(ctx, bob.ID, service.PostInput{Text: "reply", ReplyToID: first.ID})
+		refused(t, err)
+		_, err = svc.EditMessage(ctx, alice.ID, first.ID, "first, edited")
+		require.NoError(t, err)
+
+		// Drained: back to 0, posts taken, nothing accepted lost.
+		require.NoError(t, svc.Start(ctx))
+		waitIdle(t, svc)
+		require.Eventually(t, func() bool { return backlog(t, svc).Jobs == 0 }, 20*time.Second, 5*time.Millisecond)
+		got = backlog(t, svc)
+		assert.Equal(t, service.FanoutBacklog{}, got)
+		third, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "third"})
+		require.NoError(t, err)
+		waitIdle(t, svc)
+		ids, _ := inboxOf(t, b, bob.ID, service.StrategyBucket.Layout())
+		assert.Equal(t, []store.ID{third.ID, second.ID, first.ID}, ids)
+	})
+
+	t.Run("PulledTaken", func(t *testing.T) {
+		// Under hybrid a celebrity's post is pulled, costing no fan-out:
+		// it is taken whatever the lag.
+		b := openBackend(t, open)
+		c := newClock()
+		svc, _ := newServiceStopped(t, b, c, service.Options{Strategy: service.StrategyHybrid, CelebrityThreshold: 1,
+			FanoutMaxLag: maxLag, LagReadEvery: time.Nanosecond})
+		celeb, carol, bob, dan := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+		mustFollow(t, b, c, bob.ID, celeb.ID)
+		mustFollow(t, b, c, dan.ID, celeb.ID)
+		mustFollow(t, b, c, bob.ID, carol.ID)
+		_, err := svc.PostMessage(ctx, carol.ID, service.PostInput{Text: "pushed"})
+		require.NoError(t, err)
+		c.ms.Add((maxLag + time.Second).Milliseconds())
+		_, err = svc.PostMessage(ctx, carol.ID, service.PostInput{Text: "refused"})
+		refused(t, err)
+		m, err := svc.PostMessage(ctx, celeb.ID, service.PostInput{Text: "pulled"})
+		require.NoError(t, err)
+		assert.True(t, m.Pulled)
+	})
+
+	t.Run("Disabled", func(t *testing.T) {
+		b := openBackend(t, open)
+		c := newClock()
+		svc, _ := newServiceStopped(t, b, c, service.Options{LagReadEvery: time.Nanosecond})
+		alice := mustCreateUser(t, b, c)
+		_, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "first"})
+		require.NoError(t, err)
+		c.ms.Add(time.Hour.Milliseconds())
+		_, err = svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "second"})
+		require.NoError(t, err)
+		got := backlog(t, svc)
+		assert.Equal(t, 2, got.Jobs)
+		assert.Greater(t, got.Lag, time.Hour-time.Second)
+	})
+}
+
+// stripSource returns b without FromStorage, which depends on the backend.
+func stripSource(b service.FanoutBacklog) service.FanoutBacklog {
+	b.FromStorage = false
+	return b
+}

@@ -119,6 +119,10 @@ func lagSince(now, oldest time.Time) time.Duration {
 	return now.Sub(oldest)
 }
 
+// FanoutMaxLag returns Options.FanoutMaxLag: the lag past which posts and
+// reposts to fan out are refused, 0 if none.
+func (s *Service) FanoutMaxLag() time.Duration { return s.opts.FanoutMaxLag }
+
 // FanoutBehindError is the error of a PostMessage or Repost refused because
 // the fan-out lag is past Options.FanoutMaxLag: nothing was stored, and the
 // client should retry after RetryAfter. Its code is RATE_LIMITED.

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -31,9 +32,11 @@ type FanoutBacklog struct {
 // lagCache is the backlog a process that does not hold the lease last read
 // from storage.
 type lagCache struct {
-	mu      sync.Mutex // held while reading: one read at a time
-	read    time.Time  // when, by the wall clock; zero: never
-	oldest  time.Time  // the oldest job's stored time; zero: no job
+	mu      sync.Mutex
+	reading bool      // a read is under way, by one caller; the others report the last
+	read    time.Time // when the last read ended, by the wall clock; zero: never
+	err     error     // the last read's failure, nil if it succeeded
+	oldest  time.Time // the oldest job's stored time; zero: no job
 	jobs    int
 	retract map[jobKey]time.Time // when each JobRetract was first read
 }
@@ -82,34 +85,52 @@ func (s *Service) FanoutBacklog(ctx context.Context) (FanoutBacklog, error) {
 }
 
 // storedBacklog is FanoutBacklog read from storage, at most once every
-// Options.LagReadEvery.
+// Options.LagReadEvery (a failed read too), by one caller at a time: the
+// others, meanwhile, get the figures last read, or the error of the last
+// read if it failed or none has ended yet.
 func (f *fanout) storedBacklog(ctx context.Context, now time.Time) (FanoutBacklog, error) {
 	c := &f.lag
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.read.IsZero() || time.Since(c.read) >= f.s.opts.LagReadEvery {
+	if !c.reading && (c.read.IsZero() || time.Since(c.read) >= f.s.opts.LagReadEvery) {
+		c.reading = true
+		c.mu.Unlock()
 		jobs, err := f.s.backend.PendingJobs(ctx)
-		if err != nil {
-			return FanoutBacklog{}, err
+		c.mu.Lock()
+		c.reading, c.read, c.err = false, time.Now(), err
+		if err == nil {
+			c.record(jobs, now)
 		}
-		c.read, c.jobs, c.oldest = time.Now(), len(jobs), time.Time{}
-		retract := make(map[jobKey]time.Time)
-		for _, j := range jobs {
-			seen := now
-			if j.Kind == storage.JobRetract {
-				k := jobKey{j.ID, j.Kind}
-				if t, ok := c.retract[k]; ok {
-					seen = t
-				}
-				retract[k] = seen
-			}
-			if t := jobStoredAt(j, seen); c.oldest.IsZero() || t.Before(c.oldest) {
-				c.oldest = t
-			}
-		}
-		c.retract = retract
+	}
+	switch {
+	case c.err != nil:
+		return FanoutBacklog{}, c.err
+	case c.read.IsZero():
+		return FanoutBacklog{}, errNotReadYet
 	}
 	return FanoutBacklog{Jobs: c.jobs, Lag: lagSince(now, c.oldest), FromStorage: true}, nil
+}
+
+var errNotReadYet = errors.New("service: the fan-out backlog is being read")
+
+// record keeps the backlog of jobs, read at now. Callers hold mu.
+func (c *lagCache) record(jobs []*storage.Job, now time.Time) {
+	c.jobs, c.oldest = len(jobs), time.Time{}
+	retract := make(map[jobKey]time.Time)
+	for _, j := range jobs {
+		seen := now
+		if j.Kind == storage.JobRetract {
+			k := jobKey{j.ID, j.Kind}
+			if t, ok := c.retract[k]; ok {
+				seen = t
+			}
+			retract[k] = seen
+		}
+		if t := jobStoredAt(j, seen); c.oldest.IsZero() || t.Before(c.oldest) {
+			c.oldest = t
+		}
+	}
+	c.retract = retract
 }
 
 func lagSince(now, oldest time.Time) time.Duration {

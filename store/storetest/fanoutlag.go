@@ -116,6 +116,22 @@ func testFanoutLag(t *testing.T, open OpenFunc) {
 		assert.True(t, m.Pulled)
 	})
 
+	t.Run("StorageReadCached", func(t *testing.T) {
+		// A process without the lease reads storage at most once every
+		// LagReadEvery and reports that read in between.
+		b := openBackend(t, open)
+		if _, ok := storage.LeaserOf(b); !ok {
+			t.Skip("the backend has no lease: the queue is read, never storage")
+		}
+		c := newClock()
+		svc, _ := newServiceStopped(t, b, c, service.Options{LagReadEvery: time.Hour})
+		alice := mustCreateUser(t, b, c)
+		assert.Equal(t, service.FanoutBacklog{FromStorage: true}, backlog(t, svc))
+		_, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "unseen until the next read"})
+		require.NoError(t, err)
+		assert.Equal(t, service.FanoutBacklog{FromStorage: true}, backlog(t, svc))
+	})
+
 	t.Run("Disabled", func(t *testing.T) {
 		b := openBackend(t, open)
 		c := newClock()

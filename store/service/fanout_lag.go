@@ -65,7 +65,11 @@ func (s *Service) FanoutBacklog(ctx context.Context) (FanoutBacklog, error) {
 		b := FanoutBacklog{Jobs: len(f.ordered)}
 		var oldest time.Time
 		older := func(j *storage.Job) {
-			if t := jobStoredAt(j, f.since[jobKey{j.ID, j.Kind}]); oldest.IsZero() || t.Before(oldest) {
+			seen, ok := f.since[jobKey{j.ID, j.Kind}]
+			if !ok {
+				seen = now
+			}
+			if t := jobStoredAt(j, seen); oldest.IsZero() || t.Before(oldest) {
 				oldest = t
 			}
 		}

@@ -1,9 +1,7 @@
 package mongostore
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"slices"
 	"time"
@@ -543,121 +541,17 @@ func (s *Store) planRemoval(ctx context.Context, owner, author store.ID, lay sto
 	if len(plan) == 0 {
 		return nil, nil, nil
 	}
+	return plan, removalUpdate(lay, head, plan), nil
+}
+
+// removalUpdate is the count step's update for removing plan's entries
+// from the inbox head describes: the total, and the unread above its mark.
+func removalUpdate(lay storage.Layout, head *userDoc, plan []planItem) bson.D {
 	unread := int64(0)
 	for _, p := range plan {
 		if cmpID(p.Message, head.ReadMark) > 0 {
 			unread++
 		}
 	}
-	return plan, bson.D{{Key: "$inc", Value: bson.D{{Key: totalField(lay), Value: -int64(len(plan))}, {Key: unreadField(lay), Value: -unread}, {Key: "iv", Value: int64(1)}}}}, nil
-}
-
-// hideMark names the count step of the chunk of JobHideReposts j that
-// starts at cursor: each chunk is counted once.
-func hideMark(j store.ID, cursor []byte) string { return "h" + j.String() + hex.EncodeToString(cursor) }
-
-// RemoveOwnerEntries implements storage.Backend. A chunk runs as a
-// whole-inbox job does, in steps each safe to repeat: the job is checked
-// to be at the chunk's cursor (else the chunk was applied: nothing
-// changes), the count step takes the listed entries that are there off the
-// owner's counters and stores them as the plan (a repeat finds the stored
-// plan by the chunk's mark), the plan is removed, and the job advances
-// (conditionally on its cursor) or ends. A crash between steps leaves the
-// job at the chunk's cursor, and its re-run completes the chunk.
-func (s *Store) RemoveOwnerEntries(ctx context.Context, r storage.OwnerRemoval) ([]storage.InboxChange, error) {
-	if r.Job.Kind != storage.JobHideReposts {
-		return nil, store.Errorf(store.EINTERNAL, "RemoveOwnerEntries runs hide jobs, not kind %d", r.Job.Kind)
-	}
-	oj, err := s.startOwnerJob(ctx, r.Job)
-	if err != nil {
-		return nil, err
-	}
-	if !bytes.Equal(oj.job.Cursor, r.Job.Cursor) {
-		return nil, nil // applied already
-	}
-	lay, owner := oj.job.Layout, oj.job.OwnerID
-	if !lay.Stores() {
-		return nil, store.Errorf(store.EINTERNAL, "job %s writes layout %d, which stores no entries", oj.job.ID, lay)
-	}
-	var changes []storage.InboxChange
-	if len(r.MessageIDs) > 0 {
-		plan, after, err := s.countStep(ctx, oj, hideMark(oj.job.ID, oj.job.Cursor), false, func(head *userDoc) ([]planItem, bson.D, error) {
-			return s.planOwnerRemoval(ctx, owner, lay, head, r.MessageIDs)
-		})
-		if err != nil {
-			return nil, err
-		}
-		if len(plan) > 0 {
-			if err := s.writePlan(ctx, owner, lay, plan, time.Time{}, false); err != nil {
-				return nil, err
-			}
-		}
-		for _, p := range plan {
-			changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner, Bucket: store.ID(p.Bucket)}, MessageID: store.ID(p.Message), Counts: after.counts(lay)})
-		}
-	}
-	if r.Done {
-		return changes, s.endOwnerJob(ctx, oj)
-	}
-	at := bson.D{{Key: "_id", Value: oj.inst}}
-	if len(oj.job.Cursor) == 0 {
-		at = append(at, bson.E{Key: "cur", Value: bson.D{{Key: "$exists", Value: false}}})
-	} else {
-		at = append(at, bson.E{Key: "cur", Value: oj.job.Cursor})
-	}
-	_, err = s.jobs.UpdateOne(ctx, at, bson.D{{Key: "$set", Value: bson.D{{Key: "cur", Value: r.Cursor}}}})
-	return changes, wrap("advance job", err)
-}
-
-// planOwnerRemoval returns the entries of ids that owner's inbox holds
-// (with their buckets) and the count step's update.
-func (s *Store) planOwnerRemoval(ctx context.Context, owner store.ID, lay storage.Layout, head *userDoc, ids []store.ID) ([]planItem, bson.D, error) {
-	ms := make(bson.A, 0, len(ids))
-	want := make(map[primitive.ObjectID]bool, len(ids))
-	for _, id := range ids {
-		if !want[oid(id)] {
-			want[oid(id)] = true
-			ms = append(ms, oid(id))
-		}
-	}
-	var plan []planItem
-	if lay == storage.LayoutEntries {
-		present, err := s.idSet(ctx, s.entries, "m", bson.D{{Key: "o", Value: oid(owner)}, {Key: "m", Value: bson.D{{Key: "$in", Value: ms}}}})
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, m := range ms {
-			if present[m.(primitive.ObjectID)] {
-				plan = append(plan, planItem{Message: m.(primitive.ObjectID)})
-			}
-		}
-	} else {
-		cur, err := s.buckets.Find(ctx, bson.D{{Key: "o", Value: oid(owner)}, {Key: "e.m", Value: bson.D{{Key: "$in", Value: ms}}}},
-			options.Find().SetProjection(bucketKeysAndEntries))
-		if err != nil {
-			return nil, nil, wrap("find owner entries", err)
-		}
-		var bs []bucketDoc
-		if err := cur.All(ctx, &bs); err != nil {
-			return nil, nil, wrap("find owner entries", err)
-		}
-		for _, b := range bs {
-			for _, e := range b.Entries {
-				if want[e.Message] {
-					want[e.Message] = false // once, in one bucket
-					plan = append(plan, planItem{Message: e.Message, Bucket: b.Key})
-				}
-			}
-		}
-	}
-	if len(plan) == 0 {
-		return nil, nil, nil
-	}
-	unread := int64(0)
-	for _, p := range plan {
-		if cmpID(p.Message, head.ReadMark) > 0 {
-			unread++
-		}
-	}
-	return plan, bson.D{{Key: "$inc", Value: bson.D{{Key: totalField(lay), Value: -int64(len(plan))}, {Key: unreadField(lay), Value: -unread}, {Key: "iv", Value: int64(1)}}}}, nil
+	return bson.D{{Key: "$inc", Value: bson.D{{Key: totalField(lay), Value: -int64(len(plan))}, {Key: unreadField(lay), Value: -unread}, {Key: "iv", Value: int64(1)}}}}
 }

@@ -12,8 +12,9 @@ import (
 // original. Reposting twice changes nothing; a missing or deleted message,
 // or one hidden from viewer, is NOT_FOUND; another private account's
 // message FORBIDDEN (mayRepost). While the fan-out lag is past
-// Options.FanoutMaxLag it is refused with a *FanoutBehindError
-// (RATE_LIMITED), as PostMessage is.
+// Options.FanoutMaxLag a repost to store is refused with a
+// *FanoutBehindError (RATE_LIMITED), as PostMessage is; reposting again is
+// still answered.
 func (s *Service) Repost(ctx context.Context, viewer, id store.ID) (*store.Message, error) {
 	original, err := s.findOriginal(ctx, id)
 	if err != nil {
@@ -42,6 +43,17 @@ func (s *Service) Repost(ctx context.Context, viewer, id store.ID) (*store.Messa
 	if s.layout != storage.LayoutNone {
 		job = &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: s.layout, MessageID: m.ID, AuthorID: viewer, CreatedAt: now, RepostOfAuthorID: original.AuthorID}
 		if err := s.admitFanout(ctx); err != nil {
+			// Refuse only a repost that would queue a fan-out: one
+			// already there changes nothing and is answered as ever.
+			// Looked up only when refusing, so an admitted repost pays
+			// no extra read.
+			reposts, ferr := s.backend.FindReposts(ctx, viewer, []store.MessageKey{original.Key()})
+			if ferr != nil {
+				return nil, ferr
+			}
+			if !reposts[0].IsZero() {
+				return original, nil
+			}
 			return nil, err
 		}
 	}

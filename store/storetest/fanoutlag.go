@@ -132,6 +132,44 @@ func testFanoutLag(t *testing.T, open OpenFunc) {
 		assert.Equal(t, service.FanoutBacklog{FromStorage: true}, backlog(t, svc))
 	})
 
+	t.Run("OnlyNewFanoutRefused", func(t *testing.T) {
+		// Behind, only a call that would queue a new fan-out is refused:
+		// reposting again (no job), likes, follows, unfollows, unreposts
+		// and deletions (retractions) are taken.
+		b := openBackend(t, open)
+		c := newClock()
+		svc, _ := newServiceStopped(t, b, c, service.Options{FanoutMaxLag: maxLag, LagReadEvery: time.Nanosecond})
+		alice, bob, carol := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+		mustFollow(t, b, c, bob.ID, alice.ID)
+		first, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "first"})
+		require.NoError(t, err)
+		second, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "second"})
+		require.NoError(t, err)
+		_, err = svc.Repost(ctx, bob.ID, first.ID)
+		require.NoError(t, err)
+		c.ms.Add((maxLag + time.Second).Milliseconds())
+		_, err = svc.Repost(ctx, carol.ID, first.ID)
+		refused(t, err)
+
+		m, err := svc.Repost(ctx, bob.ID, first.ID)
+		require.NoError(t, err, "reposting again queues nothing")
+		assert.Equal(t, first.ID, m.ID)
+		assert.Equal(t, 1, m.RepostCount)
+		_, err = svc.Like(ctx, bob.ID, first.ID)
+		require.NoError(t, err)
+		_, err = svc.Unlike(ctx, bob.ID, first.ID)
+		require.NoError(t, err)
+		_, err = svc.Follow(ctx, carol.ID, alice.ID)
+		require.NoError(t, err)
+		_, err = svc.Unfollow(ctx, carol.ID, alice.ID)
+		require.NoError(t, err)
+		_, err = svc.Unrepost(ctx, bob.ID, first.ID)
+		require.NoError(t, err)
+		require.NoError(t, svc.DeleteMessage(ctx, alice.ID, second.ID))
+		_, err = svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "still behind"})
+		refused(t, err)
+	})
+
 	t.Run("Disabled", func(t *testing.T) {
 		b := openBackend(t, open)
 		c := newClock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -119,8 +120,10 @@ func TestFanoutLag(t *testing.T) {
 		}
 		got := servertest.GQL(t, srv.URL, bob.Token, op.query, vars)
 		require.Equal(t, "RATE_LIMITED", got.Code(), "%s: %+v", op.query, got.Errors)
+		assert.Equal(t, http.StatusOK, got.Status, "a GraphQL error of an executed mutation, as logIn's RATE_LIMITED")
 		retry, ok := got.Errors[0].Extensions["retryAfter"].(float64)
 		require.True(t, ok, "extensions.retryAfter: %v", got.Errors[0].Extensions)
+		assert.Equal(t, math.Trunc(retry), retry, "whole seconds")
 		assert.GreaterOrEqual(t, retry, 1.0)
 		assert.LessOrEqual(t, retry, maxLag.Seconds())
 		assert.Contains(t, got.Errors[0].Message, "behind")

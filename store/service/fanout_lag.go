@@ -18,8 +18,10 @@ const DefaultLagReadEvery = 5 * time.Second
 // FanoutBacklog is the fan-out work stored and not yet finished.
 type FanoutBacklog struct {
 	// Jobs is the number of stored jobs not finished, the running one
-	// included.
-	Jobs int
+	// included. Read from storage it is counted up to MaxBacklogCount:
+	// AtLeast then says there may be more.
+	Jobs    int
+	AtLeast bool
 	// Lag is the age of the oldest of them (0 when there are none): how far
 	// behind delivery is.
 	Lag time.Duration
@@ -36,10 +38,14 @@ type lagCache struct {
 	reading bool      // a read is under way, by one caller; the others report the last
 	read    time.Time // when the last read ended, by the wall clock; zero: never
 	err     error     // the last read's failure, nil if it succeeded
-	oldest  time.Time // the oldest job's stored time; zero: no job
-	jobs    int
-	retract map[jobKey]time.Time // when each JobRetract was first read
+	backlog storage.JobBacklog
 }
+
+// MaxBacklogCount bounds the jobs a process without the lease counts in
+// storage each time it reads the backlog: past it, the count reads
+// "at least" (FanoutBacklog.AtLeast), as the lag, not the count, is what
+// refuses posts.
+const MaxBacklogCount = 10000
 
 // jobStoredAt returns when j was stored, as far as this process knows: its
 // CreatedAt, set when it was stored, except for a JobRetract, whose
@@ -54,7 +60,9 @@ func jobStoredAt(j *storage.Job, seen time.Time) time.Time {
 
 // FanoutBacklog returns the fan-out work stored and not finished. The
 // fan-out lease holder (every process, on a backend without a lease) reads
-// its queue in memory; another process reads the stored jobs, at most once
+// its queue in memory; another process reads a bounded summary of the stored
+// jobs (storage.Jobs.JobBacklog: counts and indexed reads, never the jobs
+// themselves, as every such process asks it), at most once
 // every Options.LagReadEvery, and reports what it last read in between. A job
 // stored by another process counts from the lease holder's next poll.
 func (s *Service) FanoutBacklog(ctx context.Context) (FanoutBacklog, error) {
@@ -99,11 +107,11 @@ func (f *fanout) storedBacklog(ctx context.Context, now time.Time) (FanoutBacklo
 	if !c.reading && (c.read.IsZero() || time.Since(c.read) >= f.s.opts.LagReadEvery) {
 		c.reading = true
 		c.mu.Unlock()
-		jobs, err := f.s.backend.PendingJobs(ctx)
+		b, err := f.s.backend.JobBacklog(ctx, MaxBacklogCount)
 		c.mu.Lock()
 		c.reading, c.read, c.err = false, time.Now(), err
 		if err == nil {
-			c.record(jobs, now)
+			c.backlog = b
 		}
 	}
 	switch {
@@ -112,30 +120,11 @@ func (f *fanout) storedBacklog(ctx context.Context, now time.Time) (FanoutBacklo
 	case c.read.IsZero():
 		return FanoutBacklog{}, errNotReadYet
 	}
-	return FanoutBacklog{Jobs: c.jobs, Lag: lagSince(now, c.oldest), FromStorage: true}, nil
+	b := c.backlog
+	return FanoutBacklog{Jobs: b.Jobs, AtLeast: b.Jobs >= MaxBacklogCount, Lag: lagSince(now, b.Oldest), FromStorage: true}, nil
 }
 
 var errNotReadYet = errors.New("service: the fan-out backlog is being read")
-
-// record keeps the backlog of jobs, read at now. Callers hold mu.
-func (c *lagCache) record(jobs []*storage.Job, now time.Time) {
-	c.jobs, c.oldest = len(jobs), time.Time{}
-	retract := make(map[jobKey]time.Time)
-	for _, j := range jobs {
-		seen := now
-		if j.Kind == storage.JobRetract {
-			k := jobKey{j.ID, j.Kind}
-			if t, ok := c.retract[k]; ok {
-				seen = t
-			}
-			retract[k] = seen
-		}
-		if t := jobStoredAt(j, seen); c.oldest.IsZero() || t.Before(c.oldest) {
-			c.oldest = t
-		}
-	}
-	c.retract = retract
-}
 
 func lagSince(now, oldest time.Time) time.Duration {
 	if oldest.IsZero() || !now.After(oldest) {

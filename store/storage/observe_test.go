@@ -113,5 +113,5 @@ func TestObserve_NamesEachCallByItsMethod(t *testing.T) {
 		})
 	}
 	// Every Backend method but Close, and the Leaser's two.
-	assert.Equal(t, 70+2, checked)
+	assert.Equal(t, 71+2, checked)
 }

@@ -124,9 +124,12 @@ func testFanoutLag(t *testing.T, open OpenFunc) {
 			t.Skip("the backend has no lease: the queue is read, never storage")
 		}
 		c := newClock()
-		svc, _ := newServiceStopped(t, b, c, service.Options{LagReadEvery: time.Hour})
+		calls := &callCounter{calls: map[string]int{}}
+		svc, _ := newServiceStopped(t, storage.Observe(b, calls), c, service.Options{LagReadEvery: time.Hour})
 		alice := mustCreateUser(t, b, c)
 		assert.Equal(t, service.FanoutBacklog{FromStorage: true}, backlog(t, svc))
+		got, _ := calls.take()
+		assert.Equal(t, map[string]int{"JobBacklog": 1}, got, "one bounded read, not every pending job")
 		_, err := svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "unseen until the next read"})
 		require.NoError(t, err)
 		assert.Equal(t, service.FanoutBacklog{FromStorage: true}, backlog(t, svc))
@@ -168,6 +171,59 @@ func testFanoutLag(t *testing.T, open OpenFunc) {
 		require.NoError(t, svc.DeleteMessage(ctx, alice.ID, second.ID))
 		_, err = svc.PostMessage(ctx, alice.ID, service.PostInput{Text: "still behind"})
 		refused(t, err)
+	})
+
+	t.Run("JobBacklog", func(t *testing.T) {
+		// The backend's bounded summary: a count stopped at the limit,
+		// and the oldest job's stored time, a retraction's being its
+		// deletion's (or its first count's), not its message's.
+		b := openBackend(t, open)
+		c := newClock()
+		got, err := b.JobBacklog(ctx, 10)
+		require.NoError(t, err)
+		assert.Equal(t, storage.JobBacklog{}, got)
+
+		alice, bob := mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+		l := service.StrategyBucket.Layout()
+		old := storeMessage(t, b, c, alice.ID) // no job; retracted below
+		c.ms.Add(time.Hour.Milliseconds())
+		m1 := newMessage(c, alice.ID, "one")
+		require.NoError(t, b.CreateMessage(ctx, m1, newDeliverJob(m1, l)))
+		c.ms.Add(time.Minute.Milliseconds())
+		m2 := newMessage(c, alice.ID, "two")
+		require.NoError(t, b.CreateMessage(ctx, m2, newDeliverJob(m2, l)))
+		got, err = b.JobBacklog(ctx, 10)
+		require.NoError(t, err)
+		assert.Equal(t, storage.JobBacklog{Jobs: 2, Oldest: m1.CreatedAt}, got)
+
+		follow := newOwnerJob(c, storage.JobFollow, l, bob.ID, alice.ID)
+		follow.CreatedAt = m1.CreatedAt.Add(-time.Second)
+		require.NoError(t, b.StoreJob(ctx, follow))
+		got, err = b.JobBacklog(ctx, 10)
+		require.NoError(t, err)
+		assert.Equal(t, storage.JobBacklog{Jobs: 3, Oldest: follow.CreatedAt}, got, "a follow job, older")
+		got, err = b.JobBacklog(ctx, 2)
+		require.NoError(t, err)
+		assert.Equal(t, 2, got.Jobs, "counted up to the limit")
+
+		require.NoError(t, b.FinishJob(ctx, follow))
+		before := time.Now()
+		retract := &storage.Job{ID: old.ID, Kind: storage.JobRetract, Layout: l, MessageID: old.ID, AuthorID: old.AuthorID, CreatedAt: old.CreatedAt}
+		require.NoError(t, b.DeleteMessage(ctx, old.ID, retract))
+		got, err = b.JobBacklog(ctx, 10)
+		after := time.Now()
+		require.NoError(t, err)
+		assert.Equal(t, 3, got.Jobs)
+		// The retraction is newer (by the wall clock) than the deliveries
+		// (by the test's clock, in the past): the oldest is still m1.
+		assert.Equal(t, m1.CreatedAt, got.Oldest, "a retraction's message time is not its stored time")
+		require.NoError(t, b.FinishJob(ctx, newDeliverJob(m1, l)))
+		require.NoError(t, b.FinishJob(ctx, newDeliverJob(m2, l)))
+		got, err = b.JobBacklog(ctx, 10)
+		require.NoError(t, err)
+		assert.Equal(t, 1, got.Jobs)
+		assert.False(t, got.Oldest.Before(before.Truncate(time.Millisecond)), "%v before the deletion %v", got.Oldest, before)
+		assert.False(t, got.Oldest.After(after), "%v after %v", got.Oldest, after)
 	})
 
 	t.Run("Disabled", func(t *testing.T) {

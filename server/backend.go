@@ -251,6 +251,7 @@ func (cfg config) serviceOptions(log *slog.Logger) service.Options {
 		CacheTTL:           cfg.CacheTTL,
 		FollowBackfill:     backfill,
 		DeletionGrace:      cfg.DeletionGrace,
+		FanoutMaxLag:       cfg.FanoutMaxLag,
 		Logger:             log,
 		// A request changes its edge within -mongodb-timeout, which bounds
 		// its storage work; the grace outlasts it.

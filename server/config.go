@@ -22,6 +22,11 @@ import (
 // falls back to HERALD_MAX_BODY_BYTES.
 const envPrefix = "HERALD_"
 
+// DefaultFanoutMaxLag is -fanout-max-lag's default: well past the lag of a
+// burst the fan-out absorbs (seconds), well short of the minute after which
+// followers plainly miss posts.
+const DefaultFanoutMaxLag = 30 * time.Second
+
 // config is everything the server reads from flags and the environment.
 type config struct {
 	Addr            string
@@ -51,6 +56,10 @@ type config struct {
 	FollowBackfill     int
 	// DeletionGrace is how long a deleted account's handle stays taken.
 	DeletionGrace time.Duration
+	// FanoutMaxLag is the fan-out lag past which posts and reposts to fan
+	// out are refused with RATE_LIMITED (service.Options.FanoutMaxLag); 0:
+	// never.
+	FanoutMaxLag time.Duration
 
 	// MongoURI selects the MongoDB backend instead of the embedded one.
 	// It may hold credentials: it is never logged.
@@ -145,6 +154,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.IntVar(&cfg.InboxCap, "inbox-cap", 50, "entries in a cached inbox (cache), and entries a returning user's rebuild brings back")
 	fs.DurationVar(&cfg.CacheTTL, "cache-ttl", 24*time.Hour, "cache: how long an unread cached inbox lives")
 	fs.DurationVar(&cfg.DeletionGrace, "deletion-grace", service.DefaultDeletionGrace, "how long a deleted account's handle stays taken (and the account's record kept) before it is purged and the handle can be signed up again")
+	fs.DurationVar(&cfg.FanoutMaxLag, "fanout-max-lag", DefaultFanoutMaxLag, "when delivery is further behind than this (the age of the oldest unfinished fan-out job), postMessage and repost answer RATE_LIMITED with a retry hint until it catches up; 0 disables")
 	fs.IntVar(&cfg.FollowBackfill, "follow-backfill", 50, "how many of a followee's recent messages a follow brings into the follower's inbox")
 	fs.StringVar(&cfg.MongoURI, "mongodb-uri", "", "MongoDB connection string (mongodb:// or mongodb+srv://); when set, MongoDB is the store instead of the embedded engine. Prefer HERALD_MONGODB_URI when it holds a password")
 	fs.StringVar(&cfg.MongoDatabase, "mongodb-database", "", "MongoDB database name (default: the one -mongodb-uri names, else "+cli.DefaultDatabase+")")
@@ -206,6 +216,9 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	// -inactive-after would call users idle while they are not.
 	if cfg.InactiveAfter < service.SeenEvery {
 		return config{}, fmt.Errorf("invalid timeline settings: -inactive-after must be at least %v", service.SeenEvery)
+	}
+	if cfg.FanoutMaxLag < 0 {
+		return config{}, fmt.Errorf("invalid timeline settings: -fanout-max-lag must not be negative (0 disables it)")
 	}
 	if cfg.DeletionGrace <= 0 {
 		return config{}, fmt.Errorf("invalid settings: -deletion-grace must be positive")

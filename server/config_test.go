@@ -53,6 +53,8 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, 50, c.InboxCap)
 				assert.Equal(t, 24*time.Hour, c.CacheTTL)
 				assert.Equal(t, 50, c.FollowBackfill)
+				assert.Equal(t, 30*time.Second, c.FanoutMaxLag)
+				assert.Equal(t, 30*time.Second, c.serviceOptions(nil).FanoutMaxLag)
 				assert.Equal(t, 10, c.MaxBatch)
 				assert.Equal(t, graph.Rate{Count: 60, Per: time.Minute, Burst: 20}, c.RateLimitUser)
 				assert.Equal(t, graph.Rate{Count: 300, Per: time.Minute, Burst: 60}, c.RateLimitAddress)
@@ -73,8 +75,9 @@ func TestParseConfig(t *testing.T) {
 		{
 			name: "Timelines",
 			args: []string{"-fanout", "hybrid", "-celebrity-threshold", "500", "-inbox-cap", "200"},
-			env:  servertest.Env("HERALD_INACTIVE_AFTER", "168h", "HERALD_FOLLOW_BACKFILL", "0"),
+			env:  servertest.Env("HERALD_INACTIVE_AFTER", "168h", "HERALD_FOLLOW_BACKFILL", "0", "HERALD_FANOUT_MAX_LAG", "0"),
 			check: func(t *testing.T, c config) {
+				assert.Zero(t, c.serviceOptions(nil).FanoutMaxLag, "0 disables it")
 				assert.Equal(t, service.StrategyHybrid, c.Fanout)
 				assert.Equal(t, 500, c.CelebrityThreshold)
 				assert.Equal(t, 200, c.InboxCap)
@@ -191,6 +194,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "ErrFanoutEnv", env: servertest.Env("HERALD_FANOUT", "Bucket"), wantErr: `unknown fan-out strategy "Bucket"`},
 		{name: "ErrInboxCap", args: []string{"-inbox-cap", "0"}, env: servertest.Env(), wantErr: "-inbox-cap 1 to 1000"},
 		{name: "ErrInactiveAfter", args: []string{"-inactive-after", "30m"}, env: servertest.Env(), wantErr: "-inactive-after must be at least 1h0m0s"},
+		{name: "ErrFanoutMaxLag", args: []string{"-fanout-max-lag", "-1s"}, env: servertest.Env(), wantErr: "-fanout-max-lag must not be negative"},
 		{name: "ErrCacheTTL", args: []string{"-cache-ttl", "0s"}, env: servertest.Env(), wantErr: "-cache-ttl must be positive"},
 		{name: "ErrRateLimitUser", args: []string{"-rate-limit-user", "60/d"}, env: servertest.Env(), wantErr: `-rate-limit-user: invalid rate "60/d"`},
 		{name: "ErrRateLimitAddressEnv", env: servertest.Env("HERALD_RATE_LIMIT_ADDRESS", "lots"), wantErr: `-rate-limit-address: invalid rate "lots"`},

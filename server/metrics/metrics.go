@@ -184,7 +184,15 @@ var (
 		"Open inbox subscriptions in this process.", nil, nil)
 	descDropped = prometheus.NewDesc("herald_subscribers_dropped_total",
 		"Subscribers dropped because they fell too far behind.", nil, nil)
+	descFanoutLag = prometheus.NewDesc("herald_fanout_lag_seconds",
+		"Age of the oldest stored fan-out job not yet finished (0: none): how far delivery is behind. Every process reports it, the lease holder from its queue, the others from storage read at most every 5 s.", nil, nil)
+	descFanoutQueue = prometheus.NewDesc("herald_fanout_queue_jobs",
+		"Stored fan-out jobs not yet finished, the running one included, as herald_fanout_lag_seconds sees them.", nil, nil)
 )
+
+// backlogTimeout bounds the storage read a scrape may make to learn the
+// fan-out backlog (a process that does not hold the fan-out lease).
+const backlogTimeout = 2 * time.Second
 
 // jobKinds names the stored job kinds in the kind label.
 var jobKinds = []struct {
@@ -201,7 +209,7 @@ var jobKinds = []struct {
 
 // Describe implements prometheus.Collector.
 func (serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobsQueued, descJobsRunning, descJobsDone, descDeliveries, descRebuilds, descRebuildsStarted, descSubscriptions, descDropped} {
+	for _, d := range []*prometheus.Desc{descJobsQueued, descJobsRunning, descJobsDone, descDeliveries, descRebuilds, descRebuildsStarted, descSubscriptions, descDropped, descFanoutLag, descFanoutQueue} {
 		ch <- d
 	}
 }
@@ -225,6 +233,14 @@ func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRebuildsStarted, st.RebuildsStarted)
 	gauge(descSubscriptions, float64(st.Events.Subscriptions))
 	counter(descDropped, st.Events.Dropped)
+	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
+	defer cancel()
+	// If storage cannot tell, the two are left out of the scrape, which
+	// an alert sees as absent rather than as a lag of 0.
+	if b, err := c.svc.FanoutBacklog(ctx); err == nil {
+		gauge(descFanoutLag, b.Lag.Seconds())
+		gauge(descFanoutQueue, float64(b.Jobs))
+	}
 }
 
 // opMetrics is a gqlgen handler extension that counts GraphQL operations

@@ -229,6 +229,8 @@ var indexes = []index{
 		"an author's messages newest first (the outbox; Inbox caches: (uid, created)); fan-out on read merges several with $in"),
 	idx(collMessages, bson.D{{Key: "j.k", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("jobs").SetPartialFilterExpression(bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"pending fan-out jobs, oldest first; partial, so only messages with a job are indexed"),
+	idx(collMessages, bson.D{{Key: "j.k", Value: 1}, {Key: "x", Value: 1}}, options.Index().SetName("retractions").SetPartialFilterExpression(bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}),
+		"the oldest pending retraction by its deletion time, for the fan-out backlog (JobBacklog); partial, so only messages with a job are indexed"),
 	idx(collMessages, bson.D{{Key: "r", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("replies").SetPartialFilterExpression(bson.D{{Key: "r", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"a message's replies oldest first (ListReplies); partial, so only replies are indexed; messages are sharded by author, so it asks every shard"),
 	idx(collMessages, bson.D{{Key: "a", Value: 1}, {Key: "ro", Value: 1}}, options.Index().SetName("reposts").SetPartialFilterExpression(bson.D{{Key: "ro", Value: bson.D{{Key: "$exists", Value: true}}}}),

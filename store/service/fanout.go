@@ -42,6 +42,14 @@ type fanout struct {
 	ordered []*storage.Job // stored jobs, first in first out
 	notices []*notice
 	known   map[jobKey]bool
+	// since is when this process first queued each known job: the age of
+	// a job whose stored time is not known (see jobStoredAt).
+	since map[jobKey]time.Time
+	// current is the stored job running, if any.
+	current *storage.Job
+	// lag caches the backlog read from storage by a process that does not
+	// hold the lease (see FanoutBacklog).
+	lag lagCache
 	// polledAt is when polling first found each follow or unfollow job not
 	// yet queued (see Options.EdgeJobGrace).
 	polledAt  map[jobKey]time.Time
@@ -76,6 +84,7 @@ type fanout struct {
 
 func newFanout(s *Service, opts Options) *fanout {
 	f := &fanout{s: s, chunk: opts.ChunkSize, leaseTTL: opts.LeaseTTL, poll: opts.JobPoll, known: make(map[jobKey]bool),
+		since:    make(map[jobKey]time.Time),
 		polledAt: make(map[jobKey]time.Time), edgeGrace: opts.EdgeJobGrace}
 	f.cond = sync.NewCond(&f.mu)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -129,6 +138,7 @@ func (f *fanout) enqueue(j *storage.Job) {
 		return
 	}
 	f.known[k] = true
+	f.since[k] = f.s.clock()
 	delete(f.polledAt, k)
 	// Broadcast: the waiters serve different queues.
 	f.cond.Broadcast()
@@ -202,11 +212,16 @@ func runLane[T any](f *fanout, lane *[]T, run func(T), begin, end func(T)) {
 	}
 }
 
-func (f *fanout) jobBegun(*storage.Job) { f.storedRunning++ }
+func (f *fanout) jobBegun(j *storage.Job) {
+	f.storedRunning++
+	f.current = j
+}
 
 func (f *fanout) jobEnded(j *storage.Job) {
 	f.storedRunning--
+	f.current = nil
 	delete(f.known, jobKey{j.ID, j.Kind})
+	delete(f.since, jobKey{j.ID, j.Kind})
 }
 
 // runJob runs a stored job to its end, with the small deliveries queued

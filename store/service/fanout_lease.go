@@ -142,12 +142,15 @@ func (f *fanout) tryLease() {
 func (f *fanout) resetOrderedLocked(jobs []*storage.Job) {
 	for _, j := range f.ordered {
 		delete(f.known, jobKey{j.ID, j.Kind})
+		delete(f.since, jobKey{j.ID, j.Kind})
 	}
 	f.ordered = nil
 	clear(f.polledAt) // jobs polled before are in jobs now, or done
+	now := f.s.clock()
 	for _, j := range jobs {
 		if k := (jobKey{j.ID, j.Kind}); !f.known[k] {
 			f.known[k] = true
+			f.since[k] = now
 			f.ordered = append(f.ordered, j)
 		}
 	}

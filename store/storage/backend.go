@@ -458,6 +458,11 @@ type Jobs interface {
 	// its message as one it will still deliver, though its cursor may be
 	// past the owner.
 	PendingJobs(ctx context.Context) ([]*Job, error)
+	// JobBacklog counts the stored jobs not yet done, up to limit (at
+	// limit there may be more), and finds when the oldest was stored,
+	// without reading every job: a process that does not run the jobs
+	// asks it every few seconds, however long the backlog.
+	JobBacklog(ctx context.Context, limit int) (JobBacklog, error)
 }
 
 // UserUpdate changes a user's profile; nil fields are left as they are, an

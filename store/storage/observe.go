@@ -537,6 +537,13 @@ func (w *observed) PendingJobs(ctx context.Context) ([]*Job, error) {
 	return r0, err
 }
 
+func (w *observed) JobBacklog(ctx context.Context, limit int) (JobBacklog, error) {
+	start := time.Now()
+	r0, err := w.b.JobBacklog(ctx, limit)
+	w.o.Observe("JobBacklog", start, err)
+	return r0, err
+}
+
 // LeaserOf returns b's Leaser, if it has one, looking through the wrappers
 // that Unwrap and observing its calls where b is observed.
 func LeaserOf(b Backend) (Leaser, bool) {

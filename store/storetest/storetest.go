@@ -59,6 +59,7 @@ func Run(t *testing.T, open OpenFunc) {
 	}
 	t.Run("EdgeCases", func(t *testing.T) { testEdgeCases(t, open) })
 	t.Run("Bulk", func(t *testing.T) { testBulk(t, open) })
+	t.Run("FanoutLag", func(t *testing.T) { testFanoutLag(t, open) })
 }
 
 var ctx = context.Background()

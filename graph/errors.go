@@ -11,6 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"herald/store"
+	"herald/store/service"
 )
 
 // Codes of an operation stopped before its end.
@@ -25,6 +26,9 @@ const (
 //   - errors that already carry a code (gqlgen's GRAPHQL_PARSE_FAILED and
 //     GRAPHQL_VALIDATION_FAILED, COMPLEXITY_LIMIT_EXCEEDED, QUERY_TOO_DEEP)
 //     are sent unchanged;
+//   - a postMessage or repost refused because fan-out is behind
+//     (service.FanoutBehindError) is RATE_LIMITED with extensions.retryAfter,
+//     as the rate limiter's refusals are;
 //   - a store.Error sends its client-safe Message (not Error(), which is for
 //     logs) with its Code, except INTERNAL;
 //   - a context's deadline is TIMEOUT (the operation took longer than the
@@ -57,6 +61,13 @@ func ErrorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			// The client went away: nobody reads this.
 			gqlErr.Message = "the request was cancelled"
 			gqlErr.Extensions["code"] = CodeCancelled
+			return gqlErr
+		}
+		var fb *service.FanoutBehindError
+		if errors.As(err, &fb) {
+			gqlErr.Message = fb.Error()
+			gqlErr.Extensions["code"] = CodeRateLimited
+			gqlErr.Extensions["retryAfter"] = fb.RetrySeconds()
 			return gqlErr
 		}
 		var se *store.Error

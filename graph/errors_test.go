@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/stretchr/testify/assert"
@@ -14,6 +15,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"herald/store"
+	"herald/store/service"
 )
 
 func TestErrorPresenter(t *testing.T) {
@@ -32,6 +34,8 @@ func TestErrorPresenter(t *testing.T) {
 		{"WrappedStoreError", fmt.Errorf("follow: %w", store.Errorf(store.ECONFLICT, "handle taken")), "handle taken", store.ECONFLICT, false},
 		{"GqlWrappedStoreError", gqlerror.WrapPath(ast.Path{ast.PathName("x")}, store.Errorf(store.EFORBIDDEN, "no")), "no", store.EFORBIDDEN, false},
 		{"StoreInternal", store.Errorf(store.EINTERNAL, "pebble: disk on fire"), "internal error", store.EINTERNAL, true},
+		{"FanoutBehind", fmt.Errorf("post: %w", &service.FanoutBehindError{Lag: 45 * time.Second, MaxLag: 30 * time.Second, RetryAfter: 15 * time.Second}),
+			"delivery is 45s behind, more than 30s: the server takes no new posts or reposts until it catches up; nothing was posted, retry in 15 s", CodeRateLimited, false},
 		{"Plain", errors.New("mongo: connection refused to 10.0.0.1"), "internal error", store.EINTERNAL, true},
 		{"Uncoded gqlerror", gqlerror.Errorf("must not be null"), "internal error", store.EINTERNAL, true},
 	}
@@ -44,6 +48,9 @@ func TestErrorPresenter(t *testing.T) {
 			got := present(ctx, tt.err)
 			assert.Equal(t, tt.message, got.Message)
 			assert.Equal(t, tt.code, got.Extensions["code"])
+			if tt.code == CodeRateLimited {
+				assert.Equal(t, 15, got.Extensions["retryAfter"])
+			}
 			if tt.logged {
 				assert.Contains(t, logs.String(), "internal error")
 				assert.Contains(t, logs.String(), full, "the full error is logged")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -29,6 +30,9 @@ type backend struct {
 	// requestTimeout bounds the storage work of one HTTP request; 0 means
 	// no bound (the embedded store does not wait on a network).
 	requestTimeout time.Duration
+	// eventsMode, on MongoDB, says how events cross instances: a change
+	// stream or polling ("" until decided).
+	eventsMode func() mongostore.EventsMode
 }
 
 // openEmbedded opens the embedded store in the data directory and starts
@@ -85,7 +89,11 @@ func openMongo(ctx context.Context, cfg config, log *slog.Logger, wrap func(stor
 		return nil, err
 	}
 	st := mongostore.New(client, cfg.MongoDatabase, mongostore.Options{Logger: log})
-	events := mongostore.NewEvents(st.Database(), mongostore.EventsOptions{Logger: log})
+	mode, err := eventsMode(cfg.MongoEvents)
+	if err != nil {
+		return nil, err
+	}
+	events := mongostore.NewEvents(st.Database(), mongostore.EventsOptions{Logger: log, Mode: mode, PollInterval: cfg.MongoPollInterval})
 	svc := service.NewService(wrap(st), events, cfg.serviceOptions(log))
 	log.Info("store open", "backend", "mongodb", "database", cfg.MongoDatabase, "fanout", cfg.Fanout)
 	if cfg.TokenSecret == nil {
@@ -96,12 +104,24 @@ func openMongo(ctx context.Context, cfg config, log *slog.Logger, wrap func(stor
 		events: events, svc: svc, retryEvery: mongoRetryEvery, pingEvery: mongoPingEvery,
 	}
 	return &backend{
-		svc:            svc,
-		closeEvents:    events.Close,
-		closeStore:     st.Close,
-		up:             func(ctx context.Context, ready *httpserver.Readiness) { m.run(ctx, ready) },
+		svc:         svc,
+		closeEvents: events.Close,
+		closeStore:  st.Close,
+		up: func(ctx context.Context, ready *httpserver.Readiness) {
+			ready.Detail(func() string { return eventsDetail(events.Mode()) })
+			m.run(ctx, ready)
+		},
 		requestTimeout: cfg.MongoTimeout,
+		eventsMode:     events.Mode,
 	}, nil
+}
+
+// eventsDetail is /readyz's line on how events cross instances.
+func eventsDetail(m mongostore.EventsMode) string {
+	if m == mongostore.EventsAuto {
+		return "events: not started"
+	}
+	return "events: " + string(m)
 }
 
 // Readiness loop timing: while MongoDB is down it is tried every second,
@@ -116,9 +136,14 @@ const (
 
 // mongoUp brings the MongoDB backend up and reports its readiness. Each
 // start step is done once and retried until it succeeds: the indexes
-// (idempotent), the change stream (from then on, events of every instance
-// reach this one's subscribers), then the fan-out (which resumes the
-// stored jobs, so it comes last: its events must have a stream to go to).
+// (idempotent), the event stream (from then on, events of every instance
+// reach this one's subscribers: a change stream, or polling where MongoDB
+// has none), then the fan-out (which resumes the stored jobs, so it comes
+// after the stream when it can, for this instance's subscribers to have
+// their events). The fan-out does not wait for the stream: it stores every
+// follower's inbox, which is the truth, and its events reach the other
+// instances whatever this one's stream does. The server is ready only once
+// both run.
 type mongoUp struct {
 	log           *slog.Logger
 	timeout       time.Duration
@@ -197,19 +222,19 @@ func (m *mongoUp) check(ctx context.Context) error {
 		}
 		m.indexed = true
 	}
+	var streamErr error
 	if !m.streaming {
-		if err := step("open event stream", m.events.Run); err != nil {
-			return err
+		if streamErr = step("open event stream", m.events.Run); streamErr == nil {
+			m.streaming = true
 		}
-		m.streaming = true
 	}
 	if !m.started {
 		if err := step("start fan-out", m.svc.Start); err != nil {
-			return err
+			return errors.Join(streamErr, err)
 		}
 		m.started = true
 	}
-	return nil
+	return streamErr
 }
 
 // serviceOptions are the store options the configuration sets.
@@ -227,6 +252,7 @@ func (cfg config) serviceOptions(log *slog.Logger) service.Options {
 		FollowBackfill:     backfill,
 		DeletionGrace:      cfg.DeletionGrace,
 		Lanes:              cfg.FanoutLanes,
+		FanoutMaxLag:       cfg.FanoutMaxLag,
 		Logger:             log,
 		// A request changes its edge within -mongodb-timeout, which bounds
 		// its storage work; the grace outlasts it.

@@ -14,12 +14,18 @@ import (
 	"herald/server/cli"
 	"herald/server/datadir"
 	"herald/server/httpserver"
+	"herald/store/mongostore"
 	"herald/store/service"
 )
 
 // envPrefix starts the environment variable of every flag: -max-body-bytes
 // falls back to HERALD_MAX_BODY_BYTES.
 const envPrefix = "HERALD_"
+
+// DefaultFanoutMaxLag is -fanout-max-lag's default: well past the lag of a
+// burst the fan-out absorbs (seconds), well short of the minute after which
+// followers plainly miss posts.
+const DefaultFanoutMaxLag = 30 * time.Second
 
 // config is everything the server reads from flags and the environment.
 type config struct {
@@ -52,6 +58,10 @@ type config struct {
 	FanoutLanes int
 	// DeletionGrace is how long a deleted account's handle stays taken.
 	DeletionGrace time.Duration
+	// FanoutMaxLag is the fan-out lag past which posts and reposts to fan
+	// out are refused with RATE_LIMITED (service.Options.FanoutMaxLag); 0:
+	// never.
+	FanoutMaxLag time.Duration
 
 	// MongoURI selects the MongoDB backend instead of the embedded one.
 	// It may hold credentials: it is never logged.
@@ -60,6 +70,10 @@ type config struct {
 	MongoPoolSize     uint64 // 0: the driver's default (100)
 	MongoTimeout      time.Duration
 	MongoWriteConcern string // "majority" or a number of nodes
+	// MongoEvents is how inbox events cross instances: auto, poll or
+	// changestream (mongostore.EventsOptions.Mode).
+	MongoEvents       string
+	MongoPollInterval time.Duration
 }
 
 // parseConfig reads flags from args, falling back for each flag not given
@@ -142,6 +156,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.IntVar(&cfg.InboxCap, "inbox-cap", 50, "entries in a cached inbox (cache), and entries a returning user's rebuild brings back")
 	fs.DurationVar(&cfg.CacheTTL, "cache-ttl", 24*time.Hour, "cache: how long an unread cached inbox lives")
 	fs.DurationVar(&cfg.DeletionGrace, "deletion-grace", service.DefaultDeletionGrace, "how long a deleted account's handle stays taken (and the account's record kept) before it is purged and the handle can be signed up again")
+	fs.DurationVar(&cfg.FanoutMaxLag, "fanout-max-lag", DefaultFanoutMaxLag, "when delivery is further behind than this (the age of the oldest unfinished fan-out job), postMessage and repost answer RATE_LIMITED with a retry hint until it catches up; 0 disables")
 	fs.IntVar(&cfg.FollowBackfill, "follow-backfill", 50, "how many of a followee's recent messages a follow brings into the follower's inbox")
 	fs.IntVar(&cfg.FanoutLanes, "fanout-lanes", 1, "how many ordered lanes run stored fan-out jobs at once, an author's jobs always on one lane (embedded engine; MongoDB runs one)")
 	fs.StringVar(&cfg.MongoURI, "mongodb-uri", "", "MongoDB connection string (mongodb:// or mongodb+srv://); when set, MongoDB is the store instead of the embedded engine. Prefer HERALD_MONGODB_URI when it holds a password")
@@ -149,6 +164,8 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.Uint64Var(&cfg.MongoPoolSize, "mongodb-pool-size", 0, "largest number of connections per MongoDB server (0: the driver's default, 100)")
 	fs.DurationVar(&cfg.MongoTimeout, "mongodb-timeout", 10*time.Second, "how long to wait for MongoDB: connecting, finding a server, and all storage work of one HTTP request")
 	fs.StringVar(&cfg.MongoWriteConcern, "mongodb-write-concern", "majority", "MongoDB write concern: majority, or a number of nodes (at least 1)")
+	fs.StringVar(&cfg.MongoEvents, "mongodb-events", "auto", "how inbox events cross instances: auto (a change stream where MongoDB has them, as a replica set or sharded cluster does, else polling), changestream, poll (read the events collection every -mongodb-poll-interval), or local (a single instance: events reach its own subscribers only, with neither)")
+	fs.DurationVar(&cfg.MongoPollInterval, "mongodb-poll-interval", 250*time.Millisecond, "with polling (-mongodb-events), how often each instance reads the events collection when it found nothing new: an event's added latency is up to this, half of it on average")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -205,6 +222,9 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	// -inactive-after would call users idle while they are not.
 	if cfg.InactiveAfter < service.SeenEvery {
 		return config{}, fmt.Errorf("invalid timeline settings: -inactive-after must be at least %v", service.SeenEvery)
+	}
+	if cfg.FanoutMaxLag < 0 {
+		return config{}, fmt.Errorf("invalid timeline settings: -fanout-max-lag must not be negative (0 disables it)")
 	}
 	if cfg.DeletionGrace <= 0 {
 		return config{}, fmt.Errorf("invalid settings: -deletion-grace must be positive")
@@ -296,7 +316,28 @@ func validateMongo(cfg config) error {
 	if err := validateWriteConcern(cfg.MongoWriteConcern); err != nil {
 		return fmt.Errorf("-mongodb-write-concern: %w", err)
 	}
+	if _, err := eventsMode(cfg.MongoEvents); err != nil {
+		return err
+	}
+	if cfg.MongoPollInterval <= 0 {
+		return errors.New("-mongodb-poll-interval must be positive")
+	}
 	return nil
+}
+
+// eventsMode maps -mongodb-events to its mode.
+func eventsMode(s string) (mongostore.EventsMode, error) {
+	switch s {
+	case "auto":
+		return mongostore.EventsAuto, nil
+	case "poll":
+		return mongostore.EventsPoll, nil
+	case "changestream":
+		return mongostore.EventsChangeStream, nil
+	case "local":
+		return mongostore.EventsLocal, nil
+	}
+	return "", fmt.Errorf("-mongodb-events must be auto, poll, changestream or local, not %q", s)
 }
 
 // validateWriteConcern accepts "majority" or a number of nodes of at least

@@ -55,6 +55,8 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, 50, c.FollowBackfill)
 				assert.Equal(t, 1, c.FanoutLanes)
 				assert.Equal(t, 1, c.serviceOptions(nil).Lanes)
+				assert.Equal(t, 30*time.Second, c.FanoutMaxLag)
+				assert.Equal(t, 30*time.Second, c.serviceOptions(nil).FanoutMaxLag)
 				assert.Equal(t, 10, c.MaxBatch)
 				assert.Equal(t, graph.Rate{Count: 60, Per: time.Minute, Burst: 20}, c.RateLimitUser)
 				assert.Equal(t, graph.Rate{Count: 300, Per: time.Minute, Burst: 60}, c.RateLimitAddress)
@@ -75,8 +77,9 @@ func TestParseConfig(t *testing.T) {
 		{
 			name: "Timelines",
 			args: []string{"-fanout", "hybrid", "-celebrity-threshold", "500", "-inbox-cap", "200", "-fanout-lanes", "4"},
-			env:  servertest.Env("HERALD_INACTIVE_AFTER", "168h", "HERALD_FOLLOW_BACKFILL", "0"),
+			env:  servertest.Env("HERALD_INACTIVE_AFTER", "168h", "HERALD_FOLLOW_BACKFILL", "0", "HERALD_FANOUT_MAX_LAG", "0"),
 			check: func(t *testing.T, c config) {
+				assert.Zero(t, c.serviceOptions(nil).FanoutMaxLag, "0 disables it")
 				assert.Equal(t, service.StrategyHybrid, c.Fanout)
 				assert.Equal(t, 500, c.CelebrityThreshold)
 				assert.Equal(t, 200, c.InboxCap)
@@ -120,7 +123,7 @@ func TestParseConfig(t *testing.T) {
 		{
 			name: "MongoFlags",
 			args: []string{"-mongodb-uri", "mongodb+srv://cluster.example.net", "-mongodb-database", "h2", "-mongodb-pool-size", "8",
-				"-mongodb-timeout", "500ms", "-mongodb-write-concern", "majority"},
+				"-mongodb-timeout", "500ms", "-mongodb-write-concern", "majority", "-mongodb-events", "poll", "-mongodb-poll-interval", "1s"},
 			env: servertest.Env("HERALD_MONGODB_URI", "mongodb://ignored", "HERALD_MONGODB_DATABASE", "ignored"),
 			check: func(t *testing.T, c config) {
 				assert.Equal(t, "mongodb+srv://cluster.example.net", c.MongoURI)
@@ -128,6 +131,8 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, uint64(8), c.MongoPoolSize)
 				assert.Equal(t, 500*time.Millisecond, c.MongoTimeout)
 				assert.Equal(t, "majority", c.MongoWriteConcern)
+				assert.Equal(t, "poll", c.MongoEvents)
+				assert.Equal(t, time.Second, c.MongoPollInterval)
 			},
 		},
 		{
@@ -184,6 +189,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "ErrMongoDatabaseEmpty", env: servertest.Env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_DATABASE", ""), args: []string{"-mongodb-database="}, wantErr: "invalid database name"},
 		{name: "ErrMongoTimeout", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-timeout", "0s"}, env: servertest.Env(), wantErr: "-mongodb-timeout must be positive"},
 		{name: "ErrMongoWriteConcernZero", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-write-concern", "0"}, env: servertest.Env(), wantErr: "-mongodb-write-concern: \"0\": want majority or a number of nodes, at least 1"},
+		{name: "ErrMongoEvents", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-events", "tail"}, env: servertest.Env(), wantErr: "-mongodb-events must be auto, poll, changestream or local"},
+		{name: "ErrMongoPollInterval", args: []string{"-mongodb-uri", "mongodb://db", "-mongodb-poll-interval", "0s"}, env: servertest.Env(), wantErr: "-mongodb-poll-interval must be positive"},
 		{name: "ErrMongoWriteConcernWord", env: servertest.Env("HERALD_MONGODB_URI", "mongodb://db", "HERALD_MONGODB_WRITE_CONCERN", "all"), wantErr: "-mongodb-write-concern"},
 		{name: "ErrMongoPoolSize", args: []string{"-mongodb-pool-size", "-1"}, env: servertest.Env(), wantErr: "invalid value"},
 		{name: "ErrFanout", args: []string{"-fanout", "push"}, env: servertest.Env(), wantErr: `unknown fan-out strategy "push"`},
@@ -191,6 +198,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "ErrInboxCap", args: []string{"-inbox-cap", "0"}, env: servertest.Env(), wantErr: "-inbox-cap 1 to 1000"},
 		{name: "ErrFanoutLanes", args: []string{"-fanout-lanes", "0"}, env: servertest.Env(), wantErr: "-fanout-lanes 0: 1 to 64"},
 		{name: "ErrInactiveAfter", args: []string{"-inactive-after", "30m"}, env: servertest.Env(), wantErr: "-inactive-after must be at least 1h0m0s"},
+		{name: "ErrFanoutMaxLag", args: []string{"-fanout-max-lag", "-1s"}, env: servertest.Env(), wantErr: "-fanout-max-lag must not be negative"},
 		{name: "ErrCacheTTL", args: []string{"-cache-ttl", "0s"}, env: servertest.Env(), wantErr: "-cache-ttl must be positive"},
 		{name: "ErrRateLimitUser", args: []string{"-rate-limit-user", "60/d"}, env: servertest.Env(), wantErr: `-rate-limit-user: invalid rate "60/d"`},
 		{name: "ErrRateLimitAddressEnv", env: servertest.Env("HERALD_RATE_LIMIT_ADDRESS", "lots"), wantErr: `-rate-limit-address: invalid rate "lots"`},

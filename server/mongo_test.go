@@ -48,7 +48,9 @@ func newTestServerOnMongo(t *testing.T, client lungo.IClient, edit func(*config)
 	}
 	log := slog.New(slog.DiscardHandler)
 	st := mongostore.New(client, cfg.MongoDatabase, mongostore.Options{Logger: log})
-	events := mongostore.NewEvents(st.Database(), mongostore.EventsOptions{Logger: log})
+	mode, err := eventsMode(cfg.MongoEvents)
+	require.NoError(t, err)
+	events := mongostore.NewEvents(st.Database(), mongostore.EventsOptions{Logger: log, Mode: mode, PollInterval: cfg.MongoPollInterval})
 	svc := service.NewService(st, events, service.Options{Logger: log, PasswordCost: 4})
 	up := &mongoUp{log: log, timeout: cfg.MongoTimeout, ping: st.Ping, ensureIndexes: st.EnsureIndexes, events: events, svc: svc}
 	require.NoError(t, up.check(context.Background()))
@@ -167,6 +169,38 @@ func TestMongo_TwoInstances(t *testing.T) {
 	assert.True(t, errors.As(err, &ne) && ne.Timeout(), "no further message, got %v", err)
 }
 
+// TestMongo_Polling runs two instances over one MongoDB that they read by
+// polling, as they do where it has no change streams: a post on one reaches
+// a follower's inbox and the follower's subscription on the other, once.
+func TestMongo_Polling(t *testing.T) {
+	poll := func(cfg *config) { cfg.MongoEvents, cfg.MongoPollInterval = "poll", 20*time.Millisecond }
+	c1, engine := newLungo(t)
+	a := newTestServerOnMongo(t, c1, poll)
+	b := newTestServerOnMongo(t, lungo.NewClient(engine), poll)
+	require.Equal(t, mongostore.EventsPoll, a.Events.Mode())
+
+	alice := servertest.MustSignUp(t, a.URL, "alice")
+	bob := servertest.MustSignUp(t, b.URL, "bob")
+	servertest.MustFollow(t, b.URL, bob, alice)
+	onB := subscribeInbox(t, b, bob)
+
+	servertest.MustPost(t, a.URL, alice, "hello by polling")
+	ev := nextInboxEvent(t, onB, 10*time.Second)
+	assert.Equal(t, "ADDED", ev.Type)
+	assert.Equal(t, 1, ev.UnreadCount)
+	require.NotNil(t, ev.Message)
+	assert.Equal(t, "hello by polling", ev.Message.Text)
+	d := servertest.MustGQL(t, b.URL, bob.Token, `{ inbox(first: 10) { totalCount } }`, nil)
+	assert.EqualValues(t, 1, d["inbox"].(map[string]any)["totalCount"])
+
+	servertest.MustGQL(t, a.URL, bob.Token, `mutation { markInboxRead }`, nil)
+	ev = nextInboxEvent(t, onB, 10*time.Second)
+	assert.Equal(t, "READ", ev.Type)
+	_, err := onB.Read(300 * time.Millisecond)
+	var ne net.Error
+	assert.True(t, errors.As(err, &ne) && ne.Timeout(), "no further message, got %v", err)
+}
+
 // fakePing is a MongoDB that answers or not, as the test says.
 type fakePing struct {
 	mu    sync.Mutex
@@ -249,6 +283,30 @@ func TestMongoUp(t *testing.T) {
 	assert.Greater(t, fanout.calls.Load(), int32(1), "fan-out start retried until it succeeded")
 }
 
+// TestMongoUp_StreamFails: the fan-out starts though the event stream does
+// not open; the server is ready once the stream opens too.
+func TestMongoUp_StreamFails(t *testing.T) {
+	var indexes, stream, fanout countingStep
+	stream.fail.Store(true)
+	m := &mongoUp{
+		log: slog.New(slog.DiscardHandler), timeout: time.Second, ping: (&fakePing{}).ping,
+		ensureIndexes: indexes.do, events: startFunc(stream.do), svc: startFunc(fanout.do),
+		retryEvery: 5 * time.Millisecond, pingEvery: 5 * time.Millisecond,
+	}
+	var ready atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.run(ctx, &ready) }()
+	require.Eventually(t, func() bool { return stream.calls.Load() >= 3 }, 5*time.Second, time.Millisecond)
+	assert.EqualValues(t, 1, fanout.calls.Load(), "the fan-out started, once, without the stream")
+	assert.False(t, ready.Load(), "not ready without the stream")
+	stream.fail.Store(false)
+	require.Eventually(t, ready.Load, 5*time.Second, time.Millisecond)
+	cancel()
+	<-done
+	assert.EqualValues(t, 1, fanout.calls.Load())
+}
+
 // closedPort returns a local port nothing listens on.
 func closedPort(t *testing.T) int {
 	t.Helper()
@@ -293,4 +351,10 @@ func TestRun_MongoUnreachable(t *testing.T) {
 	srv.stop(t)
 	requireLogOrder(t, logs.String(), `"msg":"shutting down"`, `"msg":"http server stopped"`, `"msg":"fan-out drained"`,
 		`"msg":"event hub closed"`, `"msg":"store closed"`)
+}
+
+func TestEventsDetail(t *testing.T) {
+	assert.Equal(t, "events: not started", eventsDetail(mongostore.EventsAuto))
+	assert.Equal(t, "events: polling", eventsDetail(mongostore.EventsPoll))
+	assert.Equal(t, "events: change stream", eventsDetail(mongostore.EventsChangeStream))
 }

@@ -15,6 +15,7 @@ import (
 	"herald/server/datadir"
 	"herald/server/httpserver"
 	"herald/server/metrics"
+	"herald/store/mongostore"
 )
 
 // run is the whole program, apart from signal handling: it parses args and
@@ -65,6 +66,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if err != nil {
 		return err
+	}
+	if m != nil && be.eventsMode != nil {
+		m.WatchEvents(func() (bool, bool) {
+			mode := be.eventsMode()
+			return mode == mongostore.EventsChangeStream, mode != mongostore.EventsAuto
+		})
 	}
 
 	opts := cfg.Options

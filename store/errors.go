@@ -22,6 +22,10 @@ const (
 	// not the viewer's), so it cannot prove it would replay every event
 	// since. The client reads the inbox again, then subscribes without it.
 	ERESUMEEXPIRED = "RESUME_EXPIRED"
+	// ERATELIMITED: the server refuses the write for now and the client
+	// should retry later (the GraphQL error's extensions.retryAfter says
+	// when, in seconds). Nothing was written.
+	ERATELIMITED = "RATE_LIMITED"
 )
 
 // Error is the one error type the domain reports to clients. Message is safe to

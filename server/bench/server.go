@@ -58,6 +58,9 @@ func startBenchServer(ctx context.Context, dataDir string, flags []string, stder
 		"-addr", "127.0.0.1:0", "-pprof", "127.0.0.1:0", "-data", dataDir, "-log-format", "json",
 		"-rate-limit-user", "0", "-rate-limit-address", "0",
 		"-rate-limit-query-user", "0", "-rate-limit-query-address", "0",
+		// Bench measures how far delivery falls behind: back-pressure on
+		// posts would hide it.
+		"-fanout-max-lag", "0",
 		// Every subscriber connects from 127.0.0.1.
 		"-max-websockets-per-address", "0",
 	}, flags...)

@@ -63,6 +63,7 @@ func New(cfg Options, log *slog.Logger, svc *service.Service, signer *auth.Signe
 
 		requestTimeout: cfg.QueryTimeout,
 	}
+	a.health.svc = svc
 	if cfg.StorageTimeout > 0 {
 		a.requestTimeout = min(a.requestTimeout, cfg.StorageTimeout)
 	}

@@ -134,6 +134,36 @@ func (m *Metrics) Watch(svc *service.Service, wsa *ws.Adapter) {
 	wsa.Refused = func(reason string) { byReason[reason].Inc() }
 }
 
+// WatchEvents registers herald_events_change_stream, read from changeStream
+// at each scrape: whether inbox events cross instances through a MongoDB
+// change stream (true) or by polling (false); ok is false while that is
+// not decided yet, and the gauge is then left out.
+func (m *Metrics) WatchEvents(changeStream func() (v, ok bool)) {
+	m.reg.MustRegister(eventsCollector(changeStream))
+}
+
+// eventsCollector exports WatchEvents' gauge.
+type eventsCollector func() (v, ok bool)
+
+var descEventsChangeStream = prometheus.NewDesc("herald_events_change_stream",
+	"1 while inbox events cross instances through a MongoDB change stream, 0 while by polling the events collection (MongoDB without change streams, or -mongodb-events poll).", nil, nil)
+
+// Describe implements prometheus.Collector.
+func (eventsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descEventsChangeStream }
+
+// Collect implements prometheus.Collector.
+func (c eventsCollector) Collect(ch chan<- prometheus.Metric) {
+	v, ok := c()
+	if !ok {
+		return
+	}
+	f := 0.0
+	if v {
+		f = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descEventsChangeStream, prometheus.GaugeValue, f)
+}
+
 // serviceCollector exports service.Service.Stats, read once per scrape so
 // that the figures of one scrape agree with each other.
 type serviceCollector struct{ svc *service.Service }
@@ -159,7 +189,15 @@ var (
 		"Open inbox subscriptions in this process.", nil, nil)
 	descDropped = prometheus.NewDesc("herald_subscribers_dropped_total",
 		"Subscribers dropped because they fell too far behind.", nil, nil)
+	descFanoutLag = prometheus.NewDesc("herald_fanout_lag_seconds",
+		"Age of the oldest stored fan-out job not yet finished (0: none): how far delivery is behind. Every process reports it, the lease holder from its queue, the others from storage read at most every 5 s.", nil, nil)
+	descFanoutQueue = prometheus.NewDesc("herald_fanout_queue_jobs",
+		"Stored fan-out jobs not yet finished, the running one included, as herald_fanout_lag_seconds sees them.", nil, nil)
 )
+
+// backlogTimeout bounds the storage read a scrape may make to learn the
+// fan-out backlog (a process that does not hold the fan-out lease).
+const backlogTimeout = 2 * time.Second
 
 // jobKinds names the stored job kinds in the kind label.
 var jobKinds = []struct {
@@ -176,7 +214,7 @@ var jobKinds = []struct {
 
 // Describe implements prometheus.Collector.
 func (serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobsQueued, descJobsRunning, descLaneHeld, descLaneQueue, descJobsDone, descDeliveries, descRebuilds, descRebuildsStarted, descSubscriptions, descDropped} {
+	for _, d := range []*prometheus.Desc{descJobsQueued, descJobsRunning, descLaneHeld, descLaneQueue, descJobsDone, descDeliveries, descRebuilds, descRebuildsStarted, descSubscriptions, descDropped, descFanoutLag, descFanoutQueue} {
 		ch <- d
 	}
 }
@@ -209,6 +247,14 @@ func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRebuildsStarted, st.RebuildsStarted)
 	gauge(descSubscriptions, float64(st.Events.Subscriptions))
 	counter(descDropped, st.Events.Dropped)
+	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
+	defer cancel()
+	// If storage cannot tell, the two are left out of the scrape, which
+	// an alert sees as absent rather than as a lag of 0.
+	if b, err := c.svc.FanoutBacklog(ctx); err == nil {
+		gauge(descFanoutLag, b.Lag.Seconds())
+		gauge(descFanoutQueue, float64(b.Jobs))
+	}
 }
 
 // opMetrics is a gqlgen handler extension that counts GraphQL operations

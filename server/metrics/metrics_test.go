@@ -2,6 +2,9 @@ package metrics_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,4 +144,20 @@ func TestMetrics_OperationNamesCapped(t *testing.T) {
 // deepQuery is a valid query named name, deeper than 3.
 func deepQuery(name string) string {
 	return "query " + name + " { viewer { followers { edges { node { id } } } } }"
+}
+
+func TestMetrics_WatchEvents(t *testing.T) {
+	m := metrics.New()
+	var mode atomic.Int32 // 0 undecided, 1 change stream, 2 polling
+	m.WatchEvents(func() (bool, bool) { return mode.Load() == 1, mode.Load() != 0 })
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	assert.NotContains(t, scrape(), "herald_events_change_stream", "left out until decided")
+	mode.Store(1)
+	assert.Contains(t, scrape(), "herald_events_change_stream 1\n")
+	mode.Store(2)
+	assert.Contains(t, scrape(), "herald_events_change_stream 0\n")
 }

@@ -151,6 +151,10 @@ type Store struct {
 	// so counts are read-modify-written by one writer at a time and a
 	// delivery cannot race a deletion.
 	inboxMu sync.Mutex
+	// retractSeen is when JobBacklog first counted each pending
+	// JobRetract, whose record holds no deletion time; backlogMu guards it.
+	backlogMu   sync.Mutex
+	retractSeen map[store.ID]time.Time
 	// heads holds every user's inbox head; headsMu guards the map itself.
 	// A head changes under inboxMu, except a new user's, which CreateUser
 	// adds before the user exists for anyone to deliver to.

@@ -61,13 +61,118 @@ func storedLayout(j *storage.Job) error {
 func (s *Store) DeliverInbox(_ context.Context, d storage.Delivery) ([]storage.InboxChange, error) {
 	s.inboxMu.Lock()
 	defer s.inboxMu.Unlock()
-	job, err := s.checkJob(d.Job)
-	if err != nil || job == nil {
+	r, err := s.deliver([]storage.Delivery{d})
+	if err != nil {
 		return nil, err
 	}
-	entry := job.Entry()
-	b := s.db.NewBatchWithSize(len(d.Owners) * 128)
+	return r[0].Changes, r[0].Err
+}
+
+// DeliverInboxes implements storage.GroupDeliverer: the chunks as one
+// synced batch, each with its own delivery and journal records and its
+// job's advance. A group holding a LayoutCache chunk is delivered a chunk
+// at a time: a cache is read from disk to be appended to, so two chunks
+// in one batch would each append to the cache as it was before both.
+func (s *Store) DeliverInboxes(_ context.Context, ds []storage.Delivery) ([]storage.Delivered, error) {
+	s.inboxMu.Lock()
+	defer s.inboxMu.Unlock()
+	if len(ds) > 1 && slices.ContainsFunc(ds, func(d storage.Delivery) bool { return d.Job.Layout == storage.LayoutCache }) {
+		out := make([]storage.Delivered, 0, len(ds))
+		for _, d := range ds {
+			r, err := s.deliver([]storage.Delivery{d})
+			if err != nil {
+				return out, err
+			}
+			out = append(out, r[0])
+		}
+		return out, nil
+	}
+	return s.deliver(ds)
+}
+
+// deliver stores ds in one synced batch. A chunk whose job is gone is
+// reported NOT_FOUND and skipped. Callers hold inboxMu.
+func (s *Store) deliver(ds []storage.Delivery) ([]storage.Delivered, error) {
+	out := make([]storage.Delivered, len(ds))
+	size := 0
+	for _, d := range ds {
+		size += len(d.Owners)
+	}
+	b := s.db.NewBatchWithSize(size * 128)
 	defer b.Close()
+	// The heads the chunks before have changed, so that a chunk counts on
+	// top of them; the last of each owner's is the one to publish.
+	var raised map[store.ID]int
+	var heads []ownerHead
+	if len(ds) > 1 {
+		raised = make(map[store.ID]int, size)
+	}
+	raise := func(oh ownerHead) {
+		if i, ok := raised[oh.owner]; ok {
+			heads[i] = oh
+			return
+		}
+		if raised != nil {
+			raised[oh.owner] = len(heads)
+		}
+		heads = append(heads, oh)
+	}
+	seq := s.journalSeq
+	var advanced bool
+	for i, d := range ds {
+		job, err := s.checkJob(d.Job)
+		switch {
+		case store.ErrorCode(err) == store.ENOTFOUND:
+			out[i].Err = err
+			continue
+		case err != nil:
+			return nil, err
+		case job == nil:
+			continue // applied before
+		}
+		changes, rec, added, err := s.stageDelivery(b, job, d, func(owner store.ID) head {
+			if j, ok := raised[owner]; ok {
+				return heads[j].head
+			}
+			return s.heads[owner]
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, oh := range added {
+			raise(oh)
+		}
+		if len(rec) > 0 {
+			_ = b.Set(key(pDelivery, job.MessageID, d.Owners[len(d.Owners)-1]), rec, nil)
+		}
+		// The heads are counted by a journal record, not written (journal.go).
+		if len(added) > 0 {
+			seq++
+			s.journal(b, seq, job.MessageID, rec)
+		}
+		if err := advanceJob(b, job, d.Cursor, d.Done); err != nil {
+			return nil, err
+		}
+		advanced = true
+		out[i].Changes = changes
+	}
+	if !advanced {
+		return out, nil
+	}
+	if err := s.commitRaising(b, heads, true); err != nil {
+		return nil, err
+	}
+	if seq != s.journalSeq {
+		s.journalSeq, s.journalHas = seq, true
+	}
+	return out, nil
+}
+
+// stageDelivery adds to b the entries of one chunk of job, reading each
+// owner's head through headOf, and returns the changes, the delivery
+// record's owners, and the heads it raised.
+func (s *Store) stageDelivery(b *pebble.Batch, job *storage.Job, d storage.Delivery, headOf func(store.ID) head) ([]storage.InboxChange, []byte, []ownerHead, error) {
+	entry := job.Entry()
 	changes := make([]storage.InboxChange, 0, len(d.Owners))
 	heads := make([]ownerHead, 0, len(d.Owners))
 	rec := make([]byte, 0, ownerSize*len(d.Owners))
@@ -80,7 +185,7 @@ func (s *Store) DeliverInbox(_ context.Context, d storage.Delivery) ([]storage.I
 	hs := make([]head, len(d.Owners))
 	s.headsMu.RLock()
 	for i, owner := range d.Owners {
-		hs[i] = s.heads[owner]
+		hs[i] = headOf(owner)
 	}
 	s.headsMu.RUnlock()
 	value := encodeEntry(entry.AuthorID, entry.CreatedAt, d.At)
@@ -109,7 +214,7 @@ func (s *Store) DeliverInbox(_ context.Context, d storage.Delivery) ([]storage.I
 		case job.Layout == storage.LayoutCache:
 			added, err := s.appendCache(b, owner, store.InboxItem{InboxEntry: entry, DeliveredAt: entry.CreatedAt}, d.At, d.CacheCap)
 			if err != nil {
-				return nil, err
+				return nil, nil, nil, err
 			}
 			if added {
 				rec = append(rec, owner[:]...)
@@ -122,21 +227,7 @@ func (s *Store) DeliverInbox(_ context.Context, d storage.Delivery) ([]storage.I
 		}
 		changes = append(changes, change)
 	}
-	if len(rec) > 0 {
-		_ = b.Set(key(pDelivery, job.MessageID, d.Owners[len(d.Owners)-1]), rec, nil)
-	}
-	// The heads are counted by a journal record, not written (journal.go).
-	var seq uint64
-	if len(heads) > 0 {
-		seq = s.journal(b, entry.MessageID, rec)
-	}
-	if err := s.commitRaising(b, job, d.Cursor, d.Done, heads, true); err != nil {
-		return nil, err
-	}
-	if seq != 0 {
-		s.journalSeq, s.journalHas = seq, true
-	}
-	return changes, nil
+	return changes, rec, heads, nil
 }
 
 // InsertInbox implements storage.Backend. It reads each entry's key (and its
@@ -185,7 +276,10 @@ func (s *Store) InsertInbox(_ context.Context, ins storage.Insertion) ([]storage
 		changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner}, MessageID: e.MessageID, Counts: h.counts(job.Layout)})
 	}
 	_ = b.Set(key(pHead, owner), s.stamp(h), nil)
-	if err := s.commitRaising(b, job, nil, true, []ownerHead{{owner, h}}, false); err != nil {
+	if err := advanceJob(b, job, nil, true); err != nil {
+		return nil, err
+	}
+	if err := s.commitRaising(b, []ownerHead{{owner, h}}, false); err != nil {
 		return nil, err
 	}
 	return changes, nil
@@ -495,16 +589,14 @@ func (s *Store) RemoveInboxEntries(_ context.Context, r storage.Removal) ([]stor
 	return changes, nil
 }
 
-// commitRaising is commitChunk for a batch that only adds entries: its
-// heads are published before the commit (raiseHeads: counts go up before
-// the entries show) and taken back if it fails. journaled says the heads
-// are counted by the batch's journal record, not written.
-func (s *Store) commitRaising(b *pebble.Batch, job *storage.Job, cursor []byte, done bool, heads []ownerHead, journaled bool) error {
+// commitRaising commits a batch that only adds entries, its jobs advanced
+// in it already: its heads are published before the commit (raiseHeads:
+// counts go up before the entries show) and taken back if it fails.
+// journaled says the heads are counted by the batch's journal records,
+// not written.
+func (s *Store) commitRaising(b *pebble.Batch, heads []ownerHead, journaled bool) error {
 	if err := s.disk.writable(); err != nil {
 		return err // before the heads show counts that would be taken back
-	}
-	if err := advanceJob(b, job, cursor, done); err != nil {
-		return err
 	}
 	undo := s.raiseHeads(heads, journaled)
 	if err := s.commit(b); err != nil {

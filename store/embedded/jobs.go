@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -96,6 +97,45 @@ func (s *Store) PendingJobs(_ context.Context) ([]*storage.Job, error) {
 	}
 	slices.SortStableFunc(out, func(x, y *storage.Job) int { return begun(x) - begun(y) })
 	return out, it.Error()
+}
+
+// JobBacklog implements storage.Backend: the job records in key order, up
+// to limit of them. Jobs are keyed by ID, which for every kind but
+// JobRetract and JobRebuild (named by an older message or user) grows with
+// the time they were stored, so the oldest are among the first read.
+func (s *Store) JobBacklog(_ context.Context, limit int) (storage.JobBacklog, error) {
+	p := []byte{pJob}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return storage.JobBacklog{}, fmt.Errorf("embedded iter: %w", err)
+	}
+	defer it.Close()
+	s.backlogMu.Lock()
+	defer s.backlogMu.Unlock()
+	now := time.Now()
+	seen := make(map[store.ID]time.Time)
+	var b storage.JobBacklog
+	for ok := it.First(); ok && b.Jobs < limit; ok = it.Next() {
+		j, err := decodeJob(it.Value())
+		if err != nil {
+			return storage.JobBacklog{}, err
+		}
+		b.Jobs++
+		at := j.CreatedAt
+		if j.Kind == storage.JobRetract {
+			at = now
+			if t, ok := s.retractSeen[j.ID]; ok {
+				at = t
+			}
+			seen[j.ID] = at
+		}
+		if !at.IsZero() && (b.Oldest.IsZero() || at.Before(b.Oldest)) {
+			b.Oldest = at
+		}
+	}
+	// Only the retractions still pending are remembered.
+	s.retractSeen = seen
+	return b, it.Error()
 }
 
 // StoreJob implements storage.Backend.

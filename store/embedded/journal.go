@@ -43,15 +43,13 @@ func (s *Store) stamp(h head) []byte {
 	return h.encode()
 }
 
-// journal adds to b the record of a delivery of message to owners, and
-// returns its seq. Callers hold inboxMu.
-func (s *Store) journal(b *pebble.Batch, message store.ID, owners []byte) uint64 {
-	seq := s.journalSeq + 1
+// journal adds to b the record, numbered seq, of a delivery of message to
+// owners. Callers hold inboxMu.
+func (s *Store) journal(b *pebble.Batch, seq uint64, message store.ID, owners []byte) {
 	v := make([]byte, 0, len(message)+len(owners))
 	v = append(v, message[:]...)
 	v = append(v, owners...)
 	_ = b.Set(journalKey(seq), v, nil)
-	return seq
 }
 
 // raiseHeads publishes heads that count entries of a batch about to

@@ -122,3 +122,46 @@ func TestJournal_Replay(t *testing.T) {
 	assert.Zero(t, n, "no journal record after a clean close")
 	require.NoError(t, s.Close())
 }
+
+// TestJournal_ReplaysAGroup stores a group of deliveries reaching the
+// same owners in one batch, then crashes before any checkpoint: each
+// chunk's journal record counts its owners once at reopen.
+func TestJournal_ReplaysAGroup(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	require.NoError(t, err)
+	now := time.Now()
+	tick := func() time.Time { now = now.Add(time.Millisecond); return now }
+	newUser := func(h string) store.ID {
+		u := &store.User{ID: store.NewID(tick()), Handle: h, PasswordHash: []byte("x"), CreatedAt: now, LastSeenAt: now}
+		require.NoError(t, s.CreateUser(ctx, u))
+		return u.ID
+	}
+	owners := []store.ID{newUser("r0"), newUser("r1"), newUser("r2")}
+	var ds []storage.Delivery
+	for i := range 4 {
+		author := newUser(fmt.Sprintf("author%d", i))
+		m := &store.Message{ID: store.NewID(tick()), AuthorID: author, Text: "hi", Kind: store.KindPost, CreatedAt: now}
+		job := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+		require.NoError(t, s.CreateMessage(ctx, m, job))
+		ds = append(ds, storage.Delivery{Job: job, Owners: owners[i%2:], At: now, Done: true})
+	}
+	r, err := s.DeliverInboxes(ctx, ds)
+	require.NoError(t, err)
+	require.Len(t, r, len(ds))
+	want := []int{2, 4, 4} // r0 is reached by every other chunk
+	crash(t, s)
+	s, err = Open(dir, Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	for i, o := range owners {
+		items, c, err := s.ReadInbox(ctx, storage.InboxFilter{Owner: o, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 100)})
+		require.NoError(t, err)
+		assert.Len(t, items, want[i])
+		assert.Equal(t, store.InboxCounts{Total: want[i], Unread: want[i]}, c, "owner %d after a crash", i)
+	}
+	pending, err := s.PendingJobs(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/256dpi/lungo"
@@ -22,15 +23,16 @@ import (
 
 // Inbox events cross between Herald processes through MongoDB itself: a
 // publisher inserts one document into the events collection, and every
-// process, the publisher included, reads it back from a change stream and
-// hands it to its local hub. No broker is needed, and a process delivers
+// process, the publisher included, reads it back from a change stream (or
+// by polling, where the server has none: see poll.go) and hands it to its
+// local hub. No broker is needed, and a process delivers
 // its own events exactly as it delivers the others', so none is delivered
 // twice.
 //
 // An events document holds a batch (a fan-out chunk's events), in short
 // field names:
 //
-//	{_id: ObjectID, x: expires, e: [{t, u, m, a, r, n, q, b, z, d, s}]}
+//	{_id: ObjectID, q: sequence, x: expires, e: [{t, u, m, a, r, n, q, b, z, d, s}]}
 //
 //	t  type: 1 ADDED, 2 EDITED, 3 DELETED, 4 READ, 5 SESSIONS_REVOKED, 6 REMOVED
 //	u  inbox owner (user ID)
@@ -56,9 +58,12 @@ import (
 // enough for every process to read them, and a process that was away longer
 // than that resumes from "now" (inboxes, not events, are the truth).
 type eventsDoc struct {
-	ID      primitive.ObjectID `bson:"_id"`
-	Expires time.Time          `bson:"x"`
-	Events  []eventDoc         `bson:"e"`
+	ID primitive.ObjectID `bson:"_id"`
+	// Seq numbers the document in the order pollers read it (see
+	// poll.go); absent where its publisher reads by change stream.
+	Seq     int64      `bson:"q,omitempty"`
+	Expires time.Time  `bson:"x"`
+	Events  []eventDoc `bson:"e"`
 }
 
 type eventDoc struct {
@@ -157,16 +162,47 @@ type EventsOptions struct {
 	// Hub configures the local hub's retention of events for resuming
 	// subscriptions; its clock is Now.
 	Hub pubsub.HubOptions
+	// Mode is how events of other processes are read: EventsAuto (the
+	// default) a change stream where the server has them and polling
+	// where it has none, EventsChangeStream or EventsPoll always that;
+	// EventsLocal not at all (one process alone on its database).
+	Mode EventsMode
+	// PollInterval is how often a poller reads the events collection when
+	// the last read found nothing new (default 250ms).
+	PollInterval time.Duration
+	// GapGrace is how long a poller waits for a document whose number was
+	// taken but which is not there yet, though later ones are (a
+	// publisher still writing), before it stores a placeholder in its
+	// place and goes on (default PublishTimeout plus a second: by then the
+	// publisher has given up).
+	GapGrace time.Duration
 }
 
+// EventsMode says how Events reads the events of every process.
+type EventsMode string
+
+// The modes of EventsOptions.Mode, and what Events.Mode reports.
+const (
+	EventsAuto         EventsMode = ""
+	EventsChangeStream EventsMode = "change stream"
+	EventsPoll         EventsMode = "polling"
+	// EventsLocal hands events to this process's subscribers only, and
+	// stores none: for a single process, which needs no stream. Processes
+	// sharing a database must not use it, or their events do not cross.
+	EventsLocal EventsMode = "local"
+)
+
 // Events is the pubsub.Events of Herald processes sharing one MongoDB:
-// Publish writes to the events collection and a change stream on it feeds
-// a local pubsub.Hub, which holds this process's subscribers. Call Run to
-// start the change stream and Close to stop it. Publish and Subscribe are
+// Publish writes to the events collection and a change stream on it (or a
+// poller of it, where there are no change streams) feeds a local
+// pubsub.Hub, which holds this process's subscribers. Call Run to start
+// the change stream and Close to stop it. Publish and Subscribe are
 // safe for concurrent use.
 type Events struct {
 	coll     lungo.ICollection
-	embedded bool // lungo's engine: no change stream pipelines
+	seq      lungo.ICollection // the counter numbering events documents
+	mode     atomic.Value      // EventsMode once Run chose it
+	embedded bool              // lungo's engine: no change stream pipelines
 	hub      *pubsub.Hub
 	log      *slog.Logger
 	opts     EventsOptions
@@ -181,6 +217,11 @@ type Events struct {
 	// testHookReopen, when set, runs before each reopen of a failed
 	// stream; tests use it to hold the watcher away while events pass.
 	testHookReopen func()
+	// testHookPoll, when set, runs before each read of a poller.
+	testHookPoll func()
+	// unnumberedEvery is how often a poller looks for documents published
+	// without a number (checkUnnumbered); tests shorten it.
+	unnumberedEvery time.Duration
 }
 
 var _ pubsub.Events = (*Events)(nil)
@@ -206,20 +247,30 @@ func NewEvents(db lungo.IDatabase, opts EventsOptions) *Events {
 	if opts.Hub.Now == nil {
 		opts.Hub.Now = opts.Now
 	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 250 * time.Millisecond
+	}
+	if opts.GapGrace <= 0 {
+		opts.GapGrace = opts.PublishTimeout + time.Second
+	}
 	_, embedded := db.(*lungo.Database)
 	return &Events{
 		coll:     db.Collection(collEvents),
+		seq:      db.Collection(collEventSeq),
 		embedded: embedded,
 		hub:      pubsub.NewHubWith(opts.Hub),
 		log:      opts.Logger,
 		opts:     opts,
+
+		unnumberedEvery: 30 * time.Second,
 	}
 }
 
 // Publish implements pubsub.Events: it inserts evs as one document (more
 // only past maxEventsPerDoc events). The events reach subscribers, here
-// and in every other process, through the change stream, so they are not
-// delivered before Run. Publish returns after at most PublishTimeout; a
+// and in every other process, through the change stream (or polling), so
+// they are not delivered before Run; with EventsLocal it hands them to
+// this process's hub instead, storing nothing. Publish returns after at most PublishTimeout; a
 // failure is logged and the events are dropped, because they only announce
 // changes already stored in the inboxes. ctx's cancellation is ignored
 // (its values are kept): a fan-out cut short by shutdown has still stored
@@ -248,17 +299,57 @@ func (e *Events) Publish(ctx context.Context, evs ...store.Event) {
 	if len(docs) == 0 {
 		return
 	}
+	if e.opts.Mode == EventsLocal {
+		for _, d := range docs {
+			e.deliver(ctx, d.(eventsDoc))
+		}
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.PublishTimeout)
 	defer cancel()
 	var err error
-	if len(docs) == 1 {
-		_, err = e.coll.InsertOne(ctx, docs[0])
-	} else {
-		_, err = e.coll.InsertMany(ctx, docs)
+	if e.numbers() {
+		// Number the documents, for the pollers (poll.go).
+		var last int64
+		if last, err = e.takeSeq(ctx, int64(len(docs))); err == nil {
+			for i := range docs {
+				d := docs[i].(eventsDoc)
+				d.Seq = last - int64(len(docs)-1-i)
+				docs[i] = d
+			}
+		}
+	}
+	if err == nil {
+		if len(docs) == 1 {
+			_, err = e.coll.InsertOne(ctx, docs[0])
+		} else {
+			_, err = e.coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(true))
+		}
 	}
 	if err != nil {
+		if isDuplicate(err) {
+			err = fmt.Errorf("written too late: a poller gave up waiting and took its number: %w", err)
+		}
 		e.log.Warn("publishing inbox events failed; subscribers see the changes on their next read", "docs", len(docs), "err", err)
 	}
+}
+
+// numbers reports whether Publish numbers its documents. Only pollers read
+// the numbers, and every process on one server reads the same way under
+// EventsAuto, so a change stream's process takes none: the counter is one
+// document every numbering publisher writes, a round trip per publish and
+// a hot spot on a sharded cluster. Before Run has chosen, it numbers unless
+// forced to change streams, as this process (and so the others) may poll.
+// A forced mix of modes would leave pollers without the change stream
+// processes' events: pollers report it (checkUnnumbered).
+func (e *Events) numbers() bool {
+	switch e.Mode() {
+	case EventsPoll:
+		return true
+	case EventsChangeStream, EventsLocal:
+		return false
+	}
+	return e.opts.Mode != EventsChangeStream
 }
 
 // Subscribe implements pubsub.Events through the local hub: the channel is
@@ -286,6 +377,13 @@ func (e *Events) SubscribeWith(ctx context.Context, userID store.ID, opts pubsub
 	return e.hub.SubscribeWith(ctx, userID, opts, deliver, end)
 }
 
+// Mode returns how this process reads events: EventsChangeStream or
+// EventsPoll once Run succeeded, EventsAuto before.
+func (e *Events) Mode() EventsMode {
+	m, _ := e.mode.Load().(EventsMode)
+	return m
+}
+
 // Len returns the number of open subscriptions in this process.
 func (e *Events) Len() int { return e.hub.Len() }
 
@@ -294,7 +392,10 @@ func (e *Events) Stats() pubsub.HubStats { return e.hub.Stats() }
 
 // Run opens the change stream, starting from now (older events are not
 // replayed), and starts the goroutine that feeds the hub from it until
-// Close. ctx bounds only the opening. It returns the opening's error, after
+// Close. Where the server has no change streams (EventsAuto), or with
+// EventsPoll, it starts a poller instead (poll.go), from now too; with
+// EventsLocal it starts nothing. Mode then says which. ctx bounds only the
+// opening. It returns the opening's error, after
 // which Run may be called again; a second Run after success, or a Run after
 // Close, is an error.
 func (e *Events) Run(ctx context.Context) error {
@@ -306,16 +407,64 @@ func (e *Events) Run(ctx context.Context) error {
 	case e.started:
 		return errors.New("mongostore events: already running")
 	}
-	p := e.now()
-	cs, err := e.open(ctx, position{})
-	if err != nil {
-		return fmt.Errorf("mongostore events: open change stream: %w", err)
+	if e.opts.Mode == EventsLocal {
+		e.log.Warn("inbox events reach this instance's subscribers only, as configured (-mongodb-events local): run no other instance on this database, or they would not see each other's")
+		e.warnShared(ctx)
+		e.started = true
+		e.mode.Store(EventsLocal)
+		return nil
 	}
-	p.token = copyRaw(cs.ResumeToken())
+	if e.opts.Mode != EventsPoll {
+		p := e.now()
+		cs, err := e.open(ctx, position{})
+		switch {
+		case err == nil:
+			p.token = copyRaw(cs.ResumeToken())
+			wctx, cancel := context.WithCancel(context.Background())
+			e.started, e.cancel, e.done = true, cancel, make(chan struct{})
+			e.mode.Store(EventsChangeStream)
+			e.log.Info("inbox events cross instances through a change stream")
+			go e.watch(wctx, cs, p)
+			return nil
+		case e.opts.Mode == EventsAuto && noChangeStreams(err):
+			e.log.Warn("MongoDB has no change streams (a standalone mongod, or a service without them): inbox events cross instances by polling the events collection",
+				"poll_interval", e.opts.PollInterval.String(), "err", err)
+		default:
+			return fmt.Errorf("mongostore events: open change stream: %w", err)
+		}
+	} else {
+		e.log.Info("inbox events cross instances by polling the events collection, as configured", "poll_interval", e.opts.PollInterval.String())
+	}
+	last, err := e.startPoll(ctx)
+	if err != nil {
+		return fmt.Errorf("mongostore events: start polling: %w", err)
+	}
 	wctx, cancel := context.WithCancel(context.Background())
 	e.started, e.cancel, e.done = true, cancel, make(chan struct{})
-	go e.watch(wctx, cs, p)
+	e.mode.Store(EventsPoll)
+	go func() {
+		defer close(e.done)
+		e.poll(wctx, last)
+	}()
 	return nil
+}
+
+// warnShared logs, at ERROR, an events document not yet expired: another
+// process publishing on this database, which a process in EventsLocal mode
+// never reads. It reads the newest document by _id (one indexed read), so
+// it catches instances in the other modes that published within the TTL,
+// not other local ones, which store nothing; a failed read is not
+// reported.
+func (e *Events) warnShared(ctx context.Context) {
+	var d struct {
+		ID      primitive.ObjectID `bson:"_id"`
+		Expires time.Time          `bson:"x"`
+	}
+	err := e.coll.FindOne(ctx, bson.D{}, options.FindOne().SetSort(bson.D{{Key: "_id", Value: -1}}).SetProjection(bson.D{{Key: "x", Value: 1}})).Decode(&d)
+	if err == nil && d.Expires.After(e.opts.Now()) {
+		e.log.Error("another instance publishes inbox events on this database, which this one, in local mode, never reads: its subscribers miss the other's events; run every instance with -mongodb-events auto",
+			"doc", d.ID.Hex(), "written", d.ID.Timestamp())
+	}
 }
 
 // Close stops the change stream, waits for its goroutine to end, then
@@ -461,6 +610,20 @@ func (e *Events) watch(ctx context.Context, cs lungo.IChangeStream, p position) 
 		if err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			if e.opts.Mode == EventsAuto && noChangeStreams(err) {
+				// The server lost its change streams (it was restarted
+				// standalone): poll from now on. Where the stream stopped
+				// cannot be told in sequence numbers, so start from now.
+				e.log.Error("MongoDB has no change streams any more: inbox events cross instances by polling from now on; events since the stream failed are lost", "err", err)
+				last, perr := e.startPoll(ctx)
+				if perr == nil {
+					e.hub.ForgetLogs()
+					e.mode.Store(EventsPoll)
+					e.poll(ctx, last)
+					return
+				}
+				err = perr
 			}
 			if (p.token != nil || p.since != nil) && historyLost(err) {
 				// The events after the position have left the oplog: they

@@ -174,9 +174,13 @@ const (
 	// and name store: docs/design.md#name-store).
 	// Small and read through a cache: not sharded.
 	collNames = "names"
-	// events: {e: [events], x: expires} — inbox events crossing between
-	// Herald processes through a change stream. TTL-expired. Not sharded.
+	// events: {e: [events], q: sequence, x: expires} — inbox events
+	// crossing between Herald processes through a change stream, or read
+	// in q order where there is none. TTL-expired. Not sharded.
 	collEvents = "events"
+	// eventseq: {_id: "events", n: last sequence number} — the counter
+	// that numbers events documents (q). One document: not sharded.
+	collEventSeq = "eventseq"
 	// leases: {_id: name, h: holder, x: expires, cur, ck} — the fan-out
 	// lease, and the job its holder last began.
 	collLeases = "leases"
@@ -225,6 +229,8 @@ var indexes = []index{
 		"an author's messages newest first (the outbox; Inbox caches: (uid, created)); fan-out on read merges several with $in"),
 	idx(collMessages, bson.D{{Key: "j.k", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("jobs").SetPartialFilterExpression(bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"pending fan-out jobs, oldest first; partial, so only messages with a job are indexed"),
+	idx(collMessages, bson.D{{Key: "j.k", Value: 1}, {Key: "x", Value: 1}}, options.Index().SetName("retractions").SetPartialFilterExpression(bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}),
+		"the oldest pending retraction by its deletion time, for the fan-out backlog (JobBacklog); partial, so only messages with a job are indexed"),
 	idx(collMessages, bson.D{{Key: "r", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("replies").SetPartialFilterExpression(bson.D{{Key: "r", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"a message's replies oldest first (ListReplies); partial, so only replies are indexed; messages are sharded by author, so it asks every shard"),
 	idx(collMessages, bson.D{{Key: "a", Value: 1}, {Key: "ro", Value: 1}}, options.Index().SetName("reposts").SetPartialFilterExpression(bson.D{{Key: "ro", Value: bson.D{{Key: "$exists", Value: true}}}}),
@@ -273,6 +279,8 @@ var indexes = []index{
 		"a lock left by a crashed process is removed (it is also taken over once expired)"),
 	idx(collCaches, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(0),
 		"idle users' cached inboxes expire (Inbox caches)"),
+	idx(collEvents, bson.D{{Key: "q", Value: 1}}, options.Index().SetName("seq").SetUnique(true).SetPartialFilterExpression(bson.D{{Key: "q", Value: bson.D{{Key: "$exists", Value: true}}}}),
+		"events polled in sequence order where there are no change streams; unique, so a poller's placeholder for a number never written and a late publisher cannot both take it; partial, as documents from before numbering have none"),
 	idx(collEvents, bson.D{{Key: "x", Value: 1}}, options.Index().SetName("expiry").SetExpireAfterSeconds(0),
 		"events expire once every process has had time to read them"),
 }

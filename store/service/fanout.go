@@ -51,12 +51,19 @@ type fanout struct {
 	lanes   []*lane
 	notices []*notice
 	known   map[jobKey]bool
+	// since is when this process first queued each known job: the age of
+	// a job whose stored time is not known (see jobStoredAt).
+	since map[jobKey]time.Time
+	// lag caches the backlog read from storage by a process that does not
+	// hold the lease (see FanoutBacklog).
+	lag lagCache
 	// polledAt is when polling first found each follow or unfollow job not
 	// yet queued (see Options.EdgeJobGrace).
 	polledAt  map[jobKey]time.Time
 	edgeGrace time.Duration
 	running   int
-	// storedRunning counts the stored jobs running: at most one a lane.
+	// storedRunning counts the stored jobs running: at most one a lane, or
+	// a group of small deliveries (runGroup).
 	storedRunning int
 	// exclusive counts the lanes whose next job is exclusive, waiting for
 	// the others or running; exclRunning is set while one runs. begun
@@ -92,6 +99,8 @@ type fanout struct {
 type lane struct {
 	queue   []*storage.Job // first in first out
 	running bool
+	// current is the job running, the first of a group (runGroup).
+	current *storage.Job
 	// wantsExcl is set while the job first in queue, exclusive, waits for
 	// the other lanes or runs.
 	wantsExcl bool
@@ -127,6 +136,7 @@ func exclusiveKind(k storage.JobKind) bool {
 
 func newFanout(s *Service, opts Options) *fanout {
 	f := &fanout{s: s, chunk: opts.ChunkSize, leaseTTL: opts.LeaseTTL, poll: opts.JobPoll, known: make(map[jobKey]bool),
+		since:    make(map[jobKey]time.Time),
 		polledAt: make(map[jobKey]time.Time), edgeGrace: opts.EdgeJobGrace}
 	f.cond = sync.NewCond(&f.mu)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -198,7 +208,9 @@ func (f *fanout) enqueue(j *storage.Job) {
 func (f *fanout) queueLocked(j *storage.Job) {
 	l := f.lanes[laneOf(j, len(f.lanes))]
 	l.queue = append(l.queue, j)
-	f.known[jobKey{j.ID, j.Kind}] = true
+	k := jobKey{j.ID, j.Kind}
+	f.known[k] = true
+	f.since[k] = f.s.clock()
 	if len(j.Cursor) > 0 {
 		f.begun++
 	}
@@ -301,7 +313,7 @@ func (f *fanout) runStored(l *lane) {
 		if len(j.Cursor) > 0 {
 			f.begun--
 		}
-		l.running = true
+		l.running, l.current = true, j
 		f.running++
 		f.storedRunning++
 		if l.wantsExcl {
@@ -309,13 +321,14 @@ func (f *fanout) runStored(l *lane) {
 		}
 		f.mu.Unlock()
 
-		f.runJob(j)
+		f.runJob(l, j)
 
 		f.mu.Lock()
-		l.running = false
+		l.running, l.current = false, nil
 		f.running--
 		f.storedRunning--
 		delete(f.known, jobKey{j.ID, j.Kind})
+		delete(f.since, jobKey{j.ID, j.Kind})
 		if l.wantsExcl {
 			l.wantsExcl, f.exclRunning = false, false
 			f.exclusive--
@@ -354,9 +367,14 @@ func (f *fanout) mayStartLocked(l *lane) bool {
 	return f.storedRunning == 0 && others == 0
 }
 
-// runJob runs a stored job to its end.
-func (f *fanout) runJob(j *storage.Job) {
-	f.retry(func() error { return f.step(j) }, true, "kind", j.Kind, "message", j.MessageID.String())
+// runJob runs a stored job to its end, with the small deliveries queued
+// after it if it is one (runGroup).
+func (f *fanout) runJob(l *lane, j *storage.Job) {
+	ran, next := f.runGroup(l, j)
+	if ran {
+		return
+	}
+	f.retry(func() error { return f.step(j, &next) }, true, "kind", j.Kind, "message", j.MessageID.String())
 }
 
 // retry runs step until it succeeds, retrying failures with backoff until
@@ -387,10 +405,10 @@ func (f *fanout) retry(step func() error, stored bool, logArgs ...any) {
 
 // step runs j from its current cursor to the end. It returns nil when the
 // job is done. j.Cursor advances only after a chunk is stored, so a failed
-// chunk is retried from where the stored job stands.
-func (f *fanout) step(j *storage.Job) error {
+// chunk is retried from where the stored job stands. next holds a page of
+// followers read ahead, if any.
+func (f *fanout) step(j *storage.Job, next **followerPage) error {
 	ctx := f.ctx
-	var next *followerPage
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -398,7 +416,7 @@ func (f *fanout) step(j *storage.Job) error {
 		if !f.isLeader() {
 			return nil // the lease moved: its new holder resumes the job
 		}
-		done, err := f.runChunk(ctx, j, &next)
+		done, err := f.runChunk(ctx, j, next)
 		if err != nil || done {
 			if err == nil && int(j.Kind) < len(f.done) {
 				f.done[j.Kind].Add(1)

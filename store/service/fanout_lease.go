@@ -147,6 +147,7 @@ func (f *fanout) resetOrderedLocked(jobs []*storage.Job) {
 	for _, l := range f.lanes {
 		for _, j := range l.queue {
 			delete(f.known, jobKey{j.ID, j.Kind})
+			delete(f.since, jobKey{j.ID, j.Kind})
 		}
 		l.queue = nil
 		if l.wantsExcl && !l.running {

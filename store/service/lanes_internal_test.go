@@ -17,7 +17,7 @@ import (
 // may start while it waits, holds fresh jobs off while it waits, and runs
 // alone.
 func TestLanes_ExclusiveScheduling(t *testing.T) {
-	f := &fanout{known: map[jobKey]bool{}, lanes: []*lane{{}, {}}}
+	f := &fanout{s: &Service{now: time.Now}, known: map[jobKey]bool{}, since: map[jobKey]time.Time{}, lanes: []*lane{{}, {}}}
 	f.cond = sync.NewCond(&f.mu)
 	at := time.Now()
 	// Jobs of authors on lane 0 and lane 1, and a rebuild on each.

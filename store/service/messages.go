@@ -16,7 +16,9 @@ type PostInput struct {
 // PostMessage stores a message by author and its fan-out job, then queues the
 // job; it returns before any follower has the message. It returns
 // BAD_USER_INPUT for invalid text and NOT_FOUND for an unknown reply target
-// or one hidden from author (SeesMessagesOf).
+// or one hidden from author (SeesMessagesOf). A message to fan out is
+// refused with a *FanoutBehindError (RATE_LIMITED) while the fan-out lag is
+// past Options.FanoutMaxLag; a pulled one costs no fan-out and is taken.
 // Under StrategyRead, and under StrategyHybrid for an author above the
 // celebrity threshold, nothing is fanned out: the post is one write, readers
 // merge it in, and followers' subscriptions are told.
@@ -65,6 +67,9 @@ func (s *Service) PostMessage(ctx context.Context, author store.ID, in PostInput
 	var job *storage.Job
 	if s.layout != storage.LayoutNone && !m.Pulled {
 		job = &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: s.layout, MessageID: m.ID, AuthorID: author, CreatedAt: now, ReplyToAuthorID: m.ReplyToAuthorID}
+		if err := s.admitFanout(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.backend.CreateMessage(ctx, m, job); err != nil {
 		return nil, err

@@ -11,7 +11,10 @@ import (
 // with its repost count after the repost. A repost of a repost reposts its
 // original. Reposting twice changes nothing; a missing or deleted message,
 // or one hidden from viewer, is NOT_FOUND; another private account's
-// message FORBIDDEN (mayRepost).
+// message FORBIDDEN (mayRepost). While the fan-out lag is past
+// Options.FanoutMaxLag a repost to store is refused with a
+// *FanoutBehindError (RATE_LIMITED), as PostMessage is; reposting again is
+// still answered.
 func (s *Service) Repost(ctx context.Context, viewer, id store.ID) (*store.Message, error) {
 	original, err := s.findOriginal(ctx, id)
 	if err != nil {
@@ -39,6 +42,20 @@ func (s *Service) Repost(ctx context.Context, viewer, id store.ID) (*store.Messa
 	var job *storage.Job
 	if s.layout != storage.LayoutNone {
 		job = &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: s.layout, MessageID: m.ID, AuthorID: viewer, CreatedAt: now, RepostOfAuthorID: original.AuthorID}
+		if err := s.admitFanout(ctx); err != nil {
+			// Refuse only a repost that would queue a fan-out: one
+			// already there changes nothing and is answered as ever.
+			// Looked up only when refusing, so an admitted repost pays
+			// no extra read.
+			reposts, ferr := s.backend.FindReposts(ctx, viewer, []store.MessageKey{original.Key()})
+			if ferr != nil {
+				return nil, ferr
+			}
+			if !reposts[0].IsZero() {
+				return original, nil
+			}
+			return nil, err
+		}
 	}
 	err = s.backend.CreateMessage(ctx, m, job)
 	if store.ErrorCode(err) == store.ECONFLICT {

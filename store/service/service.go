@@ -82,6 +82,16 @@ type Options struct {
 	// accounts to erase or purge (default 50 JobPolls: 10s); a deletion
 	// made by the same process starts at once.
 	DeletionPoll time.Duration
+	// FanoutMaxLag is the fan-out lag (FanoutBacklog) past which
+	// PostMessage and Repost refuse a message that would be fanned out,
+	// with a *FanoutBehindError (RATE_LIMITED), until the backlog drains
+	// below it. 0 disables the check.
+	FanoutMaxLag time.Duration
+	// LagReadEvery is how often, at most, a process that does not hold the
+	// fan-out lease reads the stored jobs to learn the fan-out lag
+	// (FanoutBacklog); between reads it reports the last figures. Default
+	// DefaultLagReadEvery.
+	LagReadEvery time.Duration
 }
 
 // DefaultDeletionGrace is Options.DeletionGrace's default.
@@ -137,6 +147,9 @@ func NewService(backend storage.Backend, events pubsub.Events, opts Options) *Se
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.LagReadEvery <= 0 {
+		opts.LagReadEvery = DefaultLagReadEvery
 	}
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = DefaultChunkSize
@@ -219,8 +232,9 @@ func (s *Service) Idle() bool {
 // monitoring. Counters count from NewService; a restart starts them over.
 type Stats struct {
 	// JobsQueued is the number of stored jobs waiting to run, JobsRunning
-	// the number running (at most one a lane), over all lanes. A process
-	// that does not hold the fan-out lease queues none.
+	// the number running (at most one a lane, or a group of small
+	// deliveries stored together), over all lanes. A process that does not
+	// hold the fan-out lease queues none.
 	JobsQueued, JobsRunning int
 	// Lanes are the fan-out lanes' own figures, by lane.
 	Lanes []LaneStats

@@ -365,6 +365,62 @@ type Inboxes interface {
 	RemoveInboxEntries(ctx context.Context, r Removal) ([]InboxChange, error)
 }
 
+// GroupDeliverer is a backend that stores the chunks of several delivery
+// jobs in one atomic step: under sustained posting most jobs are one small
+// chunk, and one commit for many of them is what keeps delivery up with
+// posting. Call it through DeliverInboxes, which falls back to one
+// DeliverInbox per chunk.
+type GroupDeliverer interface {
+	// DeliverInboxes applies each of ds (chunks of distinct jobs) as
+	// DeliverInbox would, in order, in one atomic step: a chunk sees the
+	// counts of the chunks before it. A chunk whose job is gone is skipped
+	// (its Delivered.Err is NOT_FOUND) without failing the others; one
+	// applied before changes nothing. It returns one Delivered per chunk,
+	// or an error and nothing applied.
+	DeliverInboxes(ctx context.Context, ds []Delivery) ([]Delivered, error)
+}
+
+// Delivered is what one chunk of DeliverInboxes did.
+type Delivered struct {
+	Changes []InboxChange
+	Err     error // NOT_FOUND: the chunk's job no longer exists
+}
+
+// DeliverInboxes applies ds through b's GroupDeliverer, if it has one
+// (looking through wrappers that Unwrap), or else one DeliverInbox per
+// chunk, in order, each its own atomic step. It returns one Delivered per
+// chunk applied: on an error, ds[len(result)] failed and the chunks after
+// it were not tried; those before it are applied.
+func DeliverInboxes(ctx context.Context, b Backend, ds []Delivery) ([]Delivered, error) {
+	if g, ok := groupDelivererOf(b); ok {
+		return g.DeliverInboxes(ctx, ds)
+	}
+	return deliverEach(ctx, b, ds)
+}
+
+func groupDelivererOf(b Backend) (GroupDeliverer, bool) {
+	switch w := b.(type) {
+	case GroupDeliverer:
+		return w, true
+	case interface{ Unwrap() Backend }:
+		return groupDelivererOf(w.Unwrap())
+	}
+	return nil, false
+}
+
+// deliverEach is DeliverInboxes one chunk at a time.
+func deliverEach(ctx context.Context, b Backend, ds []Delivery) ([]Delivered, error) {
+	out := make([]Delivered, 0, len(ds))
+	for _, d := range ds {
+		changes, err := b.DeliverInbox(ctx, d)
+		if err != nil && store.ErrorCode(err) != store.ENOTFOUND {
+			return out, err
+		}
+		out = append(out, Delivered{Changes: changes, Err: err})
+	}
+	return out, nil
+}
+
 // Caches stores cached inboxes (LayoutCache).
 type Caches interface {
 	// ReadInboxCache returns owner's cached inbox, or nil if there is none
@@ -402,6 +458,11 @@ type Jobs interface {
 	// its message as one it will still deliver, though its cursor may be
 	// past the owner.
 	PendingJobs(ctx context.Context) ([]*Job, error)
+	// JobBacklog counts the stored jobs not yet done, up to limit (at
+	// limit there may be more), and finds when the oldest was stored,
+	// without reading every job: a process that does not run the jobs
+	// asks it every few seconds, however long the backlog.
+	JobBacklog(ctx context.Context, limit int) (JobBacklog, error)
 }
 
 // UserUpdate changes a user's profile; nil fields are left as they are, an

@@ -426,6 +426,19 @@ func (w *observed) DeliverInbox(ctx context.Context, d Delivery) ([]InboxChange,
 	return r0, err
 }
 
+// DeliverInboxes implements GroupDeliverer: one call where the observed
+// backend groups, else its DeliverInbox calls, each observed.
+func (w *observed) DeliverInboxes(ctx context.Context, ds []Delivery) ([]Delivered, error) {
+	g, ok := groupDelivererOf(w.b)
+	if !ok {
+		return deliverEach(ctx, w, ds)
+	}
+	start := time.Now()
+	r0, err := g.DeliverInboxes(ctx, ds)
+	w.o.Observe("DeliverInboxes", start, err)
+	return r0, err
+}
+
 func (w *observed) InsertInbox(ctx context.Context, ins Insertion) ([]InboxChange, error) {
 	start := time.Now()
 	r0, err := w.b.InsertInbox(ctx, ins)
@@ -521,6 +534,13 @@ func (w *observed) PendingJobs(ctx context.Context) ([]*Job, error) {
 	start := time.Now()
 	r0, err := w.b.PendingJobs(ctx)
 	w.o.Observe("PendingJobs", start, err)
+	return r0, err
+}
+
+func (w *observed) JobBacklog(ctx context.Context, limit int) (JobBacklog, error) {
+	start := time.Now()
+	r0, err := w.b.JobBacklog(ctx, limit)
+	w.o.Observe("JobBacklog", start, err)
 	return r0, err
 }
 

@@ -112,6 +112,63 @@ func TestObserve_NamesEachCallByItsMethod(t *testing.T) {
 			return true
 		})
 	}
-	// Every Backend method but Close, and the Leaser's two.
-	assert.Equal(t, 70+2, checked)
+	// Every Backend method but Close, the Leaser's two, and DeliverInboxes.
+	assert.Equal(t, 71+2+1, checked)
+}
+
+// delivering fakes DeliverInbox: the chunk of a job with no ID is gone,
+// and the chunk of a job of kind JobRetract fails.
+type delivering struct {
+	storage.Backend
+	tried int
+}
+
+func (d *delivering) DeliverInbox(_ context.Context, c storage.Delivery) ([]storage.InboxChange, error) {
+	d.tried++
+	switch {
+	case c.Job.ID.IsZero():
+		return nil, store.Errorf(store.ENOTFOUND, "job not found")
+	case c.Job.Kind == storage.JobRetract:
+		return nil, store.Errorf(store.EINTERNAL, "down")
+	}
+	return []storage.InboxChange{{InboxRef: storage.InboxRef{Owner: c.Owners[0]}}}, nil
+}
+
+// grouping is delivering with the optional group step.
+type grouping struct{ delivering }
+
+func (g *grouping) DeliverInboxes(_ context.Context, ds []storage.Delivery) ([]storage.Delivered, error) {
+	return make([]storage.Delivered, len(ds)), nil
+}
+
+func TestDeliverInboxes_FallsBackToEachChunkAndObservesWhatRuns(t *testing.T) {
+	ctx := context.Background()
+	owner := store.NewID(time.Now())
+	job := func(id store.ID, kind storage.JobKind) storage.Delivery {
+		return storage.Delivery{Job: &storage.Job{ID: id, Kind: kind}, Owners: []store.ID{owner}}
+	}
+	ok, gone, failing := job(store.NewID(time.Now()), storage.JobDeliver), job(store.NilID, storage.JobDeliver), job(store.NewID(time.Now()), storage.JobRetract)
+
+	inner := &delivering{}
+	rec := &recorder{}
+	r, err := storage.DeliverInboxes(ctx, unwrapping{storage.Observe(inner, rec)}, []storage.Delivery{ok, gone, ok})
+	require.NoError(t, err)
+	require.Len(t, r, 3)
+	assert.Len(t, r[0].Changes, 1)
+	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(r[1].Err), "a gone job is reported, not failed")
+	assert.Len(t, r[2].Changes, 1, "the chunks after a gone job still apply")
+	assert.Equal(t, []string{"DeliverInbox", "DeliverInbox", "DeliverInbox"}, rec.calls, "each fallback call is observed")
+
+	r, err = storage.DeliverInboxes(ctx, inner, []storage.Delivery{ok, failing, ok})
+	require.Error(t, err)
+	assert.Len(t, r, 1, "the chunks before the failure are reported")
+	assert.Equal(t, 3+2, inner.tried, "none after the failure is tried")
+
+	g := &grouping{}
+	rec = &recorder{}
+	r, err = storage.DeliverInboxes(ctx, storage.Observe(g, rec), []storage.Delivery{ok, ok})
+	require.NoError(t, err)
+	assert.Len(t, r, 2)
+	assert.Equal(t, 0, g.tried, "a grouping backend takes the whole group")
+	assert.Equal(t, []string{"DeliverInboxes"}, rec.calls)
 }

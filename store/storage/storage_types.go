@@ -113,6 +113,18 @@ type Job struct {
 	Cursor []byte
 }
 
+// JobBacklog is what Jobs.JobBacklog reports of the stored jobs not done.
+type JobBacklog struct {
+	// Jobs is their number, counted up to the limit asked: at the limit,
+	// at least that many.
+	Jobs int
+	// Oldest is when the oldest of them was stored, its CreatedAt, except
+	// for a JobRetract, whose CreatedAt is its message's: for that one,
+	// when the message was deleted, or, on a backend that does not record
+	// it, when the backend first counted the job. Zero without jobs.
+	Oldest time.Time
+}
+
 // Entry returns the inbox entry a JobDeliver delivers.
 func (j *Job) Entry() store.InboxEntry {
 	return store.InboxEntry{MessageID: j.MessageID, AuthorID: j.AuthorID, CreatedAt: j.CreatedAt}

@@ -82,7 +82,7 @@ func (c *Counting) NoAuthor() int64 {
 
 // writeMethods are the methods that write; on the embedded backend each
 // is one synced batch.
-var writeMethods = []string{"CreateUser", "UpdateUser", "RevokeTokens", "SetAttributes", "Follow", "Unfollow", "CreateMessage", "UpdateMessage", "DeleteMessage", "Like", "Unlike", "DeliverInbox", "InsertInbox", "RemoveAuthorEntries", "MarkInboxRead", "RemoveInboxEntries", "PutInboxCache", "DropInboxCache", "StoreJob", "FinishJob", "MarkSeen"}
+var writeMethods = []string{"CreateUser", "UpdateUser", "RevokeTokens", "SetAttributes", "Follow", "Unfollow", "CreateMessage", "UpdateMessage", "DeleteMessage", "Like", "Unlike", "DeliverInbox", "DeliverInboxes", "InsertInbox", "RemoveAuthorEntries", "MarkInboxRead", "RemoveInboxEntries", "PutInboxCache", "DropInboxCache", "StoreJob", "FinishJob", "MarkSeen"}
 
 // Writes returns the calls since the last Reset that write.
 func (c *Counting) Writes() int64 {

@@ -16,6 +16,7 @@ func testJobs(t *testing.T, open OpenFunc) {
 	forStoredLayouts(t, open, "ChunksApplyOnce", testChunksApplyOnce)
 	forStoredLayouts(t, open, "DeletionCancelsDelivery", testDeletionCancelsDelivery)
 	forStoredLayouts(t, open, "ActiveSince", testActiveSince)
+	forStoredLayouts(t, open, "DeliverGroup", testDeliverGroup)
 	forStoredLayouts(t, open, "InsertAndRetract", testInsertAndRetract)
 	forStoredLayouts(t, open, "DeliveryPages", testDeliveryPages)
 	forStoredLayouts(t, open, "RemoveAuthorEntries", testRemoveAuthorEntries)

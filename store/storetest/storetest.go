@@ -54,8 +54,12 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Inactive", func(t *testing.T) { testInactive(t, open) })
 	t.Run("Hybrid", func(t *testing.T) { testHybrid(t, open) })
 	t.Run("FollowWhilePosting", func(t *testing.T) { testFollowWhilePosting(t, open) })
+	for _, st := range []service.Strategy{service.StrategyWrite, service.StrategyBucket} {
+		t.Run("GroupCommit/"+string(st), func(t *testing.T) { testGroupCommit(t, open, st) })
+	}
 	t.Run("EdgeCases", func(t *testing.T) { testEdgeCases(t, open) })
 	t.Run("Bulk", func(t *testing.T) { testBulk(t, open) })
+	t.Run("FanoutLag", func(t *testing.T) { testFanoutLag(t, open) })
 }
 
 var ctx = context.Background()

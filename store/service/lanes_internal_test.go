@@ -83,3 +83,35 @@ func TestLanes_ExclusiveScheduling(t *testing.T) {
 	assert.True(t, f.mayStartLocked(l0))
 	assert.Zero(t, f.exclusive)
 }
+
+// TestLanes_GroupTakesBegunJobs checks that a group taking a job left half
+// done behind its head (two such jobs can share a lane after a restart
+// with another lane count) counts it as no longer queued, so that an
+// exclusive job does not wait for it forever, and as running until the
+// group ends.
+func TestLanes_GroupTakesBegunJobs(t *testing.T) {
+	f := &fanout{s: &Service{now: time.Now}, known: map[jobKey]bool{}, since: map[jobKey]time.Time{}, lanes: []*lane{{}}}
+	f.cond = sync.NewCond(&f.mu)
+	at := time.Now()
+	a := &storage.Job{ID: store.NewID(at), Kind: storage.JobDeliver, AuthorID: store.NewID(at), Cursor: []byte{1}}
+	b := &storage.Job{ID: store.NewID(at), Kind: storage.JobDeliver, AuthorID: store.NewID(at), Cursor: []byte{2}}
+	l := f.lanes[0]
+	f.mu.Lock()
+	f.resetOrderedLocked([]*storage.Job{a, b})
+	require.Equal(t, 2, f.begun)
+	l.queue, f.begun = l.queue[1:], f.begun-1 // a starts, as runStored takes it
+	f.mu.Unlock()
+
+	taken := f.takeQueued(l, []*storage.Job{b})
+	require.Equal(t, []*storage.Job{b}, taken)
+	f.mu.Lock()
+	assert.Zero(t, f.begun, "no half-done job queued any more")
+	assert.Equal(t, 1, f.storedRunning)
+	assert.Empty(t, l.queue)
+	f.mu.Unlock()
+	f.releaseTaken(taken)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Zero(t, f.storedRunning)
+	assert.False(t, f.known[jobKey{b.ID, b.Kind}])
+}

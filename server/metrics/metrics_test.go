@@ -70,6 +70,7 @@ func TestMetrics_Scenario(t *testing.T) {
 	assert.Equal(t, 1.0, s1.Value("herald_store_calls_total", "method=CreateMessage", "outcome=ok"))
 	assert.Equal(t, uint64(1), s1.Samples("herald_store_call_duration_seconds", "method=CreateMessage"))
 	assert.Equal(t, 1.0, s1.Value("herald_store_calls_total", "method=FindUserByHandle", "outcome=not_found"))
+	assert.Equal(t, 1.0, s1.Value("herald_store_calls_total", "method=DeliverInboxes", "outcome=ok"), "the post's delivery, stored as a group of one")
 
 	assert.Equal(t, 2.0, s1.Value("herald_fanout_deliveries_total"), "one entry per follower")
 	assert.Equal(t, 1.0, s1.Value("herald_fanout_jobs_done_total", "kind=deliver"))

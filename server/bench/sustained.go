@@ -205,8 +205,9 @@ func (b *bench) measureSustained(ctx context.Context) error {
 	backlog := after.sum("herald_fanout_jobs_queued", nil)
 	fmt.Fprintf(b.stderr, "bench: sustained: %d posts in %v, %0.f jobs queued; draining\n", len(posts), window.Round(time.Millisecond), backlog)
 
-	// Drain: wait until the fan-out is idle and every post has reached
-	// its watchers, within sustainedDrainMax of the end of posting.
+	// Drain: wait until the fan-out is idle, within sustainedDrainMax of
+	// the end of posting, and then until every post has reached its
+	// watchers, within sustainedQuiet of the idle.
 	lats := make([]time.Duration, 0, len(posts))
 	pending := posts
 	var drained time.Duration
@@ -232,7 +233,7 @@ func (b *bench) measureSustained(ctx context.Context) error {
 				idleAt, drained = now, now.Sub(stopped)
 			}
 		}
-		if (!idleAt.IsZero() && (len(pending) == 0 || now.Sub(idleAt) > sustainedQuiet)) || now.After(deadline) {
+		if (!idleAt.IsZero() && (len(pending) == 0 || now.Sub(idleAt) > sustainedQuiet)) || (idleAt.IsZero() && now.After(deadline)) {
 			break
 		}
 		select {
@@ -266,8 +267,11 @@ func (b *bench) measureSustained(ctx context.Context) error {
 		Note: fmt.Sprintf("%d authors of %.0f followers on average; %d posts failed; postMessage p50 %.1f / p99 %.1f ms", len(authors), meanFollowers, failed.Load(), percentile(acks, .5), percentile(acks, .99))})
 	deliveries := after.sum("herald_fanout_deliveries_total", nil) - before.sum("herald_fanout_deliveries_total", nil)
 	total := final.sum("herald_fanout_deliveries_total", nil) - before.sum("herald_fanout_deliveries_total", nil)
-	b.add(figure{Section: "sustained", Name: "deliveries/s while posting (herald_fanout_deliveries_total)", Value: deliveries / secs, Unit: "/s",
-		Note: fmt.Sprintf("%.0f posts/s delivered; %.0f entries in all after the drain", deliveries/secs/meanFollowers, total)})
+	note := fmt.Sprintf("%.0f posts/s delivered; %.0f entries in all", deliveries/secs/meanFollowers, total)
+	if drained > 0 {
+		note += fmt.Sprintf(", %.0f /s while draining", (total-deliveries)/drained.Seconds())
+	}
+	b.add(figure{Section: "sustained", Name: "deliveries/s while posting (herald_fanout_deliveries_total)", Value: deliveries / secs, Unit: "/s", Note: note})
 	p99 := percentile(lats, .99)
 	dropped := final.sum("herald_subscribers_dropped_total", nil) - base.sum("herald_subscribers_dropped_total", nil)
 	fig := figure{Section: "sustained", Name: fmt.Sprintf("post until the last subscribed follower of its author has it (%d subscribed), p99", len(subs)),

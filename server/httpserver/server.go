@@ -109,12 +109,13 @@ func (a *Server) Routes() http.Handler {
 		InitFunc: a.WS.InitFunc(func(ctx context.Context, token string) (store.Session, error) {
 			return authenticate(ctx, a.signer, a.svc, token)
 		}),
-		InitTimeout:           ws.InitTimeout,
-		KeepAlivePingInterval: ws.KeepAlive,
-		// graphql-transport-ws pings are the adapter's (ws.PingInterval):
-		// gqlgen's would run a goroutine per connection.
-		PingPongInterval: 0,
-		PayloadReadLimit: &limit,
+		InitTimeout: ws.InitTimeout,
+		// graphql-ws keep-alives (ws.KeepAlive) and graphql-transport-ws
+		// pings (ws.PingInterval) are the adapter's: gqlgen's would run a
+		// goroutine per connection.
+		KeepAlivePingInterval: 0,
+		PingPongInterval:      0,
+		PayloadReadLimit:      &limit,
 		ErrorFunc: func(ctx context.Context, err error) {
 			a.log.DebugContext(ctx, "websocket error", "err", err)
 		},

@@ -59,6 +59,9 @@ type Adapter struct {
 	// pinged once acknowledged; one that answers no ping within two
 	// intervals is dropped. Zero turns the pings off.
 	pingInterval time.Duration
+	// keepAlive is how often a graphql-ws connection gets a "ka" once
+	// acknowledged. Zero turns them off.
+	keepAlive time.Duration
 	// limits caps connections and their operations; the zero value
 	// limits nothing (see Enforce).
 	limits Limits
@@ -112,6 +115,7 @@ func NewAdapter(checkOrigin func(*http.Request) bool, writeTimeout time.Duration
 		writeTimeout: writeTimeout,
 		initTimeout:  InitTimeout,
 		pingInterval: PingInterval,
+		keepAlive:    KeepAlive,
 		sweepEvery:   service.SessionRecheck,
 		conns:        make(map[*wsConn]struct{}),
 		byAddr:       make(map[netip.Addr]int),
@@ -162,7 +166,7 @@ func (a *Adapter) Accept(w http.ResponseWriter, r *http.Request, opts transport.
 		tws = newTransportWS(c, a.pingInterval, a.limits.SubscriptionsPerConn)
 		p = tws
 	default:
-		p = newLegacyWS(c, a.limits.SubscriptionsPerConn)
+		p = newLegacyWS(c, a.keepAlive, a.limits.SubscriptionsPerConn)
 	}
 	a.mu.Lock()
 	// Under the lock, for CloseAll.

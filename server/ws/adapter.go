@@ -97,8 +97,11 @@ func NewAdapter(checkOrigin func(*http.Request) bool, writeTimeout time.Duration
 	return &Adapter{
 		upgrader: websocket.Upgrader{
 			HandshakeTimeout: 10 * time.Second,
-			ReadBufferSize:   1024,
-			WriteBufferSize:  4096,
+			// Every connection keeps its read buffer while it waits.
+			// Client messages are small, and a larger one is read in
+			// several pieces; 256 bytes hold any control frame (125).
+			ReadBufferSize:  256,
+			WriteBufferSize: 4096,
 			// Idle connections hold no write buffer: with thousands of
 			// subscribers mostly waiting, that is most of their memory.
 			WriteBufferPool: &sync.Pool{},

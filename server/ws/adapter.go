@@ -161,6 +161,10 @@ func (a *Adapter) Accept(w http.ResponseWriter, r *http.Request, opts transport.
 		a.forget(c)
 		return nil, err
 	}
+	// gqlgen keeps the request's header for the life of the connection,
+	// to hand to each operation, and nothing of ours reads it there: past
+	// the handshake the request lets it go.
+	r.Header = nil
 	var p wsProtocol
 	var tws *transportWS
 	switch {

@@ -29,7 +29,8 @@ func TestBench(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bench.json")
 	cmd := exec.Command(bin, "bench", "-users", "3000", "-avg-follows", "20", "-messages", "6000",
 		"-posts", "2", "-duration", "300ms", "-concurrency", "1,8", "-viewers", "20", "-subscribers", "40",
-		"-raw-entries", "20000", "-strategy-users", "1500", "-json", out)
+		"-raw-entries", "20000", "-strategy-users", "1500",
+		"-sustained-duration", "2s", "-sustained-followers", "40", "-json", out)
 	table, err := cmd.Output()
 	var stderr string
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -81,6 +82,7 @@ func TestBench(t *testing.T) {
 	assert.Equal(t, 3, sections["fanout"], "the author of 1,000 followers: post latency, delivery time, deliveries/s")
 	assert.Equal(t, 12, sections["reads"], "two concurrencies, three figures each; the rich page, two; likes, two; reposts, two")
 	assert.Equal(t, 2, sections["live"], "memory per subscriber, delivery to all")
+	assert.Equal(t, 5, sections["sustained"], "posts/s, deliveries/s, delivery to the subscribed followers, the backlog, the drain")
 	assert.Equal(t, 2*len(laneCounts), sections["lanes"], "deliveries/s and the time to the last follower, per lane count")
 	for _, f := range r.Figures {
 		if f.Section == "lanes" {
@@ -91,6 +93,13 @@ func TestBench(t *testing.T) {
 	for _, f := range r.Figures {
 		if f.Section == "live" && strings.Contains(f.Name, "has the event") {
 			assert.Contains(t, f.Note, " 0 events missing", "every subscriber got every post")
+		}
+		if f.Section == "sustained" && strings.HasPrefix(f.Name, "posts acknowledged") {
+			assert.Positive(t, f.Value, "posts were acknowledged")
+			assert.Contains(t, f.Note, " 0 posts failed", "no rate limit refused the posters")
+		}
+		if f.Section == "sustained" && strings.Contains(f.Name, "subscribed follower") {
+			assert.Contains(t, f.Note, " 0 never arrived", "every post reached its author's subscribed followers after the drain")
 		}
 	}
 

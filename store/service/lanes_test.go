@@ -399,3 +399,94 @@ func TestLanes_HideWaitsForDeliveries(t *testing.T) {
 	assert.Empty(t, items, "the repost of the blocked user's message left the blocker's inbox")
 	assert.Zero(t, counts.Total)
 }
+
+// TestLanes_RestartWithOtherLaneCount stops a one-lane Service in the
+// middle of a delivery (its first chunk passed an inactive follower) and
+// starts a four-lane one on the same store while that follower returns:
+// the half-done job runs first, the rebuild after it, and every inbox
+// ends exact.
+func TestLanes_RestartWithOtherLaneCount(t *testing.T) {
+	ctx := context.Background()
+	st, err := embedded.Open(t.TempDir(), embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	mk := func(h string, seen time.Time) store.ID {
+		u := &store.User{ID: store.NewID(now), Handle: h, DisplayName: h, CreatedAt: seen, LastSeenAt: seen}
+		require.NoError(t, st.CreateUser(ctx, u))
+		return u.ID
+	}
+	sleeper := mk("sleeper", now.Add(-72*time.Hour)) // first: in the first chunk
+	authors := []store.ID{mk("a", now), mk("b", now)}
+	owners := []store.ID{sleeper}
+	for i := range 5 {
+		owners = append(owners, mk(fmt.Sprintf("f%d", i), now))
+	}
+	for _, a := range authors {
+		for _, o := range owners {
+			_, err := st.Follow(ctx, o, a, now)
+			require.NoError(t, err)
+		}
+	}
+	opts := service.Options{ChunkSize: 2, InactiveAfter: 24 * time.Hour, PasswordCost: bcrypt.MinCost}
+
+	// The first Service stops, its fan-out cut short, with a's delivery
+	// past its first chunk and b's not begun.
+	first := opts
+	first.Lanes = 1
+	g := &cutBackend{Backend: st, author: authors[0], reached: make(chan struct{})}
+	svc := service.NewService(g, pubsub.NewHub(), first)
+	require.NoError(t, svc.Start(ctx))
+	var posts []store.ID
+	m, err := svc.PostMessage(ctx, authors[0], service.PostInput{Text: "a's"})
+	require.NoError(t, err)
+	posts = append(posts, m.ID)
+	<-g.reached
+	m, err = svc.PostMessage(ctx, authors[1], service.PostInput{Text: "b's"})
+	require.NoError(t, err)
+	posts = append(posts, m.ID)
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, svc.Close(stopped), context.Canceled)
+	jobs, err := st.PendingJobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	require.NotEmpty(t, jobs[0].Cursor, "a's delivery is half done")
+
+	second := opts
+	second.Lanes = 4
+	svc = service.NewService(st, pubsub.NewHub(), second)
+	require.NoError(t, svc.Start(ctx))
+	t.Cleanup(func() { _ = svc.Close(context.Background()) })
+	svc.Seen(ctx, sleeper)
+	waitIdle(t, svc)
+	assert.Equal(t, uint64(1), svc.Stats().JobsDone[storage.JobRebuild])
+	for _, o := range owners {
+		items, counts, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: o, Layout: storage.LayoutBuckets, Range: store.Backward(store.NilID, 10)})
+		require.NoError(t, err)
+		var got []store.ID
+		for _, it := range items {
+			got = append(got, it.MessageID)
+		}
+		assert.ElementsMatch(t, posts, got, "inbox of %s", o)
+		assert.Equal(t, len(posts), counts.Total, "total of %s", o)
+	}
+}
+
+// cutBackend fails every delivery of author's messages after the first
+// chunk, until its caller gives up: a process stopped mid-job.
+type cutBackend struct {
+	storage.Backend
+	author  store.ID
+	reached chan struct{}
+	once    sync.Once
+}
+
+func (g *cutBackend) DeliverInbox(ctx context.Context, d storage.Delivery) ([]storage.InboxChange, error) {
+	if d.Job.AuthorID == g.author && len(d.Job.Cursor) > 0 {
+		g.once.Do(func() { close(g.reached) })
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return g.Backend.DeliverInbox(ctx, d)
+}

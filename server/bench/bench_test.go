@@ -100,6 +100,7 @@ func TestBench(t *testing.T) {
 		}
 		if f.Section == "sustained" && strings.Contains(f.Name, "subscribed follower") {
 			assert.Contains(t, f.Note, " 0 never arrived", "every post reached its author's subscribed followers after the drain")
+			assert.Contains(t, f.Note, " 0 subscriptions ended by the server", "no subscription ended while its connection stayed open")
 		}
 	}
 

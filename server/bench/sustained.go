@@ -255,13 +255,17 @@ func (b *bench) measureSustained(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// A connection the server closed misses every later event.
-	closed := 0
+	// A connection the server closed, or a subscription it ended, misses
+	// every later event.
+	closed, ended := 0, 0
 	for _, c := range clients {
 		select {
 		case <-c.done:
 			closed++
 		default:
+		}
+		if c.ended.Load() {
+			ended++
 		}
 	}
 
@@ -285,7 +289,8 @@ func (b *bench) measureSustained(ctx context.Context) error {
 	dropped := final.sum("herald_subscribers_dropped_total", nil) - base.sum("herald_subscribers_dropped_total", nil)
 	fig := figure{Section: "sustained", Name: fmt.Sprintf("post until the last subscribed follower of its author has it (%d subscribed), p99", len(subs)),
 		Value: p99, Unit: "ms", Samples: len(lats),
-		Note: fmt.Sprintf("p50 %.1f ms, max %.0f ms; %d never arrived (counted until the end of the wait); %.0f subscribers dropped, %d connections closed", percentile(lats, .5), percentile(lats, 1), len(pending), dropped, closed)}
+		Note: fmt.Sprintf("p50 %.1f ms, max %.0f ms; %d never arrived (counted until the end of the wait); %.0f subscribers dropped, %d connections closed, %d subscriptions ended by the server",
+			percentile(lats, .5), percentile(lats, 1), len(pending), dropped, closed, ended)}
 	fig.Target, fig.Pass = atMost(p99, 1000, "%.0f ms")
 	b.add(fig)
 	// A backlog of a second's posts drains in about a second if the

@@ -202,6 +202,15 @@ func newServer(cfg Config, fast bool) *handler.Server {
 	// subscription's are made only if its resolver asks for them.
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		if isSubscription(ctx) {
+			// Subscribing is using the app: a follower who only
+			// subscribes must not be skipped by the fan-out as inactive
+			// (no inbox entry, no event). Counted as it starts, as a
+			// query is.
+			if viewer, ok := ViewerFromContext(ctx); ok {
+				seenCtx, cancel := context.WithTimeout(ctx, cfg.QueryTimeout)
+				svc.Seen(seenCtx, viewer)
+				cancel()
+			}
 			return next(withLazyLoaders(ctx, svc))
 		}
 		// An HTTP request comes with its deadline (the server's, for a

@@ -356,3 +356,30 @@ func testSubscription_IdleOutlivesQueryTimeout(t *testing.T) {
 	require.NotNil(t, ev.Edge)
 	assert.Equal(t, msg, ev.Edge.Node.ID)
 }
+
+// TestSubscription_CountsAsSeen: subscribing is using the app, so it counts
+// as being seen, as a query does. The fan-out skips followers not seen for
+// InactiveAfter, with no inbox entry and no event; a client that only
+// subscribes (herald subscribe, an app resuming its socket) after such a
+// while got no event of any post until it made a query.
+func TestSubscription_CountsAsSeen(t *testing.T) { forBackends(t, testSubscriptionCountsAsSeen) }
+
+func testSubscriptionCountsAsSeen(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, aliceID := mustSignUp(t, e, "alice")
+	bob, _ := mustSignUp(t, e, "bob")
+	mustFollow(t, e, bob, aliceID)
+	waitFanOut(t, e)
+	e.clock.advance(31 * 24 * time.Hour) // past the default InactiveAfter
+
+	sub := e.client.Websocket(inboxEventsQuery, opts(bob, nil)...)
+	t.Cleanup(func() { _ = sub.Close() })
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond, "the subscription did not register")
+	waitFanOut(t, e) // the returning subscriber's rebuild, which brings nothing
+	msg := mustPost(t, e, alice, "for a follower back after a month")
+	ev := next(t, sub).InboxEvents
+	assert.Equal(t, "ADDED", ev.Type)
+	if assert.NotNil(t, ev.Edge) {
+		assert.Equal(t, msg, ev.Edge.Node.ID)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,8 +53,11 @@ type Store struct {
 	notifGroups, notifActors, notifHeads lungo.ICollection
 
 	tokens *tokenCache
-	// inFlight is the job this process last recorded as running (beginJob).
-	inFlight atomic.Pointer[jobKey]
+	// inFlight is, by lane, the job this process last recorded as running
+	// (beginJob).
+	inFlight sync.Map
+	// lanes is the number of fan-out lanes stored, once read (laneCount).
+	lanes atomic.Int32
 }
 
 var (

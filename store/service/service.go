@@ -193,9 +193,15 @@ func (s *Service) clock() time.Time { return s.now().UTC().Truncate(time.Millise
 // Start runs the fan-out workers and queues every job left pending by an
 // earlier run. It returns an error if the pending jobs cannot be read.
 func (s *Service) Start(ctx context.Context) error {
-	jobs, err := s.backend.PendingJobs(ctx)
-	if err != nil {
+	if err := s.fanout.chooseScheme(ctx, s.opts.Lanes); err != nil {
 		return err
+	}
+	var jobs []*storage.Job
+	var err error
+	if s.fanout.scheme == authorLanes { // owner lanes read theirs as they take them
+		if jobs, err = s.backend.PendingJobs(ctx); err != nil {
+			return err
+		}
 	}
 	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.watchSessions(watchCtx); err != nil {
@@ -272,7 +278,11 @@ func (s *Service) Stats() Stats {
 	f.mu.Lock()
 	st := Stats{JobsQueued: f.queuedLocked(), JobsRunning: f.storedRunning, Lanes: make([]LaneStats, len(f.lanes))}
 	for i, l := range f.lanes {
-		st.Lanes[i] = LaneStats{Held: f.leader, Queued: len(l.queue)}
+		held := f.leader
+		if f.scheme == ownerLanes {
+			held = l.held
+		}
+		st.Lanes[i] = LaneStats{Held: held, Queued: len(l.queue)}
 	}
 	f.mu.Unlock()
 	for k := range f.done {

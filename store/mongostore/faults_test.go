@@ -26,7 +26,7 @@ import (
 // killed, or slowed, at that step.
 
 type faults struct {
-	gate        atomic.Bool   // block the next users.UpdateOne until release is closed
+	gate atomic.Bool // block the next users.UpdateOne until release is closed
 	// entriesGate blocks the next buckets.BulkWrite (a chunk's entries,
 	// written after its count step) the same way; once released, it is
 	// failed if writes fail by then (a process killed while it waited).

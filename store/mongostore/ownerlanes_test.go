@@ -275,3 +275,39 @@ func TestOwnerLanes_HolderKilledMidChunk(t *testing.T) {
 	cancel()
 	_ = b.Close(cctx)
 }
+
+// TestOwnerLanes_SetLanesRefusedWhilePending checks that the number of
+// lanes changes only with no job stored: a job is shared out among the
+// lanes of the number it was stored under.
+func TestOwnerLanes_SetLanesRefusedWhilePending(t *testing.T) {
+	ctx := context.Background()
+	st, _ := openFaulty(t)
+	n, err := st.FanoutLanes(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	author := mkUser(t, st, "author")
+	_, j := mkPost(t, st, author)
+	err = st.SetFanoutLanes(ctx, 4)
+	require.Error(t, err, "a delivery is pending")
+	n, err = st.FanoutLanes(ctx, 8)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+
+	// Each lane's share ends it once: lane 1 first, then lane 0 ends the job.
+	for _, lane := range []int{1, 0} {
+		share := *j
+		share.Lane = lane
+		_, err := st.DeliverInbox(ctx, storage.Delivery{Job: &share, At: time.Now(), Done: true})
+		require.NoError(t, err)
+		pending, err := st.PendingLaneJobs(ctx, lane)
+		require.NoError(t, err)
+		assert.Empty(t, pending, "lane %d's share done", lane)
+	}
+	b, err := st.JobBacklog(ctx, 10)
+	require.NoError(t, err)
+	assert.Zero(t, b.Jobs, "the last lane's share ended the job")
+	require.NoError(t, st.SetFanoutLanes(ctx, 4))
+	n, err = st.FanoutLanes(ctx, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
@@ -31,19 +32,49 @@ type laneShare struct {
 
 const laneConfigID = "fanout/config"
 
-// laneCount returns the number of lanes: 1 until FanoutLanes, which a
-// process's fan-out calls when it starts, before it serves, has read the
-// stored one.
+// laneCount returns the number of lanes, as EnsureIndexes (before
+// serving) or FanoutLanes (when a process's fan-out starts) last read it:
+// 1 before either.
 func (s *Store) laneCount() int {
 	return max(int(s.lanes.Load()), 1)
 }
 
-// FanoutLanes implements storage.OwnerLanes.
+// readLanes reads the number of lanes stored (1 if none is).
+func (s *Store) readLanes(ctx context.Context) error {
+	var d struct {
+		N int32 `bson:"n"`
+	}
+	err := s.leases.FindOne(ctx, bson.D{{Key: "_id", Value: laneConfigID}}).Decode(&d)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return wrap("read fan-out lanes", err)
+	}
+	s.lanes.Store(max(d.N, 1))
+	return nil
+}
+
+// FanoutLanes implements storage.OwnerLanes. A first number above 1 is
+// stored only while no job is pending: a job stored for one lane (no
+// j.pl) would be no lane's share; with jobs pending it stores 1.
 func (s *Store) FanoutLanes(ctx context.Context, want int) (int, error) {
 	var d struct {
 		N int32 `bson:"n"`
 	}
-	var err error
+	err := s.leases.FindOne(ctx, bson.D{{Key: "_id", Value: laneConfigID}}).Decode(&d)
+	switch {
+	case err == nil:
+		s.lanes.Store(max(d.N, 1))
+		return int(max(d.N, 1)), nil
+	case !errors.Is(err, mongo.ErrNoDocuments):
+		return 0, wrap("fan-out lanes", err)
+	case want > 1:
+		backlog, err := s.JobBacklog(ctx, 1)
+		if err != nil {
+			return 0, err
+		}
+		if backlog.Jobs > 0 {
+			want = 1
+		}
+	}
 	for range 2 { // two first upserts at once: one collides, then finds
 		err = s.leases.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: laneConfigID}},
 			bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "n", Value: int32(max(want, 1))}}}},

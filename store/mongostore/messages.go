@@ -45,10 +45,6 @@ func newJobDoc(j *storage.Job) *jobDoc {
 	return &jobDoc{Kind: int32(j.Kind), Layout: int32(j.Layout), Cursor: j.Cursor}
 }
 
-func (d *messageDoc) job() *storage.Job {
-	return d.laneJob(0, 1)
-}
-
 // laneJob returns lane's share of d's job among n lanes.
 func (d *messageDoc) laneJob(lane, n int) *storage.Job {
 	if d.Job == nil {

@@ -311,3 +311,15 @@ func TestOwnerLanes_SetLanesRefusedWhilePending(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 4, n)
 }
+
+// TestOwnerLanes_FirstNumberWithJobsPending checks that a database whose
+// jobs were stored for one lane (before any number was stored) keeps one
+// lane when a process asks for more: those jobs would be no lane's share.
+func TestOwnerLanes_FirstNumberWithJobsPending(t *testing.T) {
+	ctx := context.Background()
+	st, _ := openFaulty(t)
+	mkPost(t, st, mkUser(t, st, "author"))
+	n, err := st.FanoutLanes(ctx, 4)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+}

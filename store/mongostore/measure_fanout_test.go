@@ -167,6 +167,34 @@ func TestRoundTrips_FanoutChunkOwnerLanes(t *testing.T) {
 	// Per lane's chunk: its follower pages, find blockers, DeliverInbox's
 	// 7; per lane, 1 to record its job as running; 1 for the last lane.
 	assert.Equal(t, int64(by["ListFollowers"]+chunks*8+lanes+1), trips)
+
+	// A small author's post, every follower on lane 0: lane 0's share is
+	// a one-chunk job (list, blockers, deliver's 7, record it running);
+	// lane 1's, with no owner, still lists the followers, checks its job,
+	// records it running and ends its share: the fixed cost every lane
+	// pays for every message job.
+	small := &store.User{ID: store.NewID(now), Handle: "small", CreatedAt: now, LastSeenAt: now}
+	require.NoError(t, st.CreateUser(ctx, small))
+	for i := 0; i < 3; {
+		id := store.NewID(now)
+		if storage.OwnerLane(id, lanes) != 0 {
+			continue
+		}
+		i++
+		u := &store.User{ID: id, Handle: fmt.Sprintf("s%d", i), CreatedAt: now, LastSeenAt: now}
+		require.NoError(t, st.CreateUser(ctx, u))
+		_, err := st.Follow(ctx, u.ID, small.ID, now)
+		require.NoError(t, err)
+	}
+	_, err = svc.PostMessage(ctx, small.ID, service.PostInput{Text: "small"})
+	require.NoError(t, err)
+	require.Eventually(t, svc.Idle, 10*time.Second, time.Millisecond)
+	before = n.Load()
+	_, err = svc.PostMessage(ctx, small.ID, service.PostInput{Text: "small again"})
+	require.NoError(t, err)
+	require.Eventually(t, svc.Idle, 10*time.Second, time.Millisecond)
+	t.Logf("a small author's post on %d lanes: %d round trips, 5 of them the post's", lanes, n.Load()-before)
+	assert.Equal(t, int64(5+10+4+1), n.Load()-before, "the post: 5; lane 0: 10; lane 1: 4; the last lane's end: 1")
 }
 
 // followersGate holds every ListFollowers until open is closed.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -322,4 +323,87 @@ func TestOwnerLanes_FirstNumberWithJobsPending(t *testing.T) {
 	n, err := st.FanoutLanes(ctx, 4)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
+}
+
+// laneGate holds the first DeliverInbox of lane's shares until release is
+// closed.
+type laneGate struct {
+	storage.Backend
+	lane             int
+	reached, release chan struct{}
+	once             sync.Once
+}
+
+func (g *laneGate) DeliverInbox(ctx context.Context, d storage.Delivery) ([]storage.InboxChange, error) {
+	if d.Job.Lane == g.lane {
+		g.once.Do(func() {
+			close(g.reached)
+			<-g.release
+		})
+	}
+	return g.Backend.DeliverInbox(ctx, d)
+}
+
+func (g *laneGate) Unwrap() storage.Backend { return g.Backend }
+
+// TestOwnerLanes_FollowBackfillTrustsOwnLaneOnly follows an author while
+// the delivery of its post is done on the new follower's lane but still
+// running on another: the backfill must bring the post, since the share
+// still stored does not reach this follower.
+func TestOwnerLanes_FollowBackfillTrustsOwnLaneOnly(t *testing.T) {
+	ctx := context.Background()
+	db := openShared(t)
+	author := sharedUser(t, db.st, "author")
+	var fan, late store.ID
+	for i := 0; fan.IsZero() || late.IsZero(); i++ {
+		u := sharedUser(t, db.st, fmt.Sprintf("user%d", i))
+		switch l := storage.OwnerLane(u, 2); {
+		case l == 0 && fan.IsZero():
+			fan = u
+		case l == 1 && late.IsZero():
+			late = u
+		}
+	}
+	gate := &laneGate{Backend: db.st, lane: 0, reached: make(chan struct{}), release: make(chan struct{})}
+	svc := service.NewService(gate, pubsub.NewHub(), service.Options{
+		Lanes: 2, LeaseTTL: time.Hour, JobPoll: 20 * time.Millisecond, EdgeJobGrace: 50 * time.Millisecond,
+	})
+	require.NoError(t, svc.Start(ctx))
+	released := false
+	defer func() {
+		if !released {
+			close(gate.release)
+		}
+		_ = svc.Close(ctx)
+	}()
+	_, err := svc.Follow(ctx, fan, author)
+	require.NoError(t, err)
+	require.Eventually(t, svc.Idle, 5*time.Second, time.Millisecond)
+
+	m, err := svc.PostMessage(ctx, author, service.PostInput{Text: "hello"})
+	require.NoError(t, err)
+	<-gate.reached // lane 0's share waits
+	require.Eventually(t, func() bool {
+		js, err := db.st.PendingLaneJobs(ctx, 1)
+		return err == nil && len(js) == 0
+	}, 5*time.Second, time.Millisecond, "lane 1's share done")
+	_, err = svc.Follow(ctx, late, author)
+	require.NoError(t, err)
+	has := func(owner store.ID) int {
+		items, _, err := db.st.ReadInbox(ctx, storage.InboxFilter{Owner: owner, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 10)})
+		require.NoError(t, err)
+		n := 0
+		for _, it := range items {
+			if it.MessageID == m.ID {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return has(late) == 1 }, 5*time.Second, 5*time.Millisecond, "the backfill brings the post")
+	close(gate.release)
+	released = true
+	waitDrained(t, db.st, svc)
+	assert.Equal(t, 1, has(late))
+	assert.Equal(t, 1, has(fan))
 }

@@ -217,7 +217,7 @@ func TestOwnerLanes_TwoProcesses(t *testing.T) {
 		}
 	}
 	waitDrained(t, db.st, a, b)
-	assert.True(t, splitTwoTwo(heldLanes(a), heldLanes(b)), "%v %v", heldLanes(a), heldLanes(b))
+	waitSplit(t, splitTwoTwo, a, b) // a lane may have moved meanwhile under load; shares bring it back
 	checkInboxes(t, db.st, w, posts, deleted)
 }
 

@@ -407,3 +407,17 @@ func TestOwnerLanes_FollowBackfillTrustsOwnLaneOnly(t *testing.T) {
 	assert.Equal(t, 1, has(late))
 	assert.Equal(t, 1, has(fan))
 }
+
+// TestOwnerLanes_StoredOneLaneWins checks that a process started with four
+// lanes on a database that stores one runs one lane: author lanes across
+// processes would give an inbox two writers.
+func TestOwnerLanes_StoredOneLaneWins(t *testing.T) {
+	ctx := context.Background()
+	st, _ := openFaulty(t)
+	_, err := st.FanoutLanes(ctx, 1)
+	require.NoError(t, err)
+	svc := service.NewService(st, pubsub.NewHub(), service.Options{Lanes: 4, LeaseTTL: time.Hour, JobPoll: time.Hour})
+	require.NoError(t, svc.Start(ctx))
+	defer func() { _ = svc.Close(ctx) }()
+	assert.Len(t, svc.Stats().Lanes, 1)
+}

@@ -197,10 +197,12 @@ func newFanout(s *Service, opts Options) *fanout {
 		f.owners, _ = storage.OwnerLanesOf(s.backend)
 		if n > 1 && f.owners == nil {
 			// The markers that make a chunk idempotent there hold one job
-			// per inbox (docs/design.md#scaling-fan-out-across-processes).
+			// per inbox (docs/design.md#owner-lanes).
 			s.log.Warn("fan-out lanes: a backend shared by several processes runs one lane", "lanes", n)
-			n = 1
 		}
+		// One lane until Start reads the stored number (chooseScheme):
+		// author lanes across processes would give an inbox two writers.
+		n = 1
 	} else {
 		f.leader = true
 	}

@@ -60,9 +60,12 @@ type Options struct {
 	JobPoll  time.Duration
 	// Lanes is how many ordered lanes run stored fan-out jobs at once
 	// (default 1). A job's lane is a hash of its author (its owner for
-	// rebuilds and hide jobs), so one author's jobs keep their order. A
-	// backend shared by several processes runs one lane whatever this
-	// says.
+	// rebuilds and hide jobs), so one author's jobs keep their order. On a
+	// backend shared by several processes with owner lanes
+	// (storage.OwnerLanes) it is the number stored if none is, and the
+	// stored number is used: lanes partition inboxes by owner and spread
+	// over the processes (fanout_owner.go); another shared backend runs
+	// one lane.
 	Lanes int
 	// EdgeJobGrace is how long the lease holder leaves a follow, unfollow
 	// or hide job it finds by polling before running it (default 15s). A

@@ -112,7 +112,11 @@ func (s *Store) startChunk(ctx context.Context, j *storage.Job) (*storage.Job, *
 	if !bytes.Equal(stored.Cursor, j.Cursor) {
 		return nil, nil, nil
 	}
-	if len(stored.Cursor) == 0 {
+	// With owner lanes only lane 0's share counts: count's steps assume
+	// one writer (two lanes at once could both take the message out, one
+	// after the other's marker is forgotten), and lane 0's share runs
+	// before the job can end.
+	if len(stored.Cursor) == 0 && j.Lane == 0 {
 		if err := s.count(ctx, &d, stored.Kind == storage.JobRetract); err != nil {
 			return nil, nil, err
 		}

@@ -219,6 +219,24 @@ func TestOwnerLanes_TwoProcesses(t *testing.T) {
 	waitDrained(t, db.st, a, b)
 	waitSplit(t, splitTwoTwo, a, b) // a lane may have moved meanwhile under load; shares bring it back
 	checkInboxes(t, db.st, w, posts, deleted)
+	checkMessageCounts(t, db.st, posts, deleted)
+}
+
+// checkMessageCounts checks that each author's count holds its live
+// messages: counted once, however many lanes ran each job.
+func checkMessageCounts(t *testing.T, st *mongostore.Store, posts map[store.ID][]store.ID, deleted map[store.ID]bool) {
+	t.Helper()
+	for a, ms := range posts {
+		live := 0
+		for _, m := range ms {
+			if !deleted[m] {
+				live++
+			}
+		}
+		u, err := st.FindUserByID(context.Background(), a)
+		require.NoError(t, err)
+		assert.Equal(t, live, u.MessageCount, "author %s", a)
+	}
 }
 
 // TestOwnerLanes_HolderKilledMidChunk stops a lane holder as kill -9
@@ -272,6 +290,7 @@ func TestOwnerLanes_HolderKilledMidChunk(t *testing.T) {
 	waitSplit(t, func(x, _ []int) bool { return len(x) == sharedLanes }, a, b)
 	waitDrained(t, db.st, a)
 	checkInboxes(t, db.st, w, posts, nil)
+	checkMessageCounts(t, db.st, posts, nil)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	_ = b.Close(cctx)
@@ -420,4 +439,36 @@ func TestOwnerLanes_StoredOneLaneWins(t *testing.T) {
 	require.NoError(t, svc.Start(ctx))
 	defer func() { _ = svc.Close(ctx) }()
 	assert.Len(t, svc.Stats().Lanes, 1)
+}
+
+// TestOwnerLanes_OnlyLaneZeroCounts stores a post whose count was cut
+// short, then runs lane 1's share before lane 0's: only lane 0's counts
+// the message, since count's steps assume one writer at a time.
+func TestOwnerLanes_OnlyLaneZeroCounts(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	_, err := st.FanoutLanes(ctx, 2)
+	require.NoError(t, err)
+	author := mkUser(t, st, "author")
+	now := tickClock()
+	m := &store.Message{ID: store.NewID(now), AuthorID: author, Text: "hi", Kind: store.KindPost, CreatedAt: now}
+	j := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: author, CreatedAt: now}
+	f.usersUpdate.Store(1)
+	require.Error(t, st.CreateMessage(ctx, m, j), "stored, not counted")
+	count := func() int {
+		u, err := st.FindUserByID(ctx, author)
+		require.NoError(t, err)
+		return u.MessageCount
+	}
+	require.Zero(t, count())
+	for _, lane := range []int{1, 0} {
+		share := *j
+		share.Lane = lane
+		_, err := st.DeliverInbox(ctx, storage.Delivery{Job: &share, At: time.Now(), Done: true})
+		require.NoError(t, err)
+		if lane == 1 {
+			assert.Zero(t, count(), "lane 1 does not count")
+		}
+	}
+	assert.Equal(t, 1, count(), "lane 0 counts")
 }

@@ -126,7 +126,7 @@ func (f *fanout) releaseLanes() {
 	}
 }
 
-// enqueuePending queues lane i's stored jobs in the order the backend
+// enqueueLanePending queues lane i's stored jobs in the order the backend
 // gives.
 func (f *fanout) enqueueLanePending(i int) {
 	jobs, err := f.owners.PendingLaneJobs(f.ctx, i)

@@ -45,6 +45,11 @@ type User struct {
 	// follow is a request it answers, and only the users it approved see
 	// its messages, likes and follow lists.
 	Private bool
+	// NeverBlocked is set when the account is created and cleared for
+	// good by the first block of it: a reader nobody has ever blocked
+	// needs no read of who blocks them. Absent (false) on accounts stored
+	// before it existed, which are read as maybe blocked.
+	NeverBlocked bool
 }
 
 // Attribute is a custom user attribute: any name the app chooses, a string value.

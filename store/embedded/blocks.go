@@ -45,14 +45,19 @@ func (s *Store) Unblock(_ context.Context, user, target store.ID, kind store.Rel
 // setRelation adds or removes user's relation of kind to target (its three
 // keys) in one batch.
 func (s *Store) setRelation(user, target store.ID, kind store.RelationKind, at time.Time, on bool) (bool, error) {
-	unlock := s.lock(user[:])
+	// A block also clears the target's NeverBlocked, in its document:
+	// under the target's stripe too.
+	unlock := s.lock(user[:], target[:])
 	defer unlock()
+	var targetDoc []byte
 	if on {
-		if _, ok, err := s.get(key(pUser, target)); err != nil {
+		v, ok, err := s.get(key(pUser, target))
+		if err != nil {
 			return false, err
 		} else if !ok {
 			return false, store.Errorf(store.ENOTFOUND, "user not found")
 		}
+		targetDoc = v
 	}
 	k := []byte{byte(kind)}
 	wk := key(pRelated, user, k, target)
@@ -91,6 +96,18 @@ func (s *Store) setRelation(user, target store.ID, kind store.RelationKind, at t
 		_ = b.Delete(bk, nil)
 	} else {
 		_ = b.Set(bk, []byte{byte(mask)}, nil)
+	}
+	if on && kind == store.RelationBlock {
+		d, err := decodeUserDoc(targetDoc)
+		if err != nil {
+			return false, err
+		}
+		if d.NeverBlocked {
+			d.NeverBlocked = false
+			if err := setUserDoc(b, d); err != nil {
+				return false, err
+			}
+		}
 	}
 	return true, s.commit(b)
 }

@@ -33,7 +33,19 @@ func (s *Store) Block(ctx context.Context, user, target store.ID, kind store.Rel
 	if err := store.CheckRelation(user, target, kind); err != nil {
 		return false, err
 	}
-	if err := s.usersExist(ctx, target); err != nil {
+	if kind == store.RelationBlock {
+		// The target's NeverBlocked goes first: a crash before the
+		// insert leaves it cleared for nothing, never a block behind it.
+		// The update is the check that the target exists, as usersExist
+		// is for a mute: the same one round trip.
+		res, err := s.users.UpdateOne(ctx, bson.D{{Key: "_id", Value: oid(target)}}, bson.D{{Key: "$unset", Value: bson.D{{Key: "nb", Value: ""}}}})
+		if err != nil {
+			return false, wrap("block", err)
+		}
+		if res.MatchedCount == 0 {
+			return false, store.Errorf(store.ENOTFOUND, "user not found")
+		}
+	} else if err := s.usersExist(ctx, target); err != nil {
 		return false, err
 	}
 	_, err := s.blocks.InsertOne(ctx, append(bson.D{{Key: "_id", Value: oid(store.NewID(at))}}, relationEdge(user, target, kind)...))

@@ -497,6 +497,7 @@ func (n *Network) user(i int, passwordHash []byte, seen time.Time) *store.User {
 		PasswordHash: passwordHash, CreatedAt: t, LastSeenAt: seen,
 		FollowerCount: len(n.followers[i]), FollowingCount: len(n.following[i]),
 		MessageCount: len(n.byAuthor[i]) + len(n.byReposter[i]), PulledCount: pulled,
+		NeverBlocked: true, // the network has no blocks
 	}
 }
 

@@ -38,7 +38,7 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (*store.User, erro
 		return nil, err
 	}
 	now := s.clock()
-	u := &store.User{ID: store.NewID(now), Handle: handle, DisplayName: name, PasswordHash: hash, CreatedAt: now, LastSeenAt: now}
+	u := &store.User{ID: store.NewID(now), Handle: handle, DisplayName: name, PasswordHash: hash, CreatedAt: now, LastSeenAt: now, NeverBlocked: true}
 	if err := s.backend.CreateUser(ctx, u); err != nil {
 		return nil, err
 	}

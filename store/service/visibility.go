@@ -18,6 +18,13 @@ import (
 // nobody signed in) may see each author's messages; false for a nil
 // author.
 func (s *Service) SeesMessagesOf(ctx context.Context, viewer store.ID, authors []*store.User) ([]bool, error) {
+	return s.seesMessagesOf(ctx, viewer, false, authors)
+}
+
+// seesMessagesOf is SeesMessagesOf, told whether viewer has never been
+// blocked (store.User.NeverBlocked), which spares the read of who blocks
+// viewer: on MongoDB a query of every shard.
+func (s *Service) seesMessagesOf(ctx context.Context, viewer store.ID, neverBlocked bool, authors []*store.User) ([]bool, error) {
 	out := make([]bool, len(authors))
 	var others, private []store.ID
 	asked := make(map[store.ID]bool, len(authors))
@@ -39,15 +46,17 @@ func (s *Service) SeesMessagesOf(ctx context.Context, viewer store.ID, authors [
 	if len(others) == 0 {
 		return out, nil
 	}
-	// FindBlockers(author, owners) tells the kinds each owner has toward
-	// author: here, which of the authors block the viewer.
-	kinds, err := s.backend.FindBlockers(ctx, viewer, others)
-	if err != nil {
-		return nil, err
-	}
 	blocks := make(map[store.ID]bool, len(others))
-	for i, id := range others {
-		blocks[id] = kinds[i]&store.RelationBlock != 0
+	if !neverBlocked {
+		// FindBlockers(author, owners) tells the kinds each owner has
+		// toward author: here, which of the authors block the viewer.
+		kinds, err := s.backend.FindBlockers(ctx, viewer, others)
+		if err != nil {
+			return nil, err
+		}
+		for i, id := range others {
+			blocks[id] = kinds[i]&store.RelationBlock != 0
+		}
 	}
 	followed := make(map[store.ID]bool, len(private))
 	if len(private) > 0 {
@@ -71,7 +80,8 @@ func (s *Service) SeesMessagesOf(ctx context.Context, viewer store.ID, authors [
 // (false for a nil one): its authors loaded in one batch, then the rule.
 // It returns the authors it loaded (viewer's own messages need none), and
 // the users of also, loaded in the same batch, for the caller to show
-// without loading them again.
+// without loading them again. Viewer is loaded in that batch too: one
+// nobody has ever blocked needs no read of its blockers.
 func (s *Service) visibleMessages(ctx context.Context, viewer store.ID, msgs []*store.Message, also ...store.ID) ([]bool, []*store.User, error) {
 	out := make([]bool, len(msgs))
 	var ids []store.ID
@@ -92,6 +102,9 @@ func (s *Service) visibleMessages(ctx context.Context, viewer store.ID, msgs []*
 		return out, nil, nil
 	}
 	n := len(ids)
+	if !viewer.IsZero() {
+		also = append(slices.Clip(also), viewer)
+	}
 	for _, id := range also {
 		if _, ok := at[id]; !ok {
 			at[id] = len(ids)
@@ -102,7 +115,11 @@ func (s *Service) visibleMessages(ctx context.Context, viewer store.ID, msgs []*
 	if err != nil {
 		return nil, nil, err
 	}
-	sees, err := s.SeesMessagesOf(ctx, viewer, authors[:n])
+	neverBlocked := false
+	if i, ok := at[viewer]; ok && authors[i] != nil {
+		neverBlocked = authors[i].NeverBlocked
+	}
+	sees, err := s.seesMessagesOf(ctx, viewer, neverBlocked, authors[:n])
 	if err != nil {
 		return nil, nil, err
 	}

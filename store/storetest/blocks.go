@@ -14,6 +14,7 @@ import (
 
 func testBlocks(t *testing.T, open OpenFunc) {
 	t.Run("BlockAndUnblock", func(t *testing.T) { testBlockAndUnblock(t, open) })
+	t.Run("NeverBlocked", func(t *testing.T) { testNeverBlocked(t, open) })
 	t.Run("Lists", func(t *testing.T) { testBlockLists(t, open) })
 	t.Run("Blockers", func(t *testing.T) { testBlockers(t, open) })
 	t.Run("Filtered", func(t *testing.T) { testBlockFiltered(t, open) })
@@ -38,6 +39,38 @@ func findBlocked(t *testing.T, b storage.Backend, user store.ID, kind store.Rela
 	got, err := b.FindBlocked(ctx, user, kind, targets)
 	require.NoError(t, err)
 	return got
+}
+
+// testNeverBlocked checks the flag that spares a reader the read of who
+// blocks them: stored at creation, cleared by the first block of the
+// user and by nothing else, and never set again.
+func testNeverBlocked(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	me, troll, bore := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+	never := func() []bool {
+		t.Helper()
+		us, err := b.FindUsersByIDs(ctx, []store.ID{me.ID, troll.ID, bore.ID})
+		require.NoError(t, err)
+		out := make([]bool, len(us))
+		for i, u := range us {
+			out[i] = u.NeverBlocked
+		}
+		return out
+	}
+	assert.Equal(t, []bool{true, true, true}, never(), "as created")
+	_, err := b.Block(ctx, me.ID, bore.ID, mute, c.Now())
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, true, true}, never(), "a mute hides nothing from the muted")
+	_, err = b.Block(ctx, me.ID, troll.ID, block, c.Now())
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, false, true}, never(), "the blocked user only")
+	_, err = b.Unblock(ctx, me.ID, troll.ID, block)
+	require.NoError(t, err)
+	u, err := b.FindUserByID(ctx, troll.ID)
+	require.NoError(t, err)
+	assert.False(t, u.NeverBlocked, "an unblock does not bring it back")
+	_, err = b.Block(ctx, me.ID, store.NewID(c.Now()), block, c.Now())
+	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "an unknown target")
 }
 
 func testBlockAndUnblock(t *testing.T, open OpenFunc) {

@@ -89,7 +89,7 @@ var userSeq atomic.Int64
 func mustCreateUser(t *testing.T, b storage.Backend, c *clock) *store.User {
 	t.Helper()
 	now := c.Now()
-	u := &store.User{ID: store.NewID(now), Handle: fmt.Sprintf("user_%d", userSeq.Add(1)), DisplayName: "User", PasswordHash: []byte("x"), CreatedAt: now, LastSeenAt: now}
+	u := &store.User{ID: store.NewID(now), Handle: fmt.Sprintf("user_%d", userSeq.Add(1)), DisplayName: "User", PasswordHash: []byte("x"), CreatedAt: now, LastSeenAt: now, NeverBlocked: true}
 	require.NoError(t, b.CreateUser(ctx, u))
 	return u
 }

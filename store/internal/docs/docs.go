@@ -59,6 +59,9 @@ type User struct {
 	// handle is freed.
 	Deleted *time.Time `bson:"dl,omitempty"`
 	Private bool       `bson:"pv,omitempty"`
+	// NeverBlocked (store.User.NeverBlocked): present, true, until the
+	// user is first blocked.
+	NeverBlocked bool `bson:"nb,omitempty"`
 }
 
 // Revoked is a revoked token as stored: its id and when it expires.
@@ -82,7 +85,7 @@ func FromUser(u *store.User) *User {
 		Created: u.CreatedAt, Seen: u.LastSeenAt,
 		Followers: int64(u.FollowerCount), Following: int64(u.FollowingCount), Messages: int64(u.MessageCount),
 		Pulled: int64(u.PulledCount), TokenVer: int64(u.TokenVersion), Revoked: FromRevoked(u.RevokedTokens), Kept: u.KeptToken,
-		Private: u.Private,
+		Private: u.Private, NeverBlocked: u.NeverBlocked,
 	}
 }
 
@@ -106,7 +109,7 @@ func (d *User) Store() *store.User {
 		CreatedAt: d.Created.UTC(), LastSeenAt: d.Seen.UTC(),
 		FollowerCount: int(d.Followers), FollowingCount: int(d.Following), MessageCount: int(d.Messages),
 		PulledCount: int(d.Pulled), TokenVersion: int(d.TokenVer), RevokedTokens: d.RevokedTokens(),
-		KeptToken: d.Kept, DeletedAt: d.DeletedAt(), Private: d.Private,
+		KeptToken: d.Kept, DeletedAt: d.DeletedAt(), Private: d.Private, NeverBlocked: d.NeverBlocked,
 	}
 }
 
@@ -438,6 +441,8 @@ func decodeUser(b []byte, d *User) bool {
 			d.Pulled, ok = v.Int64OK()
 		case "tv":
 			d.TokenVer, ok = v.Int64OK()
+		case "nb":
+			d.NeverBlocked, ok = v.BooleanOK()
 		default: // attributes, revoked tokens, and anything unknown
 			return false
 		}

@@ -16,25 +16,26 @@ import (
 // longUser is the same document with descriptive field names, to measure
 // what the short names save.
 type longUser struct {
-	ID        primitive.ObjectID `bson:"_id"`
-	Handle    string             `bson:"handle"`
-	Name      string             `bson:"displayName"`
-	Bio       string             `bson:"bio,omitempty"`
-	Website   string             `bson:"websiteUrl,omitempty"`
-	Avatar    string             `bson:"avatarUrl,omitempty"`
-	Pass      []byte             `bson:"passwordHash"`
-	Created   time.Time          `bson:"createdAt"`
-	Seen      time.Time          `bson:"lastSeenAt"`
-	Followers int64              `bson:"followerCount"`
-	Following int64              `bson:"followingCount"`
-	Messages  int64              `bson:"messageCount"`
-	Pulled    int64              `bson:"pulledCount,omitempty"`
-	Attrs     []Attr             `bson:"attributes,omitempty"`
-	TokenVer  int64              `bson:"tokenVersion,omitempty"`
-	Revoked   []Revoked          `bson:"revokedTokens,omitempty"`
-	Kept      string             `bson:"keptToken,omitempty"`
-	Deleted   *time.Time         `bson:"deletedAt,omitempty"`
-	Private   bool               `bson:"private,omitempty"`
+	ID           primitive.ObjectID `bson:"_id"`
+	Handle       string             `bson:"handle"`
+	Name         string             `bson:"displayName"`
+	Bio          string             `bson:"bio,omitempty"`
+	Website      string             `bson:"websiteUrl,omitempty"`
+	Avatar       string             `bson:"avatarUrl,omitempty"`
+	Pass         []byte             `bson:"passwordHash"`
+	Created      time.Time          `bson:"createdAt"`
+	Seen         time.Time          `bson:"lastSeenAt"`
+	Followers    int64              `bson:"followerCount"`
+	Following    int64              `bson:"followingCount"`
+	Messages     int64              `bson:"messageCount"`
+	Pulled       int64              `bson:"pulledCount,omitempty"`
+	Attrs        []Attr             `bson:"attributes,omitempty"`
+	TokenVer     int64              `bson:"tokenVersion,omitempty"`
+	Revoked      []Revoked          `bson:"revokedTokens,omitempty"`
+	Kept         string             `bson:"keptToken,omitempty"`
+	Deleted      *time.Time         `bson:"deletedAt,omitempty"`
+	Private      bool               `bson:"private,omitempty"`
+	NeverBlocked bool               `bson:"neverBlocked,omitempty"`
 }
 
 func TestShortFieldNames_BytesSaved(t *testing.T) {

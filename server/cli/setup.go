@@ -16,18 +16,18 @@ import (
 
 // setupConfig is what `herald mongo setup` reads from its flags.
 type setupConfig struct {
-	URI        string
-	Database   string
-	DryRun     bool
-	Sharded    string // auto, yes or no
-	TimeZones  bool
+	URI       string
+	Database  string
+	DryRun    bool
+	Sharded   string // auto, yes or no
+	TimeZones bool
 	// DMSenderIndex adds the optional index of conversation messages by
 	// sender.
 	DMSenderIndex bool
-	ColdAfter  time.Duration
-	HotShards  []string
-	ColdShards []string
-	Timeout    time.Duration
+	ColdAfter     time.Duration
+	HotShards     []string
+	ColdShards    []string
+	Timeout       time.Duration
 }
 
 // Mongo is `herald mongo <command>`; setup is the only command.

@@ -216,7 +216,7 @@ func (s *Store) finishSend(ctx context.Context, md *docs.ConvMsg) (*store.Conver
 // messages, through the partial index on p, each finished as its sender
 // would have.
 func (s *Store) RecoverConversationSends(ctx context.Context, olderThan time.Time) (int, error) {
-	cur, err := s.dms.Find(ctx, bson.D{{Key: "p", Value: true}, {Key: "_id", Value: bson.D{{Key: "$lt", Value: oid(store.NewID(olderThan))}}}})
+	cur, err := s.dms.Find(ctx, bson.D{{Key: "p", Value: true}, {Key: "_id", Value: bson.D{{Key: "$lt", Value: idAt(olderThan)}}}})
 	if err != nil {
 		return 0, wrap("find pending sends", err)
 	}

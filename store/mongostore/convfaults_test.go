@@ -1,0 +1,112 @@
+package mongostore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/store"
+)
+
+// A send is five writes (conversations.go); a process killed before any
+// of them loses only that unacknowledged message, and the recovery pass
+// finishes it exactly: dense seqs, every list and unread count as after
+// a clean send, and a repeat of the recovery changes nothing.
+func TestFaults_ConversationSendRecovered(t *testing.T) {
+	ctx := context.Background()
+	for cut := int32(1); cut <= 5; cut++ {
+		st, f := openFaulty(t)
+		owner, a, b := mkUser(t, st, "owner"), mkUser(t, st, "a"), mkUser(t, st, "b")
+		now := tickClock()
+		g := &store.Conversation{ID: store.GroupConversationID(store.NewID(now)), Name: "g", CreatorID: owner,
+			Members: []store.ID{owner, a, b}, Admins: []store.ID{owner}, CreatedAt: now}
+		require.NoError(t, st.CreateConversation(ctx, g))
+		send := func(author store.ID, text string) (*store.ConversationMessage, error) {
+			at := tickClock()
+			m := &store.ConversationMessage{ID: store.NewID(at), ConversationID: g.ID, AuthorID: author, Text: text, CreatedAt: at}
+			_, err := st.AppendConversationMessage(ctx, m)
+			return m, err
+		}
+		_, err := send(a, "first")
+		require.NoError(t, err)
+
+		f.convWrite.Store(cut)
+		lost, err := send(owner, "cut short")
+		require.Error(t, err, "write %d fails", cut)
+		n, err := st.RecoverConversationSends(ctx, tickClock())
+		require.NoError(t, err)
+		stored := cut > 1 // the first write is the message's insert
+		if stored {
+			assert.Equal(t, 1, n, "write %d: the pending send is finished", cut)
+		} else {
+			assert.Zero(t, n)
+		}
+		n, err = st.RecoverConversationSends(ctx, tickClock())
+		require.NoError(t, err)
+		assert.Zero(t, n, "a finished send is not pending")
+
+		next, err := send(b, "next")
+		require.NoError(t, err)
+		ms, err := st.ListConversationMessages(ctx, g.ID, store.SeqRange{Limit: 10, Reverse: true})
+		require.NoError(t, err)
+		var texts []string
+		for i, m := range ms {
+			assert.Equal(t, uint64(i+1), m.Seq, "write %d: seqs stay dense", cut)
+			texts = append(texts, m.Text)
+		}
+		want := []string{"first", "next"}
+		last := uint64(2)
+		if stored {
+			want = []string{"first", "cut short", "next"}
+			last = 3
+		}
+		assert.Equal(t, want, texts, "write %d", cut)
+		assert.Equal(t, last, next.Seq)
+
+		// Counts as after clean sends: the owner read its own message (if
+		// stored) but not b's; a read its own first message only.
+		ownerRead := uint64(0)
+		if stored {
+			ownerRead = lost.Seq
+		}
+		unread := func(u store.ID) store.UnreadState {
+			got, err := st.ReadUnreadConversations(ctx, u)
+			require.NoError(t, err)
+			return got[g.ID]
+		}
+		assert.Equal(t, store.UnreadState{LastSeq: last, ReadSeq: ownerRead}, unread(owner), "write %d", cut)
+		assert.Equal(t, store.UnreadState{LastSeq: last, ReadSeq: 1}, unread(a), "write %d", cut)
+		assert.Equal(t, store.UnreadState{}, unread(b), "write %d: b sent the last", cut)
+		for _, u := range []store.ID{owner, a, b} {
+			l, err := st.ListConversations(ctx, u, store.Forward(store.NilID, 10))
+			require.NoError(t, err)
+			require.Len(t, l, 1)
+			assert.Equal(t, "next", l[0].Last.Text)
+		}
+		found, err := st.FindConversations(ctx, []store.ConversationID{g.ID})
+		require.NoError(t, err)
+		assert.Equal(t, last, found[0].LastSeq)
+		assert.Equal(t, ownerRead, found[0].ReadSeq(owner), "write %d: the read receipt", cut)
+	}
+}
+
+// Recovery leaves a send still in progress alone: only those older than
+// its bound.
+func TestFaults_ConversationRecoveryBound(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	x, y := mkUser(t, st, "x"), mkUser(t, st, "y")
+	at := tickClock()
+	f.convWrite.Store(3)
+	_, err := st.AppendConversationMessage(ctx, &store.ConversationMessage{ID: store.NewID(at), ConversationID: store.DirectConversationID(x, y), AuthorID: x, Text: "hi", CreatedAt: at})
+	require.Error(t, err)
+	n, err := st.RecoverConversationSends(ctx, at)
+	require.NoError(t, err)
+	assert.Zero(t, n, "not older than the bound")
+	n, err = st.RecoverConversationSends(ctx, at.Add(time.Millisecond))
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+}

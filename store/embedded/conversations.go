@@ -236,7 +236,9 @@ func (s *Store) AppendConversationMessage(_ context.Context, m *store.Conversati
 
 // RecoverConversationSends implements storage.Backend: a send is one
 // batch here, so none is ever pending.
-func (s *Store) RecoverConversationSends(context.Context, time.Time) (int, error) { return 0, nil }
+func (s *Store) RecoverConversationSends(context.Context, time.Time) ([]*store.ConversationMessage, error) {
+	return nil, nil
+}
 
 // ListConversationMessages implements storage.Backend: one range of M
 // keys.

@@ -215,21 +215,23 @@ func (s *Store) finishSend(ctx context.Context, md *docs.ConvMsg) (*store.Conver
 // RecoverConversationSends implements storage.Backend: the pending
 // messages, through the partial index on p, each finished as its sender
 // would have.
-func (s *Store) RecoverConversationSends(ctx context.Context, olderThan time.Time) (int, error) {
+func (s *Store) RecoverConversationSends(ctx context.Context, olderThan time.Time) ([]*store.ConversationMessage, error) {
 	cur, err := s.dms.Find(ctx, bson.D{{Key: "p", Value: true}, {Key: "_id", Value: bson.D{{Key: "$lt", Value: idAt(olderThan)}}}})
 	if err != nil {
-		return 0, wrap("find pending sends", err)
+		return nil, wrap("find pending sends", err)
 	}
 	var pending []docs.ConvMsg
 	if err := cur.All(ctx, &pending); err != nil {
-		return 0, wrap("find pending sends", err)
+		return nil, wrap("find pending sends", err)
 	}
+	out := make([]*store.ConversationMessage, 0, len(pending))
 	for i := range pending {
 		if _, err := s.finishSend(ctx, &pending[i]); err != nil {
-			return i, err
+			return out, err
 		}
+		out = append(out, pending[i].Store(store.ConversationID(pending[i].Conv)))
 	}
-	return len(pending), nil
+	return out, nil
 }
 
 // ListConversationMessages implements storage.Backend: one range of the

@@ -36,17 +36,20 @@ func TestFaults_ConversationSendRecovered(t *testing.T) {
 		f.convWrite.Store(cut)
 		lost, err := send(owner, "cut short")
 		require.Error(t, err, "write %d fails", cut)
-		n, err := st.RecoverConversationSends(ctx, tickClock())
+		done, err := st.RecoverConversationSends(ctx, tickClock())
 		require.NoError(t, err)
 		stored := cut > 1 // the first write is the message's insert
 		if stored {
-			assert.Equal(t, 1, n, "write %d: the pending send is finished", cut)
+			require.Len(t, done, 1, "write %d: the pending send is finished", cut)
+			assert.Equal(t, lost.ID, done[0].ID)
+			assert.Equal(t, uint64(2), done[0].Seq)
+			assert.Equal(t, g.ID, done[0].ConversationID)
 		} else {
-			assert.Zero(t, n)
+			assert.Empty(t, done)
 		}
-		n, err = st.RecoverConversationSends(ctx, tickClock())
+		done, err = st.RecoverConversationSends(ctx, tickClock())
 		require.NoError(t, err)
-		assert.Zero(t, n, "a finished send is not pending")
+		assert.Empty(t, done, "a finished send is not pending")
 
 		next, err := send(b, "next")
 		require.NoError(t, err)
@@ -70,7 +73,7 @@ func TestFaults_ConversationSendRecovered(t *testing.T) {
 		// stored) but not b's; a read its own first message only.
 		ownerRead := uint64(0)
 		if stored {
-			ownerRead = lost.Seq
+			ownerRead = 2
 		}
 		unread := func(u store.ID) store.UnreadState {
 			got, err := st.ReadUnreadConversations(ctx, u)
@@ -103,10 +106,10 @@ func TestFaults_ConversationRecoveryBound(t *testing.T) {
 	f.convWrite.Store(3)
 	_, err := st.AppendConversationMessage(ctx, &store.ConversationMessage{ID: store.NewID(at), ConversationID: store.DirectConversationID(x, y), AuthorID: x, Text: "hi", CreatedAt: at})
 	require.Error(t, err)
-	n, err := st.RecoverConversationSends(ctx, at)
+	done, err := st.RecoverConversationSends(ctx, at)
 	require.NoError(t, err)
-	assert.Zero(t, n, "not older than the bound")
-	n, err = st.RecoverConversationSends(ctx, at.Add(time.Millisecond))
+	assert.Empty(t, done, "not older than the bound")
+	done, err = st.RecoverConversationSends(ctx, at.Add(time.Millisecond))
 	require.NoError(t, err)
-	assert.Equal(t, 1, n)
+	assert.Len(t, done, 1)
 }

@@ -80,6 +80,8 @@ type eventDoc struct {
 	Delivered time.Time          `bson:"d,omitempty"`
 	Subject   primitive.ObjectID `bson:"s,omitempty"`
 	Group     primitive.ObjectID `bson:"g,omitempty"`
+	Conv      []byte             `bson:"c,omitempty"`
+	Seq       int64              `bson:"sq,omitempty"`
 }
 
 // eventTypes maps event types to their stored codes. Codes, not names:
@@ -99,6 +101,13 @@ var eventTypes = map[store.EventType]int32{
 
 	store.EventNotificationRemoved: 9,
 	store.EventNotificationUpdated: 10,
+
+	store.EventConversationMessage:        11,
+	store.EventConversationMessageEdited:  12,
+	store.EventConversationMessageDeleted: 13,
+	store.EventConversationRead:           14,
+	store.EventConversationMemberAdded:    15,
+	store.EventConversationMemberRemoved:  16,
 }
 
 var eventTypeNames = func() map[int32]store.EventType {
@@ -124,7 +133,7 @@ func encodeEvent(ev store.Event) (eventDoc, bool) {
 		Message: primitive.ObjectID(ev.MessageID), Author: primitive.ObjectID(ev.AuthorID),
 		Mark: primitive.ObjectID(ev.Counts.ReadMark), Total: int64(ev.Counts.Total), Unread: int64(ev.Counts.Unread),
 		Rebuild: ev.Counts.Rebuilding, NoCounts: ev.NoCounts, Delivered: ev.DeliveredAt, Subject: primitive.ObjectID(ev.Subject),
-		Group: primitive.ObjectID(ev.Group),
+		Group: primitive.ObjectID(ev.Group), Conv: []byte(ev.Conversation), Seq: int64(ev.Seq),
 	}, true
 }
 
@@ -139,6 +148,7 @@ func (d eventDoc) event() (store.Event, bool) {
 			Total: int(d.Total), Unread: int(d.Unread), ReadMark: store.ID(d.Mark), Rebuilding: d.Rebuild,
 		},
 		NoCounts: d.NoCounts, DeliveredAt: d.Delivered, Subject: store.ID(d.Subject), Group: store.ID(d.Group),
+		Conversation: store.ConversationID(d.Conv), Seq: uint64(d.Seq),
 	}, true
 }
 

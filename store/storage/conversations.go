@@ -39,9 +39,9 @@ type Conversations interface {
 	AppendConversationMessage(ctx context.Context, m *store.ConversationMessage) (*store.Conversation, error)
 	// RecoverConversationSends finishes every pending send left by a
 	// failed AppendConversationMessage stored before olderThan, and
-	// reports how many it finished. A backend whose sends are atomic has
-	// none.
-	RecoverConversationSends(ctx context.Context, olderThan time.Time) (int, error)
+	// returns the messages it finished (with their seqs), which no one
+	// was told of. A backend whose sends are atomic has none.
+	RecoverConversationSends(ctx context.Context, olderThan time.Time) ([]*store.ConversationMessage, error)
 	// ListConversationMessages returns conv's messages within r, newest
 	// first, deleted ones included (as tombstones).
 	ListConversationMessages(ctx context.Context, conv store.ConversationID, r store.SeqRange) ([]*store.ConversationMessage, error)

@@ -602,7 +602,7 @@ func (w *observed) AppendConversationMessage(ctx context.Context, m *store.Conve
 	return r0, err
 }
 
-func (w *observed) RecoverConversationSends(ctx context.Context, olderThan time.Time) (int, error) {
+func (w *observed) RecoverConversationSends(ctx context.Context, olderThan time.Time) ([]*store.ConversationMessage, error) {
 	start := time.Now()
 	r0, err := w.b.RecoverConversationSends(ctx, olderThan)
 	w.o.Observe("RecoverConversationSends", start, err)

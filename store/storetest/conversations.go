@@ -351,9 +351,9 @@ func testConversationList(t *testing.T, open OpenFunc) {
 	require.Len(t, back, 2)
 	assert.Equal(t, []store.ConversationID{want[1], want[0]}, []store.ConversationID{back[0].ConversationID, back[1].ConversationID}, "backward, nearest first")
 
-	n, err := b.RecoverConversationSends(ctx, c.Now())
+	done, err := b.RecoverConversationSends(ctx, c.Now())
 	require.NoError(t, err)
-	assert.Zero(t, n, "finished sends leave nothing to recover")
+	assert.Empty(t, done, "finished sends leave nothing to recover")
 }
 
 func testConversationConcurrentSends(t *testing.T, open OpenFunc) {

@@ -20,6 +20,7 @@ func testConversations(t *testing.T, open OpenFunc) {
 	t.Run("EditDelete", func(t *testing.T) { testConversationEditDelete(t, open) })
 	t.Run("List", func(t *testing.T) { testConversationList(t, open) })
 	t.Run("ConcurrentSends", func(t *testing.T) { testConversationConcurrentSends(t, open) })
+	t.Run("Service", func(t *testing.T) { testConversationService(t, open) })
 }
 
 // sendDM stores a message of author in conv and returns it.

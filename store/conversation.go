@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/hex"
 	"time"
 )
@@ -63,11 +62,6 @@ func (c ConversationID) Other(me ID) ID {
 		return b
 	}
 	return a
-}
-
-// Compare orders conversation IDs by their bytes.
-func (c ConversationID) Compare(other ConversationID) int {
-	return bytes.Compare([]byte(c), []byte(other))
 }
 
 // String returns c in hex: 24 characters for a group, 48 for a direct

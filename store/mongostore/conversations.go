@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -90,8 +91,23 @@ func (s *Store) placeEntries(ctx context.Context, conv store.ConversationID, use
 		models[i] = mongo.NewUpdateOneModel().SetUpsert(true).
 			SetFilter(bson.D{{Key: "u", Value: oid(u)}, {Key: "c", Value: []byte(conv)}, cond}).SetUpdate(update)
 	}
-	if _, err := s.userConvs.BulkWrite(ctx, models, unordered); err != nil && !onlyDuplicates(err) {
-		return wrap("place conversation entries", err)
+	return wrap("place conversation entries", upsertAll(ctx, s.userConvs, models))
+}
+
+// upsertAll runs models, upserts, as one unordered bulk write. Two upserts
+// of one new document may race: one inserts, the other fails on the
+// unique index without applying its update. So the write is run once
+// more after duplicates; then each document exists, and a duplicate left
+// means the filter found a newer state, which the update must not touch.
+func upsertAll(ctx context.Context, coll interface {
+	BulkWrite(context.Context, []mongo.WriteModel, ...*options.BulkWriteOptions) (*mongo.BulkWriteResult, error)
+}, models []mongo.WriteModel) error {
+	_, err := coll.BulkWrite(ctx, models, unordered)
+	if err != nil && onlyDuplicates(err) {
+		_, err = coll.BulkWrite(ctx, models, unordered)
+	}
+	if err != nil && !onlyDuplicates(err) {
+		return err
 	}
 	return nil
 }
@@ -150,6 +166,9 @@ func (s *Store) AppendConversationMessage(ctx context.Context, m *store.Conversa
 	md := docs.FromConvMsg(m)
 	md.Pending = true
 	for md.Seq = d.Seq + 1; ; md.Seq++ {
+		if md.Seq > d.Seq+maxSeqClaims {
+			return nil, fmt.Errorf("mongostore: no free seq in conversation %s after %d tries", c, maxSeqClaims)
+		}
 		_, err := s.dms.InsertOne(ctx, md)
 		if err == nil {
 			break
@@ -167,6 +186,10 @@ func (s *Store) AppendConversationMessage(ctx context.Context, m *store.Conversa
 	m.Seq = uint64(md.Seq)
 	return s.finishSend(ctx, md)
 }
+
+// maxSeqClaims bounds the seqs a send tries past the last one it read:
+// each taken one is another sender's message, stored since.
+const maxSeqClaims = 10000
 
 func containsOID(ids []primitive.ObjectID, id primitive.ObjectID) bool {
 	for _, x := range ids {
@@ -202,7 +225,7 @@ func (s *Store) finishSend(ctx context.Context, md *docs.ConvMsg) (*store.Conver
 		models[i] = mongo.NewUpdateOneModel().SetUpsert(true).SetFilter(bson.D{{Key: "_id", Value: oid(u)}}).
 			SetUpdate(bson.D{{Key: "$max", Value: up}})
 	}
-	if _, err := s.dmReads.BulkWrite(ctx, models, unordered); err != nil && !onlyDuplicates(err) {
+	if err := upsertAll(ctx, s.dmReads, models); err != nil {
 		return nil, wrap("raise read states", err)
 	}
 	if _, err := s.dms.UpdateOne(ctx, bson.D{{Key: "c", Value: md.Conv}, {Key: "s", Value: md.Seq}},

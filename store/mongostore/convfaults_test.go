@@ -2,13 +2,18 @@ package mongostore_test
 
 import (
 	"context"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"herald/store"
+	"herald/store/pubsub"
+	"herald/store/service"
 )
 
 var farAhead = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -117,4 +122,53 @@ func TestFaults_ConversationRecoveryBound(t *testing.T) {
 	done, err = st.RecoverConversationSends(ctx, id.Time().Add(time.Millisecond))
 	require.NoError(t, err)
 	assert.Len(t, done, 1)
+}
+
+// The sweeper of the fan-out lease holder finishes a send its sender
+// left pending, once it is older than the grace a live sender has, and
+// tells every member of it.
+func TestFaults_ConversationSweeperRecovers(t *testing.T) {
+	ctx := context.Background()
+	st, f := openFaulty(t)
+	var now atomic.Int64
+	now.Store(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	clock := func() time.Time { return time.UnixMilli(now.Load()).UTC() }
+	hub := pubsub.NewHub()
+	defer hub.Close()
+	svc := service.NewService(st, hub, service.Options{Now: clock, PasswordCost: bcrypt.MinCost, JobPoll: 5 * time.Millisecond,
+		DeletionPoll: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	alice, err := svc.SignUp(ctx, service.SignUpInput{Handle: "alice", Password: "password123"})
+	require.NoError(t, err)
+	bob, err := svc.SignUp(ctx, service.SignUpInput{Handle: "bob", Password: "password123"})
+	require.NoError(t, err)
+	events, err := hub.Subscribe(t.Context(), bob.ID)
+	require.NoError(t, err)
+
+	f.convWrite.Store(4) // the conversation, the message and its seq are stored; the lists are not
+	_, err = svc.SendDirectMessage(ctx, alice.ID, bob.ID, "lost reply")
+	require.Error(t, err)
+	require.NoError(t, svc.Start(ctx))
+	defer func() { _ = svc.Close(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	u, err := svc.UnreadConversations(ctx, bob.ID)
+	require.NoError(t, err)
+	assert.Zero(t, u.Total(), "a send younger than the grace is its sender's to finish")
+
+	now.Add(time.Minute.Milliseconds())
+	var ev store.Event
+	select {
+	case ev = <-events:
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "the recovered message was not announced")
+	}
+	assert.Equal(t, store.EventConversationMessage, ev.Type)
+	assert.Equal(t, uint64(1), ev.Seq)
+	assert.Equal(t, alice.ID, ev.AuthorID)
+	u, err = svc.UnreadConversations(ctx, bob.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, u.Total(), "bob is told of it, and counts it")
+	page, err := svc.Conversations(ctx, bob.ID, store.Forward(store.NilID, 10))
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1)
+	assert.Equal(t, "lost reply", page.Items[0].Entry.Last.Text)
 }

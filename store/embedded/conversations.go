@@ -205,7 +205,8 @@ func (s *Store) AppendConversationMessage(_ context.Context, m *store.Conversati
 	if err := setDoc(b, key(pConv, ck), d); err != nil {
 		return nil, err
 	}
-	if err := setDoc(b, key(pConvMessage, ck, m.Seq), md); err != nil {
+	// The key names the conversation: the value need not.
+	if err := setDoc(b, key(pConvMessage, ck, m.Seq), md.Snapshot()); err != nil {
 		return nil, err
 	}
 	hexID := m.ConversationID.String()

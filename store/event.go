@@ -40,16 +40,17 @@ const (
 	EventNotificationUpdated EventType = "NOTIFICATION_UPDATED"
 
 	// Conversation events are published to every member of the
-	// conversation Conversation (UserID the member told).
+	// conversation Conversation.ID (UserID the member told).
 	//
-	// EventConversationMessage: message MessageID (seq Seq, by AuthorID)
-	// was added.
+	// EventConversationMessage: message MessageID (seq Conversation.Seq,
+	// by AuthorID) was added.
 	EventConversationMessage EventType = "CONVERSATION_MESSAGE"
-	// EventConversationMessageEdited: message MessageID (seq Seq) was
-	// edited; EventConversationMessageDeleted: deleted (its place kept).
+	// EventConversationMessageEdited: message MessageID (seq
+	// Conversation.Seq) was edited; EventConversationMessageDeleted: deleted (its place kept).
 	EventConversationMessageEdited  EventType = "CONVERSATION_MESSAGE_EDITED"
 	EventConversationMessageDeleted EventType = "CONVERSATION_MESSAGE_DELETED"
-	// EventConversationRead: member Subject has read up to Seq (a read
+	// EventConversationRead: member Subject has read up to
+	// Conversation.Seq (a read
 	// receipt, and the reader's own unread count on its other devices).
 	EventConversationRead EventType = "CONVERSATION_READ"
 	// EventConversationMemberAdded and EventConversationMemberRemoved:
@@ -101,14 +102,23 @@ type Event struct {
 	// Group is the notification group of an EventNotified,
 	// EventNotificationRemoved or EventNotificationUpdated.
 	Group ID
-	// Conversation and Seq are a conversation event's conversation and
-	// the seq of its message (or read position).
-	Conversation ConversationID
-	Seq          uint64
+	// Conversation is a conversation event's conversation and seq; nil
+	// for every other event (a pointer, so that the inbox events a hub
+	// retains do not pay for the fields). Read only: the events of one
+	// change share it.
+	Conversation *ConversationRef
 	// Position is where the event stands in the stream its hub delivers,
 	// set by the hub (or, on MongoDB, by the events document that carried
 	// it): a subscription resumes after the event a position names.
 	Position EventPosition
+}
+
+// ConversationRef is what a conversation event concerns: the
+// conversation and the seq of its message, or the read position of an
+// EventConversationRead (0 for membership events).
+type ConversationRef struct {
+	ID  ConversationID
+	Seq uint64
 }
 
 // EventPosition names one event of a hub's stream. It is unique, the same

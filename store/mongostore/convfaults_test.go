@@ -162,7 +162,7 @@ func TestFaults_ConversationSweeperRecovers(t *testing.T) {
 		require.FailNow(t, "the recovered message was not announced")
 	}
 	assert.Equal(t, store.EventConversationMessage, ev.Type)
-	assert.Equal(t, uint64(1), ev.Seq)
+	assert.Equal(t, &store.ConversationRef{ID: store.DirectConversationID(alice.ID, bob.ID), Seq: 1}, ev.Conversation)
 	assert.Equal(t, alice.ID, ev.AuthorID)
 	u, err = svc.UnreadConversations(ctx, bob.ID)
 	require.NoError(t, err)

@@ -128,13 +128,17 @@ func encodeEvent(ev store.Event) (eventDoc, bool) {
 	if !ok {
 		return eventDoc{}, false
 	}
-	return eventDoc{
+	d := eventDoc{
 		Type: t, User: primitive.ObjectID(ev.UserID),
 		Message: primitive.ObjectID(ev.MessageID), Author: primitive.ObjectID(ev.AuthorID),
 		Mark: primitive.ObjectID(ev.Counts.ReadMark), Total: int64(ev.Counts.Total), Unread: int64(ev.Counts.Unread),
 		Rebuild: ev.Counts.Rebuilding, NoCounts: ev.NoCounts, Delivered: ev.DeliveredAt, Subject: primitive.ObjectID(ev.Subject),
-		Group: primitive.ObjectID(ev.Group), Conv: []byte(ev.Conversation), Seq: int64(ev.Seq),
-	}, true
+		Group: primitive.ObjectID(ev.Group),
+	}
+	if c := ev.Conversation; c != nil {
+		d.Conv, d.Seq = []byte(c.ID), int64(c.Seq)
+	}
+	return d, true
 }
 
 func (d eventDoc) event() (store.Event, bool) {
@@ -142,14 +146,17 @@ func (d eventDoc) event() (store.Event, bool) {
 	if !ok {
 		return store.Event{}, false
 	}
-	return store.Event{
+	ev := store.Event{
 		Type: t, UserID: store.ID(d.User), MessageID: store.ID(d.Message), AuthorID: store.ID(d.Author),
 		Counts: store.InboxCounts{
 			Total: int(d.Total), Unread: int(d.Unread), ReadMark: store.ID(d.Mark), Rebuilding: d.Rebuild,
 		},
 		NoCounts: d.NoCounts, DeliveredAt: d.Delivered, Subject: store.ID(d.Subject), Group: store.ID(d.Group),
-		Conversation: store.ConversationID(d.Conv), Seq: uint64(d.Seq),
-	}, true
+	}
+	if len(d.Conv) > 0 {
+		ev.Conversation = &store.ConversationRef{ID: store.ConversationID(d.Conv), Seq: uint64(d.Seq)}
+	}
+	return ev, true
 }
 
 // EventsOptions configure Events. Zero values pick the defaults.

@@ -415,12 +415,12 @@ func TestEventDoc_RoundTrip(t *testing.T) {
 		{Type: store.EventSessionsRevoked, UserID: store.SessionsTopic, Subject: id},
 		{Type: store.EventNotified, UserID: id, Group: id, Counts: store.InboxCounts{Total: 2, Unread: 1}},
 		{Type: store.EventNotificationsRead, UserID: id, Counts: store.InboxCounts{Total: 2}},
-		{Type: store.EventConversationMessage, UserID: id, Conversation: store.DirectConversationID(id, other), MessageID: id, AuthorID: other, Seq: 7},
-		{Type: store.EventConversationMessageEdited, UserID: id, Conversation: store.GroupConversationID(other), MessageID: id, AuthorID: id, Seq: 8},
-		{Type: store.EventConversationMessageDeleted, UserID: id, Conversation: store.GroupConversationID(other), MessageID: id, AuthorID: id, Seq: 9},
-		{Type: store.EventConversationRead, UserID: id, Conversation: store.GroupConversationID(other), Subject: other, Seq: 3},
-		{Type: store.EventConversationMemberAdded, UserID: id, Conversation: store.GroupConversationID(other), Subject: id},
-		{Type: store.EventConversationMemberRemoved, UserID: id, Conversation: store.GroupConversationID(other), Subject: other},
+		{Type: store.EventConversationMessage, UserID: id, Conversation: &store.ConversationRef{ID: store.DirectConversationID(id, other), Seq: 7}, MessageID: id, AuthorID: other},
+		{Type: store.EventConversationMessageEdited, UserID: id, Conversation: &store.ConversationRef{ID: store.GroupConversationID(other), Seq: 8}, MessageID: id, AuthorID: id},
+		{Type: store.EventConversationMessageDeleted, UserID: id, Conversation: &store.ConversationRef{ID: store.GroupConversationID(other), Seq: 9}, MessageID: id, AuthorID: id},
+		{Type: store.EventConversationRead, UserID: id, Conversation: &store.ConversationRef{ID: store.GroupConversationID(other), Seq: 3}, Subject: other},
+		{Type: store.EventConversationMemberAdded, UserID: id, Conversation: &store.ConversationRef{ID: store.GroupConversationID(other)}, Subject: id},
+		{Type: store.EventConversationMemberRemoved, UserID: id, Conversation: &store.ConversationRef{ID: store.GroupConversationID(other)}, Subject: other},
 	} {
 		t.Run(string(ev.Type), func(t *testing.T) {
 			d, ok := encodeEvent(ev)

@@ -135,14 +135,14 @@ func (s *Service) appendMessage(ctx context.Context, viewer store.ID, conv store
 	if err != nil {
 		return nil, err
 	}
-	s.publishConversation(ctx, c.Members, store.Event{Type: store.EventConversationMessage, MessageID: m.ID, AuthorID: m.AuthorID, Seq: m.Seq}, conv)
+	s.publishConversation(ctx, c.Members, store.Event{Type: store.EventConversationMessage, MessageID: m.ID, AuthorID: m.AuthorID}, conv, m.Seq)
 	return m, nil
 }
 
-// publishConversation publishes ev, of conversation conv, to each of
-// members.
-func (s *Service) publishConversation(ctx context.Context, members []store.ID, ev store.Event, conv store.ConversationID) {
-	ev.Conversation = conv
+// publishConversation publishes ev, of conversation conv at seq, to each
+// of members.
+func (s *Service) publishConversation(ctx context.Context, members []store.ID, ev store.Event, conv store.ConversationID, seq uint64) {
+	ev.Conversation = &store.ConversationRef{ID: conv, Seq: seq}
 	evs := make([]store.Event, len(members))
 	for i, u := range members {
 		evs[i] = ev
@@ -180,8 +180,9 @@ func (s *Service) CreateGroup(ctx context.Context, viewer store.ID, name string,
 	// Each member is told that they joined (not of every other member:
 	// that would be members² events); the conversation names the rest.
 	evs := make([]store.Event, len(all))
+	ref := &store.ConversationRef{ID: c.ID}
 	for i, u := range all {
-		evs[i] = store.Event{Type: store.EventConversationMemberAdded, UserID: u, Subject: u, Conversation: c.ID}
+		evs[i] = store.Event{Type: store.EventConversationMemberAdded, UserID: u, Subject: u, Conversation: ref}
 	}
 	s.events.Publish(ctx, evs...)
 	return c, nil
@@ -232,7 +233,7 @@ func (s *Service) AddConversationMembers(ctx context.Context, viewer store.ID, c
 		return nil, err
 	}
 	for _, u := range users {
-		s.publishConversation(ctx, c.Members, store.Event{Type: store.EventConversationMemberAdded, Subject: u}, conv)
+		s.publishConversation(ctx, c.Members, store.Event{Type: store.EventConversationMemberAdded, Subject: u}, conv, 0)
 	}
 	return c, nil
 }
@@ -252,7 +253,7 @@ func (s *Service) RemoveConversationMember(ctx context.Context, viewer store.ID,
 	if err != nil {
 		return nil, err
 	}
-	s.publishConversation(ctx, append(slices.Clone(c.Members), member), store.Event{Type: store.EventConversationMemberRemoved, Subject: member}, conv)
+	s.publishConversation(ctx, append(slices.Clone(c.Members), member), store.Event{Type: store.EventConversationMemberRemoved, Subject: member}, conv, 0)
 	return c, nil
 }
 
@@ -276,7 +277,7 @@ func (s *Service) MarkConversationRead(ctx context.Context, viewer store.ID, con
 		return nil, err
 	}
 	if upTo > c.ReadSeq(viewer) {
-		s.publishConversation(ctx, c.Members, store.Event{Type: store.EventConversationRead, Subject: viewer, Seq: upTo}, conv)
+		s.publishConversation(ctx, c.Members, store.Event{Type: store.EventConversationRead, Subject: viewer}, conv, upTo)
 	}
 	return u, nil
 }
@@ -322,7 +323,7 @@ func (s *Service) EditConversationMessage(ctx context.Context, viewer store.ID, 
 	if err != nil {
 		return nil, err
 	}
-	s.publishConversation(ctx, c.Members, store.Event{Type: store.EventConversationMessageEdited, MessageID: m.ID, AuthorID: m.AuthorID, Seq: seq}, conv)
+	s.publishConversation(ctx, c.Members, store.Event{Type: store.EventConversationMessageEdited, MessageID: m.ID, AuthorID: m.AuthorID}, conv, seq)
 	return m, nil
 }
 
@@ -338,7 +339,7 @@ func (s *Service) DeleteConversationMessage(ctx context.Context, viewer store.ID
 	if err != nil {
 		return nil, err
 	}
-	s.publishConversation(ctx, c.Members, store.Event{Type: store.EventConversationMessageDeleted, MessageID: m.ID, AuthorID: m.AuthorID, Seq: seq}, conv)
+	s.publishConversation(ctx, c.Members, store.Event{Type: store.EventConversationMessageDeleted, MessageID: m.ID, AuthorID: m.AuthorID}, conv, seq)
 	return m, nil
 }
 
@@ -423,7 +424,7 @@ func (s *Service) recoverConversationSends(ctx context.Context) error {
 	}
 	for i, m := range done {
 		if convs[i] != nil {
-			s.publishConversation(ctx, convs[i].Members, store.Event{Type: store.EventConversationMessage, MessageID: m.ID, AuthorID: m.AuthorID, Seq: m.Seq}, m.ConversationID)
+			s.publishConversation(ctx, convs[i].Members, store.Event{Type: store.EventConversationMessage, MessageID: m.ID, AuthorID: m.AuthorID}, m.ConversationID, m.Seq)
 		}
 	}
 	s.log.InfoContext(ctx, "unfinished conversation sends recovered", "messages", len(done))

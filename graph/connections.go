@@ -8,6 +8,7 @@ import (
 	"herald/graph/loader"
 	"herald/graph/model"
 	"herald/store"
+	"herald/store/service"
 )
 
 // paging reads a connection's paging arguments as the store.Range they
@@ -59,13 +60,17 @@ func pageInfo(cursors []string, r store.Range, hasMore bool) *model.PageInfo {
 // layouts) and FindMessagesByKeys, both in Service.Inbox (plus one
 // FindMessagesByKeys there for the messages reposted when it holds reposts),
 // and FindUsersByIDs, plus one FindMessagesByKeys when it holds replies to
-// messages not on it and one FindFollowing for viewerFollows.
+// messages not on it and one FindFollowing for viewerFollows. The counts
+// (and rebuilding, which comes with them) are read only when the selection
+// asks for them: under fan-out on read they cost a count of every
+// followee's outbox.
 func (r *Resolver) inbox(ctx context.Context, viewer store.ID, first *int, after *string, last *int, before *string) (*model.InboxConnection, error) {
 	rg, err := paging(cursorInbox, first, after, last, before)
 	if err != nil {
 		return nil, err
 	}
-	page, err := r.Service.Inbox(ctx, viewer, rg)
+	counts := graphql.AnyFieldRequested(ctx, "totalCount", "unreadCount", "rebuilding")
+	page, err := r.Service.InboxWith(ctx, viewer, rg, service.InboxOptions{Counts: counts})
 	if err != nil {
 		return nil, err
 	}

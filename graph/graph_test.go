@@ -107,6 +107,7 @@ type env struct {
 	cfg     graph.Config // srv's configuration
 	client  *client.Client
 	logs    *syncBuffer
+	clock   *clock // the service's
 }
 
 // clock is an injected clock that moves forward 1ms at every reading, so
@@ -114,6 +115,13 @@ type env struct {
 type clock struct {
 	mu  sync.Mutex
 	now time.Time
+}
+
+// advance moves the clock forward by d.
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 func (c *clock) Now() time.Time {
@@ -198,7 +206,7 @@ func newEnv(t testing.TB, mod func(*graph.Config)) *env {
 	srv.AddTransport(transport.Websocket{KeepAlivePingInterval: 10 * time.Second})
 
 	return &env{
-		svc: svc, hub: hub, backend: cb, tokens: tokens, srv: srv, cfg: cfg, logs: logs,
+		svc: svc, hub: hub, backend: cb, tokens: tokens, srv: srv, cfg: cfg, logs: logs, clock: clk,
 		client: client.New(withViewer(tokens, srv)),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -197,11 +198,20 @@ func newServer(cfg Config, fast bool) *handler.Server {
 
 	svc := cfg.Service
 	// Loaders cache for one operation. Queries and mutations resolve under
-	// the operation's context, so one Loaders per operation is enough.
+	// the operation's context, so one Loaders per operation is enough. A
+	// subscription's are made only if its resolver asks for them.
 	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
-		oc := graphql.GetOperationContext(ctx)
-		if oc.Operation != nil && oc.Operation.Operation == ast.Subscription {
-			return next(withLoaders(ctx, svc))
+		if isSubscription(ctx) {
+			// Subscribing is using the app: a follower who only
+			// subscribes must not be skipped by the fan-out as inactive
+			// (no inbox entry, no event). Counted as it starts, as a
+			// query is.
+			if viewer, ok := ViewerFromContext(ctx); ok {
+				seenCtx, cancel := context.WithTimeout(ctx, cfg.QueryTimeout)
+				svc.Seen(seenCtx, viewer)
+				cancel()
+			}
+			return next(withLazyLoaders(ctx, svc))
 		}
 		// An HTTP request comes with its deadline (the server's, for a
 		// batch as a whole); an operation over a websocket gets its own.
@@ -229,21 +239,88 @@ func newServer(cfg Config, fast bool) *handler.Server {
 		}
 	})
 	// A subscription's events all resolve under the subscription's context;
-	// gqlgen calls the response middleware once per event, around the
-	// resolution of that event's fields, so each event gets its own Loaders
-	// there and never sees what an earlier event cached.
+	// gqlgen calls the response middleware once per event, around the wait
+	// for the event and the resolution of its fields, so each event gets
+	// its own Loaders there, made when its fields first load, and never
+	// sees what an earlier event cached. The wait is unbounded: an idle
+	// subscription lives as long as its connection.
 	srv.AroundResponses(func(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
-		if graphql.HasOperationContext(ctx) {
-			if op := graphql.GetOperationContext(ctx).Operation; op != nil && op.Operation == ast.Subscription {
-				ctx = withLoaders(ctx, svc)
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, cfg.QueryTimeout)
-				defer cancel()
-			}
+		if isSubscription(ctx) {
+			ctx = withLazyLoaders(ctx, svc)
+			var d *eventDeadline
+			ctx, d = withEventDeadline(ctx, cfg.QueryTimeout)
+			defer d.release()
 		}
 		return limitResponse(ctx, next(ctx), cfg.MaxResponseBytes)
 	})
+	// A subscription event's fields are bounded as a query is: by
+	// QueryTimeout from when the first of them starts resolving. gqlgen
+	// resolves a field's children under the context its resolver got here.
+	srv.AroundFields(boundEventFields)
 	return srv
+}
+
+// boundEventFields puts a subscription event's field under the event's
+// deadline (see eventDeadline); other fields are left as they are.
+func boundEventFields(ctx context.Context, next graphql.Resolver) (any, error) {
+	if d, ok := ctx.Value(eventDeadlineKey{}).(*eventDeadline); ok {
+		if _, bounded := ctx.Deadline(); !bounded {
+			ctx = d.bound(ctx)
+		}
+	}
+	return next(ctx)
+}
+
+// eventDeadlineKey is the context key of a subscription event's
+// eventDeadline.
+type eventDeadlineKey struct{}
+
+// eventDeadline is the deadline of one subscription event's fields, set
+// when the first of them starts: the response middleware runs around the
+// wait for the event too, which must not be bounded.
+type eventDeadline struct {
+	timeout time.Duration
+
+	mu      sync.Mutex
+	at      time.Time
+	cancels []context.CancelFunc
+}
+
+// withEventDeadline returns ctx carrying a new eventDeadline of timeout.
+func withEventDeadline(ctx context.Context, timeout time.Duration) (context.Context, *eventDeadline) {
+	d := &eventDeadline{timeout: timeout}
+	return context.WithValue(ctx, eventDeadlineKey{}, d), d
+}
+
+// bound returns ctx under the event's deadline.
+func (d *eventDeadline) bound(ctx context.Context) context.Context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.at.IsZero() {
+		d.at = time.Now().Add(d.timeout)
+	}
+	ctx, cancel := context.WithDeadline(ctx, d.at)
+	d.cancels = append(d.cancels, cancel)
+	return ctx
+}
+
+// release frees the event's timers once its response is written.
+func (d *eventDeadline) release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, cancel := range d.cancels {
+		cancel()
+	}
+	d.cancels = nil
+}
+
+// isSubscription reports whether ctx is that of a subscription operation.
+func isSubscription(ctx context.Context) bool {
+	if !graphql.HasOperationContext(ctx) {
+		return false
+	}
+	op := graphql.GetOperationContext(ctx).Operation
+	return op != nil && op.Operation == ast.Subscription
 }
 
 // CodeResponseTooLarge is the extensions.code of a response whose data
@@ -271,6 +348,12 @@ func limitResponse(ctx context.Context, resp *graphql.Response, limit int) *grap
 func withLoaders(ctx context.Context, svc *service.Service) context.Context {
 	viewer, ok := ViewerFromContext(ctx)
 	return loader.NewContext(ctx, loader.New(svc, viewer, ok))
+}
+
+// withLazyLoaders is withLoaders with Loaders made on first use.
+func withLazyLoaders(ctx context.Context, svc *service.Service) context.Context {
+	viewer, ok := ViewerFromContext(ctx)
+	return loader.NewLazyContext(ctx, svc, viewer, ok)
 }
 
 func orDefault(v, def int) int {

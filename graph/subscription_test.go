@@ -330,3 +330,56 @@ func testSubscription_ResumeRefused(t *testing.T) {
 	next(t, onCarol)
 	refused(bob, bobs, "RESUME_EXPIRED")
 }
+
+// TestSubscription_IdleOutlivesQueryTimeout waits longer than QueryTimeout
+// between events: the timeout bounds the resolution of an event, not the
+// wait for it, so the subscription stays and gets the next event.
+func TestSubscription_IdleOutlivesQueryTimeout(t *testing.T) {
+	forBackends(t, testSubscription_IdleOutlivesQueryTimeout)
+}
+
+func testSubscription_IdleOutlivesQueryTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	e := newEnv(t, func(c *graph.Config) { c.QueryTimeout = timeout })
+	alice, aliceID := mustSignUp(t, e, "alice")
+	bob, _ := mustSignUp(t, e, "bob")
+	mustFollow(t, e, bob, aliceID)
+	sub := e.client.Websocket(inboxEventsQuery, opts(bob, nil)...)
+	t.Cleanup(func() { _ = sub.Close() })
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond, "the subscription did not register")
+
+	time.Sleep(3 * timeout)
+	require.Equal(t, 1, e.hub.Len(), "an idle subscription must not end")
+	msg := mustPost(t, e, alice, "after a quiet while")
+	ev := next(t, sub).InboxEvents
+	assert.Equal(t, "ADDED", ev.Type)
+	require.NotNil(t, ev.Edge)
+	assert.Equal(t, msg, ev.Edge.Node.ID)
+}
+
+// TestSubscription_CountsAsSeen: subscribing is using the app, so it counts
+// as being seen, as a query does. The fan-out skips followers not seen for
+// InactiveAfter, with no inbox entry and no event; a client that only
+// subscribes (herald subscribe, an app resuming its socket) after such a
+// while got no event of any post until it made a query.
+func TestSubscription_CountsAsSeen(t *testing.T) { forBackends(t, testSubscriptionCountsAsSeen) }
+
+func testSubscriptionCountsAsSeen(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, aliceID := mustSignUp(t, e, "alice")
+	bob, _ := mustSignUp(t, e, "bob")
+	mustFollow(t, e, bob, aliceID)
+	waitFanOut(t, e)
+	e.clock.advance(31 * 24 * time.Hour) // past the default InactiveAfter
+
+	sub := e.client.Websocket(inboxEventsQuery, opts(bob, nil)...)
+	t.Cleanup(func() { _ = sub.Close() })
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond, "the subscription did not register")
+	waitFanOut(t, e) // the returning subscriber's rebuild, which brings nothing
+	msg := mustPost(t, e, alice, "for a follower back after a month")
+	ev := next(t, sub).InboxEvents
+	assert.Equal(t, "ADDED", ev.Type)
+	if assert.NotNil(t, ev.Edge) {
+		assert.Equal(t, msg, ev.Edge.Node.ID)
+	}
+}

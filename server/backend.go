@@ -251,6 +251,7 @@ func (cfg config) serviceOptions(log *slog.Logger) service.Options {
 		CacheTTL:           cfg.CacheTTL,
 		FollowBackfill:     backfill,
 		DeletionGrace:      cfg.DeletionGrace,
+		Lanes:              cfg.FanoutLanes,
 		FanoutMaxLag:       cfg.FanoutMaxLag,
 		Logger:             log,
 		// A request changes its edge within -mongodb-timeout, which bounds

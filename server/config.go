@@ -54,6 +54,8 @@ type config struct {
 	InboxCap           int
 	CacheTTL           time.Duration
 	FollowBackfill     int
+	// FanoutLanes is how many lanes run stored fan-out jobs at once.
+	FanoutLanes int
 	// DeletionGrace is how long a deleted account's handle stays taken.
 	DeletionGrace time.Duration
 	// FanoutMaxLag is the fan-out lag past which posts and reposts to fan
@@ -156,6 +158,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.DurationVar(&cfg.DeletionGrace, "deletion-grace", service.DefaultDeletionGrace, "how long a deleted account's handle stays taken (and the account's record kept) before it is purged and the handle can be signed up again")
 	fs.DurationVar(&cfg.FanoutMaxLag, "fanout-max-lag", DefaultFanoutMaxLag, "when delivery is further behind than this (the age of the oldest unfinished fan-out job), postMessage and repost answer RATE_LIMITED with a retry hint until it catches up; 0 disables")
 	fs.IntVar(&cfg.FollowBackfill, "follow-backfill", 50, "how many of a followee's recent messages a follow brings into the follower's inbox")
+	fs.IntVar(&cfg.FanoutLanes, "fanout-lanes", 1, "how many ordered lanes run stored fan-out jobs at once, an author's jobs always on one lane (embedded engine; MongoDB runs one)")
 	fs.StringVar(&cfg.MongoURI, "mongodb-uri", "", "MongoDB connection string (mongodb:// or mongodb+srv://); when set, MongoDB is the store instead of the embedded engine. Prefer HERALD_MONGODB_URI when it holds a password")
 	fs.StringVar(&cfg.MongoDatabase, "mongodb-database", "", "MongoDB database name (default: the one -mongodb-uri names, else "+cli.DefaultDatabase+")")
 	fs.Uint64Var(&cfg.MongoPoolSize, "mongodb-pool-size", 0, "largest number of connections per MongoDB server (0: the driver's default, 100)")
@@ -208,6 +211,9 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	}
 	if cfg.CelebrityThreshold < 1 || cfg.InboxCap < 1 || cfg.InboxCap > 1000 || cfg.FollowBackfill < 0 || cfg.FollowBackfill > 1000 {
 		return config{}, fmt.Errorf("invalid timeline settings: -celebrity-threshold must be at least 1, -inbox-cap 1 to 1000, -follow-backfill 0 to 1000")
+	}
+	if cfg.FanoutLanes < 1 || cfg.FanoutLanes > 64 {
+		return config{}, fmt.Errorf("invalid -fanout-lanes %d: 1 to 64", cfg.FanoutLanes)
 	}
 	if cfg.CacheTTL <= 0 {
 		return config{}, fmt.Errorf("invalid timeline settings: -cache-ttl must be positive")

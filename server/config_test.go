@@ -53,6 +53,8 @@ func TestParseConfig(t *testing.T) {
 				assert.Equal(t, 50, c.InboxCap)
 				assert.Equal(t, 24*time.Hour, c.CacheTTL)
 				assert.Equal(t, 50, c.FollowBackfill)
+				assert.Equal(t, 1, c.FanoutLanes)
+				assert.Equal(t, 1, c.serviceOptions(nil).Lanes)
 				assert.Equal(t, 30*time.Second, c.FanoutMaxLag)
 				assert.Equal(t, 30*time.Second, c.serviceOptions(nil).FanoutMaxLag)
 				assert.Equal(t, 10, c.MaxBatch)
@@ -74,7 +76,7 @@ func TestParseConfig(t *testing.T) {
 		},
 		{
 			name: "Timelines",
-			args: []string{"-fanout", "hybrid", "-celebrity-threshold", "500", "-inbox-cap", "200"},
+			args: []string{"-fanout", "hybrid", "-celebrity-threshold", "500", "-inbox-cap", "200", "-fanout-lanes", "4"},
 			env:  servertest.Env("HERALD_INACTIVE_AFTER", "168h", "HERALD_FOLLOW_BACKFILL", "0", "HERALD_FANOUT_MAX_LAG", "0"),
 			check: func(t *testing.T, c config) {
 				assert.Zero(t, c.serviceOptions(nil).FanoutMaxLag, "0 disables it")
@@ -85,6 +87,7 @@ func TestParseConfig(t *testing.T) {
 				opts := c.serviceOptions(nil)
 				assert.Equal(t, -1, opts.FollowBackfill, "0 means no backfill, which service.Options spells -1")
 				assert.Equal(t, service.StrategyHybrid, opts.Strategy)
+				assert.Equal(t, 4, opts.Lanes)
 			},
 		},
 		{
@@ -193,6 +196,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "ErrFanout", args: []string{"-fanout", "push"}, env: servertest.Env(), wantErr: `unknown fan-out strategy "push"`},
 		{name: "ErrFanoutEnv", env: servertest.Env("HERALD_FANOUT", "Bucket"), wantErr: `unknown fan-out strategy "Bucket"`},
 		{name: "ErrInboxCap", args: []string{"-inbox-cap", "0"}, env: servertest.Env(), wantErr: "-inbox-cap 1 to 1000"},
+		{name: "ErrFanoutLanes", args: []string{"-fanout-lanes", "0"}, env: servertest.Env(), wantErr: "-fanout-lanes 0: 1 to 64"},
 		{name: "ErrInactiveAfter", args: []string{"-inactive-after", "30m"}, env: servertest.Env(), wantErr: "-inactive-after must be at least 1h0m0s"},
 		{name: "ErrFanoutMaxLag", args: []string{"-fanout-max-lag", "-1s"}, env: servertest.Env(), wantErr: "-fanout-max-lag must not be negative"},
 		{name: "ErrCacheTTL", args: []string{"-cache-ttl", "0s"}, env: servertest.Env(), wantErr: "-cache-ttl must be positive"},

@@ -355,7 +355,7 @@ func viewerBatch[K comparable](find func(context.Context, store.ID, []K) ([]bool
 }
 
 // loadersKey is the context key of an operation's Loaders; unexported so
-// only NewContext can set it.
+// only NewContext and NewLazyContext can set it.
 type loadersKey struct{}
 
 // NewContext returns a copy of ctx carrying l.
@@ -363,15 +363,41 @@ func NewContext(ctx context.Context, l *Loaders) context.Context {
 	return context.WithValue(ctx, loadersKey{}, l)
 }
 
+// NewLazyContext returns a copy of ctx carrying Loaders over svc for viewer
+// (as New) that are made on the first For. A subscription waits for its
+// events far longer than it resolves them: Loaders made up front, some
+// 3 KiB of loaders and caches, would be held by every idle subscriber.
+func NewLazyContext(ctx context.Context, svc *service.Service, viewer store.ID, hasViewer bool) context.Context {
+	return context.WithValue(ctx, loadersKey{}, &lazyLoaders{svc: svc, viewer: viewer, hasViewer: hasViewer})
+}
+
+// lazyLoaders is what NewLazyContext carries: the Loaders, once made.
+type lazyLoaders struct {
+	once      sync.Once
+	svc       *service.Service
+	viewer    store.ID
+	hasViewer bool
+	l         *Loaders
+}
+
+func (z *lazyLoaders) get() *Loaders {
+	z.once.Do(func() { z.l = New(z.svc, z.viewer, z.hasViewer) })
+	return z.l
+}
+
 // For returns the Loaders of the operation ctx belongs to. It panics if there
 // are none: graph.NewServer installs them around every operation, so a
 // missing Loaders is a wiring bug, and gqlgen turns the panic into INTERNAL.
 func For(ctx context.Context) *Loaders {
-	l, ok := ctx.Value(loadersKey{}).(*Loaders)
-	if !ok || l == nil {
-		panic("loader: no Loaders in context; graph.NewServer installs them around each operation")
+	switch l := ctx.Value(loadersKey{}).(type) {
+	case *Loaders:
+		if l != nil {
+			return l
+		}
+	case *lazyLoaders:
+		return l.get()
 	}
-	return l
+	panic("loader: no Loaders in context; graph.NewServer installs them around each operation")
 }
 
 // Users loads the users with the given ids in one batch (plus whatever else

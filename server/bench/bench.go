@@ -50,6 +50,10 @@ type Flags struct {
 	seedBatch    int
 	keepData     bool
 	concurrencyN []int
+
+	sustainedDuration    time.Duration
+	sustainedConcurrency int
+	sustainedFollowers   int
 }
 
 // Register registers the flags on fs.
@@ -68,7 +72,10 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.liveTimeout, "live-timeout", 10*time.Second, "how long the live test waits for every subscriber's event")
 	fs.IntVar(&f.rawEntries, "raw-entries", 1_000_000, "inbox entries appended to measure the embedded engine's own limit")
 	fs.IntVar(&f.stratUsers, "strategy-users", 20_000, "users in the network each strategy is measured on (it pins an author of 1,000 followers)")
-	fs.StringVar(&f.skip, "skip", "", "sections not to run, comma-separated: raw, fanout, reads, live, strategies")
+	fs.DurationVar(&f.sustainedDuration, "sustained-duration", 60*time.Second, "how long the sustained section posts")
+	fs.IntVar(&f.sustainedConcurrency, "sustained-concurrency", 8, "clients posting at once in the sustained section")
+	fs.IntVar(&f.sustainedFollowers, "sustained-followers", 200, "followers subscribed in the sustained section, each drawn for one of its posting authors")
+	fs.StringVar(&f.skip, "skip", "", "sections not to run, comma-separated: raw, fanout, reads, live, sustained, strategies, lanes")
 	fs.IntVar(&f.seedBatch, "seed-batch", seed.DefaultBatchRecords, "records written in one batch when bench seeds")
 	fs.BoolVar(&f.keepData, "keep-data", false, "keep the data directories bench creates (their paths are printed)")
 }
@@ -82,9 +89,12 @@ network into a temporary data directory, starts this binary as a server
 on it (flags such as -fanout pass through), and measures: the embedded
 engine's own append limit (raw), fan-out from authors of 1k, 10k and 100k
 followers (fanout), timeline reads at several concurrencies (reads),
-websocket subscribers receiving a post (live), and every strategy on one
-smaller network (strategies). Server-side figures are read from the
-server's /metrics. Every loop is bounded in count and time.
+websocket subscribers receiving a post (live), typical authors posting
+from several clients at once for a minute while subscribed followers time
+each post's arrival (sustained), every strategy on one smaller network
+(strategies), and fan-out with 1, 2 and 4 lanes while the most followed
+authors of that network post at once (lanes). Server-side figures are
+read from the server's /metrics. Every loop is bounded in count and time.
 
 Flags:`
 
@@ -181,8 +191,9 @@ func Run(ctx context.Context, cfg Config, bf Flags, args []string, log *slog.Log
 	if bf.concurrencyN, err = splitInts(bf.concurrency); err != nil {
 		return fmt.Errorf("-concurrency: %w", err)
 	}
-	if bf.posts < 1 || bf.duration <= 0 || bf.viewers < 1 || bf.subscribers < 0 || bf.rawEntries < 1 || bf.seedBatch < 1 {
-		return errors.New("bench: -posts, -duration, -viewers, -raw-entries and -seed-batch must be positive, -subscribers not negative")
+	if bf.posts < 1 || bf.duration <= 0 || bf.viewers < 1 || bf.subscribers < 0 || bf.rawEntries < 1 || bf.seedBatch < 1 ||
+		bf.sustainedDuration <= 0 || bf.sustainedConcurrency < 1 || bf.sustainedFollowers < 1 {
+		return errors.New("bench: -posts, -duration, -viewers, -raw-entries, -seed-batch and the -sustained- flags must be positive, -subscribers not negative")
 	}
 	if bf.url == "" && cfg.MongoURI != "" {
 		return errors.New("bench starts an embedded server of its own; to measure MongoDB, seed it with herald seed, start herald on it and give bench its -url")
@@ -213,7 +224,7 @@ func (b *bench) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if !b.skip["fanout"] || !b.skip["reads"] || !b.skip["live"] {
+	if !b.skip["fanout"] || !b.skip["reads"] || !b.skip["live"] || !b.skip["sustained"] {
 		if err := b.startMain(ctx); err != nil {
 			return err
 		}
@@ -228,6 +239,13 @@ func (b *bench) run(ctx context.Context) error {
 			fmt.Fprintln(b.stderr, "bench: the strategies section needs servers of bench's own; skipped with -url")
 		} else if err := b.measureStrategies(ctx); err != nil {
 			return err
+		}
+	}
+	if !b.skip["lanes"] {
+		if b.f.url != "" {
+			fmt.Fprintln(b.stderr, "bench: the lanes section needs servers of bench's own; skipped with -url")
+		} else if err := b.measureLanes(ctx); err != nil {
+			return fmt.Errorf("bench lanes: %w", err)
 		}
 	}
 	return nil
@@ -260,6 +278,12 @@ func (b *bench) mainSections(ctx context.Context) error {
 	if !b.skip["live"] && b.f.subscribers > 0 {
 		if err := b.measureLive(ctx); err != nil {
 			return fmt.Errorf("bench live: %w", err)
+		}
+	}
+	// Last: it leaves the network many posts heavier.
+	if !b.skip["sustained"] {
+		if err := b.measureSustained(ctx); err != nil {
+			return fmt.Errorf("bench sustained: %w", err)
 		}
 	}
 	return nil

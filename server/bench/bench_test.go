@@ -29,7 +29,8 @@ func TestBench(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bench.json")
 	cmd := exec.Command(bin, "bench", "-users", "3000", "-avg-follows", "20", "-messages", "6000",
 		"-posts", "2", "-duration", "300ms", "-concurrency", "1,8", "-viewers", "20", "-subscribers", "40",
-		"-raw-entries", "20000", "-strategy-users", "1500", "-json", out)
+		"-raw-entries", "20000", "-strategy-users", "1500",
+		"-sustained-duration", "2s", "-sustained-followers", "40", "-json", out)
 	table, err := cmd.Output()
 	var stderr string
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -71,7 +72,7 @@ func TestBench(t *testing.T) {
 		case strings.Contains(f.Name, "like, then unlike") && strings.Contains(f.Name, "storage calls per mutation"):
 			assert.InDelta(t, 4.5, f.Value, 0.1, "a like reads the message for its author, reads the author and whether it blocks the viewer (the visibility rule), likes it, checks the relations both ways for the notice (FindBlockers, FindBlocked) and notifies the author (7); an unlike reads and unlikes (2)")
 		case strings.Contains(f.Name, "repost, then unrepost") && strings.Contains(f.Name, "storage calls per mutation"):
-			assert.InDelta(t, 12.5, f.Value, 0.1, "a repost reads the message, reads its author and whether it blocks the viewer (the visibility rule), checks whether the viewer follows its author (whether it is at the viewer's own home), stores itself, checks the relations both ways for the notice and notifies the author, and its fan-out lists the followers, leaves out those who hide the reposter or the original's author or whom that author blocks (3 calls), checks them against the original's author and delivers (14); an unrepost reads the message, finds the repost, reads and deletes it, its retraction finds the deliveries and removes them, and its REMOVED lists the followers and checks them as the delivery did (11); the reposter's own events read the repost's mark, no check: the viewer's followers fit one chunk")
+			assert.InDelta(t, 12.5, f.Value, 0.1, "a repost reads the message, reads its author and whether it blocks the viewer (the visibility rule), checks whether the viewer follows its author (whether it is at the viewer's own home), stores itself, checks the relations both ways for the notice and notifies the author, and its fan-out lists the followers, leaves out those who hide the reposter or the original's author or whom that author blocks (3 calls), checks them against the original's author and delivers, the job running as a group of one: one DeliverInboxes (14); an unrepost reads the message, finds the repost, reads and deletes it, its retraction finds the deliveries and removes them, and its REMOVED lists the followers and checks them as the delivery did (11); the reposter's own events read the repost's mark, no check: the viewer's followers fit one chunk")
 		}
 		if strings.HasSuffix(f.Name, "requests/s") {
 			assert.Positive(t, f.Value)
@@ -81,10 +82,25 @@ func TestBench(t *testing.T) {
 	assert.Equal(t, 3, sections["fanout"], "the author of 1,000 followers: post latency, delivery time, deliveries/s")
 	assert.Equal(t, 12, sections["reads"], "two concurrencies, three figures each; the rich page, two; likes, two; reposts, two")
 	assert.Equal(t, 2, sections["live"], "memory per subscriber, delivery to all")
+	assert.Equal(t, 5, sections["sustained"], "posts/s, deliveries/s, delivery to the subscribed followers, the backlog, the drain")
+	assert.Equal(t, 2*len(laneCounts), sections["lanes"], "deliveries/s and the time to the last follower, per lane count")
+	for _, f := range r.Figures {
+		if f.Section == "lanes" {
+			assert.Positive(t, f.Value, f.Name)
+		}
+	}
 	assert.GreaterOrEqual(t, targets, 6)
 	for _, f := range r.Figures {
 		if f.Section == "live" && strings.Contains(f.Name, "has the event") {
 			assert.Contains(t, f.Note, " 0 events missing", "every subscriber got every post")
+		}
+		if f.Section == "sustained" && strings.HasPrefix(f.Name, "posts acknowledged") {
+			assert.Positive(t, f.Value, "posts were acknowledged")
+			assert.Contains(t, f.Note, " 0 posts failed", "no rate limit refused the posters")
+		}
+		if f.Section == "sustained" && strings.Contains(f.Name, "subscribed follower") {
+			assert.Contains(t, f.Note, " 0 never arrived", "every post reached its author's subscribed followers after the drain")
+			assert.Contains(t, f.Note, " 0 subscriptions ended by the server", "no subscription ended while its connection stayed open")
 		}
 	}
 

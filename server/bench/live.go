@@ -27,6 +27,10 @@ type liveClient struct {
 	added   map[string]time.Time // message id → arrival
 	onAdded func()
 	done    chan struct{}
+	// ended is set when the server ends the subscription (complete or
+	// error) while the connection stays open: every later event is lost
+	// though no connection closed.
+	ended atomic.Bool
 }
 
 func (b *bench) wsURL() string {
@@ -95,6 +99,8 @@ func (c *liveClient) read() {
 		switch m.Type {
 		case "ping":
 			_ = c.send(map[string]string{"type": "pong"})
+		case "complete", "error":
+			c.ended.Store(true)
 		case "next":
 			if ev := m.Payload.Data.InboxEvents; ev.Type == string(store.EventAdded) {
 				c.mu.Lock()

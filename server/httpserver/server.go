@@ -79,8 +79,8 @@ func New(cfg Options, log *slog.Logger, svc *service.Service, signer *auth.Signe
 func (a *Server) Readiness() *Readiness { return &a.health.ready }
 
 // Routes returns the server's handler; call it once. The middleware of /graphql runs
-// outside in: access log, CORS, origin check (websocket only), upgrade
-// tracking, body limit, client address, authentication, then gqlgen.
+// outside in: access log, CORS, origin check (websocket only), body limit,
+// client address, authentication, deadline, upgrade tracking, then gqlgen.
 func (a *Server) Routes() http.Handler {
 	gql := graph.NewServer(graph.Config{
 		Service:          a.svc,
@@ -110,23 +110,27 @@ func (a *Server) Routes() http.Handler {
 		InitFunc: a.WS.InitFunc(func(ctx context.Context, token string) (store.Session, error) {
 			return authenticate(ctx, a.signer, a.svc, token)
 		}),
-		InitTimeout:           ws.InitTimeout,
-		KeepAlivePingInterval: ws.KeepAlive,
-		// graphql-transport-ws pings are the adapter's (ws.PingInterval):
-		// gqlgen's would run a goroutine per connection.
-		PingPongInterval: 0,
-		PayloadReadLimit: &limit,
+		InitTimeout: ws.InitTimeout,
+		// graphql-ws keep-alives (ws.KeepAlive) and graphql-transport-ws
+		// pings (ws.PingInterval) are the adapter's: gqlgen's would run a
+		// goroutine per connection.
+		KeepAlivePingInterval: 0,
+		PingPongInterval:      0,
+		PayloadReadLimit:      &limit,
 		ErrorFunc: func(ctx context.Context, err error) {
 			a.log.DebugContext(ctx, "websocket error", "err", err)
 		},
 	})
 
 	var h http.Handler = gql
+	// Innermost, so that the goroutine a websocket lives on holds no frame
+	// of the middleware above it: its stack, as it waits for the next
+	// message, then fits the size the runtime shrinks it to.
+	h = a.wsTrack.Middleware(h)
 	h = deadlineMiddleware(a.requestTimeout, h)
 	h = authMiddleware(a.signer, a.svc, h)
 	h = clientAddrMiddleware(a.cfg.TrustedProxies, h)
 	h = bodyLimitMiddleware(a.cfg.MaxBodyBytes, a.requestTimeout+a.cfg.WriteTimeout, h)
-	h = a.wsTrack.Middleware(h)
 	h = a.origins.middleware(h)
 	// Outermost, so that every answer, a 401 or a 413 too, reaches the
 	// page that asked.

@@ -6,6 +6,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -171,7 +172,11 @@ var (
 	descJobsQueued = prometheus.NewDesc("herald_fanout_jobs_queued",
 		"Stored fan-out jobs waiting to run in this process.", nil, nil)
 	descJobsRunning = prometheus.NewDesc("herald_fanout_jobs_running",
-		"Stored fan-out jobs running in this process (they run one at a time).", nil, nil)
+		"Stored fan-out jobs running in this process (at most one a lane).", nil, nil)
+	descLaneHeld = prometheus.NewDesc("herald_fanout_lane_held",
+		"1 if this process runs the fan-out lane's stored jobs (without a shared store always; else while it holds the lease), else 0.", []string{"lane"}, nil)
+	descLaneQueue = prometheus.NewDesc("herald_fanout_lane_queue_jobs",
+		"Stored fan-out jobs waiting on the lane in this process.", []string{"lane"}, nil)
 	descJobsDone = prometheus.NewDesc("herald_fanout_jobs_done_total",
 		"Stored fan-out jobs run to their end, by kind.", []string{"kind"}, nil)
 	descDeliveries = prometheus.NewDesc("herald_fanout_deliveries_total",
@@ -209,7 +214,7 @@ var jobKinds = []struct {
 
 // Describe implements prometheus.Collector.
 func (serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobsQueued, descJobsRunning, descJobsDone, descDeliveries, descRebuilds, descRebuildsStarted, descSubscriptions, descDropped, descFanoutLag, descFanoutQueue} {
+	for _, d := range []*prometheus.Desc{descJobsQueued, descJobsRunning, descLaneHeld, descLaneQueue, descJobsDone, descDeliveries, descRebuilds, descRebuildsStarted, descSubscriptions, descDropped, descFanoutLag, descFanoutQueue} {
 		ch <- d
 	}
 }
@@ -225,6 +230,15 @@ func (c serviceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descJobsQueued, float64(st.JobsQueued))
 	gauge(descJobsRunning, float64(st.JobsRunning))
+	for i, l := range st.Lanes {
+		held := 0.0
+		if l.Held {
+			held = 1
+		}
+		lane := strconv.Itoa(i)
+		gauge(descLaneHeld, held, lane)
+		gauge(descLaneQueue, float64(l.Queued), lane)
+	}
 	for _, k := range jobKinds {
 		counter(descJobsDone, st.JobsDone[k.kind], k.name)
 	}

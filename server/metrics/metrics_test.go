@@ -70,6 +70,7 @@ func TestMetrics_Scenario(t *testing.T) {
 	assert.Equal(t, 1.0, s1.Value("herald_store_calls_total", "method=CreateMessage", "outcome=ok"))
 	assert.Equal(t, uint64(1), s1.Samples("herald_store_call_duration_seconds", "method=CreateMessage"))
 	assert.Equal(t, 1.0, s1.Value("herald_store_calls_total", "method=FindUserByHandle", "outcome=not_found"))
+	assert.Equal(t, 1.0, s1.Value("herald_store_calls_total", "method=DeliverInboxes", "outcome=ok"), "the post's delivery, stored as a group of one")
 
 	assert.Equal(t, 2.0, s1.Value("herald_fanout_deliveries_total"), "one entry per follower")
 	assert.Equal(t, 1.0, s1.Value("herald_fanout_jobs_done_total", "kind=deliver"))
@@ -77,6 +78,8 @@ func TestMetrics_Scenario(t *testing.T) {
 	assert.Zero(t, s1.Value("herald_fanout_jobs_done_total", "kind=rebuild"))
 	assert.Zero(t, s1.Value("herald_fanout_jobs_queued"))
 	assert.Zero(t, s1.Value("herald_fanout_jobs_running"))
+	assert.Equal(t, 1.0, s1.Value("herald_fanout_lane_held", "lane=0"), "the embedded engine runs its one lane")
+	assert.Zero(t, s1.Value("herald_fanout_lane_queue_jobs", "lane=0"))
 	assert.Zero(t, s1.Value("herald_websocket_connections"))
 
 	// A subscription: counted once, at its first event.

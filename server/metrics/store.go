@@ -36,7 +36,7 @@ func newStoreMetrics() *storeMetrics {
 	}
 	// Every method of the contract and of its optional interfaces, read
 	// from their types so that a new method has its series at once.
-	for _, t := range []reflect.Type{reflect.TypeFor[storage.Backend](), reflect.TypeFor[storage.Leaser]()} {
+	for _, t := range []reflect.Type{reflect.TypeFor[storage.Backend](), reflect.TypeFor[storage.Leaser](), reflect.TypeFor[storage.GroupDeliverer]()} {
 		for i := range t.NumMethod() {
 			name := t.Method(i).Name
 			m.series[name] = &callSeries{

@@ -59,6 +59,9 @@ type Adapter struct {
 	// pinged once acknowledged; one that answers no ping within two
 	// intervals is dropped. Zero turns the pings off.
 	pingInterval time.Duration
+	// keepAlive is how often a graphql-ws connection gets a "ka" once
+	// acknowledged. Zero turns them off.
+	keepAlive time.Duration
 	// limits caps connections and their operations; the zero value
 	// limits nothing (see Enforce).
 	limits Limits
@@ -94,8 +97,11 @@ func NewAdapter(checkOrigin func(*http.Request) bool, writeTimeout time.Duration
 	return &Adapter{
 		upgrader: websocket.Upgrader{
 			HandshakeTimeout: 10 * time.Second,
-			ReadBufferSize:   1024,
-			WriteBufferSize:  4096,
+			// Every connection keeps its read buffer while it waits.
+			// Client messages are small, and a larger one is read in
+			// several pieces; 256 bytes hold any control frame (125).
+			ReadBufferSize:  256,
+			WriteBufferSize: 4096,
 			// Idle connections hold no write buffer: with thousands of
 			// subscribers mostly waiting, that is most of their memory.
 			WriteBufferPool: &sync.Pool{},
@@ -112,6 +118,7 @@ func NewAdapter(checkOrigin func(*http.Request) bool, writeTimeout time.Duration
 		writeTimeout: writeTimeout,
 		initTimeout:  InitTimeout,
 		pingInterval: PingInterval,
+		keepAlive:    KeepAlive,
 		sweepEvery:   service.SessionRecheck,
 		conns:        make(map[*wsConn]struct{}),
 		byAddr:       make(map[netip.Addr]int),
@@ -154,6 +161,10 @@ func (a *Adapter) Accept(w http.ResponseWriter, r *http.Request, opts transport.
 		a.forget(c)
 		return nil, err
 	}
+	// gqlgen keeps the request's header for the life of the connection,
+	// to hand to each operation, and nothing of ours reads it there: past
+	// the handshake the request lets it go.
+	r.Header = nil
 	var p wsProtocol
 	var tws *transportWS
 	switch {
@@ -162,7 +173,7 @@ func (a *Adapter) Accept(w http.ResponseWriter, r *http.Request, opts transport.
 		tws = newTransportWS(c, a.pingInterval, a.limits.SubscriptionsPerConn)
 		p = tws
 	default:
-		p = newLegacyWS(c, a.limits.SubscriptionsPerConn)
+		p = newLegacyWS(c, a.keepAlive, a.limits.SubscriptionsPerConn)
 	}
 	a.mu.Lock()
 	// Under the lock, for CloseAll.

@@ -31,3 +31,7 @@ func (a *Adapter) SetPingInterval(d time.Duration) { a.pingInterval = d }
 // SetSweepEvery sets how often every open connection's session is checked
 // again; call it before any connection has a session.
 func (a *Adapter) SetSweepEvery(d time.Duration) { a.sweepEvery = d }
+
+// SetKeepAlive sets the keep-alive interval of the graphql-ws connections
+// accepted from now on.
+func (a *Adapter) SetKeepAlive(d time.Duration) { a.keepAlive = d }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // subprotocolGraphQLWS is the legacy graphql-ws subprotocol of Apollo's
@@ -34,12 +35,20 @@ type legacyWS struct {
 	mu    sync.Mutex
 	acked bool  // gqlgen wrote connection_ack
 	ops   wsOps // operations started and not yet ended
+
+	// Keep-alive: a "ka" every keepAlive from connection_ack on (gqlgen
+	// sends the first with the ack). gqlgen's runs a goroutine with a
+	// ticker per connection; a timer costs no goroutine between two.
+	keepAlive time.Duration
+	kaTimer   *time.Timer
+	stopped   bool // the connection closed: no more keep-alives
 }
 
-// newLegacyWS returns the state of a new connection, which may run at most
-// maxOps operations at once (0: any number).
-func newLegacyWS(c *wsConn, maxOps int) *legacyWS {
-	return &legacyWS{conn: c, ops: wsOps{max: maxOps}}
+// newLegacyWS returns the state of a new connection, which gets a "ka"
+// every keepAlive once acknowledged (0: never) and may run at most maxOps
+// operations at once (0: any number).
+func newLegacyWS(c *wsConn, keepAlive time.Duration, maxOps int) *legacyWS {
+	return &legacyWS{conn: c, ops: wsOps{max: maxOps}, keepAlive: keepAlive}
 }
 
 // legacyMsg is a client message of graphql-ws, decoded as gqlgen decodes
@@ -114,12 +123,34 @@ func (p *legacyWS) outgoing(v any) ([]byte, error) {
 	b, ack, err := p.ops.route(v, "data")
 	if ack {
 		p.acked = true
+		if p.keepAlive > 0 && !p.stopped && p.kaTimer == nil {
+			p.kaTimer = time.AfterFunc(p.keepAlive, p.sendKeepAlive)
+		}
 	}
 	return b, err
+}
+
+// sendKeepAlive sends a "ka" and schedules the next.
+func (p *legacyWS) sendKeepAlive() {
+	if err := p.conn.writeText([]byte(`{"type":"ka"}`)); err != nil {
+		return // writeText closed the connection
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.stopped {
+		p.kaTimer.Reset(p.keepAlive)
+	}
 }
 
 // translateClose leaves gqlgen's close codes as they are: the legacy
 // protocol has none of its own.
 func (p *legacyWS) translateClose(code int, reason string) (int, string) { return code, reason }
 
-func (p *legacyWS) stop() {}
+func (p *legacyWS) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	if p.kaTimer != nil {
+		p.kaTimer.Stop()
+	}
+}

@@ -144,3 +144,36 @@ func TestWSLegacy_NothingAfterStop(t *testing.T) {
 	require.Equal(t, "2", m.ID)
 	assert.Contains(t, string(m.Payload), `"text":"to 2"`)
 }
+
+// TestWSLegacy_KeepAlive checks graphql-ws keep-alives with a short
+// interval: a "ka" with the acknowledgement, then one every interval, sent
+// by a timer rather than a goroutine of the connection's.
+func TestWSLegacy_KeepAlive(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	srv := newProtoServer(t)
+	srv.App.WS.SetKeepAlive(interval) // read at the next Accept
+	alice := servertest.MustSignUp(t, srv.URL, "alice")
+
+	c, _, err := servertest.DialWS(t, srv.URL, ws.SubprotocolGraphQLWS, nil)
+	require.NoError(t, err)
+	c.Send("connection_init", "", map[string]any{"authorization": "Bearer " + alice.Token})
+	require.NoError(t, c.Conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	var m servertest.WSMsg
+	require.NoError(t, c.Conn.ReadJSON(&m))
+	require.Equal(t, "connection_ack", m.Type)
+	start := time.Now()
+	const want = 4 // the first with the acknowledgement
+	for range want {
+		require.NoError(t, c.Conn.ReadJSON(&m))
+		require.Equal(t, "ka", m.Type)
+	}
+	elapsed := time.Since(start)
+	assert.GreaterOrEqual(t, elapsed, (want-1)*interval-interval/2, "one ka an interval")
+	assert.Less(t, elapsed, (want-1)*interval+2*time.Second)
+	for _, g := range wsGoroutines() {
+		assert.NotContains(t, g, "keepAlive", "keep-alives need no goroutine")
+	}
+
+	c.CloseNormally()
+	requireNoWSLeft(t, srv)
+}

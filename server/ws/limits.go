@@ -303,7 +303,11 @@ func (c *wsConn) refuseOperation(id string, payload any) error {
 func (a *Adapter) InitFunc(authenticate func(ctx context.Context, token string) (store.Session, error)) transport.WebsocketInitFunc {
 	return func(ctx context.Context, p transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 		var sess store.Session
-		if h := p.Authorization(); h != "" {
+		h := p.Authorization()
+		// gqlgen keeps the payload for the connection's life, to hand to
+		// every operation, and none reads it: the token need not stay.
+		clear(p)
+		if h != "" {
 			token, ok := auth.FromHeader(h)
 			if !ok {
 				return refuseInit(ctx, `Forbidden: malformed authorization: want "Bearer <token>"`)

@@ -149,6 +149,7 @@ func (p *transportWS) receive(data []byte) ([]byte, error) {
 		p.initSeen = true
 		if p.initTimer != nil {
 			p.initTimer.Stop()
+			p.initTimer = nil // the connection lives on; the timer need not
 		}
 		p.mu.Unlock()
 		if again {

@@ -77,6 +77,9 @@ func (t *Tracker) Middleware(next http.Handler) http.Handler {
 		h := &connHolder{}
 		ctx := context.WithValue(context.WithoutCancel(r.Context()), connHolderKey{}, h)
 		dw := &detachWriter{rw: w, done: make(chan struct{})}
+		// The goroutine keeps the request gqlgen gets, whose header Accept
+		// lets go, and not the one net/http made.
+		req, remote := r.WithContext(ctx), r.RemoteAddr
 		go func() {
 			defer t.wg.Done()
 			defer dw.finish()
@@ -86,10 +89,10 @@ func (t *Tracker) Middleware(next http.Handler) http.Handler {
 			defer func() {
 				if p := recover(); p != nil && p != http.ErrAbortHandler {
 					dw.panicked.Store(true)
-					log.Printf("http: panic serving %v: %v\n%s", r.RemoteAddr, p, debug.Stack())
+					log.Printf("http: panic serving %v: %v\n%s", remote, p, debug.Stack())
 				}
 			}()
-			next.ServeHTTP(dw, r.WithContext(ctx))
+			next.ServeHTTP(dw, req)
 		}()
 		<-dw.done
 		if dw.panicked.Load() && !dw.hijacked.Load() {

@@ -204,7 +204,7 @@ func (s *Store) FindUsersByAttribute(_ context.Context, name, value string, r st
 	if err := it.Error(); err != nil {
 		return nil, err
 	}
-	users, err := live(findDocs(s, []byte{pUser}, ids, s.decodeUser))
+	users, err := live(s.readUsers(ids))
 	if err != nil {
 		return nil, err
 	}

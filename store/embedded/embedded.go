@@ -112,6 +112,10 @@ type Options struct {
 	// FS is the filesystem the store lives on: vfs.Default by default;
 	// tests inject faults through it.
 	FS vfs.FS
+	// DocCacheEntries is how many users, and as many messages, are kept
+	// decoded in memory for reads (doccache.go): default 65,536;
+	// negative: none.
+	DocCacheEntries int
 	// OnFatal is called when Pebble cannot go on (a WAL or MANIFEST write
 	// or sync failed and its commit pipeline is stuck): it must end the
 	// process, which a restart recovers, every acknowledged write being on
@@ -174,6 +178,10 @@ type Store struct {
 	log             *slog.Logger
 
 	names names
+
+	// decoded caches decoded users and messages, unless
+	// Options.DocCacheEntries is negative.
+	decoded docCaches
 }
 
 var _ storage.Backend = (*Store)(nil)
@@ -218,6 +226,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, lockError(fsys, dir, err)
 	}
 	s := &Store{dirLock: lock, fatal: opts.OnFatal, seed: maphash.MakeSeed(), heads: make(map[store.ID]head), dirty: make(map[store.ID]struct{}), log: opts.Logger}
+	if n := opts.DocCacheEntries; n >= 0 {
+		if n == 0 {
+			n = defaultDocCacheEntries
+		}
+		s.decoded = docCaches{users: newDocCache(n, copyUser), messages: newDocCache(n, copyMessage)}
+	}
 	if err := s.open(dir, opts); err != nil {
 		_ = lock.Close()
 		return nil, err
@@ -452,7 +466,17 @@ func (s *Store) commit(b *pebble.Batch) error {
 		return err
 	}
 	defer s.fatalOnPanic()
-	if err := b.Commit(pebble.Sync); err != nil {
+	if !s.decoded.on() {
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("embedded commit: %w", err)
+		}
+		return nil
+	}
+	users, messages, ranges := writtenDocs(b)
+	err := b.Commit(pebble.Sync)
+	// Dropped even if the commit failed: whether it applied is not known.
+	s.decoded.drop(users, messages, ranges)
+	if err != nil {
 		return fmt.Errorf("embedded commit: %w", err)
 	}
 	return nil

@@ -86,9 +86,9 @@ func (s *Store) PendingJobs(_ context.Context) ([]*storage.Job, error) {
 		}
 		out = append(out, j)
 	}
-	// The job with a chunk stored (one at most: jobs run one at a time)
-	// goes first, so that it ends before any backfill or rebuild looks at
-	// its message.
+	// The jobs with a chunk stored (one a fan-out lane at most) go first,
+	// so that they end before any backfill or rebuild looks at their
+	// message.
 	begun := func(j *storage.Job) int {
 		if len(j.Cursor) > 0 {
 			return 0

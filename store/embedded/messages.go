@@ -86,9 +86,15 @@ func (s *Store) findMessage(id store.ID) (*store.Message, error) {
 	return findDoc(s, key(pMessage, id), decodeMessage, "message not found")
 }
 
+// readMessage is findMessage for reads: through the cache of decoded
+// messages. Read-modify-writes read Pebble (findMessage).
+func (s *Store) readMessage(id store.ID) (*store.Message, error) {
+	return cachedDoc(s, s.decoded.messages, key(pMessage, id), id, decodeMessage, "message not found")
+}
+
 // FindMessageByID implements storage.Backend.
 func (s *Store) FindMessageByID(_ context.Context, id store.ID) (*store.Message, error) {
-	return s.findMessage(id)
+	return s.readMessage(id)
 }
 
 // FindMessagesByKeys implements storage.Backend. Messages are keyed by id
@@ -98,15 +104,10 @@ func (s *Store) FindMessagesByKeys(_ context.Context, keys []store.MessageKey) (
 	for i, k := range keys {
 		ids[i] = k.ID
 	}
-	// The messages of a batch are decoded into one slice: one allocation
-	// instead of one per message (a timeline page reads 50).
+	// The cached messages of a batch are copied into one slice: one
+	// allocation instead of one per message (a timeline page reads 50).
 	slab := make([]store.Message, len(keys))
-	next := 0
-	return findDocs(s, []byte{pMessage}, ids, func(v []byte) (*store.Message, error) {
-		m := &slab[next]
-		next++
-		return m, decodeMessageTo(v, m)
-	})
+	return cachedDocs(s, s.decoded.messages, []byte{pMessage}, ids, func(i int) *store.Message { return &slab[i] }, decodeMessage)
 }
 
 // FindMessages implements storage.Backend.
@@ -121,7 +122,7 @@ func (s *Store) FindMessages(_ context.Context, f storage.MessageFilter) ([]*sto
 	out := make([]*store.Message, 0, f.Limit)
 	for ok := sp.first(it); ok && len(out) < f.Limit; ok = sp.next(it) {
 		id := idAfter(p, it.Key())
-		m, err := s.findMessage(id)
+		m, err := s.readMessage(id)
 		if store.ErrorCode(err) == store.ENOTFOUND {
 			continue // deleted since the iterator's snapshot
 		} else if err != nil {

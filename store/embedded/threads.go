@@ -103,7 +103,7 @@ func (s *Store) listIndexed(p []byte, r store.Range, newestFirst bool) ([]*store
 		for ; ok && len(ids) < r.Limit-len(out); ok = sp.next(it) {
 			ids = append(ids, idAfter(p, it.Key()))
 		}
-		ms, err := findDocs(s, []byte{pMessage}, ids, decodeMessage)
+		ms, err := cachedDocs(s, s.decoded.messages, []byte{pMessage}, ids, func(int) *store.Message { return new(store.Message) }, decodeMessage)
 		if err != nil {
 			return nil, err
 		}

@@ -67,9 +67,10 @@ func (s *Store) decodeUser(v []byte) (*store.User, error) {
 	return u, nil
 }
 
-// findUser reads a live user: a deleted one is NOT_FOUND.
+// findUser reads a live user, through the cache of decoded users: a
+// deleted one is NOT_FOUND.
 func (s *Store) findUser(id store.ID) (*store.User, error) {
-	u, err := findDoc(s, key(pUser, id), s.decodeUser, "user not found")
+	u, err := cachedDoc(s, s.decoded.users, key(pUser, id), id, s.decodeUser, "user not found")
 	if err == nil && !u.DeletedAt.IsZero() {
 		return nil, store.Errorf(store.ENOTFOUND, "user not found")
 	}
@@ -97,9 +98,17 @@ func (s *Store) FindUserByID(_ context.Context, id store.ID) (*store.User, error
 
 // FindUsersByIDs implements storage.Backend.
 func (s *Store) FindUsersByIDs(_ context.Context, ids []store.ID) ([]*store.User, error) {
+	return live(s.readUsers(ids))
+}
+
+// readUsers reads the users of ids, deleted or not, through the cache of
+// decoded users, aligned with ids and nil where one is missing.
+func (s *Store) readUsers(ids []store.ID) ([]*store.User, error) {
+	slab := make([]store.User, len(ids))
 	// A user document decodes by reflection, which may keep slices of
 	// the bytes it reads (the password hash), so it decodes a copy.
-	return live(findDocs(s, []byte{pUser}, ids, func(v []byte) (*store.User, error) { return s.decodeUser(bytes.Clone(v)) }))
+	return cachedDocs(s, s.decoded.users, []byte{pUser}, ids, func(i int) *store.User { return &slab[i] },
+		func(v []byte) (*store.User, error) { return s.decodeUser(bytes.Clone(v)) })
 }
 
 // FindUserByHandle implements storage.Backend.

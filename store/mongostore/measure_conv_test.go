@@ -26,10 +26,10 @@ import (
 	"herald/store/storage"
 )
 
-// callCounter counts the storage calls an observed backend makes.
-type callCounter struct{ n atomic.Int64 }
+// storageCalls counts the storage calls an observed backend makes.
+type storageCalls struct{ n atomic.Int64 }
 
-func (c *callCounter) Observe(string, time.Time, error) { c.n.Add(1) }
+func (c *storageCalls) Observe(string, time.Time, error) { c.n.Add(1) }
 
 func (c countingColl) UpdateMany(ctx context.Context, f, u interface{}, o ...*options.UpdateOptions) (*mongo.UpdateResult, error) {
 	c.n.Add(1)
@@ -47,7 +47,7 @@ func TestRoundTrips_Conversations(t *testing.T) {
 	var n, docsRead atomic.Int64
 	st := mongostore.New(countingClient{client, &n, &docsRead}, "herald", mongostore.Options{})
 	require.NoError(t, st.EnsureIndexes(ctx))
-	calls := &callCounter{}
+	calls := &storageCalls{}
 	svc := service.NewService(storage.Observe(st, calls), pubsub.NewHub(), service.Options{PasswordCost: bcrypt.MinCost, Logger: slog.New(slog.DiscardHandler)})
 	users := make([]store.ID, 12)
 	for i := range users {

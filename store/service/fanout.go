@@ -17,18 +17,27 @@ type jobKey struct {
 	kind storage.JobKind
 }
 
-// fanout runs work on two lanes, each one item at a time in the order
-// queued. Stored jobs (deliveries, retractions, follow backfills, unfollows,
-// rebuilds) share one lane, so each inbox has a single writer, live events
-// follow posting order, and a backfill or rebuild can tell which messages
-// a delivery job will still bring (the stored ones) from those it must
-// bring itself. Notices (see notices.go) run on the other lane, in order
-// too, so subscribers see posts in the order they were made. Queues are
-// unbounded because every stored job must run; jobs are small.
+// fanout runs stored jobs (deliveries, retractions, follow backfills,
+// unfollows, rebuilds, hide jobs) on one or more ordered lanes, each one
+// job at a time in the order queued, and notices (see notices.go) on one
+// lane of their own, in order too, so subscribers see posts in the order
+// they were made. Queues are unbounded because every stored job must run;
+// jobs are small.
+//
+// A job's lane is chosen by its lane key (laneOf): an author's deliveries,
+// retractions, and the follows and unfollows of that author, share a lane,
+// so they run in the order stored, live events of one author follow
+// posting order, and a follow's backfill can tell which of the author's
+// messages a delivery job will still bring (the stored ones) from those it
+// must bring itself. Jobs of different authors may run at once on
+// different lanes; each chunk is one atomic write (on the embedded engine
+// under its inbox lock), so inboxes and counts stay exact. A rebuild and
+// a hide job read or walk one owner's inbox across many authors: with
+// several lanes they run exclusive (see mayStartLocked).
 //
 // On a backend shared by several processes (a Leaser), only the holder of
-// the fan-out lease runs stored jobs; it finds jobs stored by other
-// processes by polling PendingJobs.
+// the fan-out lease runs stored jobs, on one lane; it finds jobs stored by
+// other processes by polling PendingJobs.
 type fanout struct {
 	s        *Service
 	chunk    int
@@ -39,14 +48,12 @@ type fanout struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	ordered []*storage.Job // stored jobs, first in first out
+	lanes   []*lane
 	notices []*notice
 	known   map[jobKey]bool
 	// since is when this process first queued each known job: the age of
 	// a job whose stored time is not known (see jobStoredAt).
 	since map[jobKey]time.Time
-	// current is the stored job running, if any.
-	current *storage.Job
 	// lag caches the backlog read from storage by a process that does not
 	// hold the lease (see FanoutBacklog).
 	lag lagCache
@@ -55,11 +62,17 @@ type fanout struct {
 	polledAt  map[jobKey]time.Time
 	edgeGrace time.Duration
 	running   int
-	// storedRunning counts the stored jobs running: 0 or 1, their lane
-	// running one at a time, or a group of small deliveries (runGroup).
+	// storedRunning counts the stored jobs running: at most one a lane, or
+	// a group of small deliveries (runGroup).
 	storedRunning int
-	closing       bool
-	leader        bool // holds the fan-out lease (always, without a Leaser)
+	// exclusive counts the lanes whose next job is exclusive, waiting for
+	// the others or running; exclRunning is set while one runs. begun
+	// counts the queued jobs a run before this process left half done.
+	exclusive   int
+	exclRunning bool
+	begun       int
+	closing     bool
+	leader      bool // holds the fan-out lease (always, without a Leaser)
 
 	// leaseUntil is when the lease, as last renewed, could pass to another
 	// process: past it this one stops running stored jobs, even before it
@@ -82,18 +95,68 @@ type fanout struct {
 	rebuilds  atomic.Uint64                             // JobRebuild stored by Seen
 }
 
+// lane is one ordered queue of stored jobs and its worker's state.
+type lane struct {
+	queue   []*storage.Job // first in first out
+	running bool
+	// current is the job running, the first of a group (runGroup).
+	current *storage.Job
+	// wantsExcl is set while the job first in queue, exclusive, waits for
+	// the other lanes or runs.
+	wantsExcl bool
+}
+
+// laneOf returns the lane of j among n: a stable hash (FNV-1a) of its lane
+// key, the author for the jobs of one author's messages and the follows
+// and unfollows of that author, the owner for rebuilds and hide jobs.
+func laneOf(j *storage.Job, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	k := j.AuthorID
+	if j.Kind == storage.JobRebuild || j.Kind == storage.JobHideReposts {
+		k = j.OwnerID
+	}
+	h := uint32(2166136261)
+	for _, b := range k {
+		h = (h ^ uint32(b)) * 16777619
+	}
+	return int(h % uint32(n))
+}
+
+// exclusiveKind reports whether jobs of kind k run alone when there are
+// several lanes: a rebuild leaves out the messages whose delivery job is
+// stored, trusting that job to bring them; run beside it, a delivery
+// chunk that passed the owner while they were inactive would leave that
+// message out of both. A hide job walks the inbox once; a repost chunk
+// committed beside it, behind its cursor, would stay.
+func exclusiveKind(k storage.JobKind) bool {
+	return k == storage.JobRebuild || k == storage.JobHideReposts
+}
+
 func newFanout(s *Service, opts Options) *fanout {
 	f := &fanout{s: s, chunk: opts.ChunkSize, leaseTTL: opts.LeaseTTL, poll: opts.JobPoll, known: make(map[jobKey]bool),
 		since:    make(map[jobKey]time.Time),
 		polledAt: make(map[jobKey]time.Time), edgeGrace: opts.EdgeJobGrace}
 	f.cond = sync.NewCond(&f.mu)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
+	n := max(opts.Lanes, 1)
 	if l, ok := storage.LeaserOf(s.backend); ok {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		f.leaser, f.holder = l, hex.EncodeToString(b[:])
+		if n > 1 {
+			// The markers that make a chunk idempotent there hold one job
+			// per inbox (docs/design.md#scaling-fan-out-across-processes).
+			s.log.Warn("fan-out lanes: a backend shared by several processes runs one lane", "lanes", n)
+			n = 1
+		}
 	} else {
 		f.leader = true
+	}
+	f.lanes = make([]*lane, n)
+	for i := range f.lanes {
+		f.lanes[i] = &lane{}
 	}
 	return f
 }
@@ -111,17 +174,20 @@ func (f *fanout) start(pending []*storage.Job) {
 		f.resetOrderedLocked(pending)
 		f.mu.Unlock()
 	}
-	f.wg.Add(2)
-	go runLane(f, &f.ordered, f.runJob, f.jobBegun, f.jobEnded)
-	go runLane(f, &f.notices, f.runNotice, nil, nil)
+	f.wg.Add(1 + len(f.lanes))
+	for _, l := range f.lanes {
+		go f.runStored(l)
+	}
+	go runLane(f, &f.notices, f.runNotice)
 	if f.leaser != nil {
 		f.leadStop, f.leadDone = make(chan struct{}), make(chan struct{})
 		go f.lead()
 	}
 }
 
-// enqueue queues j unless it is already queued or running. Stored jobs are
-// queued only by the lease holder; the others leave them to it.
+// enqueue queues j on its lane unless it is already queued or running.
+// Stored jobs are queued only by the lease holder; the others leave them
+// to it.
 func (f *fanout) enqueue(j *storage.Job) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -129,25 +195,40 @@ func (f *fanout) enqueue(j *storage.Job) {
 		return // stored jobs resume at the next start
 	}
 	k := jobKey{j.ID, j.Kind}
-	if f.known[k] {
+	if f.known[k] || !f.leader {
 		return
 	}
-	if f.leader {
-		f.ordered = append(f.ordered, j)
-	} else {
-		return
-	}
-	f.known[k] = true
-	f.since[k] = f.s.clock()
+	f.queueLocked(j)
 	delete(f.polledAt, k)
 	// Broadcast: the waiters serve different queues.
 	f.cond.Broadcast()
 }
 
+// queueLocked appends j to its lane's queue. Callers hold mu.
+func (f *fanout) queueLocked(j *storage.Job) {
+	l := f.lanes[laneOf(j, len(f.lanes))]
+	l.queue = append(l.queue, j)
+	k := jobKey{j.ID, j.Kind}
+	f.known[k] = true
+	f.since[k] = f.s.clock()
+	if len(j.Cursor) > 0 {
+		f.begun++
+	}
+}
+
+// queuedLocked returns the number of stored jobs queued. Callers hold mu.
+func (f *fanout) queuedLocked() int {
+	n := 0
+	for _, l := range f.lanes {
+		n += len(l.queue)
+	}
+	return n
+}
+
 func (f *fanout) idle() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.ordered) == 0 && len(f.notices) == 0 && f.running == 0
+	return f.queuedLocked() == 0 && len(f.notices) == 0 && f.running == 0
 }
 
 // close lets the workers finish the queue, then stops them; if ctx ends
@@ -166,6 +247,9 @@ func (f *fanout) close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		f.cancel()
+		f.mu.Lock()
+		f.cond.Broadcast() // wakes the lanes waiting for an exclusive job
+		f.mu.Unlock()
 		<-done
 		err = ctx.Err()
 	}
@@ -178,9 +262,8 @@ func (f *fanout) close(ctx context.Context) error {
 }
 
 // runLane runs the items of one lane in order until the fan-out closes and
-// the lane is empty. begin and end, if not nil, are called with mu held
-// as an item starts and ends.
-func runLane[T any](f *fanout, lane *[]T, run func(T), begin, end func(T)) {
+// the lane is empty.
+func runLane[T any](f *fanout, lane *[]T, run func(T)) {
 	defer f.wg.Done()
 	var zero T
 	for {
@@ -196,38 +279,98 @@ func runLane[T any](f *fanout, lane *[]T, run func(T), begin, end func(T)) {
 		(*lane)[0] = zero
 		*lane = (*lane)[1:]
 		f.running++
-		if begin != nil {
-			begin(x)
-		}
 		f.mu.Unlock()
 
 		run(x)
 
 		f.mu.Lock()
 		f.running--
-		if end != nil {
-			end(x)
-		}
 		f.mu.Unlock()
 	}
 }
 
-func (f *fanout) jobBegun(j *storage.Job) {
-	f.storedRunning++
-	f.current = j
+// runStored runs the stored jobs of lane l in order until the fan-out
+// closes and the lane is empty.
+func (f *fanout) runStored(l *lane) {
+	defer f.wg.Done()
+	for {
+		f.mu.Lock()
+		for (len(l.queue) == 0 && !f.closing) || (len(l.queue) > 0 && f.ctx.Err() == nil && !f.mayStartLocked(l)) {
+			f.cond.Wait()
+		}
+		if len(l.queue) == 0 || f.ctx.Err() != nil {
+			if l.wantsExcl {
+				l.wantsExcl = false
+				f.exclusive--
+			}
+			f.cond.Broadcast()
+			f.mu.Unlock()
+			return
+		}
+		j := l.queue[0]
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		if len(j.Cursor) > 0 {
+			f.begun--
+		}
+		l.running, l.current = true, j
+		f.running++
+		f.storedRunning++
+		if l.wantsExcl {
+			f.exclRunning = true
+		}
+		f.mu.Unlock()
+
+		f.runJob(l, j)
+
+		f.mu.Lock()
+		l.running, l.current = false, nil
+		f.running--
+		f.storedRunning--
+		delete(f.known, jobKey{j.ID, j.Kind})
+		delete(f.since, jobKey{j.ID, j.Kind})
+		if l.wantsExcl {
+			l.wantsExcl, f.exclRunning = false, false
+			f.exclusive--
+		}
+		f.cond.Broadcast() // a lane may wait for this one to be between jobs
+		f.mu.Unlock()
+	}
 }
 
-func (f *fanout) jobEnded(j *storage.Job) {
-	f.storedRunning--
-	f.current = nil
-	delete(f.known, jobKey{j.ID, j.Kind})
-	delete(f.since, jobKey{j.ID, j.Kind})
+// mayStartLocked reports whether lane l may start the job first in its
+// queue. With one lane it always may. With several, an exclusive job
+// (exclusiveKind) waits until no other lane runs a job and no job a run
+// before this process left half done is queued (those go first: they
+// may be past an owner a rebuild leaves to them), and meanwhile holds
+// the other lanes off, except for those half-done jobs; nothing starts
+// while it runs. Callers hold mu.
+func (f *fanout) mayStartLocked(l *lane) bool {
+	if len(f.lanes) == 1 {
+		return true
+	}
+	if f.exclRunning {
+		return false
+	}
+	j := l.queue[0]
+	if !exclusiveKind(j.Kind) {
+		return f.exclusive == 0 || len(j.Cursor) > 0
+	}
+	if !l.wantsExcl {
+		l.wantsExcl = true
+		f.exclusive++
+	}
+	others := f.begun
+	if len(j.Cursor) > 0 {
+		others-- // itself
+	}
+	return f.storedRunning == 0 && others == 0
 }
 
 // runJob runs a stored job to its end, with the small deliveries queued
 // after it if it is one (runGroup).
-func (f *fanout) runJob(j *storage.Job) {
-	ran, next := f.runGroup(j)
+func (f *fanout) runJob(l *lane, j *storage.Job) {
+	ran, next := f.runGroup(l, j)
 	if ran {
 		return
 	}

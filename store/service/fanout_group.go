@@ -32,13 +32,13 @@ type groupChunk struct {
 	err       error
 }
 
-// runGroup runs j, a job taken from the head of the lane, together with
+// runGroup runs j, a job taken from the head of lane l, together with
 // the delivery jobs queued right after it, if j is a delivery whose
 // remaining followers fit in one chunk; it reports whether it did. If not,
 // j runs alone, chunk by chunk, from the page of followers returned, if
 // any. A job whose followers do not fit ends the group and stays queued,
 // so a big job runs alone and no job passes another.
-func (f *fanout) runGroup(j *storage.Job) (bool, *followerPage) {
+func (f *fanout) runGroup(l *lane, j *storage.Job) (bool, *followerPage) {
 	if !groupable(j) || f.ctx.Err() != nil || !f.isLeader() {
 		return false, nil
 	}
@@ -50,7 +50,7 @@ func (f *fanout) runGroup(j *storage.Job) (bool, *followerPage) {
 		return false, p
 	}
 	total := len(chunks[0].followers)
-	queued := f.peekGroupable(maxGroup - 1)
+	queued := f.peekGroupable(l, maxGroup-1)
 	for next := 0; next < len(queued) && len(chunks) == next+1; {
 		wave := make([]groupChunk, 0, groupReaders)
 		for ; len(wave) < groupReaders && next < len(queued); next++ {
@@ -65,7 +65,7 @@ func (f *fanout) runGroup(j *storage.Job) (bool, *followerPage) {
 			total += len(c.followers)
 		}
 	}
-	taken := f.takeQueued(queued[:len(chunks)-1])
+	taken := f.takeQueued(l, queued[:len(chunks)-1])
 	defer f.releaseTaken(taken)
 	f.deliverGroup(chunks[:1+len(taken)])
 	return true, nil
@@ -155,13 +155,17 @@ func (f *fanout) deliverGroup(chunks []groupChunk) {
 	}, true, "kind", storage.JobDeliver, "jobs", len(chunks))
 }
 
-// peekGroupable returns up to n groupable jobs queued at the head of the
-// lane, in order, leaving them queued.
-func (f *fanout) peekGroupable(n int) []*storage.Job {
+// peekGroupable returns up to n groupable jobs queued at the head of lane
+// l, in order, leaving them queued; none while an exclusive job waits or
+// runs, which holds the lanes off (mayStartLocked).
+func (f *fanout) peekGroupable(l *lane, n int) []*storage.Job {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.exclusive > 0 {
+		return nil
+	}
 	var out []*storage.Job
-	for _, j := range f.ordered {
+	for _, j := range l.queue {
 		if len(out) == n || !groupable(j) {
 			break
 		}
@@ -170,19 +174,22 @@ func (f *fanout) peekGroupable(n int) []*storage.Job {
 	return out
 }
 
-// takeQueued takes jobs off the head of the lane, as many as are still
+// takeQueued takes jobs off the head of lane l, as many as are still
 // there in that order, and marks them running.
-func (f *fanout) takeQueued(jobs []*storage.Job) []*storage.Job {
+func (f *fanout) takeQueued(l *lane, jobs []*storage.Job) []*storage.Job {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
-	for n < len(jobs) && n < len(f.ordered) && f.ordered[n] == jobs[n] {
-		f.ordered[n] = nil
+	for n < len(jobs) && n < len(l.queue) && l.queue[n] == jobs[n] {
+		l.queue[n] = nil
+		if len(jobs[n].Cursor) > 0 {
+			f.begun--
+		}
 		f.running++
-		f.jobBegun(jobs[n])
+		f.storedRunning++
 		n++
 	}
-	f.ordered = f.ordered[n:]
+	l.queue = l.queue[n:]
 	return jobs[:n]
 }
 
@@ -192,6 +199,9 @@ func (f *fanout) releaseTaken(jobs []*storage.Job) {
 	defer f.mu.Unlock()
 	for _, j := range jobs {
 		f.running--
-		f.jobEnded(j)
+		f.storedRunning--
+		delete(f.known, jobKey{j.ID, j.Kind})
+		delete(f.since, jobKey{j.ID, j.Kind})
 	}
+	f.cond.Broadcast() // an exclusive job may wait for them
 }

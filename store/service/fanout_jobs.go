@@ -323,8 +323,10 @@ func (f *fanout) followersAfter(ctx context.Context, author store.ID, cursor []b
 // owner's inbox: the newest messages of the followee (JobFollow, if still
 // followed) or of every followee (JobRebuild), except those whose
 // JobDeliver is still stored: that job delivers them, and ordered after
-// this one on the lane, or already past this owner, it cannot be
-// duplicated by this one. It returns nil when there is nothing to bring.
+// this one on the lane (a follow's is on its followee's lane; a rebuild
+// runs alone, after the jobs left half done), or already past this owner,
+// it cannot be duplicated by this one. It returns nil when there is
+// nothing to bring.
 func (f *fanout) backfill(ctx context.Context, j *storage.Job) ([]store.InboxEntry, error) {
 	s, b := f.s, f.s.backend
 	var authors []store.ID

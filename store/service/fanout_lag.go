@@ -70,7 +70,7 @@ func (s *Service) FanoutBacklog(ctx context.Context) (FanoutBacklog, error) {
 	now := s.clock()
 	f.mu.Lock()
 	if f.leader {
-		b := FanoutBacklog{Jobs: len(f.ordered)}
+		b := FanoutBacklog{Jobs: f.queuedLocked() + f.storedRunning}
 		var oldest time.Time
 		older := func(j *storage.Job) {
 			seen, ok := f.since[jobKey{j.ID, j.Kind}]
@@ -81,12 +81,13 @@ func (s *Service) FanoutBacklog(ctx context.Context) (FanoutBacklog, error) {
 				oldest = t
 			}
 		}
-		for _, j := range f.ordered {
-			older(j)
-		}
-		if f.current != nil {
-			b.Jobs++
-			older(f.current)
+		for _, l := range f.lanes {
+			for _, j := range l.queue {
+				older(j)
+			}
+			if l.current != nil {
+				older(l.current)
+			}
 		}
 		f.mu.Unlock()
 		b.Lag = lagSince(now, oldest)

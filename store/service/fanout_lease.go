@@ -137,21 +137,35 @@ func (f *fanout) tryLease() {
 	}
 }
 
-// resetOrderedLocked replaces the queue of stored jobs with jobs, in their
-// order, leaving out any job that is running. Callers hold mu.
+// resetOrderedLocked replaces the queues of stored jobs with jobs, each
+// on its lane in their order, leaving out any job that is running. The
+// jobs a run left half done go first on their lane, as the backend gives
+// them first (PendingJobs); on one lane the backend's order is kept
+// whole (MongoDB's puts the job a holder was running first, begun or
+// not). Callers hold mu.
 func (f *fanout) resetOrderedLocked(jobs []*storage.Job) {
-	for _, j := range f.ordered {
-		delete(f.known, jobKey{j.ID, j.Kind})
-		delete(f.since, jobKey{j.ID, j.Kind})
+	for _, l := range f.lanes {
+		for _, j := range l.queue {
+			delete(f.known, jobKey{j.ID, j.Kind})
+			delete(f.since, jobKey{j.ID, j.Kind})
+		}
+		l.queue = nil
+		if l.wantsExcl && !l.running {
+			l.wantsExcl = false
+			f.exclusive--
+		}
 	}
-	f.ordered = nil
+	f.begun = 0
 	clear(f.polledAt) // jobs polled before are in jobs now, or done
-	now := f.s.clock()
-	for _, j := range jobs {
-		if k := (jobKey{j.ID, j.Kind}); !f.known[k] {
-			f.known[k] = true
-			f.since[k] = now
-			f.ordered = append(f.ordered, j)
+	several := len(f.lanes) > 1
+	for _, begun := range []bool{true, false} {
+		for _, j := range jobs {
+			if k := (jobKey{j.ID, j.Kind}); !f.known[k] && (!several || (len(j.Cursor) > 0) == begun) {
+				f.queueLocked(j)
+			}
+		}
+		if !several {
+			break
 		}
 	}
 	f.cond.Broadcast()

@@ -19,6 +19,14 @@ type InboxPage struct {
 	Users []*store.User
 }
 
+// InboxOptions says what an Inbox read computes beside the page.
+type InboxOptions struct {
+	// Counts asks for the page's Counts. Without it they are left zero:
+	// under read and cache (and for hybrid's pulled messages) they are
+	// counted in every followee's outbox, which costs as much as the page.
+	Counts bool
+}
+
 // Inbox returns a page of owner's home timeline within r, by the strategy,
 // each item with its message loaded (and a repost's original), and the
 // inbox's counts. Entries whose message was deleted but not yet retracted
@@ -26,14 +34,19 @@ type InboxPage struct {
 // deletes) and the messages of deleted accounts the sweeper has not
 // erased yet (goneUsers).
 func (s *Service) Inbox(ctx context.Context, owner store.ID, r store.Range) (InboxPage, error) {
+	return s.InboxWith(ctx, owner, r, InboxOptions{Counts: true})
+}
+
+// InboxWith is Inbox with the counts only when o asks for them.
+func (s *Service) InboxWith(ctx context.Context, owner store.ID, r store.Range, o InboxOptions) (InboxPage, error) {
 	tr := s.newRead(owner)
 	var page InboxPage
 	// Counts the page's reads do not give are computed beside them.
 	var counted func() (store.InboxCounts, error)
-	if s.strategy == StrategyRead || s.strategy == StrategyCache {
+	if o.Counts && (s.strategy == StrategyRead || s.strategy == StrategyCache) {
 		counted = beside(func() (store.InboxCounts, error) { return tr.counts(ctx) })
 	}
-	err := s.fill(ctx, tr, &page, r)
+	err := s.fill(ctx, tr, &page, r, o.Counts)
 	if counted != nil {
 		var cerr error
 		if page.Counts, cerr = counted(); err == nil {
@@ -47,8 +60,9 @@ func (s *Service) Inbox(ctx context.Context, owner store.ID, r store.Range) (Inb
 }
 
 // fill reads the items of page, loading their messages and reading on
-// past deleted ones and reposts of deleted ones. Counts the first read gives go into page.Counts.
-func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r store.Range) error {
+// past deleted ones and reposts of deleted ones. With counts, the counts
+// the first read gives go into page.Counts.
+func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r store.Range, counts bool) error {
 	limit := r.Limit
 	for first := true; ; first = false {
 		want := limit + 1 - len(page.Items)
@@ -56,7 +70,7 @@ func (s *Service) fill(ctx context.Context, tr *timelineRead, page *InboxPage, r
 		if err != nil {
 			return err
 		}
-		if first && ok {
+		if first && ok && counts {
 			if page.Counts, err = tr.outboxCounts(ctx, c); err != nil {
 				return err
 			}

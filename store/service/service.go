@@ -58,6 +58,12 @@ type Options struct {
 	// by other processes (default 200ms).
 	LeaseTTL time.Duration
 	JobPoll  time.Duration
+	// Lanes is how many ordered lanes run stored fan-out jobs at once
+	// (default 1). A job's lane is a hash of its author (its owner for
+	// rebuilds and hide jobs), so one author's jobs keep their order. A
+	// backend shared by several processes runs one lane whatever this
+	// says.
+	Lanes int
 	// EdgeJobGrace is how long the lease holder leaves a follow, unfollow
 	// or hide job it finds by polling before running it (default 15s). A
 	// request stores such a job before it changes the edge (or the block
@@ -233,10 +239,12 @@ func (s *Service) Idle() bool {
 // monitoring. Counters count from NewService; a restart starts them over.
 type Stats struct {
 	// JobsQueued is the number of stored jobs waiting to run, JobsRunning
-	// the number running (0 or 1: they run one at a time, but for a group
-	// of small deliveries stored together). A process that
-	// does not hold the fan-out lease queues none.
+	// the number running (at most one a lane, or a group of small
+	// deliveries stored together), over all lanes. A process that does not
+	// hold the fan-out lease queues none.
 	JobsQueued, JobsRunning int
+	// Lanes are the fan-out lanes' own figures, by lane.
+	Lanes []LaneStats
 	// JobsDone counts the stored jobs run to their end, indexed by
 	// JobKind. A job cancelled by a deletion, or stopped by a shutdown or a
 	// lost lease, is not counted.
@@ -255,12 +263,24 @@ type Stats struct {
 	Events pubsub.HubStats
 }
 
+// LaneStats are one fan-out lane's figures.
+type LaneStats struct {
+	// Held is whether this process runs the lane's jobs: always without
+	// a fan-out lease, else while it holds the lease.
+	Held bool
+	// Queued is the number of stored jobs waiting on the lane.
+	Queued int
+}
+
 // Stats returns the current counters. It is cheap and safe to call
 // concurrently with everything else: monitoring scrapes call it.
 func (s *Service) Stats() Stats {
 	f := s.fanout
 	f.mu.Lock()
-	st := Stats{JobsQueued: len(f.ordered), JobsRunning: f.storedRunning}
+	st := Stats{JobsQueued: f.queuedLocked(), JobsRunning: f.storedRunning, Lanes: make([]LaneStats, len(f.lanes))}
+	for i, l := range f.lanes {
+		st.Lanes[i] = LaneStats{Held: f.leader, Queued: len(l.queue)}
+	}
 	f.mu.Unlock()
 	for k := range f.done {
 		st.JobsDone[k] = f.done[k].Load()

@@ -11,8 +11,8 @@ import (
 // time and count them, tests count round trips. It must be safe for
 // concurrent use and quick: it runs inside every call.
 type Observer interface {
-	// Observe reports that a call to method (the Backend or Leaser method's
-	// name) began at start and returned err.
+	// Observe reports that a call to method (the name of a method of
+	// Backend, Leaser or GroupDeliverer) began at start and returned err.
 	Observe(method string, start time.Time, err error)
 }
 

@@ -55,8 +55,9 @@ func (l Layout) Stores() bool { return l == LayoutEntries || l == LayoutBuckets 
 // JobKind says what a fan-out job does.
 type JobKind uint8
 
-// Job kinds. Every kind is stored and runs on the fan-out's one ordered
-// lane.
+// Job kinds. Every kind is stored and runs on one of the fan-out's
+// ordered lanes: an author's messages' jobs and the follows and unfollows
+// of that author on the author's lane.
 const (
 	// JobDeliver delivers a new message to its author's followers.
 	JobDeliver JobKind = 1

@@ -40,6 +40,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Threads", func(t *testing.T) { testThreads(t, open) })
 	t.Run("Reposts", func(t *testing.T) { testReposts(t, open) })
 	t.Run("Attributes", func(t *testing.T) { testAttributes(t, open) })
+	t.Run("DocReads", func(t *testing.T) { testDocReads(t, open) })
 	t.Run("Inbox", func(t *testing.T) { testInbox(t, open) })
 	t.Run("Ranges", func(t *testing.T) { testRanges(t, open) })
 	t.Run("Jobs", func(t *testing.T) { testJobs(t, open) })

@@ -1,0 +1,4 @@
+package service
+
+// LaneOf exposes laneOf to the tests.
+var LaneOf = laneOf

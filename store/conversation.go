@@ -203,7 +203,7 @@ const (
 // MessagePolicies names the policies as the GraphQL enum values.
 var MessagePolicies = map[MessagePolicy]string{
 	MessagesFromEveryone: "EVERYONE",
-	MessagesFromFollowed: "FOLLOWED",
+	MessagesFromFollowed: "FOLLOWING",
 	MessagesFromNobody:   "NOBODY",
 }
 

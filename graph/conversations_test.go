@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/99designs/gqlgen/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -521,4 +522,191 @@ func TestConversations_RateLimit(t *testing.T) {
 		requireLimited(t, rlPost(t, h, mtGQL, alice, addr, send), mtGQL, 1800)
 		requireLimited(t, rlPost(t, h, mtGQL, alice, addr, `{"query":"mutation { createGroup(name: \"g\", memberIds: []) { id } }"}`), mtGQL, 1800)
 	})
+}
+
+type convEvent struct {
+	ConversationEvents struct {
+		Type           string `json:"type"`
+		ConversationID string `json:"conversationId"`
+		Edge           *struct {
+			Cursor string      `json:"cursor"`
+			Node   convMessage `json:"node"`
+		} `json:"edge"`
+		Message          *convMessage `json:"message"`
+		DeletedMessageID *string      `json:"deletedMessageId"`
+		Member           *struct {
+			Handle string `json:"handle"`
+		} `json:"member"`
+		ReadSeq      *int `json:"readSeq"`
+		Conversation *struct {
+			ID      string `json:"id"`
+			Members []struct {
+				Handle string `json:"handle"`
+			} `json:"members"`
+		} `json:"conversation"`
+		UnreadCount int    `json:"unreadCount"`
+		Cursor      string `json:"cursor"`
+	} `json:"conversationEvents"`
+}
+
+const conversationEventsQuery = `subscription($after: String) { conversationEvents(after: $after) { type conversationId
+	edge { cursor node { ` + convMessageFields + ` } } message { ` + convMessageFields + ` } deletedMessageId
+	member { handle } readSeq conversation { id members { handle } } unreadCount cursor } }`
+
+// fields lists which of an event's type-specific fields are set, so that a
+// test checks each type sets its own and no others.
+func (ev convEvent) fields() []string {
+	e := ev.ConversationEvents
+	out := []string{}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"edge", e.Edge != nil}, {"message", e.Message != nil}, {"deletedMessageId", e.DeletedMessageID != nil},
+		{"member", e.Member != nil}, {"readSeq", e.ReadSeq != nil}, {"conversation", e.Conversation != nil}} {
+		if f.set {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+func TestSubscription_ConversationEvents(t *testing.T) {
+	forBackends(t, testSubscriptionConversationEvents)
+}
+
+func testSubscriptionConversationEvents(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, _ := mustSignUp(t, e, "alice")
+	bob, bobID := mustSignUp(t, e, "bob")
+	carol, carolID := mustSignUp(t, e, "carol")
+
+	subscribe := func(token string, after string) *client.Subscription {
+		vars := map[string]any{}
+		if after != "" {
+			vars["after"] = after
+		}
+		sub := e.client.Websocket(conversationEventsQuery, opts(token, vars)...)
+		t.Cleanup(func() { _ = sub.Close() })
+		return sub
+	}
+	bobSub := subscribe(bob, "")
+	carolSub := subscribe(carol, "")
+	inbox := e.client.Websocket(inboxEventsQuery, opts(bob, nil)...)
+	t.Cleanup(func() { _ = inbox.Close() })
+	require.Eventually(t, func() bool { return e.hub.Len() == 3 }, 5*time.Second, 5*time.Millisecond, "the subscriptions did not register")
+	recv := func(sub *client.Subscription) convEvent {
+		t.Helper()
+		return nextOf[convEvent](t, sub)
+	}
+
+	hi := sendDM(t, e, alice, bobID, "hi")
+	ev := recv(bobSub)
+	assert.Equal(t, "MESSAGE", ev.ConversationEvents.Type)
+	assert.Equal(t, []string{"edge"}, ev.fields())
+	assert.Equal(t, hi.ConversationID, ev.ConversationEvents.ConversationID)
+	assert.Equal(t, hi.ID, ev.ConversationEvents.Edge.Node.ID)
+	assert.Equal(t, "hi", ev.ConversationEvents.Edge.Node.Text)
+	assert.Equal(t, 1, ev.ConversationEvents.UnreadCount)
+	page := listMessages(t, e, bob, hi.ConversationID, nil)
+	assert.Equal(t, page.Edges[0].Cursor, ev.ConversationEvents.Edge.Cursor, "the edge is the one the connection gives")
+	firstCursor := ev.ConversationEvents.Cursor
+
+	e.mustExec(t, alice, `mutation($id: ID!) { editConversationMessage(id: $id, text: "hi!") { id } }`, map[string]any{"id": hi.ID}, nil)
+	ev = recv(bobSub)
+	assert.Equal(t, "EDITED", ev.ConversationEvents.Type)
+	assert.Equal(t, []string{"message"}, ev.fields())
+	assert.Equal(t, "hi!", ev.ConversationEvents.Message.Text)
+
+	e.mustExec(t, bob, `mutation($id: ID!) { markConversationRead(id: $id) { id } }`, map[string]any{"id": hi.ConversationID}, nil)
+	ev = recv(bobSub)
+	assert.Equal(t, "READ", ev.ConversationEvents.Type, "the reader's other devices learn it")
+	assert.Equal(t, []string{"member", "readSeq"}, ev.fields())
+	assert.Equal(t, "bob", ev.ConversationEvents.Member.Handle)
+	assert.Equal(t, 1, *ev.ConversationEvents.ReadSeq)
+	assert.Equal(t, 0, ev.ConversationEvents.UnreadCount)
+
+	e.mustExec(t, alice, `mutation($id: ID!) { deleteConversationMessage(id: $id) }`, map[string]any{"id": hi.ID}, nil)
+	ev = recv(bobSub)
+	assert.Equal(t, "DELETED", ev.ConversationEvents.Type)
+	assert.Equal(t, []string{"deletedMessageId"}, ev.fields())
+	assert.Equal(t, hi.ID, *ev.ConversationEvents.DeletedMessageID)
+
+	// A group: each member learns it joined, with the group.
+	g := createGroup(t, e, alice, "g", bobID, carolID)
+	for _, sub := range []*client.Subscription{bobSub, carolSub} {
+		ev = recv(sub)
+		assert.Equal(t, "MEMBER_ADDED", ev.ConversationEvents.Type)
+		assert.Equal(t, []string{"member", "conversation"}, ev.fields())
+		assert.Equal(t, g.ID, ev.ConversationEvents.Conversation.ID)
+		assert.Len(t, ev.ConversationEvents.Conversation.Members, 3)
+	}
+	one := sendTo(t, e, bob, g.ID, "one")
+	assert.Equal(t, one.ID, recv(carolSub).ConversationEvents.Edge.Node.ID)
+	assert.Equal(t, one.ID, recv(bobSub).ConversationEvents.Edge.Node.ID, "the sender's other devices")
+	// A read receipt reaches the other members.
+	e.mustExec(t, carol, `mutation($id: ID!) { markConversationRead(id: $id) { id } }`, map[string]any{"id": g.ID}, nil)
+	for _, sub := range []*client.Subscription{bobSub, carolSub} {
+		ev = recv(sub)
+		assert.Equal(t, "READ", ev.ConversationEvents.Type)
+		assert.Equal(t, "carol", ev.ConversationEvents.Member.Handle)
+	}
+
+	// carol is removed: she gets her MEMBER_REMOVED, with no conversation,
+	// and nothing after.
+	e.mustExec(t, alice, `mutation($c: ID!, $u: ID!) { removeMember(conversationId: $c, userId: $u) { id } }`, map[string]any{"c": g.ID, "u": carolID}, nil)
+	ev = recv(carolSub)
+	assert.Equal(t, "MEMBER_REMOVED", ev.ConversationEvents.Type)
+	assert.Equal(t, []string{"member"}, ev.fields())
+	assert.Equal(t, "carol", ev.ConversationEvents.Member.Handle)
+	ev = recv(bobSub)
+	assert.Equal(t, "MEMBER_REMOVED", ev.ConversationEvents.Type)
+	assert.Equal(t, "carol", ev.ConversationEvents.Member.Handle)
+	require.NotNil(t, ev.ConversationEvents.Conversation)
+	assert.Len(t, ev.ConversationEvents.Conversation.Members, 2)
+	sendTo(t, e, alice, g.ID, "after carol")
+	assert.Equal(t, "after carol", recv(bobSub).ConversationEvents.Edge.Node.Text)
+	// carol's next event is from her own direct conversation: nothing of
+	// the group came between.
+	sendDM(t, e, bob, carolID, "still there?")
+	ev = recv(carolSub)
+	assert.Equal(t, "still there?", ev.ConversationEvents.Edge.Node.Text)
+	assert.Equal(t, recv(bobSub).ConversationEvents.Edge.Node.ID, ev.ConversationEvents.Edge.Node.ID)
+
+	// The inbox subscription saw none of it.
+	mustPost(t, e, bob, "a post")
+	assert.Equal(t, "ADDED", next(t, inbox).InboxEvents.Type)
+
+	// Resuming replays what came since a cursor.
+	resumed := subscribe(bob, firstCursor)
+	for _, want := range []string{"EDITED", "READ", "DELETED", "MEMBER_ADDED", "MESSAGE"} {
+		assert.Equal(t, want, recv(resumed).ConversationEvents.Type)
+	}
+
+	unauth := e.client.Websocket(conversationEventsQuery)
+	t.Cleanup(func() { _ = unauth.Close() })
+	var none convEvent
+	err := unauth.Next(&none)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "UNAUTHENTICATED")
+}
+
+// TestConversations_Batching: a page of messages loads its authors in one
+// batch.
+func TestConversations_Batching(t *testing.T) { forBackends(t, testConversationsBatching) }
+
+func testConversationsBatching(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, _ := mustSignUp(t, e, "alice")
+	bob, bobID := mustSignUp(t, e, "bob")
+	_, carolID := mustSignUp(t, e, "carol")
+	g := createGroup(t, e, alice, "g", bobID, carolID)
+	for range 3 {
+		sendTo(t, e, alice, g.ID, "a")
+		sendTo(t, e, bob, g.ID, "b")
+	}
+	e.backend.Reset()
+	p := listMessages(t, e, bob, g.ID, nil)
+	require.Len(t, p.Edges, 6)
+	c, _ := e.backend.Snapshot()
+	assert.Equal(t, int64(1), c["FindUsersByIDs"], "the authors in one batch")
 }

@@ -509,7 +509,7 @@ func TestConversations_Limits(t *testing.T) {
 }
 
 // TestConversations_RateLimit: each conversation mutation takes a token
-// of its user's bucket.
+// of its user's bucket, and each query its cost of the query bucket.
 func TestConversations_RateLimit(t *testing.T) {
 	t.Run(backendEmbedded, func(t *testing.T) {
 		e, h, _ := rateEnv(t, graph.RateLimits{User: graph.Rate{Count: 2, Per: time.Hour, Burst: 2}})
@@ -521,6 +521,17 @@ func TestConversations_RateLimit(t *testing.T) {
 		requireOK(t, rlPost(t, h, mtGQL, alice, addr, `{"query":"mutation { setMessagesFrom(policy: EVERYONE) { id } }"}`))
 		requireLimited(t, rlPost(t, h, mtGQL, alice, addr, send), mtGQL, 1800)
 		requireLimited(t, rlPost(t, h, mtGQL, alice, addr, `{"query":"mutation { createGroup(name: \"g\", memberIds: []) { id } }"}`), mtGQL, 1800)
+	})
+	t.Run(backendMongo, func(t *testing.T) {
+		// Queries spend their cost: a page of 30 conversations is about 90
+		// points of 100, so the second is refused.
+		e, h, _ := rateEnv(t, graph.RateLimits{QueryUser: graph.Rate{Count: 100, Per: time.Hour, Burst: 100}})
+		alice, _ := mustSignUp(t, e, "alice")
+		const addr = "192.0.2.1:1234"
+		list := `{"query":"{ conversations(first: 30) { edges { node { id } } } }"}`
+		requireOK(t, rlPost(t, h, mtGQL, alice, addr, list))
+		r := rlPost(t, h, mtGQL, alice, addr, list)
+		assert.Equal(t, graph.CodeRateLimited, r.code(t), r.Raw)
 	})
 }
 

@@ -30,16 +30,6 @@ func conversationMessageGlobalID(c store.ConversationID, seq uint64) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(typeConversationMessage + ":" + c.String() + ":" + strconv.FormatUint(seq, 10)))
 }
 
-// splitGlobalID returns the type name of the global id s and what follows
-// it, if s is spelled as the id functions spell it.
-func splitGlobalID(s string) (typ, rest string, ok bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != s {
-		return "", "", false
-	}
-	return strings.Cut(string(raw), ":")
-}
-
 // isConversationNode reports whether the global id s names a conversation
 // or a conversation message, which nodes resolves apart.
 func isConversationNode(s string) bool {

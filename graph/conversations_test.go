@@ -702,7 +702,7 @@ func testSubscriptionConversationEvents(t *testing.T) {
 }
 
 // TestConversations_Batching: a page of messages loads its authors in one
-// batch.
+// batch, a page of conversations its peers.
 func TestConversations_Batching(t *testing.T) { forBackends(t, testConversationsBatching) }
 
 func testConversationsBatching(t *testing.T) {
@@ -720,4 +720,17 @@ func testConversationsBatching(t *testing.T) {
 	require.Len(t, p.Edges, 6)
 	c, _ := e.backend.Snapshot()
 	assert.Equal(t, int64(1), c["FindUsersByIDs"], "the authors in one batch")
+
+	// A list of direct conversations loads its peers and last authors in
+	// one batch, whatever its length.
+	for _, h := range []string{"dave", "erin", "frank"} {
+		_, id := mustSignUp(t, e, h)
+		sendDM(t, e, bob, id, "hello "+h)
+	}
+	e.backend.Reset()
+	cp := listConversations(t, e, bob, nil)
+	require.Len(t, cp.Edges, 4)
+	c, _ = e.backend.Snapshot()
+	assert.Equal(t, int64(1), c["FindUsersByIDs"], "the peers and authors in one batch")
+	assert.Equal(t, int64(1), c["ListConversations"])
 }

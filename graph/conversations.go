@@ -349,6 +349,9 @@ func (r *Resolver) changeMembers(ctx context.Context, conversationID string, use
 	if err != nil {
 		return nil, err
 	}
+	if len(users) == 0 {
+		return nil, store.Errorf(store.EINVALID, "name at least one user to add")
+	}
 	var c *store.Conversation
 	if add {
 		c, err = r.Service.AddConversationMembers(ctx, viewer, conv, users)

@@ -388,6 +388,7 @@ func testConversationsGroups(t *testing.T) {
 	remove := `mutation($c: ID!, $u: ID!) { removeMember(conversationId: $c, userId: $u) { ` + conversationFields + ` } }`
 	assert.Equal(t, "FORBIDDEN", e.errCode(t, bob, add, map[string]any{"c": g.ID, "u": []string{carolID}}), "bob is no admin")
 	assert.Equal(t, "NOT_FOUND", e.errCode(t, carol, add, map[string]any{"c": g.ID, "u": []string{carolID}}), "carol is no member")
+	assert.Equal(t, "BAD_USER_INPUT", e.errCode(t, alice, add, map[string]any{"c": g.ID, "u": []string{}}), "no one to add")
 	var r struct {
 		Add    conversation `json:"addMembers"`
 		Remove conversation `json:"removeMember"`

@@ -3195,8 +3195,8 @@ type Mutation {
   """
   Adds users to a group and returns it. FORBIDDEN unless the viewer is one of
   its admins; NOT_FOUND unless a member or for an unknown user; BAD_USER_INPUT
-  for a direct conversation or beyond the group size. Adding a member twice
-  changes nothing.
+  for no users, a direct conversation, or beyond the group size. Adding a
+  member twice changes nothing.
   """
   addMembers(conversationId: ID!, userIds: [ID!]!): Conversation!
   """

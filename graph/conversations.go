@@ -501,26 +501,20 @@ func isConversationEvent(ev store.Event) bool {
 	return ev.Type.Conversational() && ev.Conversation != nil
 }
 
-// conversationEvent reads what ev's type carries, as it is now. The
-// conversation is read first: an event of a conversation the viewer is no
-// longer a member of is skipped (nil), but the viewer's own removal, so
-// that a removed member gets its MEMBER_REMOVED and nothing after.
+// conversationEvent reads what ev's type carries, as it is now, as the
+// viewer may see it: an event of a conversation the viewer is no longer a
+// member of is skipped (nil), but the viewer's own removal, so that a
+// removed member gets its MEMBER_REMOVED and nothing after.
 func (r *Resolver) conversationEvent(ctx context.Context, viewer store.ID, ev store.Event) (*model.ConversationEvent, error) {
 	ref := ev.Conversation
 	ce := &model.ConversationEvent{Type: conversationEventTypes[ev.Type], ConvID: ref.ID, Cursor: encodeEventCursor(ev.Position)}
-	c, err := r.Service.Conversation(ctx, viewer, ref.ID)
-	switch {
-	case store.ErrorCode(err) == store.ENOTFOUND:
-		if ev.Type != store.EventConversationMemberRemoved || ev.Subject != viewer {
-			return nil, nil
-		}
-	case err != nil:
-		return nil, err
-	}
 	switch ev.Type {
 	case store.EventConversationMessage, store.EventConversationMessageEdited:
+		// The message's read checks the membership.
 		m, err := r.conversationMessage(ctx, viewer, ref.ID, ref.Seq)
-		if m == nil || err != nil {
+		if store.ErrorCode(err) == store.ENOTFOUND || err == nil && m == nil {
+			return nil, nil
+		} else if err != nil {
 			return nil, err
 		}
 		if ev.Type == store.EventConversationMessage {
@@ -528,16 +522,28 @@ func (r *Resolver) conversationEvent(ctx context.Context, viewer store.ID, ev st
 		} else {
 			ce.Message = m
 		}
-	case store.EventConversationMessageDeleted:
-		id := conversationMessageGlobalID(ref.ID, ref.Seq)
-		ce.DeletedMessageID = &id
-	case store.EventConversationRead:
-		seq := int(ref.Seq)
-		ce.MemberID, ce.ReadSeq = ev.Subject, &seq
-	case store.EventConversationMemberAdded, store.EventConversationMemberRemoved:
-		ce.MemberID = ev.Subject
-		if c != nil {
-			ce.Conversation = &model.Conversation{Conversation: c}
+	default:
+		c, err := r.Service.Conversation(ctx, viewer, ref.ID)
+		switch {
+		case store.ErrorCode(err) == store.ENOTFOUND && ev.Type == store.EventConversationMemberRemoved && ev.Subject == viewer:
+			c = nil
+		case store.ErrorCode(err) == store.ENOTFOUND:
+			return nil, nil
+		case err != nil:
+			return nil, err
+		}
+		switch ev.Type {
+		case store.EventConversationMessageDeleted:
+			id := conversationMessageGlobalID(ref.ID, ref.Seq)
+			ce.DeletedMessageID = &id
+		case store.EventConversationRead:
+			seq := int(ref.Seq)
+			ce.MemberID, ce.ReadSeq = ev.Subject, &seq
+		default: // MEMBER_ADDED, MEMBER_REMOVED
+			ce.MemberID = ev.Subject
+			if c != nil {
+				ce.Conversation = &model.Conversation{Conversation: c}
+			}
 		}
 	}
 	u, err := r.Service.UnreadConversations(ctx, viewer)

@@ -297,10 +297,10 @@ function renderTo(box: HTMLElement, handle: string): void {
 // starts a new line. A refused message stays in the box, the reason
 // under it.
 function composer(send: (text: string) => Promise<void>): HTMLElement {
-  const text = h('textarea', { class: 'input composer-input', rows: '1', maxlength: '5000', placeholder: 'Write a message…', 'aria-label': 'Message', 'data-testid': 'composer' });
+  const text = h('textarea', { class: 'input chat-composer-input', rows: '1', maxlength: '5000', placeholder: 'Write a message…', 'aria-label': 'Message', 'data-testid': 'composer' });
   const submit = h('button', { type: 'submit', class: 'btn btn-primary', 'data-testid': 'composer-send' }, 'Send');
   const problem = h('p', { class: 'form-error', role: 'alert', 'data-testid': 'composer-error', hidden: true });
-  const form = h('form', { class: 'composer' }, h('div', { class: 'composer-row' }, text, submit), problem);
+  const form = h('form', { class: 'chat-composer' }, h('div', { class: 'chat-composer-row' }, text, submit), problem);
   text.addEventListener('keydown', (ev) => {
     if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
       ev.preventDefault();

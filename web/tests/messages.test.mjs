@@ -127,6 +127,22 @@ test('demo client: direct messages live both ways, a group of three, and a refus
     assert.match(await refused.textContent(), /^Not sent: /);
     assert.equal(await a.getByTestId('composer').inputValue(), 'still there?', 'the refused text stays to send later');
     await screenshot(a, dir, 'app-messages-refused');
+
+    // A long history: the newest page first, older ones on demand, above.
+    for (let i = 1; i <= 35; i++) await gql(server.base, cat.token, 'mutation($to: ID!, $t: String!) { sendDirectMessage(to: $to, text: $t) { id } }', { to: ann.id, t: `cat says ${i}` });
+    await a.goto(`${server.base}/app/#/messages`);
+    await a.getByTestId('conversation-row').first().filter({ hasText: 'cat says 35' }).click();
+    await a.getByTestId('chat-message').filter({ hasText: 'cat says 35' }).waitFor();
+    assert.equal(await a.getByTestId('chat-message').count(), 30, 'the newest 30 first');
+    await a.getByTestId('chat-older').click();
+    await a.getByTestId('chat-message').nth(34).waitFor();
+    assert.equal(await a.getByTestId('chat-message').count(), 35);
+    assert.equal(await a.getByTestId('chat-text').first().textContent(), 'cat says 1');
+    await a.getByTestId('chat-older').waitFor({ state: 'hidden' });
+    const seqs = await a.getByTestId('chat-message').evaluateAll((els) => els.map((e) => Number(e.dataset.seq)));
+    assert.deepEqual(seqs, [...seqs].sort((x, y) => x - y), 'oldest at the top, newest at the bottom');
+    await a.setViewportSize({ width: 390, height: 760 });
+    await screenshot(a, dir, 'app-messages-phone', false);
   } finally {
     await recA.context.close();
     await recB.context.close();

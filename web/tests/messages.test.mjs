@@ -113,6 +113,29 @@ test('demo client: direct messages live both ways, a group of three, and a refus
     await b.getByTestId('chat-message').filter({ hasText: 'hello trio' }).waitFor();
     await screenshot(b, dir, 'app-messages-group-member');
 
+    // Membership changes show live: Ann (the admin) removes Cat, then Bob leaves.
+    await b.getByTestId('members-toggle').click();
+    await b.getByTestId('member').nth(2).waitFor();
+    await a.locator(`[data-testid="member"][data-id="${cat.id}"]`).getByTestId('member-remove').click();
+    await a.getByTestId('dialog-confirm').click();
+    await b.locator(`[data-testid="member"][data-id="${cat.id}"]`).waitFor({ state: 'detached', timeout: TIMEOUT.event });
+    assert.equal(await b.getByTestId('member').count(), 2);
+    assert.equal(await b.getByTestId('member-remove').count(), 0, 'only admins remove members');
+    await b.getByTestId('leave-group').click();
+    await b.getByTestId('dialog-confirm').click();
+    await b.getByTestId('new-message').waitFor();
+    await a.getByText('1 member', { exact: true }).waitFor({ timeout: TIMEOUT.event });
+    assert.equal(await b.getByTestId('conversation-row').filter({ hasText: 'Trio' }).count(), 0, 'a group left leaves the list');
+
+    // Bob starts a conversation from the Messages tab, finding Cat by typing.
+    await b.getByTestId('new-message').click();
+    await b.getByTestId('user-picker').fill(cat.handle);
+    await b.locator(`[data-testid="picker-result"][data-handle="${cat.handle}"]`).click();
+    await b.getByTestId('composer').fill('hi cat');
+    await b.getByTestId('composer').press('Enter');
+    await b.getByTestId('conversation').waitFor();
+    await b.getByTestId('chat-message').filter({ hasText: 'hi cat' }).waitFor();
+
     // Bob takes messages from nobody: Ann's next one is refused, and says so.
     await b.getByTestId('tab-settings').click();
     await b.getByTestId('messages-from-nobody').check();

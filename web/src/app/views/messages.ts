@@ -547,6 +547,15 @@ function renderConversation(box: HTMLElement, id: string): void {
     if (conv.unreadCount > 0) markRead(null);
   };
 
+  let unseen = false;
+  const onVisible = () => {
+    if (!root.isConnected) return document.removeEventListener('visibilitychange', onVisible);
+    if (document.visibilityState !== 'visible' || !unseen) return;
+    unseen = false;
+    markRead(null);
+  };
+  document.addEventListener('visibilitychange', onVisible);
+
   shown = {
     root,
     reload: () => void load(),
@@ -559,8 +568,12 @@ function renderConversation(box: HTMLElement, id: string): void {
             chat.querySelector('.chat-empty')?.remove();
             put(ev.edge.node);
             if (stay) toBottom();
-            // Read as it arrives when someone is looking.
-            if (ev.edge.node.author?.id !== me() && document.visibilityState === 'visible') markRead(ev.edge.node.id);
+            // Read as it arrives when someone is looking; else once the
+            // page is looked at again.
+            if (ev.edge.node.author?.id !== me()) {
+              if (document.visibilityState === 'visible') markRead(ev.edge.node.id);
+              else unseen = true;
+            }
           }
           break;
         case 'EDITED':

@@ -139,8 +139,9 @@ func TestCrash_KillDuringConversations(t *testing.T) {
 		var unexpected []error
 		var ops int
 		for i := range users {
+			// Drawn here: rng is not for concurrent use.
+			r := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
 			wg.Go(func() {
-				r := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
 				n, err := convClient(c, base, led, users, tokens, group, i, r, stop)
 				mu.Lock()
 				defer mu.Unlock()

@@ -48,6 +48,8 @@ type convLedger struct {
 	// newest[conv] is the global id of the newest acknowledged message,
 	// which read marks point at.
 	newest map[store.ConversationID]ackedRef
+	// marks counts the acknowledged read marks.
+	marks int
 }
 
 type ackedMessage struct {
@@ -235,7 +237,9 @@ func TestCrash_KillDuringConversations(t *testing.T) {
 	for _, s := range led.sent {
 		unacked -= len(s)
 	}
-	t.Logf("%d messages stored, %d of them sent but not acknowledged (cut off by a kill)", stored, unacked)
+	t.Logf("%d messages stored, %d of them sent but not acknowledged (cut off by a kill); %d read marks acknowledged", stored, unacked, led.marks)
+	require.Positive(t, led.marks, "no read mark was acknowledged")
+	unreadAll := 0
 
 	for i, u := range users {
 		state, err := st.ReadUnreadConversations(ctx, u)
@@ -273,6 +277,7 @@ func TestCrash_KillDuringConversations(t *testing.T) {
 			}
 		}
 		assert.Equal(t, total, state.Total(), "user %d: the total of its read state", i)
+		unreadAll += total
 		assert.Equal(t, total, gqlTotals[i], "user %d: conversationsUnreadCount", i)
 
 		entries, err := st.ListConversations(ctx, u, store.Forward(store.NilID, 100))
@@ -301,6 +306,7 @@ func TestCrash_KillDuringConversations(t *testing.T) {
 			}
 		}
 	}
+	assert.Positive(t, unreadAll, "nobody has an unread message: the counts were not put to the test")
 }
 
 // convClient is user i's client: until stop or a transport error (the
@@ -355,6 +361,9 @@ func convClient(c *crashClient, base string, led *convLedger, users []store.ID, 
 		}
 		if readSeq > 0 {
 			led.markedRead(me, conv, readSeq)
+			led.mu.Lock()
+			led.marks++
+			led.mu.Unlock()
 			continue
 		}
 		m := d["m"].(map[string]any)

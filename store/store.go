@@ -45,6 +45,8 @@ type User struct {
 	// follow is a request it answers, and only the users it approved see
 	// its messages, likes and follow lists.
 	Private bool
+	// MessagesFrom says who may send the user a direct message.
+	MessagesFrom MessagePolicy
 }
 
 // Attribute is a custom user attribute: any name the app chooses, a string value.

@@ -50,6 +50,8 @@ type Store struct {
 	names, events, leases, locks         lungo.ICollection
 	// the notifications feed (notifications.go)
 	notifGroups, notifActors, notifHeads lungo.ICollection
+	// conversations (conversations.go)
+	convs, dms, userConvs, dmReads lungo.ICollection
 
 	tokens *tokenCache
 	// inFlight is the job this process last recorded as running (beginJob).
@@ -124,6 +126,7 @@ func New(client lungo.IClient, name string, opts Options) *Store {
 		events: db.Collection(collEvents), leases: db.Collection(collLeases), locks: db.Collection(collLocks),
 		reposts: db.Collection(collReposts), blocks: db.Collection(collBlocks), followRequests: db.Collection(collFollowRequests), notifGroups: db.Collection(collNotifGroups),
 		notifActors: db.Collection(collNotifActors), notifHeads: db.Collection(collNotifHeads),
+		convs: db.Collection(collConvs), dms: db.Collection(collDMs), userConvs: db.Collection(collUserConvs), dmReads: db.Collection(collDMReads),
 		tokens: newTokenCache(),
 	}
 }

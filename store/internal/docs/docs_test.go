@@ -35,6 +35,7 @@ type longUser struct {
 	Kept      string             `bson:"keptToken,omitempty"`
 	Deleted   *time.Time         `bson:"deletedAt,omitempty"`
 	Private   bool               `bson:"private,omitempty"`
+	MsgFrom   int32              `bson:"messagesFrom,omitempty"`
 }
 
 func TestShortFieldNames_BytesSaved(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/bson/primitive"
@@ -43,19 +42,11 @@ func (s *Store) RemoveOwnerEntries(ctx context.Context, r storage.OwnerRemoval) 
 	}
 	var changes []storage.InboxChange
 	if len(r.MessageIDs) > 0 {
-		plan, after, err := s.countStep(ctx, oj, hideMark(oj.job.ID, oj.job.Cursor), false, func(head *userDoc) ([]planItem, bson.D, error) {
+		changes, err = s.removeCounted(ctx, oj, hideMark(oj.job.ID, oj.job.Cursor), func(head *userDoc) ([]planItem, bson.D, error) {
 			return s.planOwnerRemoval(ctx, owner, lay, head, r.MessageIDs)
 		})
 		if err != nil {
 			return nil, err
-		}
-		if len(plan) > 0 {
-			if err := s.writePlan(ctx, owner, lay, plan, time.Time{}, false); err != nil {
-				return nil, err
-			}
-		}
-		for _, p := range plan {
-			changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner, Bucket: store.ID(p.Bucket)}, MessageID: store.ID(p.Message), Counts: after.counts(lay)})
 		}
 	}
 	if r.Done {

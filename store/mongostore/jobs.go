@@ -135,6 +135,28 @@ func (s *Store) countStep(ctx context.Context, oj *ownerJob, mark string, added 
 	}
 }
 
+// removeCounted runs an owner job's removal: the count step under mark
+// (see countStep), then the planned entries' deletion, and returns one
+// change per entry removed, each with the counts after the step.
+func (s *Store) removeCounted(ctx context.Context, oj *ownerJob, mark string,
+	plan func(head *userDoc) ([]planItem, bson.D, error)) ([]storage.InboxChange, error) {
+	owner, lay := oj.job.OwnerID, oj.job.Layout
+	items, after, err := s.countStep(ctx, oj, mark, false, plan)
+	if err != nil {
+		return nil, err
+	}
+	if len(items) > 0 {
+		if err := s.writePlan(ctx, owner, lay, items, time.Time{}, false); err != nil {
+			return nil, err
+		}
+	}
+	changes := make([]storage.InboxChange, 0, len(items))
+	for _, p := range items {
+		changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner, Bucket: store.ID(p.Bucket)}, MessageID: store.ID(p.Message), Counts: after.counts(lay)})
+	}
+	return changes, nil
+}
+
 // InsertInbox implements storage.Backend. The plan holds the entries that
 // are live messages not in the inbox yet, each with its bucket (see
 // planBuckets); it is counted, written, and recorded for retraction, one
@@ -474,19 +496,11 @@ func (s *Store) RemoveAuthorEntries(ctx context.Context, r storage.AuthorRemoval
 	var changes []storage.InboxChange
 	switch {
 	case lay.Stores():
-		plan, after, err := s.countStep(ctx, oj, unfollowMark(oj.job.ID), false, func(head *userDoc) ([]planItem, bson.D, error) {
+		changes, err = s.removeCounted(ctx, oj, unfollowMark(oj.job.ID), func(head *userDoc) ([]planItem, bson.D, error) {
 			return s.planRemoval(ctx, owner, author, lay, head)
 		})
 		if err != nil {
 			return nil, err
-		}
-		if len(plan) > 0 {
-			if err := s.writePlan(ctx, owner, lay, plan, time.Time{}, false); err != nil {
-				return nil, err
-			}
-		}
-		for _, p := range plan {
-			changes = append(changes, storage.InboxChange{InboxRef: storage.InboxRef{Owner: owner, Bucket: store.ID(p.Bucket)}, MessageID: store.ID(p.Message), Counts: after.counts(lay)})
 		}
 	case lay == storage.LayoutCache:
 		removed, err := s.removeAuthorFromCache(ctx, owner, author)

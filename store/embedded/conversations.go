@@ -371,6 +371,10 @@ func (s *Store) ChangeConversationMembers(_ context.Context, conv store.Conversa
 		r := primitive.ObjectID(ch.Remove)
 		d.Members = slices.DeleteFunc(d.Members, func(x primitive.ObjectID) bool { return x == r })
 		d.Admins = slices.DeleteFunc(d.Admins, func(x primitive.ObjectID) bool { return x == r })
+		if len(d.Admins) == 0 && len(d.Members) > 0 {
+			// The last admin went: the longest-standing member takes over.
+			d.Admins = []primitive.ObjectID{d.Members[0]}
+		}
 		delete(d.Reads, ch.Remove.String())
 		pk := key(pConvListPlace, ch.Remove, ck)
 		if last, ok, err := s.get(pk); err != nil {

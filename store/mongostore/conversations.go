@@ -372,13 +372,11 @@ func (s *Store) ChangeConversationMembers(ctx context.Context, conv store.Conver
 	}
 	if !ch.Remove.IsZero() {
 		r := oid(ch.Remove)
-		err := s.convs.FindOneAndUpdate(ctx, convFilter(conv), bson.D{
-			{Key: "$pull", Value: bson.D{{Key: "m", Value: r}, {Key: "ad", Value: r}}},
-			{Key: "$unset", Value: bson.D{{Key: "rd." + ch.Remove.String(), Value: ""}}},
-		}, after).Decode(&d)
+		removed, err := s.removeMember(ctx, conv, ch.Remove)
 		if err != nil {
-			return nil, missing(err, "conversation not found", "remove member")
+			return nil, err
 		}
+		d = *removed
 		if _, err := s.userConvs.DeleteOne(ctx, bson.D{{Key: "u", Value: r}, {Key: "c", Value: []byte(conv)}}); err != nil {
 			return nil, wrap("remove conversation entry", err)
 		}
@@ -387,6 +385,67 @@ func (s *Store) ChangeConversationMembers(ctx context.Context, conv store.Conver
 		}
 	}
 	return d.Store(), nil
+}
+
+// maxRemoveTries bounds removeMember's guarded updates, each undone
+// only by another change of the conversation in between.
+const maxRemoveTries = 100
+
+// removeMember takes user out of conv's members, admins and read
+// receipts in one update of the conversation, and returns it after. If
+// no admin would be left, the same update makes the longest-standing
+// remaining member (the first of m, which keeps the order of joining)
+// the only admin, so a group is never left without one. Without a
+// transaction the choice is a guarded update: the first update applies
+// only while another admin stays; else the conversation is read, and the
+// promotion's filter pins what it was chosen from (no admin but user, the
+// members up to the new admin), so a change in between makes it read and
+// try again.
+func (s *Store) removeMember(ctx context.Context, conv store.ConversationID, user store.ID) (*docs.Conv, error) {
+	r := oid(user)
+	after := options.FindOneAndUpdate().SetReturnDocument(options.After)
+	unset := bson.E{Key: "$unset", Value: bson.D{{Key: "rd." + user.String(), Value: ""}}}
+	for range maxRemoveTries {
+		var d docs.Conv
+		// Another admin stays: one update.
+		f := append(convFilter(conv), bson.E{Key: "ad", Value: bson.D{{Key: "$elemMatch", Value: bson.D{{Key: "$ne", Value: r}}}}})
+		err := s.convs.FindOneAndUpdate(ctx, f, bson.D{{Key: "$pull", Value: bson.D{{Key: "m", Value: r}, {Key: "ad", Value: r}}}, unset}, after).Decode(&d)
+		if err == nil {
+			return &d, nil
+		} else if !errors.Is(err, mongo.ErrNoDocuments) {
+			return nil, wrap("remove member", err)
+		}
+		cur, err := s.findConv(ctx, conv)
+		if err != nil {
+			return nil, err
+		} else if cur == nil {
+			return nil, store.Errorf(store.ENOTFOUND, "conversation not found")
+		}
+		// No admin but user: the first other member becomes the admin.
+		f = append(convFilter(conv), bson.E{Key: "ad", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$elemMatch", Value: bson.D{{Key: "$ne", Value: r}}}}}}})
+		admins := bson.A{}
+		for i, m := range cur.Members {
+			f = append(f, bson.E{Key: "m." + strconv.Itoa(i), Value: m})
+			if m != r {
+				admins = append(admins, m)
+				break
+			}
+		}
+		if len(admins) == 0 {
+			// No one stays: no one was added since either.
+			f = append(f, bson.E{Key: "m." + strconv.Itoa(len(cur.Members)), Value: bson.D{{Key: "$exists", Value: false}}})
+		}
+		err = s.convs.FindOneAndUpdate(ctx, f, bson.D{
+			{Key: "$pull", Value: bson.D{{Key: "m", Value: r}}},
+			{Key: "$set", Value: bson.D{{Key: "ad", Value: admins}}}, unset,
+		}, after).Decode(&d)
+		if err == nil {
+			return &d, nil
+		} else if !errors.Is(err, mongo.ErrNoDocuments) {
+			return nil, wrap("remove member", err)
+		}
+	}
+	return nil, fmt.Errorf("mongostore: removing a member of conversation %s: changed under it %d times", conv, maxRemoveTries)
 }
 
 func containsA(a bson.A, id primitive.ObjectID) bool {

@@ -240,7 +240,10 @@ func (s *Service) AddConversationMembers(ctx context.Context, viewer store.ID, c
 
 // RemoveConversationMember removes member from group conv (viewer must
 // be one of its admins, or member itself: LeaveConversation), and
-// returns it. The removed member is told, and has access no more.
+// returns it. The removed member is told, and has access no more. An
+// admin may remove another admin; if the last admin goes, the backend
+// makes the longest-standing member left the admin in the same update,
+// so the MEMBER_REMOVED event's conversation, read after, shows it.
 func (s *Service) RemoveConversationMember(ctx context.Context, viewer store.ID, conv store.ConversationID, member store.ID) (*store.Conversation, error) {
 	before, err := s.group(ctx, viewer, conv, viewer != member)
 	if err != nil {

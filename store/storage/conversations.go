@@ -57,8 +57,11 @@ type Conversations interface {
 	// ch.Remove (from members and admins), puts the conversation in each
 	// added member's list and takes it out of the removed member's list
 	// and read state, and returns the conversation after. Members already
-	// there, or a removed one already gone, change nothing. A missing
-	// conversation is NOT_FOUND.
+	// there, or a removed one already gone, change nothing. A removal that
+	// would leave members but no admin (the last admin leaves or is
+	// removed) makes the longest-standing remaining member (the first of
+	// Members) the admin, in the same atomic update of the conversation.
+	// A missing conversation is NOT_FOUND.
 	ChangeConversationMembers(ctx context.Context, conv store.ConversationID, ch MemberChange) (*store.Conversation, error)
 	// ListConversations returns user's conversation list within r (its
 	// From an entry's LastActivity), most recently active first. An entry

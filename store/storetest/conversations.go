@@ -16,6 +16,8 @@ func testConversations(t *testing.T, open OpenFunc) {
 	t.Run("History", func(t *testing.T) { testConversationHistory(t, open) })
 	t.Run("Group", func(t *testing.T) { testGroupConversation(t, open) })
 	t.Run("Members", func(t *testing.T) { testConversationMembers(t, open) })
+	t.Run("LastAdmin", func(t *testing.T) { testConversationLastAdmin(t, open) })
+	t.Run("LastAdminRace", func(t *testing.T) { testConversationLastAdminRace(t, open) })
 	t.Run("Read", func(t *testing.T) { testConversationRead(t, open) })
 	t.Run("EditDelete", func(t *testing.T) { testConversationEditDelete(t, open) })
 	t.Run("List", func(t *testing.T) { testConversationList(t, open) })
@@ -218,7 +220,7 @@ func testConversationMembers(t *testing.T, open OpenFunc) {
 
 	got, err = b.ChangeConversationMembers(ctx, g.ID, storage.MemberChange{Remove: owner.ID})
 	require.NoError(t, err)
-	assert.Empty(t, got.Admins, "a removed admin is no admin")
+	assert.Equal(t, []store.ID{bb.ID}, got.Admins, "a removed admin is no admin; the one left takes over")
 	_, err = b.ChangeConversationMembers(ctx, store.GroupConversationID(store.NewID(c.Now())), storage.MemberChange{Remove: owner.ID})
 	assert.Equal(t, store.ENOTFOUND, store.ErrorCode(err))
 }
@@ -396,5 +398,90 @@ func testConversationConcurrentSends(t *testing.T, open OpenFunc) {
 		l := listOf(t, b, u)
 		require.Len(t, l, 1)
 		assert.Equal(t, uint64(4*each), l[0].Last.Seq, "each list shows the newest message")
+	}
+}
+
+// removeMember removes user from conv and returns the conversation after.
+func removeMember(t *testing.T, b storage.Backend, conv store.ConversationID, user store.ID) *store.Conversation {
+	t.Helper()
+	got, err := b.ChangeConversationMembers(ctx, conv, storage.MemberChange{Remove: user})
+	require.NoError(t, err)
+	found, err := b.FindConversations(ctx, []store.ConversationID{conv})
+	require.NoError(t, err)
+	assert.Equal(t, found[0].Members, got.Members, "it returns the conversation as stored")
+	assert.Equal(t, found[0].Admins, got.Admins, "it returns the conversation as stored")
+	return got
+}
+
+// A group never loses its last admin while it has members: the
+// longest-standing member left takes over, in the removal's own update.
+func testConversationLastAdmin(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	var u []store.ID
+	for range 6 {
+		u = append(u, mustCreateUser(t, b, c).ID)
+	}
+	now := c.Now()
+	g := &store.Conversation{ID: store.GroupConversationID(store.NewID(now)), Name: "g", CreatorID: u[0],
+		Members: u[:5], Admins: []store.ID{u[0], u[1]}, CreatedAt: now}
+	require.NoError(t, b.CreateConversation(ctx, g))
+
+	got := removeMember(t, b, g.ID, u[0])
+	assert.Equal(t, []store.ID{u[1]}, got.Admins, "another admin stays: no one is promoted")
+	got = removeMember(t, b, g.ID, u[4])
+	assert.Equal(t, []store.ID{u[1]}, got.Admins, "a member leaving changes no admin")
+	_, err := b.ChangeConversationMembers(ctx, g.ID, storage.MemberChange{Add: []store.ID{u[5]}, MaxMembers: 10, At: c.Now()})
+	require.NoError(t, err)
+
+	got = removeMember(t, b, g.ID, u[1])
+	assert.Equal(t, []store.ID{u[2], u[3], u[5]}, got.Members)
+	assert.Equal(t, []store.ID{u[2]}, got.Admins, "the last admin left: the longest-standing member takes over")
+	got = removeMember(t, b, g.ID, u[1])
+	assert.Equal(t, []store.ID{u[2]}, got.Admins, "removing again changes nothing")
+	got = removeMember(t, b, g.ID, u[2])
+	assert.Equal(t, []store.ID{u[3]}, got.Admins, "not the newest member")
+	got = removeMember(t, b, g.ID, u[3])
+	assert.Equal(t, []store.ID{u[5]}, got.Admins)
+	assert.Equal(t, []store.ID{u[5]}, got.Members)
+	got = removeMember(t, b, g.ID, u[5])
+	assert.Empty(t, got.Members, "the last member leaves")
+	assert.Empty(t, got.Admins, "and no one is left to manage it")
+
+	// A group with no admin (made before this rule) gets one at its next
+	// removal.
+	now = c.Now()
+	orphan := &store.Conversation{ID: store.GroupConversationID(store.NewID(now)), Name: "o", CreatorID: u[0],
+		Members: []store.ID{u[0], u[1], u[2]}, CreatedAt: now}
+	require.NoError(t, b.CreateConversation(ctx, orphan))
+	got = removeMember(t, b, orphan.ID, u[1])
+	assert.Equal(t, []store.ID{u[0]}, got.Admins)
+}
+
+// Two admins removing each other at once (or leaving at once) leave the
+// group with an admin: whichever removal comes second sees no other
+// admin and promotes.
+func testConversationLastAdminRace(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	var u []store.ID
+	for range 4 {
+		u = append(u, mustCreateUser(t, b, c).ID)
+	}
+	for range 10 {
+		now := c.Now()
+		g := &store.Conversation{ID: store.GroupConversationID(store.NewID(now)), Name: "g", CreatorID: u[0],
+			Members: u, Admins: []store.ID{u[0], u[1]}, CreatedAt: now}
+		require.NoError(t, b.CreateConversation(ctx, g))
+		var wg sync.WaitGroup
+		for _, r := range u[:2] {
+			wg.Go(func() {
+				_, err := b.ChangeConversationMembers(ctx, g.ID, storage.MemberChange{Remove: r})
+				assert.NoError(t, err)
+			})
+		}
+		wg.Wait()
+		found, err := b.FindConversations(ctx, []store.ConversationID{g.ID})
+		require.NoError(t, err)
+		assert.Equal(t, u[2:], found[0].Members)
+		assert.Equal(t, []store.ID{u[2]}, found[0].Admins, "the longest-standing member left is the admin")
 	}
 }

@@ -735,3 +735,61 @@ func testConversationsBatching(t *testing.T) {
 	assert.Equal(t, int64(1), c["FindUsersByIDs"], "the peers and authors in one batch")
 	assert.Equal(t, int64(1), c["ListConversations"])
 }
+
+// TestConversations_LastAdminLeaves: when a group's last admin leaves (or
+// is removed by another admin leaving at once), the longest-standing
+// member left becomes its admin, and the MEMBER_REMOVED event shows it.
+func TestConversations_LastAdminLeaves(t *testing.T) {
+	forBackends(t, testConversationsLastAdminLeaves)
+}
+
+func testConversationsLastAdminLeaves(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, _ := mustSignUp(t, e, "alice")
+	bob, bobID := mustSignUp(t, e, "bob")
+	carol, carolID := mustSignUp(t, e, "carol")
+	g := createGroup(t, e, alice, "g", bobID, carolID)
+
+	sub := e.client.Websocket(`subscription { conversationEvents { type member { handle } conversation { admins { handle } } } }`, opts(carol, nil)...)
+	t.Cleanup(func() { _ = sub.Close() })
+	require.Eventually(t, func() bool { return e.hub.Len() == 1 }, 5*time.Second, 5*time.Millisecond, "the subscription did not register")
+
+	admins := func(c conversation) []string {
+		out := []string{}
+		for _, a := range c.Admins {
+			out = append(out, a.Handle)
+		}
+		return out
+	}
+	e.mustExec(t, alice, `mutation($id: ID!) { leaveConversation(conversationId: $id) }`, map[string]any{"id": g.ID}, nil)
+	assert.Equal(t, []string{"bob"}, admins(readConversation(t, e, carol, g.ID)), "the longest-standing member is the admin")
+	type adminEvent struct {
+		ConversationEvents struct {
+			Type   string `json:"type"`
+			Member struct {
+				Handle string `json:"handle"`
+			} `json:"member"`
+			Conversation *struct {
+				Admins []struct {
+					Handle string `json:"handle"`
+				} `json:"admins"`
+			} `json:"conversation"`
+		} `json:"conversationEvents"`
+	}
+	ev := nextOf[adminEvent](t, sub)
+	assert.Equal(t, "MEMBER_REMOVED", ev.ConversationEvents.Type)
+	assert.Equal(t, "alice", ev.ConversationEvents.Member.Handle)
+	require.NotNil(t, ev.ConversationEvents.Conversation)
+	require.Len(t, ev.ConversationEvents.Conversation.Admins, 1)
+	assert.Equal(t, "bob", ev.ConversationEvents.Conversation.Admins[0].Handle, "the event shows the new admin")
+
+	// The new admin manages the group; removing itself hands it on.
+	var r struct {
+		Remove conversation `json:"removeMember"`
+	}
+	e.mustExec(t, bob, `mutation($c: ID!, $u: ID!) { removeMember(conversationId: $c, userId: $u) { `+conversationFields+` } }`, map[string]any{"c": g.ID, "u": bobID}, &r)
+	assert.Equal(t, []string{"carol"}, r.Remove.handles())
+	assert.Equal(t, []string{"carol"}, admins(r.Remove), "the group as it is after")
+	assert.Equal(t, []string{"carol"}, admins(readConversation(t, e, carol, g.ID)))
+	assert.Equal(t, "NOT_FOUND", e.errCode(t, bob, `mutation($c: ID!, $u: ID!) { removeMember(conversationId: $c, userId: $u) { id } }`, map[string]any{"c": g.ID, "u": carolID}), "bob is no member now")
+}

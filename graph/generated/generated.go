@@ -3203,12 +3203,17 @@ type Mutation {
   Removes a member from a group and returns it; the member loses access at
   once and gets no more events. FORBIDDEN unless the viewer is one of its
   admins (or removes itself: ` + "`" + `leaveConversation` + "`" + `); NOT_FOUND for someone not
-  a member.
+  a member. An admin may remove another admin. A group with members always
+  has an admin: if the removed member was the last one, the longest-standing
+  member left becomes its admin at once, and the MEMBER_REMOVED event's
+  ` + "`" + `conversation` + "`" + ` shows the new ` + "`" + `admins` + "`" + `.
   """
   removeMember(conversationId: ID!, userId: ID!): Conversation!
   """
   Makes the viewer leave a group and returns the group's id. BAD_USER_INPUT
-  for a direct conversation.
+  for a direct conversation; NOT_FOUND unless a member. Anyone may leave,
+  the last admin too: the longest-standing member left then becomes the
+  admin (as ` + "`" + `removeMember` + "`" + `).
   """
   leaveConversation(conversationId: ID!): ID!
   """

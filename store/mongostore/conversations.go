@@ -26,14 +26,24 @@ import (
 //  2. insert the message at the next seq, marked pending (p): the unique
 //     index (c, s) makes the insert the claim of the seq, so seqs have no
 //     gap; a duplicate means another sender took it, and the next is tried;
-//  3. raise the conversation's sq and the author's read receipt ($max);
-//  4. move the conversation in every member's list, unless a newer message
-//     is there already (a filter on lt: late or repeated writes are no-ops);
-//  5. raise every member's known last seq, the author's read seq too ($max);
+//  3. move the conversation in the list of every member step 1 read,
+//     unless a newer message is there already (a filter on ls: late or
+//     repeated writes are no-ops);
+//  4. raise those members' known last seq, the author's read seq too
+//     ($max);
+//  5. raise the conversation's sq and the author's read receipt ($max),
+//     reading the members as they are after: any member step 1 read who
+//     is gone now was removed while the send ran, and its entry and read
+//     state, which steps 3 and 4 may have written after the removal took
+//     them away, are taken away again;
 //  6. clear the pending mark.
 //
-// Steps 3 to 6 are idempotent and order-insensitive, so recovery repeats
-// them for every message still pending.
+// Steps 3 to 6 are idempotent, so recovery repeats them for every message
+// still pending. Step 5 after 3 and 4 is what keeps a removed member
+// clean without a transaction: a removal's update of the conversation is
+// either before step 5's (which then sees it and cleans up after steps 3
+// and 4) or after it (and then after steps 3 and 4, so the removal's own
+// deletions, which follow its update, clean up).
 
 // convFilter finds a conversation by its shard key.
 func convFilter(c store.ConversationID) bson.D { return bson.D{{Key: "_id", Value: docs.ConvDocID(c)}} }
@@ -184,7 +194,24 @@ func (s *Store) AppendConversationMessage(ctx context.Context, m *store.Conversa
 		}
 	}
 	m.Seq = uint64(md.Seq)
-	return s.finishSend(ctx, md)
+	return s.finishSend(ctx, md, storeIDsOf(d.Members))
+}
+
+func storeIDsOf(ids []primitive.ObjectID) []store.ID {
+	out := make([]store.ID, len(ids))
+	for i, id := range ids {
+		out[i] = store.ID(id)
+	}
+	return out
+}
+
+// sendPoint runs the test hook, if any, at point of a send: 1 after the
+// message's insert, 2 after the members' lists and read states, 3 after
+// the conversation's update.
+func (s *Store) sendPoint(point int) {
+	if h := s.testHookSend.Load(); h != nil {
+		(*h)(point)
+	}
 }
 
 // maxSeqClaims bounds the seqs a send tries past the last one it read:
@@ -200,24 +227,18 @@ func containsOID(ids []primitive.ObjectID, id primitive.ObjectID) bool {
 	return false
 }
 
-// finishSend runs steps 3 to 6 of a send of md.
-func (s *Store) finishSend(ctx context.Context, md *docs.ConvMsg) (*store.Conversation, error) {
+// finishSend runs steps 3 to 6 of a send of md to members (the members
+// step 1 read), and returns the conversation after.
+func (s *Store) finishSend(ctx context.Context, md *docs.ConvMsg, members []store.ID) (*store.Conversation, error) {
 	c := store.ConversationID(md.Conv)
 	author := store.ID(md.Author)
-	var d docs.Conv
-	err := s.convs.FindOneAndUpdate(ctx, convFilter(c),
-		bson.D{{Key: "$max", Value: bson.D{{Key: "sq", Value: md.Seq}, {Key: "rd." + author.String(), Value: md.Seq}}}},
-		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
-	if err != nil {
-		return nil, missing(err, "conversation not found", "raise conversation seq")
-	}
-	conv := d.Store()
-	if err := s.placeEntries(ctx, c, conv.Members, store.ID(md.ID), md); err != nil {
+	s.sendPoint(1)
+	if err := s.placeEntries(ctx, c, members, store.ID(md.ID), md); err != nil {
 		return nil, err
 	}
 	field := "v." + c.String()
-	models := make([]mongo.WriteModel, len(conv.Members))
-	for i, u := range conv.Members {
+	models := make([]mongo.WriteModel, len(members))
+	for i, u := range members {
 		up := bson.D{{Key: field + ".l", Value: md.Seq}}
 		if u == author {
 			up = append(up, bson.E{Key: field + ".r", Value: md.Seq})
@@ -228,11 +249,52 @@ func (s *Store) finishSend(ctx context.Context, md *docs.ConvMsg) (*store.Conver
 	if err := upsertAll(ctx, s.dmReads, models); err != nil {
 		return nil, wrap("raise read states", err)
 	}
+	s.sendPoint(2)
+	var d docs.Conv
+	err := s.convs.FindOneAndUpdate(ctx, convFilter(c),
+		bson.D{{Key: "$max", Value: bson.D{{Key: "sq", Value: md.Seq}, {Key: "rd." + author.String(), Value: md.Seq}}}},
+		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
+	if err != nil {
+		return nil, missing(err, "conversation not found", "raise conversation seq")
+	}
+	s.sendPoint(3)
+	var gone bson.A
+	for _, u := range members {
+		if !containsOID(d.Members, oid(u)) {
+			gone = append(gone, oid(u))
+		}
+	}
+	if len(gone) > 0 {
+		if err := s.dropMembersState(ctx, c, gone, author); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := s.dms.UpdateOne(ctx, bson.D{{Key: "c", Value: md.Conv}, {Key: "s", Value: md.Seq}},
 		bson.D{{Key: "$unset", Value: bson.D{{Key: "p", Value: ""}}}}); err != nil {
 		return nil, wrap("finish send", err)
 	}
-	return conv, nil
+	return d.Store(), nil
+}
+
+// dropMembersState takes conv out of the lists and read states of users,
+// members removed while a send of author's ran, and the author's read
+// receipt if it is one of them (the send raised it), unless a member
+// again.
+func (s *Store) dropMembersState(ctx context.Context, conv store.ConversationID, users bson.A, author store.ID) error {
+	if _, err := s.userConvs.DeleteMany(ctx, bson.D{{Key: "u", Value: bson.D{{Key: "$in", Value: users}}}, {Key: "c", Value: []byte(conv)}}); err != nil {
+		return wrap("remove conversation entries", err)
+	}
+	if _, err := s.dmReads.UpdateMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: users}}}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "v." + conv.String(), Value: ""}}}}); err != nil {
+		return wrap("remove read states", err)
+	}
+	if containsA(users, oid(author)) {
+		if _, err := s.convs.UpdateOne(ctx, append(convFilter(conv), bson.E{Key: "m", Value: bson.D{{Key: "$ne", Value: oid(author)}}}),
+			bson.D{{Key: "$unset", Value: bson.D{{Key: "rd." + author.String(), Value: ""}}}}); err != nil {
+			return wrap("remove read receipt", err)
+		}
+	}
+	return nil
 }
 
 // RecoverConversationSends implements storage.Backend: the pending
@@ -249,7 +311,15 @@ func (s *Store) RecoverConversationSends(ctx context.Context, olderThan time.Tim
 	}
 	out := make([]*store.ConversationMessage, 0, len(pending))
 	for i := range pending {
-		if _, err := s.finishSend(ctx, &pending[i]); err != nil {
+		// The members now: a removal since the send took its members
+		// away already.
+		d, err := s.findConv(ctx, store.ConversationID(pending[i].Conv))
+		if err != nil {
+			return out, err
+		} else if d == nil {
+			return out, store.Errorf(store.ENOTFOUND, "conversation not found")
+		}
+		if _, err := s.finishSend(ctx, &pending[i], storeIDsOf(d.Members)); err != nil {
 			return out, err
 		}
 		out = append(out, pending[i].Store(store.ConversationID(pending[i].Conv)))

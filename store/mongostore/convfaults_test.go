@@ -144,7 +144,7 @@ func TestFaults_ConversationSweeperRecovers(t *testing.T) {
 	events, err := hub.Subscribe(t.Context(), bob.ID)
 	require.NoError(t, err)
 
-	f.convWrite.Store(4) // the conversation, the message and its seq are stored; the lists are not
+	f.convWrite.Store(4) // the conversation, the message and the lists are stored; the read states and the seq are not
 	_, err = svc.SendDirectMessage(ctx, alice.ID, bob.ID, "lost reply")
 	require.Error(t, err)
 	require.NoError(t, svc.Start(ctx))

@@ -56,6 +56,9 @@ type Store struct {
 	tokens *tokenCache
 	// inFlight is the job this process last recorded as running (beginJob).
 	inFlight atomic.Pointer[jobKey]
+	// testHookSend, when set, runs at each point of a conversation send
+	// where another write may come between its own (sendPoint).
+	testHookSend atomic.Pointer[func(point int)]
 }
 
 var (

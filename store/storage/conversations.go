@@ -29,7 +29,9 @@ type Conversations interface {
 	// one, stores m, moves m into every member's list (unless the list
 	// holds a newer message of it already) and raises every member's
 	// known last seq to m.Seq, the author's read position too (sending
-	// reads the conversation), and returns the conversation after. The
+	// reads the conversation), and returns the conversation after (its
+	// members whom to tell). A member removed while the send runs keeps
+	// no list entry or read state of it, whatever the interleaving. The
 	// author must be a member, else NOT_FOUND and nothing changes. A
 	// direct conversation (24-byte ID) is created, with its two users,
 	// by its first message. Without transactions, the steps after the

@@ -18,6 +18,7 @@ func testConversations(t *testing.T, open OpenFunc) {
 	t.Run("Members", func(t *testing.T) { testConversationMembers(t, open) })
 	t.Run("LastAdmin", func(t *testing.T) { testConversationLastAdmin(t, open) })
 	t.Run("LastAdminRace", func(t *testing.T) { testConversationLastAdminRace(t, open) })
+	t.Run("SendRacesRemoval", func(t *testing.T) { testConversationSendRacesRemoval(t, open) })
 	t.Run("Read", func(t *testing.T) { testConversationRead(t, open) })
 	t.Run("EditDelete", func(t *testing.T) { testConversationEditDelete(t, open) })
 	t.Run("List", func(t *testing.T) { testConversationList(t, open) })
@@ -483,5 +484,70 @@ func testConversationLastAdminRace(t *testing.T, open OpenFunc) {
 		require.NoError(t, err)
 		assert.Equal(t, u[2:], found[0].Members)
 		assert.Equal(t, []store.ID{u[2]}, found[0].Admins, "the longest-standing member left is the admin")
+	}
+}
+
+// SendInterleaver is a backend (or a test's wrapper of one) whose
+// AppendConversationMessage is several steps that another write may come
+// between. A backend whose sends are atomic has no such point and need
+// not implement it: the suite then runs a removal before and after a
+// whole send, the only orders there are.
+type SendInterleaver interface {
+	// SendPoints is how many such points a send has.
+	SendPoints() int
+	// InterleaveSend makes the next send call fn at its point-th point
+	// (1 to SendPoints), on the sender's goroutine.
+	InterleaveSend(point int, fn func())
+}
+
+// A member removed while a message to the group is being sent (after the
+// send read the members) never keeps an unread count, a read state or a
+// list entry of the group, at any point of the send; the send still
+// succeeds, and the others count it.
+func testConversationSendRacesRemoval(t *testing.T, open OpenFunc) {
+	b, c := openBackend(t, open), newClock()
+	points := 0
+	si, ok := b.(SendInterleaver)
+	if ok {
+		points = si.SendPoints()
+	}
+	// point -1: the removal before the send; 0: after it; 1..: within.
+	for point := -1; point <= points; point++ {
+		owner, stays, removed := mustCreateUser(t, b, c), mustCreateUser(t, b, c), mustCreateUser(t, b, c)
+		g := newGroup(t, b, c, owner.ID, stays.ID, removed.ID)
+		sendDM(t, b, c, g.ID, removed.ID, "hello")
+		remove := func() {
+			_, err := b.ChangeConversationMembers(ctx, g.ID, storage.MemberChange{Remove: removed.ID})
+			require.NoError(t, err)
+		}
+		if point == -1 {
+			remove()
+		} else if point > 0 {
+			si.InterleaveSend(point, remove)
+		}
+		m, got := sendDM(t, b, c, g.ID, owner.ID, "racing")
+		if point == 0 {
+			remove()
+		}
+		assert.Equal(t, uint64(2), m.Seq)
+		if point == -1 || point == 1 || point == 2 {
+			assert.NotContains(t, got.Members, removed.ID, "point %d: the send returns the members after the removal, whom it tells", point)
+		}
+		assert.Empty(t, unreadOf(t, b, removed.ID), "point %d: no unread count of a group one left", point)
+		assert.Empty(t, listOf(t, b, removed.ID), "point %d: no list entry", point)
+		found, err := b.FindConversations(ctx, []store.ConversationID{g.ID})
+		require.NoError(t, err)
+		assert.Equal(t, []store.ID{owner.ID, stays.ID}, found[0].Members, "point %d", point)
+		assert.Equal(t, uint64(2), found[0].LastSeq, "point %d", point)
+		assert.Equal(t, store.UnreadConversations{g.ID: {LastSeq: 2}}, unreadOf(t, b, stays.ID), "point %d: the others count it", point)
+		assert.Equal(t, "racing", listOf(t, b, stays.ID)[0].Last.Text, "point %d", point)
+
+		// Rejoining starts clean: nothing of the time away is counted as
+		// told, and the next message is listed.
+		_, err = b.ChangeConversationMembers(ctx, g.ID, storage.MemberChange{Add: []store.ID{removed.ID}, MaxMembers: 10, At: c.Now()})
+		require.NoError(t, err)
+		sendDM(t, b, c, g.ID, stays.ID, "welcome back")
+		require.Len(t, listOf(t, b, removed.ID), 1, "point %d", point)
+		assert.Equal(t, "welcome back", listOf(t, b, removed.ID)[0].Last.Text, "point %d", point)
 	}
 }

@@ -88,6 +88,7 @@ func TestRoundTrips_Conversations(t *testing.T) {
 		{"delete a message", func() { ok(svc.DeleteConversationMessage(ctx, users[0], direct, 1)) }, cost{3, 5}},
 		{"add a member", func() { ok(svc.AddConversationMembers(ctx, users[0], group, users[10:11])) }, cost{3, 5}},
 		{"remove a member", func() { ok(svc.RemoveConversationMember(ctx, users[0], group, users[10])) }, cost{2, 4}},
+		{"the last admin leaves (a member takes over)", func() { require.NoError(t, svc.LeaveConversation(ctx, users[0], group)) }, cost{2, 6}},
 	} {
 		assert.Equal(t, m.want, measure(m.what, m.do), m.what)
 	}

@@ -350,9 +350,22 @@ func (s *Service) DeleteConversationMessage(ctx context.Context, viewer store.ID
 // within r (paged both ways by seq); NOT_FOUND unless viewer is a member.
 // Deleted messages are in it, as tombstones.
 func (s *Service) ConversationMessages(ctx context.Context, viewer store.ID, conv store.ConversationID, r store.SeqRange) (ConversationMessagePage, error) {
-	if _, err := s.member(ctx, viewer, conv); err != nil {
+	c, err := s.member(ctx, viewer, conv)
+	if err != nil {
 		return ConversationMessagePage{}, err
 	}
+	return s.ConversationMessagesIn(ctx, viewer, c, r)
+}
+
+// ConversationMessagesIn is ConversationMessages of c, a conversation the
+// caller read (through this service) in the same request: its membership
+// is checked on c, with no second read of it. NOT_FOUND unless viewer is
+// one of c's members, as c has them.
+func (s *Service) ConversationMessagesIn(ctx context.Context, viewer store.ID, c *store.Conversation, r store.SeqRange) (ConversationMessagePage, error) {
+	if c == nil || !c.IsMember(viewer) {
+		return ConversationMessagePage{}, store.Errorf(store.ENOTFOUND, "conversation not found")
+	}
+	conv := c.ID
 	more := r
 	more.Limit++
 	ms, err := s.backend.ListConversationMessages(ctx, conv, more)

@@ -214,7 +214,9 @@ func (r *Resolver) conversationMessage(ctx context.Context, viewer store.ID, con
 }
 
 // conversationMessages returns a page of c's messages, newest first; their
-// authors load in one batch.
+// authors load in one batch. c was read for the viewer in this request
+// (conversation, the list, a mutation's result), so its membership is
+// checked on it rather than by reading it again.
 func (r *Resolver) conversationMessages(ctx context.Context, c *model.Conversation, first *int, after *string, last *int, before *string) (*model.ConversationMessageConnection, error) {
 	viewer, err := requireViewer(ctx)
 	if err != nil {
@@ -224,7 +226,7 @@ func (r *Resolver) conversationMessages(ctx context.Context, c *model.Conversati
 	if err != nil {
 		return nil, err
 	}
-	page, err := r.Service.ConversationMessages(ctx, viewer, c.ID, sr)
+	page, err := r.Service.ConversationMessagesIn(ctx, viewer, c.Conversation, sr)
 	if err != nil {
 		return nil, err
 	}

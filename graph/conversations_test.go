@@ -719,8 +719,13 @@ func testConversationsBatching(t *testing.T) {
 	e.backend.Reset()
 	p := listMessages(t, e, bob, g.ID, nil)
 	require.Len(t, p.Edges, 6)
-	c, _ := e.backend.Snapshot()
+	c, calls := e.backend.Snapshot()
 	assert.Equal(t, int64(1), c["FindUsersByIDs"], "the authors in one batch")
+	t.Logf("conversation(id) { messages }: %d FindConversations, %d ListConversationMessages, %d storage calls in all", c["FindConversations"], c["ListConversationMessages"], calls)
+	assert.Equal(t, int64(1), c["FindConversations"], "one read of the conversation: messages use the one conversation loaded, with its membership check")
+	assert.Equal(t, int64(1), c["ListConversationMessages"])
+	outsider, _ := mustSignUp(t, e, "outsider")
+	assert.Equal(t, "NOT_FOUND", e.errCode(t, outsider, `query($id: ID!) { conversation(id: $id) { messages { edges { cursor } } } }`, map[string]any{"id": g.ID}), "a non-member still gets NOT_FOUND")
 
 	// A list of direct conversations loads its peers and last authors in
 	// one batch, whatever its length.
@@ -734,6 +739,9 @@ func testConversationsBatching(t *testing.T) {
 	c, _ = e.backend.Snapshot()
 	assert.Equal(t, int64(1), c["FindUsersByIDs"], "the peers and authors in one batch")
 	assert.Equal(t, int64(1), c["ListConversations"])
+
+	assert.Equal(t, "NOT_FOUND", e.errCode(t, bob, `mutation($c: ID!, $u: ID!) { removeMember(conversationId: $c, userId: $u) { messages { edges { cursor } } } }`, map[string]any{"c": g.ID, "u": bobID}),
+		"the messages of a conversation one has just left are not one's to read: the membership is checked on the conversation as returned")
 }
 
 // TestConversations_LastAdminLeaves: when a group's last admin leaves (or

@@ -429,11 +429,29 @@ function renderConversation(box: HTMLElement, id: string): void {
     renderSeen();
   };
 
-  const markRead = (upTo: string | null) =>
+  // markRead marks the conversation read up to the message upTo (null:
+  // the newest). A burst of live messages makes one request at a time,
+  // for the newest asked meanwhile, not one each: each would take a
+  // round trip and tell every member's subscription.
+  let reading = false;
+  let readNext: { upTo: string | null } | null = null;
+  const markRead = (upTo: string | null) => {
+    readNext = { upTo: readNext?.upTo === null ? null : upTo };
+    if (reading) return;
+    reading = true;
     void act(null, async () => {
-      await q('mutation($id: ID!, $upTo: ID) { markConversationRead(id: $id, upTo: $upTo) { id } }', { id, upTo });
-      await refreshBadge();
+      try {
+        while (readNext) {
+          const next: string | null = readNext.upTo;
+          readNext = null;
+          await q('mutation($id: ID!, $upTo: ID) { markConversationRead(id: $id, upTo: $upTo) { id } }', { id, upTo: next });
+        }
+        await refreshBadge();
+      } finally {
+        reading = false;
+      }
     });
+  };
 
   const renderHead = () => {
     const sub = conv.isGroup ? plural(conv.memberCount, 'member') : conv.peer ? h('a', { href: `#/u/${conv.peer.handle}` }, `@${conv.peer.handle}`) : null;
@@ -507,43 +525,74 @@ function renderConversation(box: HTMLElement, id: string): void {
     renderSeen();
   };
 
+  // While older messages load, a live message does not scroll to the
+  // bottom: the reader asked for the top.
+  let loadingOlder = false;
   const loadOlder = async () => {
-    const d = await q<{ conversation: ConvFull & { messages: Connection<ConvMessage> } }>(CONVERSATION, { id, after: olderCursor });
-    const keep = document.body.scrollHeight - window.scrollY;
-    for (const e of d.conversation.messages.edges) put(e.node);
-    olderCursor = d.conversation.messages.pageInfo.endCursor;
-    older.hidden = !d.conversation.messages.pageInfo.hasNextPage;
-    // The messages read stay where they were on the screen.
-    window.scrollTo(0, document.body.scrollHeight - keep);
+    loadingOlder = true;
+    try {
+      const d = await q<{ conversation: ConvFull & { messages: Connection<ConvMessage> } }>(CONVERSATION, { id, after: olderCursor });
+      const keep = document.body.scrollHeight - window.scrollY;
+      for (const e of d.conversation.messages.edges) put(e.node);
+      olderCursor = d.conversation.messages.pageInfo.endCursor;
+      older.hidden = !d.conversation.messages.pageInfo.hasNextPage;
+      // The messages read stay where they were on the screen.
+      window.scrollTo(0, document.body.scrollHeight - keep);
+    } finally {
+      loadingOlder = false;
+    }
   };
   older.addEventListener('click', () => void act(older, loadOlder));
 
+  // oldestSeq is the seq of the oldest message shown (0: none).
+  const oldestSeq = () => Number(chat.querySelector<HTMLElement>('[data-testid="chat-message"]')?.dataset.seq ?? 0);
+
+  // load reads the conversation and its newest page. Read again (events
+  // were missed), it keeps what is shown: the newest page is merged in
+  // (edits and deletions replace their messages), and older pages the
+  // reader loaded stay, with the cursor to the ones before them, since a
+  // message keeps its seq for good.
+  let loaded = false;
+  let send: HTMLElement | null = null;
   const load = async () => {
-    root.replaceChildren(loading('Loading conversation…'));
+    if (!loaded) root.replaceChildren(loading('Loading conversation…'));
     let d: { conversation: ConvFull & { messages: Connection<ConvMessage> } };
     try {
       d = await q(CONVERSATION, { id, after: null });
     } catch (err) {
-      root.replaceChildren(errorState(err, () => void load(), 'this conversation'));
+      if (!loaded) root.replaceChildren(errorState(err, () => void load(), 'this conversation'));
+      else showError(err);
       return;
     }
     conv = d.conversation;
     document.title = `${title(conv)} · Herald`;
-    msgs.clear();
-    chat.replaceChildren();
-    const send = composer(async (text) => {
-      const m = (await q<{ sendGroupMessage: ConvMessage }>(`mutation($c: ID!, $t: String!) { sendGroupMessage(conversationId: $c, text: $t) { ${CONV_MESSAGE} } }`, { c: id, t: text })).sendGroupMessage;
-      put(m);
-      toBottom();
-    });
-    root.replaceChildren(headBox, panel, h('div', { class: 'card chat-card' }, older, chat, send));
+    const page = d.conversation.messages;
+    // A gap between the page read now and what is shown (more than a
+    // page came since): start again from the newest page.
+    const gap = loaded && page.pageInfo.hasNextPage && page.edges.length > 0 && page.edges[page.edges.length - 1].node.seq > Math.max(0, ...[...msgs.values()].map((m) => m.seq)) + 1;
+    if (!loaded || gap) {
+      msgs.clear();
+      chat.replaceChildren();
+      olderCursor = page.pageInfo.endCursor;
+      older.hidden = !page.pageInfo.hasNextPage;
+    }
+    if (!send) {
+      send = composer(async (text) => {
+        const m = (await q<{ sendGroupMessage: ConvMessage }>(`mutation($c: ID!, $t: String!) { sendGroupMessage(conversationId: $c, text: $t) { ${CONV_MESSAGE} } }`, { c: id, t: text })).sendGroupMessage;
+        put(m);
+        toBottom();
+      });
+    }
+    if (!loaded) root.replaceChildren(headBox, panel, h('div', { class: 'card chat-card' }, older, chat, send));
     renderHead();
-    for (const e of d.conversation.messages.edges) put(e.node);
-    olderCursor = d.conversation.messages.pageInfo.endCursor;
-    older.hidden = !d.conversation.messages.pageInfo.hasNextPage;
-    if (msgs.size === 0) chat.append(h('li', { class: 'muted small chat-empty' }, 'No messages yet: say hello.'));
-    toBottom();
-    send.querySelector('textarea')?.focus();
+    if (page.edges.length > 0) chat.querySelector('.chat-empty')?.remove();
+    for (const e of page.edges) put(e.node);
+    if (msgs.size === 0 && !chat.querySelector('.chat-empty')) chat.append(h('li', { class: 'muted small chat-empty' }, 'No messages yet: say hello.'));
+    if (!loaded) {
+      toBottom();
+      send.querySelector('textarea')?.focus();
+    }
+    loaded = true;
     if (conv.unreadCount > 0) markRead(null);
   };
 
@@ -564,7 +613,11 @@ function renderConversation(box: HTMLElement, id: string): void {
       switch (ev.type) {
         case 'MESSAGE':
           if (ev.edge) {
-            const stay = atBottom();
+            // A message older than those shown, while older ones are left
+            // to load, is one of those (its event came late): shown now it
+            // would sit above a gap. "Load older messages" brings it.
+            if (!older.hidden && ev.edge.node.seq < oldestSeq()) break;
+            const stay = atBottom() && !loadingOlder;
             chat.querySelector('.chat-empty')?.remove();
             put(ev.edge.node);
             if (stay) toBottom();

@@ -61,7 +61,7 @@ func TestBench(t *testing.T) {
 		case strings.HasPrefix(f.Name, "send a direct message") && strings.HasSuffix(f.Name, "storage calls per send"):
 			assert.InDelta(t, 4, f.Value, 0.05, "the recipient (FindUsersByIDs), the blocks both ways (FindBlockers twice), the send (one batch on the embedded engine)")
 		case strings.HasPrefix(f.Name, "conversation page") && strings.HasSuffix(f.Name, "storage calls per request"):
-			assert.InDelta(t, 4, f.Value, 0.05, "the conversation, the membership check of its messages (FindConversations twice), the page, its authors in one batch")
+			assert.InDelta(t, 3, f.Value, 0.05, "the conversation (its messages check the membership on it: FindConversations once), the page, its authors in one batch")
 		case strings.HasPrefix(f.Name, "conversation list") && strings.HasSuffix(f.Name, "storage calls per request"):
 			assert.GreaterOrEqual(t, f.Value, 5.0, "the list, its conversations, the read state (twice: the page's and conversationsUnreadCount), the peers and last authors")
 			assert.LessOrEqual(t, f.Value, 7.05, "the list, its conversations, the read state twice, the peers and the last authors in at most two batches")

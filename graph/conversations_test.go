@@ -801,3 +801,60 @@ func testConversationsLastAdminLeaves(t *testing.T) {
 	assert.Equal(t, []string{"carol"}, admins(readConversation(t, e, carol, g.ID)))
 	assert.Equal(t, "NOT_FOUND", e.errCode(t, bob, `mutation($c: ID!, $u: ID!) { removeMember(conversationId: $c, userId: $u) { id } }`, map[string]any{"c": g.ID, "u": carolID}), "bob is no member now")
 }
+
+func TestConversations_GroupsKeepDirectRules(t *testing.T) {
+	forBackends(t, testConversationsGroupsKeepDirectRules)
+}
+
+// testConversationsGroupsKeepDirectRules checks that a group is no way
+// around the direct message's rules: whom a user takes messages from, and
+// blocks either way, decide who may put them in a group.
+func testConversationsGroupsKeepDirectRules(t *testing.T) {
+	e := newEnv(t, nil)
+	spammer, spammerID := mustSignUp(t, e, "spammer")
+	quiet, quietID := mustSignUp(t, e, "quiet")
+	_, friendlyID := mustSignUp(t, e, "friendly")
+	picky, pickyID := mustSignUp(t, e, "picky")
+	blocker, blockerID := mustSignUp(t, e, "blocker")
+	e.mustExec(t, quiet, `mutation { setMessagesFrom(policy: NOBODY) { id } }`, nil, nil)
+	e.mustExec(t, picky, `mutation { setMessagesFrom(policy: FOLLOWING) { id } }`, nil, nil)
+	e.mustExec(t, blocker, `mutation($id: ID!) { block(userId: $id) { id } }`, map[string]any{"id": spammerID}, nil)
+
+	create := `mutation($m: [ID!]!) { createGroup(name: "deals", memberIds: $m) { id } }`
+	refused := func(token, query string, vars map[string]any) string {
+		t.Helper()
+		_, errs := e.exec(t, token, query, vars)
+		require.NotEmpty(t, errs, "expected a refusal")
+		assert.Equal(t, "FORBIDDEN", errs[0].Extensions.Code)
+		return errs[0].Message
+	}
+	msg := refused(spammer, create, map[string]any{"m": []string{friendlyID, quietID}})
+	assert.Contains(t, msg, "@quiet")
+	assert.NotContains(t, msg, "@friendly")
+	refused(spammer, create, map[string]any{"m": []string{pickyID}})
+	msg = refused(spammer, create, map[string]any{"m": []string{blockerID}})
+	assert.NotContains(t, msg, "block you", "which of the settings or a block refused is not told")
+	var none struct {
+		Conversations struct {
+			Edges []struct{ Cursor string } `json:"edges"`
+		} `json:"conversations"`
+	}
+	e.mustExec(t, quiet, `{ conversations { edges { cursor } } }`, nil, &none)
+	assert.Empty(t, none.Conversations.Edges, "a refused group is not created")
+
+	// The same rules on addMembers, for users not yet in the group.
+	g := createGroup(t, e, spammer, "deals", friendlyID)
+	add := `mutation($c: ID!, $u: [ID!]!) { addMembers(conversationId: $c, userIds: $u) { id } }`
+	refused(spammer, add, map[string]any{"c": g.ID, "u": []string{quietID}})
+	refused(spammer, add, map[string]any{"c": g.ID, "u": []string{pickyID}})
+	refused(spammer, add, map[string]any{"c": g.ID, "u": []string{blockerID}})
+	// The spammer blocking someone is a block too.
+	e.mustExec(t, spammer, `mutation($id: ID!) { block(userId: $id) { id } }`, map[string]any{"id": friendlyID}, nil)
+	refused(spammer, create, map[string]any{"m": []string{friendlyID}})
+
+	// Picky takes messages from the people picky follows.
+	mustFollow(t, e, picky, spammerID)
+	e.mustExec(t, spammer, add, map[string]any{"c": g.ID, "u": []string{pickyID}}, nil)
+	// Friendly, in already, is not checked again on a repeat add.
+	e.mustExec(t, spammer, add, map[string]any{"c": g.ID, "u": []string{friendlyID, pickyID}}, nil)
+}

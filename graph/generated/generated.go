@@ -3189,14 +3189,18 @@ type Mutation {
   Creates a group named ` + "`" + `name` + "`" + ` (1 to 100 characters) of the viewer, its
   creator and first admin, and the users ` + "`" + `memberIds` + "`" + `, and returns it.
   BAD_USER_INPUT beyond the server's group size (256 members by default);
-  NOT_FOUND for an unknown user.
+  NOT_FOUND for an unknown user. A group is a way to message its members, so
+  each user added must take direct messages from the viewer (their
+  ` + "`" + `messagesFrom` + "`" + `, and no block either way): FORBIDDEN otherwise, naming the
+  users refused, and nothing is created.
   """
   createGroup(name: String!, memberIds: [ID!]!): Conversation!
   """
   Adds users to a group and returns it. FORBIDDEN unless the viewer is one of
   its admins; NOT_FOUND unless a member or for an unknown user; BAD_USER_INPUT
   for no users, a direct conversation, or beyond the group size. Adding a
-  member twice changes nothing.
+  member twice changes nothing. Each user not yet in must take direct
+  messages from the viewer, as for ` + "`" + `createGroup` + "`" + `: FORBIDDEN otherwise.
   """
   addMembers(conversationId: ID!, userIds: [ID!]!): Conversation!
   """

@@ -366,6 +366,18 @@ func (s *Store) ChangeConversationMembers(_ context.Context, conv store.Conversa
 		if err := s.placeEntry(b, u, conv, store.NewID(ch.At), nil); err != nil {
 			return nil, err
 		}
+		// What came before the join counts as read: unread counts start
+		// at the join, not at the group's first message.
+		st, err := s.readState(u)
+		if err != nil {
+			return nil, err
+		}
+		p := st.V[conv.String()]
+		p.Last, p.Read = max(p.Last, d.Seq), max(p.Read, d.Seq)
+		st.V[conv.String()] = p
+		if err := setDoc(b, key(pConvReads, u), st); err != nil {
+			return nil, err
+		}
 	}
 	if !ch.Remove.IsZero() {
 		r := primitive.ObjectID(ch.Remove)

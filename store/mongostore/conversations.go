@@ -439,6 +439,21 @@ func (s *Store) ChangeConversationMembers(ctx context.Context, conv store.Conver
 		if err := s.placeEntries(ctx, conv, members, store.NewID(ch.At), nil); err != nil {
 			return nil, err
 		}
+		// What came before the join counts as read by those this call
+		// added (not by members already in: that would mark their unread
+		// read), so their unread counts start at the join. A crash before
+		// it leaves the history unread for them, nothing worse.
+		if len(added) > 0 {
+			field := "v." + conv.String()
+			models := make([]mongo.WriteModel, len(added))
+			for i, u := range added {
+				models[i] = mongo.NewUpdateOneModel().SetUpsert(true).SetFilter(bson.D{{Key: "_id", Value: u}}).
+					SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: field + ".l", Value: d.Seq}, {Key: field + ".r", Value: d.Seq}}}})
+			}
+			if err := upsertAll(ctx, s.dmReads, models); err != nil {
+				return nil, wrap("start read states", err)
+			}
+		}
 	}
 	if !ch.Remove.IsZero() {
 		r := oid(ch.Remove)

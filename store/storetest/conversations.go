@@ -206,9 +206,17 @@ func testConversationMembers(t *testing.T, open OpenFunc) {
 	sendDM(t, b, c, g.ID, bb.ID, "joined")
 	assert.Equal(t, store.UnreadConversations{g.ID: {LastSeq: 2}}, unreadOf(t, b, a.ID))
 
+	// A member added later has read what came before: the next message is
+	// its one unread, not the group's whole history.
+	_, err = b.ChangeConversationMembers(ctx, g.ID, storage.MemberChange{Add: []store.ID{cc.ID}, MaxMembers: 10, At: c.Now()})
+	require.NoError(t, err)
+	assert.Empty(t, unreadOf(t, b, cc.ID))
+	sendDM(t, b, c, g.ID, owner.ID, "welcome")
+	assert.Equal(t, store.UnreadConversations{g.ID: {LastSeq: 3, ReadSeq: 2}}, unreadOf(t, b, cc.ID))
+
 	got, err = b.ChangeConversationMembers(ctx, g.ID, storage.MemberChange{Remove: a.ID})
 	require.NoError(t, err)
-	assert.Equal(t, []store.ID{owner.ID, bb.ID}, got.Members)
+	assert.Equal(t, []store.ID{owner.ID, bb.ID, cc.ID}, got.Members)
 	assert.Empty(t, listOf(t, b, a.ID), "a removed member's list loses it")
 	assert.Empty(t, unreadOf(t, b, a.ID), "and its unread count")
 	_, err = b.ChangeConversationMembers(ctx, g.ID, storage.MemberChange{Remove: a.ID})

@@ -58,8 +58,10 @@ type Conversations interface {
 	// in all: more is BAD_USER_INPUT, nothing changes) or removes
 	// ch.Remove (from members and admins), puts the conversation in each
 	// added member's list and takes it out of the removed member's list
-	// and read state, and returns the conversation after. Members already
-	// there, or a removed one already gone, change nothing. A removal that
+	// and read state, and returns the conversation after. An added
+	// member's read position starts at the conversation's last seq, so
+	// the history before the join is not unread. Members already there,
+	// or a removed one already gone, change nothing. A removal that
 	// would leave members but no admin (the last admin leaves or is
 	// removed) makes the longest-standing remaining member (the first of
 	// Members) the admin, in the same atomic update of the conversation.

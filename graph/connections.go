@@ -352,6 +352,10 @@ func (r *Resolver) nodes(ctx context.Context, ids []string) ([]model.Node, error
 	var userIDs, groupIDs []store.ID
 	var msgKeys []store.MessageKey
 	for i, s := range ids {
+		if isConversationNode(s) {
+			types[i] = typeConversation
+			continue
+		}
 		typ, id, err := parseGlobalID(s)
 		if err != nil {
 			return nil, err
@@ -383,7 +387,12 @@ func (r *Resolver) nodes(ctx context.Context, ids []string) ([]model.Node, error
 	for i, typ := range types {
 		var n model.Node
 		var err error
-		if typ == typeNotificationGroup {
+		if typ == typeConversation {
+			// A member reads a conversation at a time: they are few.
+			if n, err = r.conversationNode(ctx, ids[i]); err != nil {
+				return nil, err
+			}
+		} else if typ == typeNotificationGroup {
 			if groups[gi] != nil {
 				n = groups[gi]
 			}

@@ -13,21 +13,23 @@ type cursorKind byte
 
 // Cursor kinds, one per connection.
 const (
-	cursorInbox     cursorKind = 'i' // payload: the inbox item's message store.ID
-	cursorMessages  cursorKind = 'm' // payload: the message's store.ID
-	cursorFollowers cursorKind = 'f' // payload: the follower's store.ID
-	cursorFollowing cursorKind = 'g' // payload: the followee's store.ID
-	cursorAttribute cursorKind = 'a' // payload: the user's store.ID (usersByAttribute)
-	cursorLikers    cursorKind = 'l' // payload: the like's store.ID (Message.likedBy)
-	cursorLikes     cursorKind = 'k' // payload: the like's store.ID (User.likes)
-	cursorReplies   cursorKind = 'r' // payload: the reply's store.ID (Message.replies)
-	cursorNotifs    cursorKind = 'n' // payload: the group's LatestID (Query.notifications)
-	cursorActors    cursorKind = 'y' // payload: the actor's activity store.ID (NotificationGroup.actors)
-	cursorEvent     cursorKind = 'e' // payload: the event's store.EventPosition (subscriptions)
-	cursorSearch    cursorKind = 's' // payload: the user's store.SearchPosition (searchUsers)
-	cursorBlocked   cursorKind = 'b' // payload: the block's store.ID (User.blocked)
-	cursorMuted     cursorKind = 'u' // payload: the mute's store.ID (User.muted)
-	cursorRequests  cursorKind = 'q' // payload: the follow request's store.ID (User.followRequests)
+	cursorInbox         cursorKind = 'i' // payload: the inbox item's message store.ID
+	cursorMessages      cursorKind = 'm' // payload: the message's store.ID
+	cursorFollowers     cursorKind = 'f' // payload: the follower's store.ID
+	cursorFollowing     cursorKind = 'g' // payload: the followee's store.ID
+	cursorAttribute     cursorKind = 'a' // payload: the user's store.ID (usersByAttribute)
+	cursorLikers        cursorKind = 'l' // payload: the like's store.ID (Message.likedBy)
+	cursorLikes         cursorKind = 'k' // payload: the like's store.ID (User.likes)
+	cursorReplies       cursorKind = 'r' // payload: the reply's store.ID (Message.replies)
+	cursorNotifs        cursorKind = 'n' // payload: the group's LatestID (Query.notifications)
+	cursorActors        cursorKind = 'y' // payload: the actor's activity store.ID (NotificationGroup.actors)
+	cursorEvent         cursorKind = 'e' // payload: the event's store.EventPosition (subscriptions)
+	cursorSearch        cursorKind = 's' // payload: the user's store.SearchPosition (searchUsers)
+	cursorBlocked       cursorKind = 'b' // payload: the block's store.ID (User.blocked)
+	cursorMuted         cursorKind = 'u' // payload: the mute's store.ID (User.muted)
+	cursorRequests      cursorKind = 'q' // payload: the follow request's store.ID (User.followRequests)
+	cursorConversations cursorKind = 'c' // payload: the conversation's LastActivity store.ID (Query.conversations)
+	cursorConvMessages  cursorKind = 'd' // payload: the message's seq, 8 bytes big-endian (Conversation.messages)
 )
 
 // Cursors are base64url(kind byte + payload). They are opaque to clients and

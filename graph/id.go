@@ -41,11 +41,7 @@ func appendGlobalID(dst []byte, typ string, id store.ID) []byte {
 // character), so an object has one id.
 func parseGlobalID(s string) (typ string, id store.ID, err error) {
 	bad := store.Errorf(store.EINVALID, "malformed id")
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != s {
-		return "", store.NilID, bad
-	}
-	typ, hexID, ok := strings.Cut(string(raw), ":")
+	typ, hexID, ok := splitGlobalID(s)
 	if !ok || (typ != typeUser && typ != typeMessage && typ != typeNotificationGroup) {
 		return "", store.NilID, bad
 	}
@@ -67,6 +63,17 @@ func parseIDOf(want, s string) (store.ID, error) {
 		return store.NilID, store.Errorf(store.EINVALID, "id is not a %s id", want)
 	}
 	return id, nil
+}
+
+// splitGlobalID returns the type name of the global id s and what follows
+// it, if s is spelled as the id functions spell it (another spelling of
+// the same bytes is refused, so an object has one id).
+func splitGlobalID(s string) (typ, rest string, ok bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != s {
+		return "", "", false
+	}
+	return strings.Cut(string(raw), ":")
 }
 
 // parseUserID and parseMessageID are parseIDOf for the two node types.

@@ -407,7 +407,7 @@ func testContract(t *testing.T) {
 		for _, pt := range schema.Type.PossibleTypes {
 			names = append(names, pt.Name)
 		}
-		assert.ElementsMatch(t, []string{"User", "Message", "NotificationGroup"}, names)
+		assert.ElementsMatch(t, []string{"User", "Message", "NotificationGroup", "Conversation", "ConversationMessage"}, names)
 	})
 
 	t.Run("Nodes", func(t *testing.T) {

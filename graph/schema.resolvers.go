@@ -14,6 +14,99 @@ import (
 	"herald/store/service"
 )
 
+// ID is the resolver for the id field.
+func (r *conversationResolver) ID(ctx context.Context, obj *model.Conversation) (string, error) {
+	return conversationGlobalID(obj.ID), nil
+}
+
+// IsGroup is the resolver for the isGroup field.
+func (r *conversationResolver) IsGroup(ctx context.Context, obj *model.Conversation) (bool, error) {
+	return obj.ID.IsGroup(), nil
+}
+
+// Name is the resolver for the name field.
+func (r *conversationResolver) Name(ctx context.Context, obj *model.Conversation) (*string, error) {
+	if !obj.ID.IsGroup() {
+		return nil, nil
+	}
+	return &obj.Name, nil
+}
+
+// Members is the resolver for the members field.
+func (r *conversationResolver) Members(ctx context.Context, obj *model.Conversation) ([]*store.User, error) {
+	users, _, err := usersFound(ctx, obj.Members)
+	return users, err
+}
+
+// MemberCount is the resolver for the memberCount field.
+func (r *conversationResolver) MemberCount(ctx context.Context, obj *model.Conversation) (int, error) {
+	return len(obj.Members), nil
+}
+
+// Peer is the resolver for the peer field.
+func (r *conversationResolver) Peer(ctx context.Context, obj *model.Conversation) (*store.User, error) {
+	return peer(ctx, obj)
+}
+
+// Admins is the resolver for the admins field.
+func (r *conversationResolver) Admins(ctx context.Context, obj *model.Conversation) ([]*store.User, error) {
+	users, _, err := usersFound(ctx, obj.Admins)
+	return users, err
+}
+
+// LastMessage is the resolver for the lastMessage field.
+func (r *conversationResolver) LastMessage(ctx context.Context, obj *model.Conversation) (*store.ConversationMessage, error) {
+	return r.lastMessage(ctx, obj)
+}
+
+// UnreadCount is the resolver for the unreadCount field.
+func (r *conversationResolver) UnreadCount(ctx context.Context, obj *model.Conversation) (int, error) {
+	return r.unreadCount(ctx, obj)
+}
+
+// ReadPositions is the resolver for the readPositions field.
+func (r *conversationResolver) ReadPositions(ctx context.Context, obj *model.Conversation) ([]*model.ReadPosition, error) {
+	return readPositions(obj), nil
+}
+
+// Messages is the resolver for the messages field.
+func (r *conversationResolver) Messages(ctx context.Context, obj *model.Conversation, first *int, after *string, last *int, before *string) (*model.ConversationMessageConnection, error) {
+	return r.conversationMessages(ctx, obj, first, after, last, before)
+}
+
+// ConversationID is the resolver for the conversationId field.
+func (r *conversationEventResolver) ConversationID(ctx context.Context, obj *model.ConversationEvent) (string, error) {
+	return conversationGlobalID(obj.ConvID), nil
+}
+
+// Member is the resolver for the member field.
+func (r *conversationEventResolver) Member(ctx context.Context, obj *model.ConversationEvent) (*store.User, error) {
+	if obj.MemberID.IsZero() {
+		return nil, nil
+	}
+	return optionalUser(ctx, obj.MemberID)
+}
+
+// ID is the resolver for the id field.
+func (r *conversationMessageResolver) ID(ctx context.Context, obj *store.ConversationMessage) (string, error) {
+	return conversationMessageGlobalID(obj.ConversationID, obj.Seq), nil
+}
+
+// ConversationID is the resolver for the conversationId field.
+func (r *conversationMessageResolver) ConversationID(ctx context.Context, obj *store.ConversationMessage) (string, error) {
+	return conversationGlobalID(obj.ConversationID), nil
+}
+
+// Seq is the resolver for the seq field.
+func (r *conversationMessageResolver) Seq(ctx context.Context, obj *store.ConversationMessage) (int, error) {
+	return int(obj.Seq), nil
+}
+
+// Author is the resolver for the author field.
+func (r *conversationMessageResolver) Author(ctx context.Context, obj *store.ConversationMessage) (*store.User, error) {
+	return optionalUser(ctx, obj.AuthorID)
+}
+
 // RepostedBy is the resolver for the repostedBy field.
 func (r *inboxEdgeResolver) RepostedBy(ctx context.Context, obj *model.InboxEdge) (*store.User, error) {
 	if obj.RepostedBy.IsZero() {
@@ -363,6 +456,56 @@ func (r *mutationResolver) DeleteAccount(ctx context.Context, password string) (
 	return ok, err
 }
 
+// SendDirectMessage is the resolver for the sendDirectMessage field.
+func (r *mutationResolver) SendDirectMessage(ctx context.Context, to string, text string) (*store.ConversationMessage, error) {
+	return r.sendDirectMessage(ctx, to, text)
+}
+
+// SendGroupMessage is the resolver for the sendGroupMessage field.
+func (r *mutationResolver) SendGroupMessage(ctx context.Context, conversationID string, text string) (*store.ConversationMessage, error) {
+	return r.sendGroupMessage(ctx, conversationID, text)
+}
+
+// CreateGroup is the resolver for the createGroup field.
+func (r *mutationResolver) CreateGroup(ctx context.Context, name string, memberIds []string) (*model.Conversation, error) {
+	return r.createGroup(ctx, name, memberIds)
+}
+
+// AddMembers is the resolver for the addMembers field.
+func (r *mutationResolver) AddMembers(ctx context.Context, conversationID string, userIds []string) (*model.Conversation, error) {
+	return r.changeMembers(ctx, conversationID, userIds, true)
+}
+
+// RemoveMember is the resolver for the removeMember field.
+func (r *mutationResolver) RemoveMember(ctx context.Context, conversationID string, userID string) (*model.Conversation, error) {
+	return r.changeMembers(ctx, conversationID, []string{userID}, false)
+}
+
+// LeaveConversation is the resolver for the leaveConversation field.
+func (r *mutationResolver) LeaveConversation(ctx context.Context, conversationID string) (string, error) {
+	return r.leaveConversation(ctx, conversationID)
+}
+
+// MarkConversationRead is the resolver for the markConversationRead field.
+func (r *mutationResolver) MarkConversationRead(ctx context.Context, id string, upTo *string) (*model.Conversation, error) {
+	return r.markConversationRead(ctx, id, upTo)
+}
+
+// EditConversationMessage is the resolver for the editConversationMessage field.
+func (r *mutationResolver) EditConversationMessage(ctx context.Context, id string, text string) (*store.ConversationMessage, error) {
+	return r.editConversationMessage(ctx, id, text)
+}
+
+// DeleteConversationMessage is the resolver for the deleteConversationMessage field.
+func (r *mutationResolver) DeleteConversationMessage(ctx context.Context, id string) (string, error) {
+	return r.deleteConversationMessage(ctx, id)
+}
+
+// SetMessagesFrom is the resolver for the setMessagesFrom field.
+func (r *mutationResolver) SetMessagesFrom(ctx context.Context, policy store.MessagePolicy) (*store.User, error) {
+	return r.setMessagesFrom(ctx, policy)
+}
+
 // Edge is the resolver for the edge field.
 func (r *notificationEventResolver) Edge(ctx context.Context, obj *model.NotificationEvent) (*model.NotificationEdge, error) {
 	return r.notificationEventEdge(ctx, obj)
@@ -457,6 +600,26 @@ func (r *queryResolver) ExportAccount(ctx context.Context) (string, error) {
 	return r.exportAccount(ctx)
 }
 
+// Conversations is the resolver for the conversations field.
+func (r *queryResolver) Conversations(ctx context.Context, first *int, after *string, last *int, before *string) (*model.ConversationConnection, error) {
+	return r.conversations(ctx, first, after, last, before)
+}
+
+// Conversation is the resolver for the conversation field.
+func (r *queryResolver) Conversation(ctx context.Context, id string) (*model.Conversation, error) {
+	return r.conversation(ctx, id)
+}
+
+// ConversationsUnreadCount is the resolver for the conversationsUnreadCount field.
+func (r *queryResolver) ConversationsUnreadCount(ctx context.Context) (int, error) {
+	return r.conversationsUnreadCount(ctx)
+}
+
+// Member is the resolver for the member field.
+func (r *readPositionResolver) Member(ctx context.Context, obj *model.ReadPosition) (*store.User, error) {
+	return optionalUser(ctx, obj.MemberID)
+}
+
 // InboxEvents is the resolver for the inboxEvents field.
 func (r *subscriptionResolver) InboxEvents(ctx context.Context, after *string) (<-chan *model.InboxEvent, error) {
 	viewer, err := requireViewer(ctx)
@@ -473,6 +636,15 @@ func (r *subscriptionResolver) NotificationEvents(ctx context.Context, after *st
 		return nil, err
 	}
 	return r.notificationEvents(ctx, viewer, after)
+}
+
+// ConversationEvents is the resolver for the conversationEvents field.
+func (r *subscriptionResolver) ConversationEvents(ctx context.Context, after *string) (<-chan *model.ConversationEvent, error) {
+	viewer, err := requireViewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.conversationEvents(ctx, viewer, after)
 }
 
 // ID is the resolver for the id field.
@@ -567,6 +739,19 @@ func (r *userConnectionResolver) TotalCount(ctx context.Context, obj *model.User
 	return r.Service.CountUsersByAttribute(ctx, obj.ByAttribute.Name, obj.ByAttribute.Value)
 }
 
+// Conversation returns generated.ConversationResolver implementation.
+func (r *Resolver) Conversation() generated.ConversationResolver { return &conversationResolver{r} }
+
+// ConversationEvent returns generated.ConversationEventResolver implementation.
+func (r *Resolver) ConversationEvent() generated.ConversationEventResolver {
+	return &conversationEventResolver{r}
+}
+
+// ConversationMessage returns generated.ConversationMessageResolver implementation.
+func (r *Resolver) ConversationMessage() generated.ConversationMessageResolver {
+	return &conversationMessageResolver{r}
+}
+
 // InboxEdge returns generated.InboxEdgeResolver implementation.
 func (r *Resolver) InboxEdge() generated.InboxEdgeResolver { return &inboxEdgeResolver{r} }
 
@@ -592,6 +777,9 @@ func (r *Resolver) NotificationGroup() generated.NotificationGroupResolver {
 // Query returns generated.QueryResolver implementation.
 func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 
+// ReadPosition returns generated.ReadPositionResolver implementation.
+func (r *Resolver) ReadPosition() generated.ReadPositionResolver { return &readPositionResolver{r} }
+
 // Subscription returns generated.SubscriptionResolver implementation.
 func (r *Resolver) Subscription() generated.SubscriptionResolver { return &subscriptionResolver{r} }
 
@@ -604,14 +792,18 @@ func (r *Resolver) UserConnection() generated.UserConnectionResolver {
 }
 
 type (
-	inboxEdgeResolver         struct{ *Resolver }
-	inboxEventResolver        struct{ *Resolver }
-	messageResolver           struct{ *Resolver }
-	mutationResolver          struct{ *Resolver }
-	notificationEventResolver struct{ *Resolver }
-	notificationGroupResolver struct{ *Resolver }
-	queryResolver             struct{ *Resolver }
-	subscriptionResolver      struct{ *Resolver }
-	userResolver              struct{ *Resolver }
-	userConnectionResolver    struct{ *Resolver }
+	conversationResolver        struct{ *Resolver }
+	conversationEventResolver   struct{ *Resolver }
+	conversationMessageResolver struct{ *Resolver }
+	inboxEdgeResolver           struct{ *Resolver }
+	inboxEventResolver          struct{ *Resolver }
+	messageResolver             struct{ *Resolver }
+	mutationResolver            struct{ *Resolver }
+	notificationEventResolver   struct{ *Resolver }
+	notificationGroupResolver   struct{ *Resolver }
+	queryResolver               struct{ *Resolver }
+	readPositionResolver        struct{ *Resolver }
+	subscriptionResolver        struct{ *Resolver }
+	userResolver                struct{ *Resolver }
+	userConnectionResolver      struct{ *Resolver }
 )

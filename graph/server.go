@@ -398,6 +398,12 @@ func setComplexity(c *generated.ComplexityRoot) {
 	c.Query.Nodes = func(child int, ids []string) int { return satAdd(1, satMul(len(ids), child)) }
 	c.Message.Mentions = func(child int) int { return satAdd(1, satMul(store.MaxMentions, child)) }
 	c.Query.ExportAccount = func(int) int { return ExportCost }
+	c.Query.Conversations = page
+	c.Conversation.Messages = page
+	members := func(child int) int { return satAdd(1, satMul(membersCost, child)) }
+	c.Conversation.Members = members
+	c.Conversation.Admins = members
+	c.Conversation.ReadPositions = members
 }
 
 // satMul multiplies non-negative a and b without overflowing: a product

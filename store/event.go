@@ -38,7 +38,38 @@ const (
 	// muted) and changed in place: its count and latest actors, not its
 	// place in the feed.
 	EventNotificationUpdated EventType = "NOTIFICATION_UPDATED"
+
+	// Conversation events are published to every member of the
+	// conversation Conversation.ID (UserID the member told).
+	//
+	// EventConversationMessage: message MessageID (seq Conversation.Seq,
+	// by AuthorID) was added.
+	EventConversationMessage EventType = "CONVERSATION_MESSAGE"
+	// EventConversationMessageEdited: message MessageID (seq
+	// Conversation.Seq) was edited; EventConversationMessageDeleted: deleted (its place kept).
+	EventConversationMessageEdited  EventType = "CONVERSATION_MESSAGE_EDITED"
+	EventConversationMessageDeleted EventType = "CONVERSATION_MESSAGE_DELETED"
+	// EventConversationRead: member Subject has read up to
+	// Conversation.Seq (a read
+	// receipt, and the reader's own unread count on its other devices).
+	EventConversationRead EventType = "CONVERSATION_READ"
+	// EventConversationMemberAdded and EventConversationMemberRemoved:
+	// Subject joined or left the conversation (was added or removed, or
+	// left); the removed member is told too, and has access no more.
+	EventConversationMemberAdded   EventType = "CONVERSATION_MEMBER_ADDED"
+	EventConversationMemberRemoved EventType = "CONVERSATION_MEMBER_REMOVED"
 )
+
+// Conversational reports whether t is an event of a conversation, which
+// inbox and notification subscriptions skip.
+func (t EventType) Conversational() bool {
+	switch t {
+	case EventConversationMessage, EventConversationMessageEdited, EventConversationMessageDeleted,
+		EventConversationRead, EventConversationMemberAdded, EventConversationMemberRemoved:
+		return true
+	}
+	return false
+}
 
 // Notification reports whether t is an event of the notifications feed,
 // which inbox subscriptions skip.
@@ -71,10 +102,23 @@ type Event struct {
 	// Group is the notification group of an EventNotified,
 	// EventNotificationRemoved or EventNotificationUpdated.
 	Group ID
+	// Conversation is a conversation event's conversation and seq; nil
+	// for every other event (a pointer, so that the inbox events a hub
+	// retains do not pay for the fields). Read only: the events of one
+	// change share it.
+	Conversation *ConversationRef
 	// Position is where the event stands in the stream its hub delivers,
 	// set by the hub (or, on MongoDB, by the events document that carried
 	// it): a subscription resumes after the event a position names.
 	Position EventPosition
+}
+
+// ConversationRef is what a conversation event concerns: the
+// conversation and the seq of its message, or the read position of an
+// EventConversationRead (0 for membership events).
+type ConversationRef struct {
+	ID  ConversationID
+	Seq uint64
 }
 
 // EventPosition names one event of a hub's stream. It is unique, the same

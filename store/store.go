@@ -50,6 +50,8 @@ type User struct {
 	// needs no read of who blocks them. Absent (false) on accounts stored
 	// before it existed, which are read as maybe blocked.
 	NeverBlocked bool
+	// MessagesFrom says who may send the user a direct message.
+	MessagesFrom MessagePolicy
 }
 
 // Attribute is a custom user attribute: any name the app chooses, a string value.

@@ -263,3 +263,20 @@ func ParseMentions(text string) []string {
 func handleByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
+
+// NormalizeConversationName checks a group's name and returns it trimmed:
+// valid UTF-8, not blank, at most ConversationNameMaxLen characters, no
+// line breaks, control or bidirectional formatting characters.
+func NormalizeConversationName(name string) (string, error) {
+	if !utf8.ValidString(name) {
+		return "", Errorf(EINVALID, "group name must be valid UTF-8")
+	}
+	name = strings.TrimSpace(name)
+	if Blank(name) {
+		return "", Errorf(EINVALID, "group name must not be empty")
+	}
+	if err := checkText("group name", name, ConversationNameMaxLen, false); err != nil {
+		return "", err
+	}
+	return name, nil
+}

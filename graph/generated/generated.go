@@ -31,6 +31,9 @@ func NewExecutableSchema(cfg Config) graphql.ExecutableSchema {
 type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
+	Conversation() ConversationResolver
+	ConversationEvent() ConversationEventResolver
+	ConversationMessage() ConversationMessageResolver
 	InboxEdge() InboxEdgeResolver
 	InboxEvent() InboxEventResolver
 	Message() MessageResolver
@@ -38,6 +41,7 @@ type ResolverRoot interface {
 	NotificationEvent() NotificationEventResolver
 	NotificationGroup() NotificationGroupResolver
 	Query() QueryResolver
+	ReadPosition() ReadPositionResolver
 	Subscription() SubscriptionResolver
 	User() UserResolver
 	UserConnection() UserConnectionResolver
@@ -56,6 +60,65 @@ type ComplexityRoot struct {
 		ExpiresAt func(childComplexity int) int
 		Token     func(childComplexity int) int
 		User      func(childComplexity int) int
+	}
+
+	Conversation struct {
+		Admins        func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		IsGroup       func(childComplexity int) int
+		LastMessage   func(childComplexity int) int
+		MemberCount   func(childComplexity int) int
+		Members       func(childComplexity int) int
+		Messages      func(childComplexity int, first *int, after *string, last *int, before *string) int
+		Name          func(childComplexity int) int
+		Peer          func(childComplexity int) int
+		ReadPositions func(childComplexity int) int
+		UnreadCount   func(childComplexity int) int
+	}
+
+	ConversationConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	ConversationEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
+	ConversationEvent struct {
+		Conversation     func(childComplexity int) int
+		ConversationID   func(childComplexity int) int
+		Cursor           func(childComplexity int) int
+		DeletedMessageID func(childComplexity int) int
+		Edge             func(childComplexity int) int
+		Member           func(childComplexity int) int
+		Message          func(childComplexity int) int
+		ReadSeq          func(childComplexity int) int
+		Type             func(childComplexity int) int
+		UnreadCount      func(childComplexity int) int
+	}
+
+	ConversationMessage struct {
+		Author         func(childComplexity int) int
+		ConversationID func(childComplexity int) int
+		CreatedAt      func(childComplexity int) int
+		Deleted        func(childComplexity int) int
+		EditedAt       func(childComplexity int) int
+		ID             func(childComplexity int) int
+		Seq            func(childComplexity int) int
+		Text           func(childComplexity int) int
+	}
+
+	ConversationMessageConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	ConversationMessageEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
 	}
 
 	InboxConnection struct {
@@ -128,32 +191,42 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		ApproveFollow         func(childComplexity int, userID string) int
-		Block                 func(childComplexity int, userID string) int
-		ChangePassword        func(childComplexity int, oldPassword string, newPassword string) int
-		DeleteAccount         func(childComplexity int, password string) int
-		DeleteMessage         func(childComplexity int, id string) int
-		EditMessage           func(childComplexity int, id string, text string) int
-		Follow                func(childComplexity int, userID string) int
-		Like                  func(childComplexity int, messageID string) int
-		LogIn                 func(childComplexity int, input model.LogInInput) int
-		LogOut                func(childComplexity int) int
-		LogOutEverywhere      func(childComplexity int) int
-		MarkInboxRead         func(childComplexity int) int
-		MarkNotificationsRead func(childComplexity int, upTo *string) int
-		Mute                  func(childComplexity int, userID string) int
-		PostMessage           func(childComplexity int, input model.PostMessageInput) int
-		RejectFollow          func(childComplexity int, userID string) int
-		Repost                func(childComplexity int, messageID string) int
-		SetAttributes         func(childComplexity int, input []*store.AttributeChange) int
-		SetPrivate            func(childComplexity int, private bool) int
-		SignUp                func(childComplexity int, input service.SignUpInput) int
-		Unblock               func(childComplexity int, userID string) int
-		Unfollow              func(childComplexity int, userID string) int
-		Unlike                func(childComplexity int, messageID string) int
-		Unmute                func(childComplexity int, userID string) int
-		Unrepost              func(childComplexity int, messageID string) int
-		UpdateProfile         func(childComplexity int, input service.ProfileInput) int
+		AddMembers                func(childComplexity int, conversationID string, userIds []string) int
+		ApproveFollow             func(childComplexity int, userID string) int
+		Block                     func(childComplexity int, userID string) int
+		ChangePassword            func(childComplexity int, oldPassword string, newPassword string) int
+		CreateGroup               func(childComplexity int, name string, memberIds []string) int
+		DeleteAccount             func(childComplexity int, password string) int
+		DeleteConversationMessage func(childComplexity int, id string) int
+		DeleteMessage             func(childComplexity int, id string) int
+		EditConversationMessage   func(childComplexity int, id string, text string) int
+		EditMessage               func(childComplexity int, id string, text string) int
+		Follow                    func(childComplexity int, userID string) int
+		LeaveConversation         func(childComplexity int, conversationID string) int
+		Like                      func(childComplexity int, messageID string) int
+		LogIn                     func(childComplexity int, input model.LogInInput) int
+		LogOut                    func(childComplexity int) int
+		LogOutEverywhere          func(childComplexity int) int
+		MarkConversationRead      func(childComplexity int, id string, upTo *string) int
+		MarkInboxRead             func(childComplexity int) int
+		MarkNotificationsRead     func(childComplexity int, upTo *string) int
+		Mute                      func(childComplexity int, userID string) int
+		PostMessage               func(childComplexity int, input model.PostMessageInput) int
+		RejectFollow              func(childComplexity int, userID string) int
+		RemoveMember              func(childComplexity int, conversationID string, userID string) int
+		Repost                    func(childComplexity int, messageID string) int
+		SendDirectMessage         func(childComplexity int, to string, text string) int
+		SendGroupMessage          func(childComplexity int, conversationID string, text string) int
+		SetAttributes             func(childComplexity int, input []*store.AttributeChange) int
+		SetMessagesFrom           func(childComplexity int, policy store.MessagePolicy) int
+		SetPrivate                func(childComplexity int, private bool) int
+		SignUp                    func(childComplexity int, input service.SignUpInput) int
+		Unblock                   func(childComplexity int, userID string) int
+		Unfollow                  func(childComplexity int, userID string) int
+		Unlike                    func(childComplexity int, messageID string) int
+		Unmute                    func(childComplexity int, userID string) int
+		Unrepost                  func(childComplexity int, messageID string) int
+		UpdateProfile             func(childComplexity int, input service.ProfileInput) int
 	}
 
 	NotificationConnection struct {
@@ -196,18 +269,27 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		ExportAccount    func(childComplexity int) int
-		Inbox            func(childComplexity int, first *int, after *string, last *int, before *string) int
-		Node             func(childComplexity int, id string) int
-		Nodes            func(childComplexity int, ids []string) int
-		Notifications    func(childComplexity int, first *int, after *string, last *int, before *string) int
-		SearchUsers      func(childComplexity int, query string, first *int, after *string) int
-		User             func(childComplexity int, handle string) int
-		UsersByAttribute func(childComplexity int, name string, value string, first *int, after *string, last *int, before *string) int
-		Viewer           func(childComplexity int) int
+		Conversation             func(childComplexity int, id string) int
+		Conversations            func(childComplexity int, first *int, after *string, last *int, before *string) int
+		ConversationsUnreadCount func(childComplexity int) int
+		ExportAccount            func(childComplexity int) int
+		Inbox                    func(childComplexity int, first *int, after *string, last *int, before *string) int
+		Node                     func(childComplexity int, id string) int
+		Nodes                    func(childComplexity int, ids []string) int
+		Notifications            func(childComplexity int, first *int, after *string, last *int, before *string) int
+		SearchUsers              func(childComplexity int, query string, first *int, after *string) int
+		User                     func(childComplexity int, handle string) int
+		UsersByAttribute         func(childComplexity int, name string, value string, first *int, after *string, last *int, before *string) int
+		Viewer                   func(childComplexity int) int
+	}
+
+	ReadPosition struct {
+		Member func(childComplexity int) int
+		Seq    func(childComplexity int) int
 	}
 
 	Subscription struct {
+		ConversationEvents func(childComplexity int, after *string) int
 		InboxEvents        func(childComplexity int, after *string) int
 		NotificationEvents func(childComplexity int, after *string) int
 	}
@@ -229,6 +311,7 @@ type ComplexityRoot struct {
 		Likes                 func(childComplexity int, first *int, after *string, last *int, before *string) int
 		MessageCount          func(childComplexity int) int
 		Messages              func(childComplexity int, first *int, after *string, last *int, before *string) int
+		MessagesFrom          func(childComplexity int) int
 		Muted                 func(childComplexity int, first *int, after *string, last *int, before *string) int
 		Private               func(childComplexity int) int
 		ViewerBlocks          func(childComplexity int) int
@@ -254,6 +337,31 @@ type ComplexityRoot struct {
 
 // region    ************************** generated!.gotpl **************************
 
+type ConversationResolver interface {
+	ID(ctx context.Context, obj *model.Conversation) (string, error)
+	IsGroup(ctx context.Context, obj *model.Conversation) (bool, error)
+	Name(ctx context.Context, obj *model.Conversation) (*string, error)
+	Members(ctx context.Context, obj *model.Conversation) ([]*store.User, error)
+	MemberCount(ctx context.Context, obj *model.Conversation) (int, error)
+	Peer(ctx context.Context, obj *model.Conversation) (*store.User, error)
+	Admins(ctx context.Context, obj *model.Conversation) ([]*store.User, error)
+
+	LastMessage(ctx context.Context, obj *model.Conversation) (*store.ConversationMessage, error)
+	UnreadCount(ctx context.Context, obj *model.Conversation) (int, error)
+	ReadPositions(ctx context.Context, obj *model.Conversation) ([]*model.ReadPosition, error)
+	Messages(ctx context.Context, obj *model.Conversation, first *int, after *string, last *int, before *string) (*model.ConversationMessageConnection, error)
+}
+type ConversationEventResolver interface {
+	ConversationID(ctx context.Context, obj *model.ConversationEvent) (string, error)
+
+	Member(ctx context.Context, obj *model.ConversationEvent) (*store.User, error)
+}
+type ConversationMessageResolver interface {
+	ID(ctx context.Context, obj *store.ConversationMessage) (string, error)
+	ConversationID(ctx context.Context, obj *store.ConversationMessage) (string, error)
+	Seq(ctx context.Context, obj *store.ConversationMessage) (int, error)
+	Author(ctx context.Context, obj *store.ConversationMessage) (*store.User, error)
+}
 type InboxEdgeResolver interface {
 	RepostedBy(ctx context.Context, obj *model.InboxEdge) (*store.User, error)
 }
@@ -308,6 +416,16 @@ type MutationResolver interface {
 	RejectFollow(ctx context.Context, userID string) (*store.User, error)
 	ChangePassword(ctx context.Context, oldPassword string, newPassword string) (bool, error)
 	DeleteAccount(ctx context.Context, password string) (bool, error)
+	SendDirectMessage(ctx context.Context, to string, text string) (*store.ConversationMessage, error)
+	SendGroupMessage(ctx context.Context, conversationID string, text string) (*store.ConversationMessage, error)
+	CreateGroup(ctx context.Context, name string, memberIds []string) (*model.Conversation, error)
+	AddMembers(ctx context.Context, conversationID string, userIds []string) (*model.Conversation, error)
+	RemoveMember(ctx context.Context, conversationID string, userID string) (*model.Conversation, error)
+	LeaveConversation(ctx context.Context, conversationID string) (string, error)
+	MarkConversationRead(ctx context.Context, id string, upTo *string) (*model.Conversation, error)
+	EditConversationMessage(ctx context.Context, id string, text string) (*store.ConversationMessage, error)
+	DeleteConversationMessage(ctx context.Context, id string) (string, error)
+	SetMessagesFrom(ctx context.Context, policy store.MessagePolicy) (*store.User, error)
 }
 type NotificationEventResolver interface {
 	Edge(ctx context.Context, obj *model.NotificationEvent) (*model.NotificationEdge, error)
@@ -331,10 +449,17 @@ type QueryResolver interface {
 	SearchUsers(ctx context.Context, query string, first *int, after *string) (*model.UserConnection, error)
 	Notifications(ctx context.Context, first *int, after *string, last *int, before *string) (*model.NotificationConnection, error)
 	ExportAccount(ctx context.Context) (string, error)
+	Conversations(ctx context.Context, first *int, after *string, last *int, before *string) (*model.ConversationConnection, error)
+	Conversation(ctx context.Context, id string) (*model.Conversation, error)
+	ConversationsUnreadCount(ctx context.Context) (int, error)
+}
+type ReadPositionResolver interface {
+	Member(ctx context.Context, obj *model.ReadPosition) (*store.User, error)
 }
 type SubscriptionResolver interface {
 	InboxEvents(ctx context.Context, after *string) (<-chan *model.InboxEvent, error)
 	NotificationEvents(ctx context.Context, after *string) (<-chan *model.NotificationEvent, error)
+	ConversationEvents(ctx context.Context, after *string) (<-chan *model.ConversationEvent, error)
 }
 type UserResolver interface {
 	ID(ctx context.Context, obj *store.User) (string, error)
@@ -409,6 +534,246 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuthPayload.User(childComplexity), true
+
+	case "Conversation.admins":
+		if e.ComplexityRoot.Conversation.Admins == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.Admins(childComplexity), true
+	case "Conversation.createdAt":
+		if e.ComplexityRoot.Conversation.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.CreatedAt(childComplexity), true
+	case "Conversation.id":
+		if e.ComplexityRoot.Conversation.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.ID(childComplexity), true
+	case "Conversation.isGroup":
+		if e.ComplexityRoot.Conversation.IsGroup == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.IsGroup(childComplexity), true
+	case "Conversation.lastMessage":
+		if e.ComplexityRoot.Conversation.LastMessage == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.LastMessage(childComplexity), true
+	case "Conversation.memberCount":
+		if e.ComplexityRoot.Conversation.MemberCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.MemberCount(childComplexity), true
+	case "Conversation.members":
+		if e.ComplexityRoot.Conversation.Members == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.Members(childComplexity), true
+	case "Conversation.messages":
+		if e.ComplexityRoot.Conversation.Messages == nil {
+			break
+		}
+
+		args, err := ec.field_Conversation_messages_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Conversation.Messages(childComplexity, args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
+	case "Conversation.name":
+		if e.ComplexityRoot.Conversation.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.Name(childComplexity), true
+	case "Conversation.peer":
+		if e.ComplexityRoot.Conversation.Peer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.Peer(childComplexity), true
+	case "Conversation.readPositions":
+		if e.ComplexityRoot.Conversation.ReadPositions == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.ReadPositions(childComplexity), true
+	case "Conversation.unreadCount":
+		if e.ComplexityRoot.Conversation.UnreadCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Conversation.UnreadCount(childComplexity), true
+
+	case "ConversationConnection.edges":
+		if e.ComplexityRoot.ConversationConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationConnection.Edges(childComplexity), true
+	case "ConversationConnection.pageInfo":
+		if e.ComplexityRoot.ConversationConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationConnection.PageInfo(childComplexity), true
+
+	case "ConversationEdge.cursor":
+		if e.ComplexityRoot.ConversationEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEdge.Cursor(childComplexity), true
+	case "ConversationEdge.node":
+		if e.ComplexityRoot.ConversationEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEdge.Node(childComplexity), true
+
+	case "ConversationEvent.conversation":
+		if e.ComplexityRoot.ConversationEvent.Conversation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEvent.Conversation(childComplexity), true
+	case "ConversationEvent.conversationId":
+		if e.ComplexityRoot.ConversationEvent.ConversationID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEvent.ConversationID(childComplexity), true
+	case "ConversationEvent.cursor":
+		if e.ComplexityRoot.ConversationEvent.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEvent.Cursor(childComplexity), true
+	case "ConversationEvent.deletedMessageId":
+		if e.ComplexityRoot.ConversationEvent.DeletedMessageID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEvent.DeletedMessageID(childComplexity), true
+	case "ConversationEvent.edge":
+		if e.ComplexityRoot.ConversationEvent.Edge == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEvent.Edge(childComplexity), true
+	case "ConversationEvent.member":
+		if e.ComplexityRoot.ConversationEvent.Member == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEvent.Member(childComplexity), true
+	case "ConversationEvent.message":
+		if e.ComplexityRoot.ConversationEvent.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEvent.Message(childComplexity), true
+	case "ConversationEvent.readSeq":
+		if e.ComplexityRoot.ConversationEvent.ReadSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEvent.ReadSeq(childComplexity), true
+	case "ConversationEvent.type":
+		if e.ComplexityRoot.ConversationEvent.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEvent.Type(childComplexity), true
+	case "ConversationEvent.unreadCount":
+		if e.ComplexityRoot.ConversationEvent.UnreadCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationEvent.UnreadCount(childComplexity), true
+
+	case "ConversationMessage.author":
+		if e.ComplexityRoot.ConversationMessage.Author == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessage.Author(childComplexity), true
+	case "ConversationMessage.conversationId":
+		if e.ComplexityRoot.ConversationMessage.ConversationID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessage.ConversationID(childComplexity), true
+	case "ConversationMessage.createdAt":
+		if e.ComplexityRoot.ConversationMessage.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessage.CreatedAt(childComplexity), true
+	case "ConversationMessage.deleted":
+		if e.ComplexityRoot.ConversationMessage.Deleted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessage.Deleted(childComplexity), true
+	case "ConversationMessage.editedAt":
+		if e.ComplexityRoot.ConversationMessage.EditedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessage.EditedAt(childComplexity), true
+	case "ConversationMessage.id":
+		if e.ComplexityRoot.ConversationMessage.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessage.ID(childComplexity), true
+	case "ConversationMessage.seq":
+		if e.ComplexityRoot.ConversationMessage.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessage.Seq(childComplexity), true
+	case "ConversationMessage.text":
+		if e.ComplexityRoot.ConversationMessage.Text == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessage.Text(childComplexity), true
+
+	case "ConversationMessageConnection.edges":
+		if e.ComplexityRoot.ConversationMessageConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessageConnection.Edges(childComplexity), true
+	case "ConversationMessageConnection.pageInfo":
+		if e.ComplexityRoot.ConversationMessageConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessageConnection.PageInfo(childComplexity), true
+
+	case "ConversationMessageEdge.cursor":
+		if e.ComplexityRoot.ConversationMessageEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessageEdge.Cursor(childComplexity), true
+	case "ConversationMessageEdge.node":
+		if e.ComplexityRoot.ConversationMessageEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ConversationMessageEdge.Node(childComplexity), true
 
 	case "InboxConnection.edges":
 		if e.ComplexityRoot.InboxConnection.Edges == nil {
@@ -698,6 +1063,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MessageEdge.Node(childComplexity), true
 
+	case "Mutation.addMembers":
+		if e.ComplexityRoot.Mutation.AddMembers == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_addMembers_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AddMembers(childComplexity, args["conversationId"].(string), args["userIds"].([]string)), true
 	case "Mutation.approveFollow":
 		if e.ComplexityRoot.Mutation.ApproveFollow == nil {
 			break
@@ -731,6 +1107,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ChangePassword(childComplexity, args["oldPassword"].(string), args["newPassword"].(string)), true
+	case "Mutation.createGroup":
+		if e.ComplexityRoot.Mutation.CreateGroup == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createGroup_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateGroup(childComplexity, args["name"].(string), args["memberIds"].([]string)), true
 	case "Mutation.deleteAccount":
 		if e.ComplexityRoot.Mutation.DeleteAccount == nil {
 			break
@@ -742,6 +1129,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteAccount(childComplexity, args["password"].(string)), true
+	case "Mutation.deleteConversationMessage":
+		if e.ComplexityRoot.Mutation.DeleteConversationMessage == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteConversationMessage_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteConversationMessage(childComplexity, args["id"].(string)), true
 	case "Mutation.deleteMessage":
 		if e.ComplexityRoot.Mutation.DeleteMessage == nil {
 			break
@@ -753,6 +1151,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteMessage(childComplexity, args["id"].(string)), true
+	case "Mutation.editConversationMessage":
+		if e.ComplexityRoot.Mutation.EditConversationMessage == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_editConversationMessage_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.EditConversationMessage(childComplexity, args["id"].(string), args["text"].(string)), true
 	case "Mutation.editMessage":
 		if e.ComplexityRoot.Mutation.EditMessage == nil {
 			break
@@ -775,6 +1184,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Follow(childComplexity, args["userId"].(string)), true
+	case "Mutation.leaveConversation":
+		if e.ComplexityRoot.Mutation.LeaveConversation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_leaveConversation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.LeaveConversation(childComplexity, args["conversationId"].(string)), true
 	case "Mutation.like":
 		if e.ComplexityRoot.Mutation.Like == nil {
 			break
@@ -809,6 +1229,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.LogOutEverywhere(childComplexity), true
+	case "Mutation.markConversationRead":
+		if e.ComplexityRoot.Mutation.MarkConversationRead == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_markConversationRead_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.MarkConversationRead(childComplexity, args["id"].(string), args["upTo"].(*string)), true
 	case "Mutation.markInboxRead":
 		if e.ComplexityRoot.Mutation.MarkInboxRead == nil {
 			break
@@ -859,6 +1290,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RejectFollow(childComplexity, args["userId"].(string)), true
+	case "Mutation.removeMember":
+		if e.ComplexityRoot.Mutation.RemoveMember == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_removeMember_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RemoveMember(childComplexity, args["conversationId"].(string), args["userId"].(string)), true
 	case "Mutation.repost":
 		if e.ComplexityRoot.Mutation.Repost == nil {
 			break
@@ -870,6 +1312,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.Repost(childComplexity, args["messageId"].(string)), true
+	case "Mutation.sendDirectMessage":
+		if e.ComplexityRoot.Mutation.SendDirectMessage == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_sendDirectMessage_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SendDirectMessage(childComplexity, args["to"].(string), args["text"].(string)), true
+	case "Mutation.sendGroupMessage":
+		if e.ComplexityRoot.Mutation.SendGroupMessage == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_sendGroupMessage_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SendGroupMessage(childComplexity, args["conversationId"].(string), args["text"].(string)), true
 	case "Mutation.setAttributes":
 		if e.ComplexityRoot.Mutation.SetAttributes == nil {
 			break
@@ -881,6 +1345,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetAttributes(childComplexity, args["input"].([]*store.AttributeChange)), true
+	case "Mutation.setMessagesFrom":
+		if e.ComplexityRoot.Mutation.SetMessagesFrom == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setMessagesFrom_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetMessagesFrom(childComplexity, args["policy"].(store.MessagePolicy)), true
 	case "Mutation.setPrivate":
 		if e.ComplexityRoot.Mutation.SetPrivate == nil {
 			break
@@ -1124,6 +1599,34 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.StartCursor(childComplexity), true
 
+	case "Query.conversation":
+		if e.ComplexityRoot.Query.Conversation == nil {
+			break
+		}
+
+		args, err := ec.field_Query_conversation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Conversation(childComplexity, args["id"].(string)), true
+	case "Query.conversations":
+		if e.ComplexityRoot.Query.Conversations == nil {
+			break
+		}
+
+		args, err := ec.field_Query_conversations_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Conversations(childComplexity, args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
+	case "Query.conversationsUnreadCount":
+		if e.ComplexityRoot.Query.ConversationsUnreadCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.ConversationsUnreadCount(childComplexity), true
 	case "Query.exportAccount":
 		if e.ComplexityRoot.Query.ExportAccount == nil {
 			break
@@ -1215,6 +1718,30 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Viewer(childComplexity), true
 
+	case "ReadPosition.member":
+		if e.ComplexityRoot.ReadPosition.Member == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReadPosition.Member(childComplexity), true
+	case "ReadPosition.seq":
+		if e.ComplexityRoot.ReadPosition.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ReadPosition.Seq(childComplexity), true
+
+	case "Subscription.conversationEvents":
+		if e.ComplexityRoot.Subscription.ConversationEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_conversationEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.ConversationEvents(childComplexity, args["after"].(*string)), true
 	case "Subscription.inboxEvents":
 		if e.ComplexityRoot.Subscription.InboxEvents == nil {
 			break
@@ -1364,6 +1891,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.User.Messages(childComplexity, args["first"].(*int), args["after"].(*string), args["last"].(*int), args["before"].(*string)), true
+	case "User.messagesFrom":
+		if e.ComplexityRoot.User.MessagesFrom == nil {
+			break
+		}
+
+		return e.ComplexityRoot.User.MessagesFrom(childComplexity), true
 	case "User.muted":
 		if e.ComplexityRoot.User.Muted == nil {
 			break
@@ -1654,6 +2187,11 @@ type User implements Node {
   finds the profile only). Its messages cannot be reposted but by itself.
   """
   private: Boolean!
+  """
+  Who may send this user a direct message (see ` + "`" + `Mutation.setMessagesFrom` + "`" + `):
+  a client greys out its "message" button for a sender the setting refuses.
+  """
+  messagesFrom: MessagePolicy!
   """
   Whether the viewer has asked to follow this private account and it has not
   answered yet; false when nobody is signed in.
@@ -2010,6 +2548,200 @@ type NotificationEvent {
   cursor: String!
 }
 
+"Who may send a user a direct message."
+enum MessagePolicy {
+  "Any user the user does not block (nor is blocked by)."
+  EVERYONE
+  "Only the users the user follows."
+  FOLLOWING
+  "Nobody: direct messages to the user are refused (FORBIDDEN)."
+  NOBODY
+}
+
+"""
+A conversation the viewer is a member of: a direct conversation between two
+users, which the first ` + "`" + `sendDirectMessage` + "`" + ` between them starts, or a group
+made with ` + "`" + `createGroup` + "`" + `. To anyone else it does not exist: ` + "`" + `conversation` + "`" + `
+is NOT_FOUND and ` + "`" + `node` + "`" + ` null for a non-member, and a removed member loses
+it at once.
+"""
+type Conversation implements Node {
+  "The conversation's global id."
+  id: ID!
+  "Whether this is a group (made with ` + "`" + `createGroup` + "`" + `) rather than a direct conversation."
+  isGroup: Boolean!
+  "A group's name; null for a direct conversation."
+  name: String
+  """
+  The members, in the order they joined: a direct conversation's two users.
+  Costs as a group of the largest size (256) in the operation limits: a list
+  of conversations shows ` + "`" + `peer` + "`" + ` or ` + "`" + `name` + "`" + ` and ` + "`" + `memberCount` + "`" + ` instead.
+  """
+  members: [User!]!
+  "How many members the conversation has."
+  memberCount: Int!
+  "A direct conversation's other user (null for a group, and when that account was deleted)."
+  peer: User
+  "The members who may add and remove members: a group's creator, at first. Empty for a direct conversation."
+  admins: [User!]!
+  "When the conversation started."
+  createdAt: Time!
+  "The newest message (maybe a deleted one, ` + "`" + `deleted` + "`" + ` true); null until there is one."
+  lastMessage: ConversationMessage
+  "How many messages the viewer has not read (see ` + "`" + `markConversationRead` + "`" + `)."
+  unreadCount: Int!
+  """
+  Read receipts: each member's read position, in the order of ` + "`" + `members` + "`" + `
+  (and costed as it is). A message has been read by the members whose
+  ` + "`" + `seq` + "`" + ` is at least its own.
+  """
+  readPositions: [ReadPosition!]!
+  """
+  The messages, newest first, deleted ones kept in their place (` + "`" + `deleted` + "`" + `).
+  ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100: ` + "`" + `after` + "`" + ` an
+  edge's cursor reads older messages, ` + "`" + `before` + "`" + ` it newer ones.
+  """
+  messages(first: Int, after: String, last: Int, before: String): ConversationMessageConnection!
+}
+
+"A member's read position in a conversation (a read receipt)."
+type ReadPosition {
+  "The member."
+  member: User!
+  "The ` + "`" + `seq` + "`" + ` of the last message the member has read; 0 for none."
+  seq: Int!
+}
+
+"""
+A message of a conversation. Its text is 1 to 5000 characters, as a post's.
+A deleted message keeps its place (and ` + "`" + `seq` + "`" + `) with ` + "`" + `deleted` + "`" + ` true and an
+empty text, so that unread counts and read positions stay exact.
+"""
+type ConversationMessage implements Node {
+  "The message's global id."
+  id: ID!
+  "The global id of its conversation."
+  conversationId: ID!
+  "Its place in the conversation: 1, 2, 3... in the order sent, with no gap."
+  seq: Int!
+  "Who sent it; null when the account was deleted."
+  author: User
+  "The text; empty when deleted."
+  text: String!
+  "When it was sent."
+  createdAt: Time!
+  "When the text was last edited; null if never."
+  editedAt: Time
+  "Whether its author deleted it."
+  deleted: Boolean!
+}
+
+"A page of the viewer's conversations, most recently active first."
+type ConversationConnection {
+  "The conversations of this page, each with its cursor."
+  edges: [ConversationEdge!]!
+  "Where this page sits in the whole list."
+  pageInfo: PageInfo!
+}
+
+"A conversation in the viewer's list."
+type ConversationEdge {
+  """
+  Pass as ` + "`" + `after` + "`" + ` to get the conversations active before this one, as
+  ` + "`" + `before` + "`" + ` for those active since. A conversation that moves to the top
+  gets a new cursor.
+  """
+  cursor: String!
+  "The conversation, with its last message and the viewer's unread count."
+  node: Conversation!
+}
+
+"A page of a conversation's messages, newest first."
+type ConversationMessageConnection {
+  "The messages of this page, each with its cursor."
+  edges: [ConversationMessageEdge!]!
+  "Where this page sits in the whole history."
+  pageInfo: PageInfo!
+}
+
+"A message in a page of a conversation's messages."
+type ConversationMessageEdge {
+  "Pass as ` + "`" + `after` + "`" + ` to get the older messages, as ` + "`" + `before` + "`" + ` for the newer ones."
+  cursor: String!
+  "The message."
+  node: ConversationMessage!
+}
+
+"What happened in one of the viewer's conversations."
+enum ConversationEventType {
+  """
+  A message was sent: ` + "`" + `edge` + "`" + ` is its edge in the conversation's ` + "`" + `messages` + "`" + `,
+  the newest (Relay: ` + "`" + `@prependEdge` + "`" + `).
+  """
+  MESSAGE
+  "A message was edited: ` + "`" + `message` + "`" + ` is the message as it is now."
+  EDITED
+  """
+  A message was deleted: ` + "`" + `deletedMessageId` + "`" + ` is its id. The history keeps
+  it in its place, ` + "`" + `deleted` + "`" + ` and with no text: refetch it, or remove the
+  record (Relay ` + "`" + `@deleteRecord` + "`" + `, Apollo ` + "`" + `cache.evict` + "`" + `) to hide it.
+  """
+  DELETED
+  """
+  A member read the conversation: ` + "`" + `member` + "`" + ` is the reader, ` + "`" + `readSeq` + "`" + ` its new
+  read position (a read receipt; the viewer's own on its other devices).
+  """
+  READ
+  """
+  ` + "`" + `member` + "`" + ` joined the group: ` + "`" + `conversation` + "`" + ` is the group with its members
+  now (a member added to a new group gets it so).
+  """
+  MEMBER_ADDED
+  """
+  ` + "`" + `member` + "`" + ` left the group or was removed: ` + "`" + `conversation` + "`" + ` is the group with
+  its members now, null for the member who left, who gets this event and
+  none after it.
+  """
+  MEMBER_REMOVED
+}
+
+"""
+A live change in one of the viewer's conversations. Each type sets the
+fields it needs, so that a client cache can apply it declaratively, as
+` + "`" + `InboxEvent` + "`" + `.
+"""
+type ConversationEvent {
+  "What happened."
+  type: ConversationEventType!
+  "The global id of the conversation concerned."
+  conversationId: ID!
+  "MESSAGE only: the new message's edge, with the cursor ` + "`" + `messages` + "`" + ` gives it."
+  edge: ConversationMessageEdge
+  "EDITED only: the message as it is now."
+  message: ConversationMessage
+  "DELETED only: the global id of the deleted message."
+  deletedMessageId: ID
+  "READ, MEMBER_ADDED and MEMBER_REMOVED: the reader, or the member who joined or left."
+  member: User
+  "READ only: the reader's new read position (a message ` + "`" + `seq` + "`" + `)."
+  readSeq: Int
+  """
+  MEMBER_ADDED and MEMBER_REMOVED: the conversation with its members as
+  they are now; null for the member who left.
+  """
+  conversation: Conversation
+  """
+  The viewer's unread messages over every conversation as the event is
+  sent (` + "`" + `Query.conversationsUnreadCount` + "`" + `).
+  """
+  unreadCount: Int!
+  """
+  Names this event: pass the last one received as ` + "`" + `after` + "`" + ` when subscribing
+  again, as with ` + "`" + `inboxEvents` + "`" + `. Opaque.
+  """
+  cursor: String!
+}
+
 "What a new user supplies to sign up."
 input SignUpInput {
   "The unique handle: 3 to 30 of a-z, 0-9 and _ (any case; stored lowercase)."
@@ -2226,6 +2958,23 @@ type Query {
   export a few times an hour (RATE_LIMITED beyond, with retryAfter).
   """
   exportAccount: String!
+  """
+  The viewer's conversations, most recently active first (a new message
+  moves one to the top), each with its last message and the viewer's unread
+  count. ` + "`" + `first` + "`" + ` (or ` + "`" + `last` + "`" + `) defaults to 20 and may be at most 100. Requires
+  sign-in (UNAUTHENTICATED otherwise).
+  """
+  conversations(first: Int, after: String, last: Int, before: String): ConversationConnection!
+  """
+  A conversation of the viewer's by its id; NOT_FOUND unless the viewer is a
+  member. Requires sign-in.
+  """
+  conversation(id: ID!): Conversation!
+  """
+  How many messages the viewer has not read over every conversation (the
+  badge of a messages tab). Requires sign-in.
+  """
+  conversationsUnreadCount: Int!
 }
 
 "The entry points for changing data. All but signUp and logIn require sign-in (UNAUTHENTICATED otherwise)."
@@ -2422,6 +3171,80 @@ type Mutation {
   password (counted as a failed logIn of the handle).
   """
   deleteAccount(password: String!): Boolean!
+  """
+  Sends a direct message to the user ` + "`" + `to` + "`" + ` and returns it; the first one
+  starts their conversation. FORBIDDEN when either blocks the other or when
+  the recipient's ` + "`" + `messagesFrom` + "`" + ` refuses the viewer; NOT_FOUND for an
+  unknown user; BAD_USER_INPUT for the viewer itself or a text that is
+  blank or over 5000 characters.
+  """
+  sendDirectMessage(to: ID!, text: String!): ConversationMessage!
+  """
+  Sends a message to a conversation of the viewer's (a group's, or a direct
+  one under ` + "`" + `sendDirectMessage` + "`" + `'s rules) and returns it. NOT_FOUND unless the
+  viewer is a member; BAD_USER_INPUT for a text as ` + "`" + `sendDirectMessage` + "`" + `.
+  """
+  sendGroupMessage(conversationId: ID!, text: String!): ConversationMessage!
+  """
+  Creates a group named ` + "`" + `name` + "`" + ` (1 to 100 characters) of the viewer, its
+  creator and first admin, and the users ` + "`" + `memberIds` + "`" + `, and returns it.
+  BAD_USER_INPUT beyond the server's group size (256 members by default);
+  NOT_FOUND for an unknown user. A group is a way to message its members, so
+  each user added must take direct messages from the viewer (their
+  ` + "`" + `messagesFrom` + "`" + `, and no block either way): FORBIDDEN otherwise, naming the
+  users refused, and nothing is created.
+  """
+  createGroup(name: String!, memberIds: [ID!]!): Conversation!
+  """
+  Adds users to a group and returns it. FORBIDDEN unless the viewer is one of
+  its admins; NOT_FOUND unless a member or for an unknown user; BAD_USER_INPUT
+  for no users, a direct conversation, or beyond the group size. Adding a
+  member twice changes nothing. Each user not yet in must take direct
+  messages from the viewer, as for ` + "`" + `createGroup` + "`" + `: FORBIDDEN otherwise.
+  """
+  addMembers(conversationId: ID!, userIds: [ID!]!): Conversation!
+  """
+  Removes a member from a group and returns it; the member loses access at
+  once and gets no more events. FORBIDDEN unless the viewer is one of its
+  admins (or removes itself: ` + "`" + `leaveConversation` + "`" + `); NOT_FOUND for someone not
+  a member. An admin may remove another admin. A group with members always
+  has an admin: if the removed member was the last one, the longest-standing
+  member left becomes its admin at once, and the MEMBER_REMOVED event's
+  ` + "`" + `conversation` + "`" + ` shows the new ` + "`" + `admins` + "`" + `.
+  """
+  removeMember(conversationId: ID!, userId: ID!): Conversation!
+  """
+  Makes the viewer leave a group and returns the group's id. BAD_USER_INPUT
+  for a direct conversation; NOT_FOUND unless a member. Anyone may leave,
+  the last admin too: the longest-standing member left then becomes the
+  admin (as ` + "`" + `removeMember` + "`" + `).
+  """
+  leaveConversation(conversationId: ID!): ID!
+  """
+  Marks a conversation read by the viewer up to the message ` + "`" + `upTo` + "`" + ` (a
+  ` + "`" + `ConversationMessage` + "`" + ` id of it), or up to its newest message when ` + "`" + `upTo` + "`" + `
+  is null, and returns it; the read position never moves back, and the
+  other members see it (` + "`" + `readPositions` + "`" + `, READ events). NOT_FOUND unless a
+  member, or for a message of another conversation.
+  """
+  markConversationRead(id: ID!, upTo: ID): Conversation!
+  """
+  Changes the text of one of the viewer's conversation messages and returns
+  it; every member sees the new text. FORBIDDEN for someone else's message;
+  NOT_FOUND for a deleted one.
+  """
+  editConversationMessage(id: ID!, text: String!): ConversationMessage!
+  """
+  Deletes one of the viewer's conversation messages and returns its id; it
+  stays in its place, ` + "`" + `deleted` + "`" + `, with no text. FORBIDDEN for someone else's.
+  """
+  deleteConversationMessage(id: ID!): ID!
+  """
+  Sets who may send the viewer direct messages and returns the viewer.
+  It applies to new messages in existing conversations too; groups are not
+  concerned.
+  """
+  setMessagesFrom(policy: MessagePolicy!): User!
 }
 
 "Live updates, over a websocket."
@@ -2454,6 +3277,15 @@ type Subscription {
   subscription's events may be given to either.
   """
   notificationEvents(after: String): NotificationEvent!
+  """
+  Live changes to the viewer's conversations: messages sent, edited,
+  deleted, read, and members added and removed, in every conversation the
+  viewer is a member of. Requires sign-in (UNAUTHENTICATED otherwise).
+  ` + "`" + `after` + "`" + ` resumes after the event with that cursor, on the terms of
+  ` + "`" + `inboxEvents` + "`" + ` (the same window, the same RESUME_EXPIRED). A member removed
+  gets its MEMBER_REMOVED and nothing after it from that conversation.
+  """
+  conversationEvents(after: String): ConversationEvent!
 }
 `, BuiltIn: false},
 }
@@ -2483,6 +3315,124 @@ func (ec *executionContext) childFields_AuthPayload(ctx context.Context, field g
 		return ec.fieldContext_AuthPayload_user(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AuthPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_Conversation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Conversation_id(ctx, field)
+	case "isGroup":
+		return ec.fieldContext_Conversation_isGroup(ctx, field)
+	case "name":
+		return ec.fieldContext_Conversation_name(ctx, field)
+	case "members":
+		return ec.fieldContext_Conversation_members(ctx, field)
+	case "memberCount":
+		return ec.fieldContext_Conversation_memberCount(ctx, field)
+	case "peer":
+		return ec.fieldContext_Conversation_peer(ctx, field)
+	case "admins":
+		return ec.fieldContext_Conversation_admins(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Conversation_createdAt(ctx, field)
+	case "lastMessage":
+		return ec.fieldContext_Conversation_lastMessage(ctx, field)
+	case "unreadCount":
+		return ec.fieldContext_Conversation_unreadCount(ctx, field)
+	case "readPositions":
+		return ec.fieldContext_Conversation_readPositions(ctx, field)
+	case "messages":
+		return ec.fieldContext_Conversation_messages(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Conversation", field.Name)
+}
+
+func (ec *executionContext) childFields_ConversationConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_ConversationConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_ConversationConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ConversationConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_ConversationEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_ConversationEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_ConversationEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ConversationEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_ConversationEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "type":
+		return ec.fieldContext_ConversationEvent_type(ctx, field)
+	case "conversationId":
+		return ec.fieldContext_ConversationEvent_conversationId(ctx, field)
+	case "edge":
+		return ec.fieldContext_ConversationEvent_edge(ctx, field)
+	case "message":
+		return ec.fieldContext_ConversationEvent_message(ctx, field)
+	case "deletedMessageId":
+		return ec.fieldContext_ConversationEvent_deletedMessageId(ctx, field)
+	case "member":
+		return ec.fieldContext_ConversationEvent_member(ctx, field)
+	case "readSeq":
+		return ec.fieldContext_ConversationEvent_readSeq(ctx, field)
+	case "conversation":
+		return ec.fieldContext_ConversationEvent_conversation(ctx, field)
+	case "unreadCount":
+		return ec.fieldContext_ConversationEvent_unreadCount(ctx, field)
+	case "cursor":
+		return ec.fieldContext_ConversationEvent_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ConversationEvent", field.Name)
+}
+
+func (ec *executionContext) childFields_ConversationMessage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ConversationMessage_id(ctx, field)
+	case "conversationId":
+		return ec.fieldContext_ConversationMessage_conversationId(ctx, field)
+	case "seq":
+		return ec.fieldContext_ConversationMessage_seq(ctx, field)
+	case "author":
+		return ec.fieldContext_ConversationMessage_author(ctx, field)
+	case "text":
+		return ec.fieldContext_ConversationMessage_text(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_ConversationMessage_createdAt(ctx, field)
+	case "editedAt":
+		return ec.fieldContext_ConversationMessage_editedAt(ctx, field)
+	case "deleted":
+		return ec.fieldContext_ConversationMessage_deleted(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ConversationMessage", field.Name)
+}
+
+func (ec *executionContext) childFields_ConversationMessageConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_ConversationMessageConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_ConversationMessageConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ConversationMessageConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_ConversationMessageEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_ConversationMessageEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_ConversationMessageEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ConversationMessageEdge", field.Name)
 }
 
 func (ec *executionContext) childFields_InboxConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -2701,6 +3651,16 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
 }
 
+func (ec *executionContext) childFields_ReadPosition(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "member":
+		return ec.fieldContext_ReadPosition_member(ctx, field)
+	case "seq":
+		return ec.fieldContext_ReadPosition_seq(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ReadPosition", field.Name)
+}
+
 func (ec *executionContext) childFields_User(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -2735,6 +3695,8 @@ func (ec *executionContext) childFields_User(ctx context.Context, field graphql.
 		return ec.fieldContext_User_viewerFollows(ctx, field)
 	case "private":
 		return ec.fieldContext_User_private(ctx, field)
+	case "messagesFrom":
+		return ec.fieldContext_User_messagesFrom(ctx, field)
 	case "viewerRequestedFollow":
 		return ec.fieldContext_User_viewerRequestedFollow(ctx, field)
 	case "viewerBlocks":
@@ -2891,6 +3853,44 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_Conversation_messages_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Message_likedBy_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2967,6 +3967,28 @@ func (ec *executionContext) field_Message_replies_args(ctx context.Context, rawA
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_addMembers_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "conversationId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["conversationId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "userIds",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNID2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["userIds"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_approveFollow_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3017,6 +4039,28 @@ func (ec *executionContext) field_Mutation_changePassword_args(ctx context.Conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createGroup_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "memberIds",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNID2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["memberIds"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deleteAccount_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3031,6 +4075,20 @@ func (ec *executionContext) field_Mutation_deleteAccount_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_deleteConversationMessage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deleteMessage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3042,6 +4100,28 @@ func (ec *executionContext) field_Mutation_deleteMessage_args(ctx context.Contex
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_editConversationMessage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "text",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["text"] = arg1
 	return args, nil
 }
 
@@ -3081,6 +4161,20 @@ func (ec *executionContext) field_Mutation_follow_args(ctx context.Context, rawA
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_leaveConversation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "conversationId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["conversationId"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_like_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3106,6 +4200,28 @@ func (ec *executionContext) field_Mutation_logIn_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_markConversationRead_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "upTo",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["upTo"] = arg1
 	return args, nil
 }
 
@@ -3165,6 +4281,28 @@ func (ec *executionContext) field_Mutation_rejectFollow_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_removeMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "conversationId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["conversationId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "userId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["userId"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_repost_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3179,6 +4317,50 @@ func (ec *executionContext) field_Mutation_repost_args(ctx context.Context, rawA
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_sendDirectMessage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "text",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["text"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_sendGroupMessage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "conversationId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["conversationId"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "text",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["text"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_setAttributes_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -3190,6 +4372,20 @@ func (ec *executionContext) field_Mutation_setAttributes_args(ctx context.Contex
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setMessagesFrom_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "policy",
+		func(ctx context.Context, v any) (store.MessagePolicy, error) {
+			return ec.unmarshalNMessagePolicy2heraldᚋstoreᚐMessagePolicy(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["policy"] = arg0
 	return args, nil
 }
 
@@ -3354,6 +4550,58 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_conversation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_conversations_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "last",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["last"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg3
 	return args, nil
 }
 
@@ -3556,6 +4804,20 @@ func (ec *executionContext) field_Query_usersByAttribute_args(ctx context.Contex
 		return nil, err
 	}
 	args["before"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_conversationEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
 	return args, nil
 }
 
@@ -4032,6 +5294,1045 @@ func (ec *executionContext) fieldContext_AuthPayload_user(_ context.Context, fie
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Conversation_id(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Conversation().ID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Conversation", field, true, true, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _Conversation_isGroup(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_isGroup(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Conversation().IsGroup(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_isGroup(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Conversation", field, true, true, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _Conversation_name(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Conversation().Name(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Conversation", field, true, true, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _Conversation_members(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_members(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Conversation().Members(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.User) graphql.Marshaler {
+			return ec.marshalNUser2ᚕᚖheraldᚋstoreᚐUserᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_members(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Conversation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Conversation_memberCount(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_memberCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Conversation().MemberCount(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_memberCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Conversation", field, true, true, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Conversation_peer(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_peer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Conversation().Peer(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalOUser2ᚖheraldᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_peer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Conversation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Conversation_admins(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_admins(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Conversation().Admins(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.User) graphql.Marshaler {
+			return ec.marshalNUser2ᚕᚖheraldᚋstoreᚐUserᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_admins(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Conversation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Conversation_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Conversation", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _Conversation_lastMessage(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_lastMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Conversation().LastMessage(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.ConversationMessage) graphql.Marshaler {
+			return ec.marshalOConversationMessage2ᚖheraldᚋstoreᚐConversationMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_lastMessage(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Conversation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationMessage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Conversation_unreadCount(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_unreadCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Conversation().UnreadCount(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_unreadCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Conversation", field, true, true, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _Conversation_readPositions(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_readPositions(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Conversation().ReadPositions(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ReadPosition) graphql.Marshaler {
+			return ec.marshalNReadPosition2ᚕᚖheraldᚋgraphᚋmodelᚐReadPositionᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_readPositions(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Conversation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ReadPosition(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Conversation_messages(ctx context.Context, field graphql.CollectedField, obj *model.Conversation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Conversation_messages(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Conversation().Messages(ctx, obj, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["last"].(*int), fc.Args["before"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ConversationMessageConnection) graphql.Marshaler {
+			return ec.marshalNConversationMessageConnection2ᚖheraldᚋgraphᚋmodelᚐConversationMessageConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Conversation_messages(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Conversation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationMessageConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Conversation_messages_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConversationConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.ConversationConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ConversationEdge) graphql.Marshaler {
+			return ec.marshalNConversationEdge2ᚕᚖheraldᚋgraphᚋmodelᚐConversationEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConversationConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConversationConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.ConversationConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖheraldᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConversationConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConversationEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationEdge", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+			return ec.marshalNConversation2ᚖheraldᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConversationEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Conversation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConversationEvent_type(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEvent_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.ConversationEventType) graphql.Marshaler {
+			return ec.marshalNConversationEventType2heraldᚋgraphᚋmodelᚐConversationEventType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEvent_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationEvent", field, false, false, errors.New("field of type ConversationEventType does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationEvent_conversationId(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEvent_conversationId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ConversationEvent().ConversationID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEvent_conversationId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationEvent", field, true, true, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationEvent_edge(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEvent_edge(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edge, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ConversationMessageEdge) graphql.Marshaler {
+			return ec.marshalOConversationMessageEdge2ᚖheraldᚋgraphᚋmodelᚐConversationMessageEdge(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEvent_edge(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConversationEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationMessageEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConversationEvent_message(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEvent_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.ConversationMessage) graphql.Marshaler {
+			return ec.marshalOConversationMessage2ᚖheraldᚋstoreᚐConversationMessage(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEvent_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConversationEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationMessage(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConversationEvent_deletedMessageId(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEvent_deletedMessageId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeletedMessageID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEvent_deletedMessageId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationEvent", field, false, false, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationEvent_member(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEvent_member(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ConversationEvent().Member(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalOUser2ᚖheraldᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEvent_member(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConversationEvent",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConversationEvent_readSeq(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEvent_readSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReadSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEvent_readSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationEvent", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationEvent_conversation(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEvent_conversation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Conversation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+			return ec.marshalOConversation2ᚖheraldᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEvent_conversation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConversationEvent",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Conversation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConversationEvent_unreadCount(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEvent_unreadCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UnreadCount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEvent_unreadCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationEvent", field, false, false, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationEvent_cursor(ctx context.Context, field graphql.CollectedField, obj *model.ConversationEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationEvent_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationEvent_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationEvent", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationMessage_id(ctx context.Context, field graphql.CollectedField, obj *store.ConversationMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessage_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ConversationMessage().ID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessage_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationMessage", field, true, true, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationMessage_conversationId(ctx context.Context, field graphql.CollectedField, obj *store.ConversationMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessage_conversationId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ConversationMessage().ConversationID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessage_conversationId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationMessage", field, true, true, errors.New("field of type ID does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationMessage_seq(ctx context.Context, field graphql.CollectedField, obj *store.ConversationMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessage_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ConversationMessage().Seq(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessage_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationMessage", field, true, true, errors.New("field of type Int does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationMessage_author(ctx context.Context, field graphql.CollectedField, obj *store.ConversationMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessage_author(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ConversationMessage().Author(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalOUser2ᚖheraldᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessage_author(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConversationMessage",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConversationMessage_text(ctx context.Context, field graphql.CollectedField, obj *store.ConversationMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessage_text(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Text, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessage_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationMessage", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationMessage_createdAt(ctx context.Context, field graphql.CollectedField, obj *store.ConversationMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessage_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessage_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationMessage", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationMessage_editedAt(ctx context.Context, field graphql.CollectedField, obj *store.ConversationMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessage_editedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EditedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessage_editedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationMessage", field, false, false, errors.New("field of type Time does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationMessage_deleted(ctx context.Context, field graphql.CollectedField, obj *store.ConversationMessage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessage_deleted(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Deleted, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessage_deleted(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationMessage", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationMessageConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.ConversationMessageConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessageConnection_edges(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Edges, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ConversationMessageEdge) graphql.Marshaler {
+			return ec.marshalNConversationMessageEdge2ᚕᚖheraldᚋgraphᚋmodelᚐConversationMessageEdgeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessageConnection_edges(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConversationMessageConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationMessageEdge(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConversationMessageConnection_pageInfo(ctx context.Context, field graphql.CollectedField, obj *model.ConversationMessageConnection) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessageConnection_pageInfo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PageInfo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
+			return ec.marshalNPageInfo2ᚖheraldᚋgraphᚋmodelᚐPageInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessageConnection_pageInfo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConversationMessageConnection",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PageInfo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ConversationMessageEdge_cursor(ctx context.Context, field graphql.CollectedField, obj *model.ConversationMessageEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessageEdge_cursor(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cursor, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessageEdge_cursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ConversationMessageEdge", field, false, false, errors.New("field of type String does not have child fields"))
+}
+
+func (ec *executionContext) _ConversationMessageEdge_node(ctx context.Context, field graphql.CollectedField, obj *model.ConversationMessageEdge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ConversationMessageEdge_node(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Node, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.ConversationMessage) graphql.Marshaler {
+			return ec.marshalNConversationMessage2ᚖheraldᚋstoreᚐConversationMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ConversationMessageEdge_node(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ConversationMessageEdge",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationMessage(ctx, field)
 		},
 	}
 	return fc, nil
@@ -6348,6 +8649,446 @@ func (ec *executionContext) fieldContext_Mutation_deleteAccount(ctx context.Cont
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_sendDirectMessage(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_sendDirectMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SendDirectMessage(ctx, fc.Args["to"].(string), fc.Args["text"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.ConversationMessage) graphql.Marshaler {
+			return ec.marshalNConversationMessage2ᚖheraldᚋstoreᚐConversationMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_sendDirectMessage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationMessage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_sendDirectMessage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_sendGroupMessage(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_sendGroupMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SendGroupMessage(ctx, fc.Args["conversationId"].(string), fc.Args["text"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.ConversationMessage) graphql.Marshaler {
+			return ec.marshalNConversationMessage2ᚖheraldᚋstoreᚐConversationMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_sendGroupMessage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationMessage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_sendGroupMessage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createGroup(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createGroup(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateGroup(ctx, fc.Args["name"].(string), fc.Args["memberIds"].([]string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+			return ec.marshalNConversation2ᚖheraldᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createGroup(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Conversation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createGroup_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_addMembers(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_addMembers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AddMembers(ctx, fc.Args["conversationId"].(string), fc.Args["userIds"].([]string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+			return ec.marshalNConversation2ᚖheraldᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_addMembers(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Conversation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_addMembers_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_removeMember(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_removeMember(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RemoveMember(ctx, fc.Args["conversationId"].(string), fc.Args["userId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+			return ec.marshalNConversation2ᚖheraldᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_removeMember(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Conversation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_removeMember_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_leaveConversation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_leaveConversation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().LeaveConversation(ctx, fc.Args["conversationId"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_leaveConversation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type ID does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_leaveConversation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_markConversationRead(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_markConversationRead(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().MarkConversationRead(ctx, fc.Args["id"].(string), fc.Args["upTo"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+			return ec.marshalNConversation2ᚖheraldᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_markConversationRead(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Conversation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_markConversationRead_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_editConversationMessage(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_editConversationMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().EditConversationMessage(ctx, fc.Args["id"].(string), fc.Args["text"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.ConversationMessage) graphql.Marshaler {
+			return ec.marshalNConversationMessage2ᚖheraldᚋstoreᚐConversationMessage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_editConversationMessage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationMessage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_editConversationMessage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteConversationMessage(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteConversationMessage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteConversationMessage(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteConversationMessage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type ID does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteConversationMessage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setMessagesFrom(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setMessagesFrom(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetMessagesFrom(ctx, fc.Args["policy"].(store.MessagePolicy))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalNUser2ᚖheraldᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setMessagesFrom(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setMessagesFrom_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _NotificationConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.NotificationConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7338,6 +10079,117 @@ func (ec *executionContext) fieldContext_Query_exportAccount(_ context.Context, 
 	return graphql.NewScalarFieldContext("Query", field, true, true, errors.New("field of type String does not have child fields"))
 }
 
+func (ec *executionContext) _Query_conversations(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_conversations(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Conversations(ctx, fc.Args["first"].(*int), fc.Args["after"].(*string), fc.Args["last"].(*int), fc.Args["before"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ConversationConnection) graphql.Marshaler {
+			return ec.marshalNConversationConnection2ᚖheraldᚋgraphᚋmodelᚐConversationConnection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_conversations(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationConnection(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_conversations_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_conversation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_conversation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Conversation(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+			return ec.marshalNConversation2ᚖheraldᚋgraphᚋmodelᚐConversation(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_conversation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Conversation(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_conversation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_conversationsUnreadCount(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_conversationsUnreadCount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().ConversationsUnreadCount(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_conversationsUnreadCount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Query", field, true, true, errors.New("field of type Int does not have child fields"))
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7412,6 +10264,61 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _ReadPosition_member(ctx context.Context, field graphql.CollectedField, obj *model.ReadPosition) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReadPosition_member(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ReadPosition().Member(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *store.User) graphql.Marshaler {
+			return ec.marshalNUser2ᚖheraldᚋstoreᚐUser(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReadPosition_member(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ReadPosition",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_User(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ReadPosition_seq(ctx context.Context, field graphql.CollectedField, obj *model.ReadPosition) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ReadPosition_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ReadPosition_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ReadPosition", field, false, false, errors.New("field of type Int does not have child fields"))
 }
 
 func (ec *executionContext) _Subscription_inboxEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -7496,6 +10403,50 @@ func (ec *executionContext) fieldContext_Subscription_notificationEvents(ctx con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_notificationEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_conversationEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_conversationEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().ConversationEvents(ctx, fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ConversationEvent) graphql.Marshaler {
+			return ec.marshalNConversationEvent2ᚖheraldᚋgraphᚋmodelᚐConversationEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_conversationEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ConversationEvent(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_conversationEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -7952,6 +10903,29 @@ func (ec *executionContext) _User_private(ctx context.Context, field graphql.Col
 }
 func (ec *executionContext) fieldContext_User_private(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("User", field, false, false, errors.New("field of type Boolean does not have child fields"))
+}
+
+func (ec *executionContext) _User_messagesFrom(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_User_messagesFrom(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MessagesFrom, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v store.MessagePolicy) graphql.Marshaler {
+			return ec.marshalNMessagePolicy2heraldᚋstoreᚐMessagePolicy(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_User_messagesFrom(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("User", field, false, false, errors.New("field of type MessagePolicy does not have child fields"))
 }
 
 func (ec *executionContext) _User_viewerRequestedFollow(ctx context.Context, field graphql.CollectedField, obj *store.User) (ret graphql.Marshaler) {
@@ -9623,6 +12597,20 @@ func (ec *executionContext) _Node(ctx context.Context, sel ast.SelectionSet, obj
 			return graphql.Null
 		}
 		return ec._Message(ctx, sel, obj)
+	case store.ConversationMessage:
+		return ec._ConversationMessage(ctx, sel, &obj)
+	case *store.ConversationMessage:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._ConversationMessage(ctx, sel, obj)
+	case model.Conversation:
+		return ec._Conversation(ctx, sel, &obj)
+	case *model.Conversation:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._Conversation(ctx, sel, obj)
 	default:
 		if typedObj, ok := obj.(graphql.Marshaler); ok {
 			return typedObj
@@ -9703,6 +12691,988 @@ func (ec *executionContext) _AuthPayload(ctx context.Context, sel ast.SelectionS
 			}
 		case "user":
 			out.Values[i] = ec._AuthPayload_user(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var conversationImplementors = []string{"Conversation", "Node"}
+
+func (ec *executionContext) _Conversation(ctx context.Context, sel ast.SelectionSet, obj *model.Conversation) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, conversationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Conversation")
+		case "id":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_id(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "isGroup":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_isGroup(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "name":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_name(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "members":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_members(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "memberCount":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_memberCount(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "peer":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_peer(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "admins":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_admins(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "createdAt":
+			out.Values[i] = ec._Conversation_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastMessage":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_lastMessage(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "unreadCount":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_unreadCount(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "readPositions":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_readPositions(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "messages":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Conversation_messages(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var conversationConnectionImplementors = []string{"ConversationConnection"}
+
+func (ec *executionContext) _ConversationConnection(ctx context.Context, sel ast.SelectionSet, obj *model.ConversationConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, conversationConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ConversationConnection")
+		case "edges":
+			out.Values[i] = ec._ConversationConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._ConversationConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var conversationEdgeImplementors = []string{"ConversationEdge"}
+
+func (ec *executionContext) _ConversationEdge(ctx context.Context, sel ast.SelectionSet, obj *model.ConversationEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, conversationEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ConversationEdge")
+		case "cursor":
+			out.Values[i] = ec._ConversationEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._ConversationEdge_node(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var conversationEventImplementors = []string{"ConversationEvent"}
+
+func (ec *executionContext) _ConversationEvent(ctx context.Context, sel ast.SelectionSet, obj *model.ConversationEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, conversationEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ConversationEvent")
+		case "type":
+			out.Values[i] = ec._ConversationEvent_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "conversationId":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._ConversationEvent_conversationId(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "edge":
+			out.Values[i] = ec._ConversationEvent_edge(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "message":
+			out.Values[i] = ec._ConversationEvent_message(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "deletedMessageId":
+			out.Values[i] = ec._ConversationEvent_deletedMessageId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "member":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._ConversationEvent_member(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "readSeq":
+			out.Values[i] = ec._ConversationEvent_readSeq(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "conversation":
+			out.Values[i] = ec._ConversationEvent_conversation(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "unreadCount":
+			out.Values[i] = ec._ConversationEvent_unreadCount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "cursor":
+			out.Values[i] = ec._ConversationEvent_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var conversationMessageImplementors = []string{"ConversationMessage", "Node"}
+
+func (ec *executionContext) _ConversationMessage(ctx context.Context, sel ast.SelectionSet, obj *store.ConversationMessage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, conversationMessageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ConversationMessage")
+		case "id":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._ConversationMessage_id(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "conversationId":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._ConversationMessage_conversationId(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "seq":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._ConversationMessage_seq(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "author":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._ConversationMessage_author(ctx, field, obj)
+				if res == graphql.RequiredNull {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "text":
+			out.Values[i] = ec._ConversationMessage_text(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._ConversationMessage_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "editedAt":
+			out.Values[i] = ec._ConversationMessage_editedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "deleted":
+			out.Values[i] = ec._ConversationMessage_deleted(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var conversationMessageConnectionImplementors = []string{"ConversationMessageConnection"}
+
+func (ec *executionContext) _ConversationMessageConnection(ctx context.Context, sel ast.SelectionSet, obj *model.ConversationMessageConnection) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, conversationMessageConnectionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ConversationMessageConnection")
+		case "edges":
+			out.Values[i] = ec._ConversationMessageConnection_edges(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pageInfo":
+			out.Values[i] = ec._ConversationMessageConnection_pageInfo(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var conversationMessageEdgeImplementors = []string{"ConversationMessageEdge"}
+
+func (ec *executionContext) _ConversationMessageEdge(ctx context.Context, sel ast.SelectionSet, obj *model.ConversationMessageEdge) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, conversationMessageEdgeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ConversationMessageEdge")
+		case "cursor":
+			out.Values[i] = ec._ConversationMessageEdge_cursor(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "node":
+			out.Values[i] = ec._ConversationMessageEdge_node(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -10946,6 +14916,76 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "sendDirectMessage":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_sendDirectMessage(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sendGroupMessage":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_sendGroupMessage(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createGroup":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createGroup(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "addMembers":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_addMembers(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "removeMember":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_removeMember(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "leaveConversation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_leaveConversation(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "markConversationRead":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_markConversationRead(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "editConversationMessage":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_editConversationMessage(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteConversationMessage":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteConversationMessage(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setMessagesFrom":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setMessagesFrom(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -11668,6 +15708,72 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			}
 
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "conversations":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_conversations(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "conversation":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_conversation(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "conversationsUnreadCount":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_conversationsUnreadCount(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -11680,6 +15786,82 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				return ec._Query___schema(ctx, field)
 			})
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.Deferred, int32(min(len(deferLabelToView), math.MaxInt32)))
+
+	ec.ProcessDeferredGroup(graphql.DeferredGroup{
+		Defers:   deferLabelToView,
+		Path:     graphql.GetPath(ctx),
+		FieldSet: deferredFieldSet,
+		Context:  ctx,
+	})
+
+	return out
+}
+
+var readPositionImplementors = []string{"ReadPosition"}
+
+func (ec *executionContext) _ReadPosition(ctx context.Context, sel ast.SelectionSet, obj *model.ReadPosition) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, readPositionImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferredFieldSet := graphql.NewFieldSet(nil)
+	deferLabelToView := make(map[string]*graphql.FieldSetView)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ReadPosition")
+		case "member":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._ReadPosition_member(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+		case "seq":
+			out.Values[i] = ec._ReadPosition_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
@@ -11720,6 +15902,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_inboxEvents(ctx, fields[0])
 	case "notificationEvents":
 		return ec._Subscription_notificationEvents(ctx, fields[0])
+	case "conversationEvents":
+		return ec._Subscription_conversationEvents(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -12111,6 +16295,11 @@ func (ec *executionContext) _User(ctx context.Context, sel ast.SelectionSet, obj
 			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "private":
 			out.Values[i] = ec._User_private(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "messagesFrom":
+			out.Values[i] = ec._User_messagesFrom(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -12949,6 +17138,118 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) marshalNConversation2ᚖheraldᚋgraphᚋmodelᚐConversation(ctx context.Context, sel ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Conversation(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNConversationConnection2ᚖheraldᚋgraphᚋmodelᚐConversationConnection(ctx context.Context, sel ast.SelectionSet, v *model.ConversationConnection) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ConversationConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNConversationEdge2ᚕᚖheraldᚋgraphᚋmodelᚐConversationEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ConversationEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNConversationEdge2ᚖheraldᚋgraphᚋmodelᚐConversationEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNConversationEdge2ᚖheraldᚋgraphᚋmodelᚐConversationEdge(ctx context.Context, sel ast.SelectionSet, v *model.ConversationEdge) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ConversationEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNConversationEvent2ᚖheraldᚋgraphᚋmodelᚐConversationEvent(ctx context.Context, sel ast.SelectionSet, v *model.ConversationEvent) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ConversationEvent(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNConversationEventType2heraldᚋgraphᚋmodelᚐConversationEventType(ctx context.Context, v any) (model.ConversationEventType, error) {
+	var res model.ConversationEventType
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNConversationEventType2heraldᚋgraphᚋmodelᚐConversationEventType(ctx context.Context, sel ast.SelectionSet, v model.ConversationEventType) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNConversationMessage2ᚖheraldᚋstoreᚐConversationMessage(ctx context.Context, sel ast.SelectionSet, v *store.ConversationMessage) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ConversationMessage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNConversationMessageConnection2ᚖheraldᚋgraphᚋmodelᚐConversationMessageConnection(ctx context.Context, sel ast.SelectionSet, v *model.ConversationMessageConnection) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ConversationMessageConnection(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNConversationMessageEdge2ᚕᚖheraldᚋgraphᚋmodelᚐConversationMessageEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ConversationMessageEdge) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNConversationMessageEdge2ᚖheraldᚋgraphᚋmodelᚐConversationMessageEdge(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNConversationMessageEdge2ᚖheraldᚋgraphᚋmodelᚐConversationMessageEdge(ctx context.Context, sel ast.SelectionSet, v *model.ConversationMessageEdge) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ConversationMessageEdge(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNID2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalID(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -13194,6 +17495,36 @@ func (ec *executionContext) marshalNMessageKind2heraldᚋstoreᚐMessageKind(ctx
 	return res
 }
 
+func (ec *executionContext) unmarshalNMessagePolicy2heraldᚋstoreᚐMessagePolicy(ctx context.Context, v any) (store.MessagePolicy, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNMessagePolicy2heraldᚋstoreᚐMessagePolicy[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMessagePolicy2heraldᚋstoreᚐMessagePolicy(ctx context.Context, sel ast.SelectionSet, v store.MessagePolicy) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNMessagePolicy2heraldᚋstoreᚐMessagePolicy[v])
+	if res == graphql.Null {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+	}
+	return res
+}
+
+var (
+	unmarshalNMessagePolicy2heraldᚋstoreᚐMessagePolicy = map[string]store.MessagePolicy{
+		"EVERYONE":  store.MessagesFromEveryone,
+		"FOLLOWING": store.MessagesFromFollowed,
+		"NOBODY":    store.MessagesFromNobody,
+	}
+	marshalNMessagePolicy2heraldᚋstoreᚐMessagePolicy = map[store.MessagePolicy]string{
+		store.MessagesFromEveryone: "EVERYONE",
+		store.MessagesFromFollowed: "FOLLOWING",
+		store.MessagesFromNobody:   "NOBODY",
+	}
+)
+
 func (ec *executionContext) marshalNNode2ᚕheraldᚋgraphᚋmodelᚐNode(ctx context.Context, sel ast.SelectionSet, v []model.Node) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -13319,6 +17650,32 @@ func (ec *executionContext) marshalNPageInfo2ᚖheraldᚋgraphᚋmodelᚐPageInf
 func (ec *executionContext) unmarshalNPostMessageInput2heraldᚋgraphᚋmodelᚐPostMessageInput(ctx context.Context, v any) (model.PostMessageInput, error) {
 	res, err := ec.unmarshalInputPostMessageInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNReadPosition2ᚕᚖheraldᚋgraphᚋmodelᚐReadPositionᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ReadPosition) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNReadPosition2ᚖheraldᚋgraphᚋmodelᚐReadPosition(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNReadPosition2ᚖheraldᚋgraphᚋmodelᚐReadPosition(ctx context.Context, sel ast.SelectionSet, v *model.ReadPosition) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._ReadPosition(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNSignUpInput2heraldᚋstoreᚋserviceᚐSignUpInput(ctx context.Context, v any) (service.SignUpInput, error) {
@@ -13593,6 +17950,27 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	_ = ctx
 	res := graphql.MarshalBoolean(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOConversation2ᚖheraldᚋgraphᚋmodelᚐConversation(ctx context.Context, sel ast.SelectionSet, v *model.Conversation) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Conversation(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOConversationMessage2ᚖheraldᚋstoreᚐConversationMessage(ctx context.Context, sel ast.SelectionSet, v *store.ConversationMessage) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ConversationMessage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOConversationMessageEdge2ᚖheraldᚋgraphᚋmodelᚐConversationMessageEdge(ctx context.Context, sel ast.SelectionSet, v *model.ConversationMessageEdge) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ConversationMessageEdge(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOID2ᚖstring(ctx context.Context, v any) (*string, error) {

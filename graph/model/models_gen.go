@@ -21,6 +21,40 @@ type AuthPayload struct {
 	User *store.User `json:"user"`
 }
 
+// A page of the viewer's conversations, most recently active first.
+type ConversationConnection struct {
+	// The conversations of this page, each with its cursor.
+	Edges []*ConversationEdge `json:"edges"`
+	// Where this page sits in the whole list.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// A conversation in the viewer's list.
+type ConversationEdge struct {
+	// Pass as `after` to get the conversations active before this one, as
+	// `before` for those active since. A conversation that moves to the top
+	// gets a new cursor.
+	Cursor string `json:"cursor"`
+	// The conversation, with its last message and the viewer's unread count.
+	Node *Conversation `json:"node"`
+}
+
+// A page of a conversation's messages, newest first.
+type ConversationMessageConnection struct {
+	// The messages of this page, each with its cursor.
+	Edges []*ConversationMessageEdge `json:"edges"`
+	// Where this page sits in the whole history.
+	PageInfo *PageInfo `json:"pageInfo"`
+}
+
+// A message in a page of a conversation's messages.
+type ConversationMessageEdge struct {
+	// Pass as `after` to get the older messages, as `before` for the newer ones.
+	Cursor string `json:"cursor"`
+	// The message.
+	Node *store.ConversationMessage `json:"node"`
+}
+
 // A page of the viewer's home timeline (inbox), newest first.
 type InboxConnection struct {
 	// The inbox items of this page, each with its cursor.
@@ -154,6 +188,83 @@ type UserEdge struct {
 	Cursor string `json:"cursor"`
 	// The user.
 	Node *store.User `json:"node"`
+}
+
+// What happened in one of the viewer's conversations.
+type ConversationEventType string
+
+const (
+	// A message was sent: `edge` is its edge in the conversation's `messages`,
+	// the newest (Relay: `@prependEdge`).
+	ConversationEventTypeMessage ConversationEventType = "MESSAGE"
+	// A message was edited: `message` is the message as it is now.
+	ConversationEventTypeEdited ConversationEventType = "EDITED"
+	// A message was deleted: `deletedMessageId` is its id. The history keeps
+	// it in its place, `deleted` and with no text: refetch it, or remove the
+	// record (Relay `@deleteRecord`, Apollo `cache.evict`) to hide it.
+	ConversationEventTypeDeleted ConversationEventType = "DELETED"
+	// A member read the conversation: `member` is the reader, `readSeq` its new
+	// read position (a read receipt; the viewer's own on its other devices).
+	ConversationEventTypeRead ConversationEventType = "READ"
+	// `member` joined the group: `conversation` is the group with its members
+	// now (a member added to a new group gets it so).
+	ConversationEventTypeMemberAdded ConversationEventType = "MEMBER_ADDED"
+	// `member` left the group or was removed: `conversation` is the group with
+	// its members now, null for the member who left, who gets this event and
+	// none after it.
+	ConversationEventTypeMemberRemoved ConversationEventType = "MEMBER_REMOVED"
+)
+
+var AllConversationEventType = []ConversationEventType{
+	ConversationEventTypeMessage,
+	ConversationEventTypeEdited,
+	ConversationEventTypeDeleted,
+	ConversationEventTypeRead,
+	ConversationEventTypeMemberAdded,
+	ConversationEventTypeMemberRemoved,
+}
+
+func (e ConversationEventType) IsValid() bool {
+	switch e {
+	case ConversationEventTypeMessage, ConversationEventTypeEdited, ConversationEventTypeDeleted, ConversationEventTypeRead, ConversationEventTypeMemberAdded, ConversationEventTypeMemberRemoved:
+		return true
+	}
+	return false
+}
+
+func (e ConversationEventType) String() string {
+	return string(e)
+}
+
+func (e *ConversationEventType) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = ConversationEventType(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ConversationEventType", str)
+	}
+	return nil
+}
+
+func (e ConversationEventType) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *ConversationEventType) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e ConversationEventType) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 // What happened in the viewer's notifications feed.

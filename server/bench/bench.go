@@ -75,7 +75,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.sustainedDuration, "sustained-duration", 60*time.Second, "how long the sustained section posts")
 	fs.IntVar(&f.sustainedConcurrency, "sustained-concurrency", 8, "clients posting at once in the sustained section")
 	fs.IntVar(&f.sustainedFollowers, "sustained-followers", 200, "followers subscribed in the sustained section, each drawn for one of its posting authors")
-	fs.StringVar(&f.skip, "skip", "", "sections not to run, comma-separated: raw, fanout, reads, live, sustained, strategies, lanes")
+	fs.StringVar(&f.skip, "skip", "", "sections not to run, comma-separated: raw, fanout, reads, live, conversations, sustained, strategies, lanes")
 	fs.IntVar(&f.seedBatch, "seed-batch", seed.DefaultBatchRecords, "records written in one batch when bench seeds")
 	fs.BoolVar(&f.keepData, "keep-data", false, "keep the data directories bench creates (their paths are printed)")
 }
@@ -91,9 +91,11 @@ engine's own append limit (raw), fan-out from authors of 1k, 10k and 100k
 followers (fanout), timeline reads at several concurrencies (reads),
 websocket subscribers receiving a post (live), typical authors posting
 from several clients at once for a minute while subscribed followers time
-each post's arrival (sustained), every strategy on one smaller network
-(strategies), and fan-out with 1, 2 and 4 lanes while the most followed
-authors of that network post at once (lanes). Server-side figures are
+each post's arrival (sustained), sending direct messages and reading a
+conversation's page and the conversation list (conversations), every
+strategy on one smaller network (strategies), and fan-out with 1, 2 and
+4 lanes while the most followed authors of that network post at once
+(lanes). Server-side figures are
 read from the server's /metrics. Every loop is bounded in count and time.
 
 Flags:`
@@ -224,7 +226,7 @@ func (b *bench) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if !b.skip["fanout"] || !b.skip["reads"] || !b.skip["live"] || !b.skip["sustained"] {
+	if !b.skip["fanout"] || !b.skip["reads"] || !b.skip["live"] || !b.skip["sustained"] || !b.skip["conversations"] {
 		if err := b.startMain(ctx); err != nil {
 			return err
 		}
@@ -278,6 +280,11 @@ func (b *bench) mainSections(ctx context.Context) error {
 	if !b.skip["live"] && b.f.subscribers > 0 {
 		if err := b.measureLive(ctx); err != nil {
 			return fmt.Errorf("bench live: %w", err)
+		}
+	}
+	if !b.skip["conversations"] {
+		if err := b.measureConversations(ctx); err != nil {
+			return fmt.Errorf("bench conversations: %w", err)
 		}
 	}
 	// Last: it leaves the network many posts heavier.

@@ -58,6 +58,13 @@ func TestBench(t *testing.T) {
 			assert.NotEmpty(t, f.Target, f.Name)
 		}
 		switch {
+		case strings.HasPrefix(f.Name, "send a direct message") && strings.HasSuffix(f.Name, "storage calls per send"):
+			assert.InDelta(t, 4, f.Value, 0.05, "the recipient (FindUsersByIDs), the blocks both ways (FindBlockers twice), the send (one batch on the embedded engine)")
+		case strings.HasPrefix(f.Name, "conversation page") && strings.HasSuffix(f.Name, "storage calls per request"):
+			assert.InDelta(t, 3, f.Value, 0.05, "the conversation (its messages check the membership on it: FindConversations once), the page, its authors in one batch")
+		case strings.HasPrefix(f.Name, "conversation list") && strings.HasSuffix(f.Name, "storage calls per request"):
+			assert.GreaterOrEqual(t, f.Value, 5.0, "the list, its conversations, the read state (twice: the page's and conversationsUnreadCount), the peers and last authors")
+			assert.LessOrEqual(t, f.Value, 7.05, "the list, its conversations, the read state twice, the peers and the last authors in at most two batches")
 		case strings.Contains(f.Name, "with likes") && strings.Contains(f.Name, "storage calls per request"):
 			assert.GreaterOrEqual(t, f.Value, 6.0, "the plain page's calls and FindLiked and FindReposts: the counts come with the messages, the mentioned users and reposters with the authors")
 			assert.LessOrEqual(t, f.Value, 8.05, "the plain page's calls and FindLiked and FindReposts, and the visibility rule of the messages reposted (FindBlockers): the counts come with the messages, the mentioned users and reposters with the authors")
@@ -82,6 +89,7 @@ func TestBench(t *testing.T) {
 	assert.Equal(t, 3, sections["fanout"], "the author of 1,000 followers: post latency, delivery time, deliveries/s")
 	assert.Equal(t, 12, sections["reads"], "two concurrencies, three figures each; the rich page, two; likes, two; reposts, two")
 	assert.Equal(t, 2, sections["live"], "memory per subscriber, delivery to all")
+	assert.Equal(t, 7, sections["conversations"], "a send's p50, p99 and storage calls; the page's and the list's requests/s and storage calls")
 	assert.Equal(t, 5, sections["sustained"], "posts/s, deliveries/s, delivery to the subscribed followers, the backlog, the drain")
 	assert.Equal(t, 2*len(laneCounts), sections["lanes"], "deliveries/s and the time to the last follower, per lane count")
 	for _, f := range r.Figures {

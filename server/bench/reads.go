@@ -145,7 +145,7 @@ func (b *bench) readers(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.readLoad(ctx, body, tokens, min(8, len(tokens)), time.Minute, len(tokens)); err != nil {
+	if _, err := b.readLoad(ctx, sameBody(body, tokens), benchPageSize, min(8, len(tokens)), time.Minute, len(tokens)); err != nil {
 		return nil, err
 	}
 	return tokens, nil
@@ -181,6 +181,28 @@ func (b *bench) readAt(ctx context.Context, op, query string, tokens []string, c
 	if err != nil {
 		return readResult{}, err
 	}
+	return b.readReqsAt(ctx, op, sameBody(body, tokens), benchPageSize, c, d)
+}
+
+// readReq is one request of a read load: its body and its viewer's
+// Authorization header.
+type readReq struct {
+	body []byte
+	auth []string
+}
+
+// sameBody makes the requests of body, one per token.
+func sameBody(body []byte, tokens []string) []readReq {
+	reqs := make([]readReq, len(tokens))
+	for i, t := range tokens {
+		reqs[i] = readReq{body: body, auth: []string{"Bearer " + t}}
+	}
+	return reqs
+}
+
+// readReqsAt is readAt for requests reqs (operation op), each answer
+// holding want cursors.
+func (b *bench) readReqsAt(ctx context.Context, op string, reqs []readReq, want, c int, d time.Duration) (readResult, error) {
 	if err := b.waitIdle(ctx); err != nil {
 		return readResult{}, err
 	}
@@ -189,7 +211,7 @@ func (b *bench) readAt(ctx context.Context, op, query string, tokens []string, c
 		return readResult{}, err
 	}
 	cpu0 := processCPU()
-	res, err := b.readLoad(ctx, body, tokens, c, d, 0)
+	res, err := b.readLoad(ctx, reqs, want, c, d, 0)
 	if err != nil {
 		return readResult{}, err
 	}
@@ -209,10 +231,10 @@ func (b *bench) readAt(ctx context.Context, op, query string, tokens []string, c
 	return res, nil
 }
 
-// readLoad runs c clients reading timelines, the tokens in turn, until d
-// passes or (if limit > 0) limit requests are made, and checks that each
-// response is a page of 50 items.
-func (b *bench) readLoad(ctx context.Context, body []byte, tokens []string, c int, d time.Duration, limit int) (readResult, error) {
+// readLoad runs c clients making reqs in turn until d passes or (if
+// limit > 0) limit requests are made, and checks that each response is a
+// page of want items.
+func (b *bench) readLoad(ctx context.Context, reqs []readReq, want, c int, d time.Duration, limit int) (readResult, error) {
 	// Requests run to their end after d, so that the server's figures
 	// and the client's count the same requests.
 	ctx, cancel := context.WithCancel(ctx)
@@ -230,10 +252,6 @@ func (b *bench) readLoad(ctx context.Context, body []byte, tokens []string, c in
 	if limit <= 0 {
 		limit = maxRequests
 	}
-	auths := make([][]string, len(tokens))
-	for i, t := range tokens {
-		auths[i] = []string{"Bearer " + t}
-	}
 	start := time.Now()
 	for range c {
 		wg.Go(func() {
@@ -250,7 +268,7 @@ func (b *bench) readLoad(ctx context.Context, body []byte, tokens []string, c in
 					return
 				}
 				t0 := time.Now()
-				err := b.readOnce(ctx, body, auths[i%int64(len(auths))], &buf)
+				err := b.readOnce(ctx, reqs[i%int64(len(reqs))], want, &buf)
 				if err != nil {
 					if ctx.Err() != nil {
 						return // another client failed, or bench stops
@@ -283,12 +301,12 @@ var (
 	jsonContentType = []string{"application/json"}
 )
 
-func (b *bench) readOnce(ctx context.Context, body []byte, auth []string, buf *bytes.Buffer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.base+"/graphql", bytes.NewReader(body))
+func (b *bench) readOnce(ctx context.Context, r readReq, want int, buf *bytes.Buffer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.srv.base+"/graphql", bytes.NewReader(r.body))
 	if err != nil {
 		return err
 	}
-	req.Header = http.Header{"Content-Type": jsonContentType, "Authorization": auth}
+	req.Header = http.Header{"Content-Type": jsonContentType, "Authorization": r.auth}
 	resp, err := b.srv.client.Do(req)
 	if err != nil {
 		return err
@@ -299,8 +317,8 @@ func (b *bench) readOnce(ctx context.Context, body []byte, auth []string, buf *b
 		return err
 	}
 	data := buf.Bytes()
-	if resp.StatusCode != http.StatusOK || bytes.Contains(data, []byte(`"errors"`)) || bytes.Count(data, cursorField) != benchPageSize {
-		return fmt.Errorf("a timeline read answered HTTP %d: %.300s", resp.StatusCode, data)
+	if resp.StatusCode != http.StatusOK || bytes.Contains(data, []byte(`"errors"`)) || bytes.Count(data, cursorField) != want {
+		return fmt.Errorf("a read answered HTTP %d: %.300s", resp.StatusCode, data)
 	}
 	return nil
 }

@@ -137,20 +137,36 @@ func Seed(ctx context.Context, sf SeedFlags, cfg SeedConfig, log *slog.Logger, s
 		return err
 	}
 	_ = bar.Finish()
+	// Conversations go through the backend's own operations, after the
+	// users they name; a resumed seed skips the messages already sent.
+	convStart := time.Now()
+	sent, err := seed.LoadConversations(ctx, loader, n, nil)
+	if err != nil {
+		return err
+	}
+	convs := fmt.Sprintf("%d conversations with %d messages (%d sent now, in %v)", len(n.Conversations()), n.ConversationMessages(), sent, time.Since(convStart).Round(time.Millisecond))
 	took := time.Since(start)
 	if loaded == 0 {
-		fmt.Fprintf(stdout, "already seeded: %d users, %d follows, %d messages, %d likes, %d reposts\n", n.Users(), n.Edges(), sf.messages, n.Likes(), n.Reposts())
+		fmt.Fprintf(stdout, "already seeded: %d users, %d follows, %d messages, %d likes, %d reposts; %s\n", n.Users(), n.Edges(), sf.messages, n.Likes(), n.Reposts(), convs)
 		return nil
 	}
 	fmt.Fprintf(stdout, "seeded %d users, %d follows, %d messages, %d likes, %d reposts, %d records in all, in %v (%.0f records/s)\n",
 		n.Users(), n.Edges(), sf.messages, n.Likes(), n.Reposts(), records, took.Round(time.Millisecond), float64(records)/took.Seconds())
+	fmt.Fprintln(stdout, convs)
 	fmt.Fprintf(stdout, "log in as %s … %s with password %q\n", seed.Handle(0), seed.Handle(n.Users()-1), sf.password)
 	return nil
 }
 
+// seedLoader is what herald seed writes through: the bulk path, and the
+// conversations' own operations.
+type seedLoader interface {
+	storage.BulkLoader
+	storage.Conversations
+}
+
 // openLoader opens the store cfg names for a bulk load: the embedded store
 // in its data directory, or MongoDB with its indexes ensured.
-func openLoader(ctx context.Context, cfg SeedConfig, log *slog.Logger) (storage.BulkLoader, func(), error) {
+func openLoader(ctx context.Context, cfg SeedConfig, log *slog.Logger) (seedLoader, func(), error) {
 	if cfg.MongoURI == "" {
 		st, err := embedded.Open(filepath.Join(cfg.DataDir, datadir.EmbeddedDir), embedded.Options{Logger: log})
 		if err != nil {

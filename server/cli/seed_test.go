@@ -48,9 +48,12 @@ func TestSeed(t *testing.T) {
 	assert.Contains(t, out.String(), "seeded 300 users")
 	assert.Contains(t, errOut.String(), "seeding", "a progress bar")
 
+	assert.Contains(t, out.String(), "conversations with")
+
 	out.Reset()
 	require.NoError(t, seedCmd(dir, append(args, "-quiet"), &out, io.Discard))
 	assert.Contains(t, out.String(), "already seeded")
+	assert.Contains(t, out.String(), "(0 sent now", "a seed again sends no conversation message twice")
 
 	err := seedCmd(dir, []string{"-users", "301", "-quiet"}, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "another seeded network", "a different network is not mixed in")
@@ -82,6 +85,43 @@ func TestSeed(t *testing.T) {
 	assert.EqualValues(t, n.InboxSize(reader), inbox["unreadCount"])
 	assert.Len(t, inbox["edges"], min(50, n.InboxSize(reader)))
 	assert.EqualValues(t, len(n.Following(reader)), home["viewer"].(map[string]any)["followingCount"])
+
+	// A group's creator and a direct conversation's starter see their
+	// conversations with the seeded last messages and unread counts.
+	convs := n.Conversations()
+	var users []int
+	for _, group := range []bool{false, true} {
+		i := slices.IndexFunc(convs, func(c *seed.Conversation) bool { return c.Group == group })
+		require.GreaterOrEqual(t, i, 0, "a conversation with group %v", group)
+		users = append(users, convs[i].Members[0])
+	}
+	for _, u := range users {
+		want := map[int]int{} // last seq → unread, over the user's conversations with messages
+		total, count := 0, 0
+		for _, d := range convs {
+			if i := slices.Index(d.Members, u); i >= 0 {
+				count++
+				last := len(d.Authors)
+				want[last] += last - int(d.Reads[i])
+				total += last - int(d.Reads[i])
+			}
+		}
+		tok := servertest.MustGQL(t, base, "", `mutation($h: String!) { logIn(input: {handle: $h, password: "opensesame"}) { token } }`, map[string]any{"h": seed.Handle(u)})["logIn"].(map[string]any)["token"].(string)
+		d := servertest.MustGQL(t, base, tok, `{ conversationsUnreadCount conversations(first: 100) { edges { node { unreadCount lastMessage { seq } } } } }`, nil)
+		assert.EqualValues(t, total, d["conversationsUnreadCount"], "user %d's unread messages", u)
+		edges := d["conversations"].(map[string]any)["edges"].([]any)
+		assert.Len(t, edges, count, "user %d's conversations", u)
+		got := map[int]int{}
+		for _, e := range edges {
+			node := e.(map[string]any)["node"].(map[string]any)
+			last := 0
+			if lm, ok := node["lastMessage"].(map[string]any); ok {
+				last = int(lm["seq"].(float64))
+			}
+			got[last] += int(node["unreadCount"].(float64))
+		}
+		assert.Equal(t, want, got, "user %d: unread counts by last seq", u)
+	}
 
 	// The reader's seeded likes, most recent first, each message with its
 	// seeded count.

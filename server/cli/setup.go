@@ -16,15 +16,18 @@ import (
 
 // setupConfig is what `herald mongo setup` reads from its flags.
 type setupConfig struct {
-	URI        string
-	Database   string
-	DryRun     bool
-	Sharded    string // auto, yes or no
-	TimeZones  bool
-	ColdAfter  time.Duration
-	HotShards  []string
-	ColdShards []string
-	Timeout    time.Duration
+	URI       string
+	Database  string
+	DryRun    bool
+	Sharded   string // auto, yes or no
+	TimeZones bool
+	// DMSenderIndex adds the optional index of conversation messages by
+	// sender.
+	DMSenderIndex bool
+	ColdAfter     time.Duration
+	HotShards     []string
+	ColdShards    []string
+	Timeout       time.Duration
 }
 
 // Mongo is `herald mongo <command>`; setup is the only command.
@@ -59,6 +62,7 @@ func parseSetupConfig(args []string, getenv func(string) string, usage io.Writer
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "print the commands as extended JSON without connecting or running them")
 	fs.StringVar(&cfg.Sharded, "sharded", "auto", "shard the collections: auto (if connected to a mongos), yes or no")
 	fs.BoolVar(&cfg.TimeZones, "time-zones", false, "shard messages by time and keep old ones on the cold shards (needs a sharded cluster; decide before messages are sharded, as changing a shard key takes reshardCollection); re-run daily to move the cutoff")
+	fs.BoolVar(&cfg.DMSenderIndex, "dm-sender-index", false, "add the optional index of conversation messages by sender {a: 1, _id: -1} (a user's sent messages, e.g. an export), which sends then pay for; off by default, as Turms switches optional indexes on by configuration")
 	fs.DurationVar(&cfg.ColdAfter, "cold-after", mongostore.DefaultColdAfter, "with -time-zones: the age at which messages move to the cold zone (at least 24h)")
 	fs.StringVar(&hot, "hot-shards", "", "with -time-zones: comma-separated shards for recent messages")
 	fs.StringVar(&cold, "cold-shards", "", "with -time-zones: comma-separated shards for old messages")
@@ -158,7 +162,7 @@ func splitList(s string) []string {
 
 func (c setupConfig) plan(sharded bool) []mongostore.Step {
 	return mongostore.Plan(mongostore.SetupOptions{
-		Database: c.Database, Sharded: sharded, TimeZones: c.TimeZones && sharded,
+		Database: c.Database, Sharded: sharded, TimeZones: c.TimeZones && sharded, DMSenderIndex: c.DMSenderIndex,
 		ColdAfter: c.ColdAfter, HotShards: c.HotShards, ColdShards: c.ColdShards,
 	})
 }

@@ -41,6 +41,8 @@ var indexLines = []string{
 	`index notifactors.byactor {"o":1,"u":1}: one actor's groups in one feed`,
 	`index users.deleted {"dl":1,"_id":1}: deleted accounts not yet purged`,
 	`index followreqs.request {"o":1,"u":1}: one request per (private account, user)`,
+	`index dms.history {"c":1,"s":1}: a conversation's messages by seq`,
+	`index userconvs.list {"u":1,"lt":-1}: a user's conversations, most recently active first`,
 	`herald> db.runCommand({"createIndexes":"buckets","indexes":[{"key":{"o":1,"k":1},"name":"bucket","unique":true}]})`,
 	`herald> db.runCommand({"createIndexes":"events","indexes":[{"key":{"x":1},"name":"expiry","expireAfterSeconds":0}]})`,
 }
@@ -52,9 +54,16 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		for _, l := range indexLines {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 36, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.Equal(t, 40, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.NotContains(t, out, "dms.sender", "the optional index only when asked for")
 		assert.NotContains(t, out, "shardCollection")
 		assert.NotContains(t, out, "enableSharding")
+	})
+
+	t.Run("OKDMSenderIndex", func(t *testing.T) {
+		out := dryRun(t, "-sharded", "no", "-dm-sender-index")
+		assert.Contains(t, out, `index dms.sender {"a":1,"_id":-1}: optional: the conversation messages a user sent`)
+		assert.Equal(t, 41, strings.Count(out, `db.runCommand({"createIndexes"`), out)
 	})
 
 	t.Run("OKSharded", func(t *testing.T) {
@@ -79,11 +88,15 @@ func TestMongoSetup_DryRun(t *testing.T) {
 			`admin> db.runCommand({"shardCollection":"social.notifications","key":{"o":1,"k":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.notifactors","key":{"g":1,"u":1}})`,
 			`admin> db.runCommand({"shardCollection":"social.notifheads","key":{"_id":"hashed"}})`,
+			`admin> db.runCommand({"shardCollection":"social.convs","key":{"_id":"hashed"}})`,
+			`admin> db.runCommand({"shardCollection":"social.dms","key":{"c":1,"s":1}})`,
+			`admin> db.runCommand({"shardCollection":"social.userconvs","key":{"u":1,"c":1}})`,
+			`admin> db.runCommand({"shardCollection":"social.dmreads","key":{"_id":"hashed"}})`,
 			`social> db.runCommand({"createIndexes":"messages","indexes":[{"key":{"a":1,"_id":1},"name":"shardkey"}]})`,
 		} {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 16, strings.Count(out, `"shardCollection"`))
+		assert.Equal(t, 20, strings.Count(out, `"shardCollection"`))
 		assert.NotContains(t, out, "updateZoneKeyRange")
 		assert.NotContains(t, out, "(if sharded)")
 	})

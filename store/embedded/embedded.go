@@ -155,6 +155,8 @@ type Store struct {
 	// so counts are read-modify-written by one writer at a time and a
 	// delivery cannot race a deletion.
 	inboxMu sync.Mutex
+	// convMu serialises every change to conversations (conversations.go).
+	convMu sync.Mutex
 	// retractSeen is when JobBacklog first counted each pending
 	// JobRetract, whose record holds no deletion time; backlogMu guards it.
 	backlogMu   sync.Mutex

@@ -157,6 +157,9 @@ func (s *Store) UpdateUser(_ context.Context, id store.ID, upd storage.UserUpdat
 		if upd.Private != nil {
 			d.Private = *upd.Private
 		}
+		if upd.MessagesFrom != nil {
+			d.MsgFrom = int32(*upd.MessagesFrom)
+		}
 	})
 }
 

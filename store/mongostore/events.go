@@ -80,6 +80,8 @@ type eventDoc struct {
 	Delivered time.Time          `bson:"d,omitempty"`
 	Subject   primitive.ObjectID `bson:"s,omitempty"`
 	Group     primitive.ObjectID `bson:"g,omitempty"`
+	Conv      []byte             `bson:"c,omitempty"`
+	Seq       int64              `bson:"sq,omitempty"`
 }
 
 // eventTypes maps event types to their stored codes. Codes, not names:
@@ -99,6 +101,13 @@ var eventTypes = map[store.EventType]int32{
 
 	store.EventNotificationRemoved: 9,
 	store.EventNotificationUpdated: 10,
+
+	store.EventConversationMessage:        11,
+	store.EventConversationMessageEdited:  12,
+	store.EventConversationMessageDeleted: 13,
+	store.EventConversationRead:           14,
+	store.EventConversationMemberAdded:    15,
+	store.EventConversationMemberRemoved:  16,
 }
 
 var eventTypeNames = func() map[int32]store.EventType {
@@ -119,13 +128,17 @@ func encodeEvent(ev store.Event) (eventDoc, bool) {
 	if !ok {
 		return eventDoc{}, false
 	}
-	return eventDoc{
+	d := eventDoc{
 		Type: t, User: primitive.ObjectID(ev.UserID),
 		Message: primitive.ObjectID(ev.MessageID), Author: primitive.ObjectID(ev.AuthorID),
 		Mark: primitive.ObjectID(ev.Counts.ReadMark), Total: int64(ev.Counts.Total), Unread: int64(ev.Counts.Unread),
 		Rebuild: ev.Counts.Rebuilding, NoCounts: ev.NoCounts, Delivered: ev.DeliveredAt, Subject: primitive.ObjectID(ev.Subject),
 		Group: primitive.ObjectID(ev.Group),
-	}, true
+	}
+	if c := ev.Conversation; c != nil {
+		d.Conv, d.Seq = []byte(c.ID), int64(c.Seq)
+	}
+	return d, true
 }
 
 func (d eventDoc) event() (store.Event, bool) {
@@ -133,13 +146,17 @@ func (d eventDoc) event() (store.Event, bool) {
 	if !ok {
 		return store.Event{}, false
 	}
-	return store.Event{
+	ev := store.Event{
 		Type: t, UserID: store.ID(d.User), MessageID: store.ID(d.Message), AuthorID: store.ID(d.Author),
 		Counts: store.InboxCounts{
 			Total: int(d.Total), Unread: int(d.Unread), ReadMark: store.ID(d.Mark), Rebuilding: d.Rebuild,
 		},
 		NoCounts: d.NoCounts, DeliveredAt: d.Delivered, Subject: store.ID(d.Subject), Group: store.ID(d.Group),
-	}, true
+	}
+	if len(d.Conv) > 0 {
+		ev.Conversation = &store.ConversationRef{ID: store.ConversationID(d.Conv), Seq: uint64(d.Seq)}
+	}
+	return ev, true
 }
 
 // EventsOptions configure Events. Zero values pick the defaults.

@@ -404,6 +404,7 @@ func TestEvents_Subscribe(t *testing.T) {
 
 func TestEventDoc_RoundTrip(t *testing.T) {
 	id := store.NewID(time.Now())
+	other := store.NewID(time.Now())
 	for _, ev := range []store.Event{
 		{Type: store.EventAdded, UserID: id, MessageID: id, AuthorID: id, Counts: store.InboxCounts{ReadMark: id, Total: 3, Unread: 4, Rebuilding: true}},
 		{Type: store.EventAdded, UserID: id, MessageID: id, AuthorID: id, NoCounts: true, DeliveredAt: time.Now().UTC().Truncate(time.Millisecond)},
@@ -414,6 +415,12 @@ func TestEventDoc_RoundTrip(t *testing.T) {
 		{Type: store.EventSessionsRevoked, UserID: store.SessionsTopic, Subject: id},
 		{Type: store.EventNotified, UserID: id, Group: id, Counts: store.InboxCounts{Total: 2, Unread: 1}},
 		{Type: store.EventNotificationsRead, UserID: id, Counts: store.InboxCounts{Total: 2}},
+		{Type: store.EventConversationMessage, UserID: id, Conversation: &store.ConversationRef{ID: store.DirectConversationID(id, other), Seq: 7}, MessageID: id, AuthorID: other},
+		{Type: store.EventConversationMessageEdited, UserID: id, Conversation: &store.ConversationRef{ID: store.GroupConversationID(other), Seq: 8}, MessageID: id, AuthorID: id},
+		{Type: store.EventConversationMessageDeleted, UserID: id, Conversation: &store.ConversationRef{ID: store.GroupConversationID(other), Seq: 9}, MessageID: id, AuthorID: id},
+		{Type: store.EventConversationRead, UserID: id, Conversation: &store.ConversationRef{ID: store.GroupConversationID(other), Seq: 3}, Subject: other},
+		{Type: store.EventConversationMemberAdded, UserID: id, Conversation: &store.ConversationRef{ID: store.GroupConversationID(other)}, Subject: id},
+		{Type: store.EventConversationMemberRemoved, UserID: id, Conversation: &store.ConversationRef{ID: store.GroupConversationID(other)}, Subject: other},
 	} {
 		t.Run(string(ev.Type), func(t *testing.T) {
 			d, ok := encodeEvent(ev)

@@ -26,3 +26,19 @@ func SetRemoveActorBatch(n int) func() {
 	removeActorBatch = n
 	return func() { removeActorBatch = old }
 }
+
+// SendPoints implements storetest.SendInterleaver: a send has three
+// points where another write may come between its own (sendPoint).
+func (s *Store) SendPoints() int { return 3 }
+
+// InterleaveSend implements storetest.SendInterleaver: the next send
+// runs fn at its point-th point, on its own goroutine.
+func (s *Store) InterleaveSend(point int, fn func()) {
+	h := func(p int) {
+		if p == point {
+			s.testHookSend.Store(nil)
+			fn()
+		}
+	}
+	s.testHookSend.Store(&h)
+}

@@ -49,6 +49,9 @@ type faults struct {
 	notifHolds map[string]*hold
 	notifMu    sync.Mutex
 	notifSeen  map[string]int
+	// convWrite fails the convWrite-th write to the conversation
+	// collections from now (1: the next one); 0 fails none.
+	convWrite atomic.Int32
 	// unkeyed counts the writes of messages whose filter does not name the
 	// author, the shard key's prefix.
 	unkeyed atomic.Int32
@@ -127,9 +130,22 @@ func (c fColl) notifFails() bool {
 	return false
 }
 
+// convFails reports whether this write to a conversation collection is
+// the one convWrite names.
+func (c fColl) convFails() bool {
+	switch c.name {
+	case "convs", "dms", "userconvs", "dmreads":
+		return c.f.convWrite.Add(-1) == 0
+	}
+	return false
+}
+
 func (c fColl) InsertOne(ctx context.Context, doc interface{}, o ...*options.InsertOneOptions) (*mongo.InsertOneResult, error) {
 	if err := c.f.writeErr(); err != nil {
 		return nil, err
+	}
+	if c.convFails() {
+		return nil, errInjected
 	}
 	if c.notifFails() {
 		return nil, errInjected
@@ -143,6 +159,9 @@ func (c fColl) InsertOne(ctx context.Context, doc interface{}, o ...*options.Ins
 func (c fColl) BulkWrite(ctx context.Context, m []mongo.WriteModel, o ...*options.BulkWriteOptions) (*mongo.BulkWriteResult, error) {
 	if err := c.f.writeErr(); err != nil {
 		return nil, err
+	}
+	if c.convFails() {
+		return nil, errInjected
 	}
 	if (c.name == "buckets" && c.f.bucketsBulk.Add(-1) >= 0) || (c.name == "messages" && c.f.msgsBulk.Add(-1) >= 0) {
 		return nil, errInjected
@@ -179,7 +198,7 @@ func (c fColl) FindOneAndUpdate(ctx context.Context, f, u interface{}, o ...*opt
 	if err := c.f.writeErr(); err != nil {
 		return mongo.NewSingleResultFromDocument(bson.D{}, err, nil)
 	}
-	if c.notifFails() {
+	if c.notifFails() || c.convFails() {
 		return mongo.NewSingleResultFromDocument(bson.D{}, errInjected, nil)
 	}
 	return c.ICollection.FindOneAndUpdate(ctx, f, u, o...)
@@ -195,7 +214,7 @@ func (c fColl) UpdateOne(ctx context.Context, f, u interface{}, o ...*options.Up
 	if err := c.f.writeErr(); err != nil {
 		return nil, err
 	}
-	if c.notifFails() {
+	if c.notifFails() || c.convFails() {
 		return nil, errInjected
 	}
 	if c.name == "users" && c.f.gate.CompareAndSwap(true, false) {

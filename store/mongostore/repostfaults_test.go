@@ -2,6 +2,7 @@ package mongostore_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -107,7 +108,7 @@ func TestFaults_RepostNotStored(t *testing.T) {
 			if c.guards > 0 {
 				_, _, err = mkRepost(st, f, func(*faults) {}, x, orig, time.Now())
 				assert.Equal(t, store.ECONFLICT, store.ErrorCode(err), "a fresh guard holds the pair: %v", err)
-				defer mongostore.SetRepostClaimTTL(0)()
+				defer mongostore.SetRepostClaimTTL(anyClaimStale)()
 			}
 			m, _, err := mkRepost(st, f, func(*faults) {}, x, orig, time.Now())
 			require.NoError(t, err)
@@ -214,7 +215,7 @@ func TestFaults_UnrepostNoJobGuardLeft(t *testing.T) {
 	assert.Equal(t, repostState{guards: 1}, readRepost(t, st, orig, x), "deleted and uncounted, the guard left")
 	_, _, err = mkRepost(st, f, func(*faults) {}, x, orig, time.Now())
 	assert.Equal(t, store.ECONFLICT, store.ErrorCode(err), "a fresh guard might be a repost being stored: %v", err)
-	defer mongostore.SetRepostClaimTTL(0)()
+	defer mongostore.SetRepostClaimTTL(anyClaimStale)()
 	again, _, err := mkRepost(st, f, func(*faults) {}, x, orig, time.Now())
 	require.NoError(t, err)
 	assert.Equal(t, repostState{reposts: 1, posted: 1, guards: 1, found: again.ID}, readRepost(t, st, orig, x))
@@ -247,3 +248,9 @@ func TestFaults_LoadBulkRepostCut(t *testing.T) {
 	err := st.CreateMessage(ctx, again, nil)
 	assert.Equal(t, store.ECONFLICT, store.ErrorCode(err), "%v", err)
 }
+
+// anyClaimStale makes every unstored repost's guard stale, however new its
+// claim: IDs never go back within a process, so after a test whose clock
+// runs ahead (the conversation sweeper's), a claim made now can carry a
+// later time, and a TTL of 0 would still find it fresh.
+const anyClaimStale = time.Duration(math.MinInt64)

@@ -109,6 +109,36 @@ const (
 	// account, so they go to one shard; a page's viewerRequestedFollow
 	// names the page's users, so it asks only their shards.
 	collFollowRequests = "followreqs"
+	// Conversations (docs/design.md#conversations; Turms: collections that
+	// follow the key queries, ids that carry the kind, optional indexes).
+	//
+	// convs: docs.Conv — {_id: conversation ID (binData: the two users'
+	// IDs for a direct conversation, 24 bytes; the group's ID, 12), n
+	// name, cr creator, m members, ad admins, sq last seq, t created, rd
+	// read receipts {member hex: seq}}. Members are bounded by the group
+	// size limit, so they live here: a send reads membership and the
+	// fan-out list in one read. Sharded on hashed _id: every read and
+	// write names the conversation.
+	collConvs = "convs"
+	// dms: docs.ConvMsg — {_id: message (its time), c conversation, s
+	// seq, a author, x text, e edited, d deleted, p pending}. The unique
+	// index (c, s) is the history (a page is one range, newest first, not
+	// two ranges of sent and received) and the claim of a seq (a send's
+	// insert; a duplicate takes the next). Sharded on (c, s): a
+	// conversation stays together, and every read and write names c.
+	collDMs = "dms"
+	// userconvs: {u user, c conversation, lt the latest message's ID (or
+	// the time the user joined), ls the last message's seq, lm a copy of
+	// it} — each
+	// user's conversation list: (u, lt) pages it most recently active
+	// first; the unique (u, c) makes a send's upsert one entry per pair.
+	// Sharded on (u, c): the list and its updates name the user.
+	collUserConvs = "userconvs"
+	// dmreads: docs.ReadState — {_id: user, v: {conversation hex: {l last
+	// seq told, r read seq}}}: every unread count of a user in one
+	// document, raised by $max only, so a repeated write counts nothing
+	// twice. Sharded on hashed _id.
+	collDMReads = "dmreads"
 	// entries: {o: owner, m: message, a: author, c: created, d: delivered}
 	// — LayoutEntries (strategy write, Social Inboxes' fan-out on write): one
 	// document per inbox entry. A page is one range read of the unique
@@ -249,6 +279,14 @@ var indexes = []index{
 		"one request per (private account, user); whether a user asked to follow a page's users, covered"),
 	idx(collFollowRequests, bson.D{{Key: "o", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("requests"),
 		"a private account's follow requests oldest first (ListFollowRequests)"),
+	idx(collDMs, bson.D{{Key: "c", Value: 1}, {Key: "s", Value: 1}}, options.Index().SetName("history").SetUnique(true),
+		"a conversation's messages by seq: a history page is one range, and the unique seq is a send's claim"),
+	idx(collDMs, bson.D{{Key: "p", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("pending").SetPartialFilterExpression(bson.D{{Key: "p", Value: bson.D{{Key: "$exists", Value: true}}}}),
+		"sends left unfinished, for recovery; partial, so only pending messages are indexed"),
+	idx(collUserConvs, bson.D{{Key: "u", Value: 1}, {Key: "c", Value: 1}}, options.Index().SetName("entry").SetUnique(true),
+		"one list entry per (user, conversation): a send's upsert, and an edit's update of the members' copies"),
+	idx(collUserConvs, bson.D{{Key: "u", Value: 1}, {Key: "lt", Value: -1}}, options.Index().SetName("list"),
+		"a user's conversations, most recently active first: a page is one range"),
 	idx(collLikes, bson.D{{Key: "u", Value: 1}, {Key: "m", Value: 1}}, options.Index().SetName("like").SetUnique(true),
 		"one like per (user, message); whether u likes a page's messages, covered"),
 	idx(collLikes, bson.D{{Key: "m", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("likers"),
@@ -285,6 +323,13 @@ var indexes = []index{
 		"events expire once every process has had time to read them"),
 }
 
+// dmSenderIndex is an optional index (Turms: indexes a deployment switches
+// on only when it needs the feature), which `herald mongo setup
+// -dm-sender-index` adds and EnsureIndexes never does: every send would
+// pay for it, and no query of Herald's needs it.
+var dmSenderIndex = idx(collDMs, bson.D{{Key: "a", Value: 1}, {Key: "_id", Value: -1}}, options.Index().SetName("sender"),
+	"optional: the conversation messages a user sent, newest first (an export of one's messages); names no shard key, so it asks every shard")
+
 // shardKeys are the shard keys `herald mongo setup` applies on a sharded cluster.
 var shardKeys = []struct {
 	coll string
@@ -300,6 +345,10 @@ var shardKeys = []struct {
 	{collReposts, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "a repost's guard is inserted, read and removed by (user, original); the unique (u, o) needs the shard key as its prefix"},
 	{collBlocks, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "block, unblock, lists and a page's checks name the user; fan-out's check names a chunk's owners, so it asks only their shards; the unique (u, o, rk) needs the shard key as its prefix"},
 	{collFollowRequests, bson.D{{Key: "o", Value: 1}, {Key: "u", Value: 1}}, "the list and its answers name the private account; a page's checks name the page's users, so they ask only their shards; the unique (o, u) needs the shard key as its prefix"},
+	{collConvs, bson.D{{Key: "_id", Value: "hashed"}}, "every conversation read and write names it; hashed spreads them evenly"},
+	{collDMs, bson.D{{Key: "c", Value: 1}, {Key: "s", Value: 1}}, "a conversation's history stays together: a page and every edit name (c, s); the unique (c, s) needs the shard key as its prefix"},
+	{collUserConvs, bson.D{{Key: "u", Value: 1}, {Key: "c", Value: 1}}, "a user's list and its updates name the user; the unique (u, c) needs the shard key as its prefix"},
+	{collDMReads, bson.D{{Key: "_id", Value: "hashed"}}, "every read state read and write names the user; hashed spreads them evenly"},
 	{collNotifGroups, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, "every read and write names the owner, so a feed page and a notice stay on one shard; the unique (o, k) needs the shard key as its prefix"},
 	{collNotifActors, bson.D{{Key: "g", Value: 1}, {Key: "u", Value: 1}}, "a notice's dedupe and a group's actors name the group; the unique (g, u) needs the shard key as its prefix"},
 	{collNotifHeads, bson.D{{Key: "_id", Value: "hashed"}}, "every head read and write names the owner; hashed spreads them evenly"},
@@ -333,7 +382,7 @@ var FieldNames = map[string]string{
 	// and blocks (u the user, o the target)
 	"rk": "relationKind",
 	// and follow requests (u the user, o the private account); users' pv
-	"pv": "private",
+	"pv": "private", "mf": "messagesFrom",
 	"ro": "repostOf", "roa": "repostOfAuthor", "rp": "repostCount", "hh": "homeHidden",
 	// entries, buckets and caches (o owner, k key, e entries; m message,
 	// d delivered, b bucket; f complete, cv version)
@@ -345,6 +394,11 @@ var FieldNames = map[string]string{
 	"np": "pendingNotice", "ni": "noticeID", "nx": "claimExpires",
 	// and an actor's removal under way (np.nq: g, k, nc, nl as above)
 	"nq": "pendingRemoval", "na": "removedActor", "nd": "removalDrops",
+	// conversations: convs (n name, m members, ad admins, sq last seq,
+	// rd read receipts), dms (c conversation, s seq, x text, d deleted,
+	// p pending), userconvs (lt last activity, lm last message), dmreads
+	// (v conversations: l last seq, r read seq)
+	"cr": "creator", "ad": "admins", "sq": "lastSeq", "rd": "readSeqs", "lt": "lastActivity", "ls": "lastMessageSeq", "lm": "lastMessage",
 	// names (l the names) and jobs (l the layout, p the chunk's plan)
 	"l": "names",
 }

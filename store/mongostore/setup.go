@@ -43,6 +43,9 @@ type SetupOptions struct {
 	// TimeZones (with Sharded) shards messages on _id and adds the hot and
 	// cold zone ranges, split at ColdAfter ago.
 	TimeZones bool
+	// DMSenderIndex adds optionalIndexes' index of conversation messages
+	// by sender.
+	DMSenderIndex bool
 	// ColdAfter is the age at which messages become cold; DefaultColdAfter
 	// by default. The cutoff is rounded down to a UTC midnight, so runs on
 	// one day plan the same ranges.
@@ -121,6 +124,9 @@ func Plan(opts SetupOptions) []Step {
 	var steps []Step
 	for _, ix := range indexes {
 		steps = append(steps, indexStep(db, ix, false))
+	}
+	if opts.DMSenderIndex {
+		steps = append(steps, indexStep(db, dmSenderIndex, false))
 	}
 	if !opts.Sharded {
 		return steps

@@ -85,7 +85,7 @@ func TestPlan_Sharded(t *testing.T) {
 	}
 
 	// Shard keys no index supports get one before shardCollection: the
-	// hashed users, notification heads and caches keys, and messages' (a, _id) (the outbox
+	// hashed users, conversations, read states, notification heads and caches keys, and messages' (a, _id) (the outbox
 	// index runs _id descending, which cannot serve a shard key). The
 	// others are served by their unique indexes or _id.
 	var keyIdx []string
@@ -97,6 +97,8 @@ func TestPlan_Sharded(t *testing.T) {
 	assert.Equal(t, []string{
 		`{"createIndexes":"users","indexes":[{"key":{"_id":"hashed"},"name":"shardkey"}]}`,
 		`{"createIndexes":"messages","indexes":[{"key":{"a":1,"_id":1},"name":"shardkey"}]}`,
+		`{"createIndexes":"convs","indexes":[{"key":{"_id":"hashed"},"name":"shardkey"}]}`,
+		`{"createIndexes":"dmreads","indexes":[{"key":{"_id":"hashed"},"name":"shardkey"}]}`,
 		`{"createIndexes":"notifheads","indexes":[{"key":{"_id":"hashed"},"name":"shardkey"}]}`,
 		`{"createIndexes":"caches","indexes":[{"key":{"_id":"hashed"},"name":"shardkey"}]}`,
 	}, keyIdx)

@@ -50,10 +50,15 @@ type Store struct {
 	names, events, leases, locks         lungo.ICollection
 	// the notifications feed (notifications.go)
 	notifGroups, notifActors, notifHeads lungo.ICollection
+	// conversations (conversations.go)
+	convs, dms, userConvs, dmReads lungo.ICollection
 
 	tokens *tokenCache
 	// inFlight is the job this process last recorded as running (beginJob).
 	inFlight atomic.Pointer[jobKey]
+	// testHookSend, when set, runs at each point of a conversation send
+	// where another write may come between its own (sendPoint).
+	testHookSend atomic.Pointer[func(point int)]
 }
 
 var (
@@ -124,6 +129,7 @@ func New(client lungo.IClient, name string, opts Options) *Store {
 		events: db.Collection(collEvents), leases: db.Collection(collLeases), locks: db.Collection(collLocks),
 		reposts: db.Collection(collReposts), blocks: db.Collection(collBlocks), followRequests: db.Collection(collFollowRequests), notifGroups: db.Collection(collNotifGroups),
 		notifActors: db.Collection(collNotifActors), notifHeads: db.Collection(collNotifHeads),
+		convs: db.Collection(collConvs), dms: db.Collection(collDMs), userConvs: db.Collection(collUserConvs), dmReads: db.Collection(collDMReads),
 		tokens: newTokenCache(),
 	}
 }

@@ -293,6 +293,13 @@ func (s *Store) UpdateUser(ctx context.Context, id store.ID, upd storage.UserUpd
 	default:
 		unset = append(unset, bson.E{Key: "pv", Value: ""})
 	}
+	switch {
+	case upd.MessagesFrom == nil:
+	case *upd.MessagesFrom != store.MessagesFromEveryone:
+		set = append(set, bson.E{Key: "mf", Value: int32(*upd.MessagesFrom)})
+	default:
+		unset = append(unset, bson.E{Key: "mf", Value: ""})
+	}
 	if len(set) == 0 && len(unset) == 0 {
 		return s.FindUserByID(ctx, id)
 	}

@@ -29,6 +29,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"herald/store"
@@ -136,6 +137,9 @@ type Network struct {
 	reposter    []uint32
 	repostIDs   []store.ID
 	byReposter  [][]uint32
+	// convs are drawn on first use (Conversations).
+	convOnce sync.Once
+	convs    []*Conversation
 }
 
 // Generate builds the network cfg describes.

@@ -615,3 +615,66 @@ func TestNetwork_RepostIDs(t *testing.T) {
 		seen[id] = j
 	}
 }
+
+// The conversations come in the proportions conversations.go sets: a
+// tenth of the users started direct conversations with people they
+// follow, one user in 500 a group of 3 to 20, and some of the members
+// have something unread.
+func TestGenerate_Conversations(t *testing.T) {
+	cfg := Config{Seed: 1, Users: 20_000, AvgFollows: 20, Messages: 100}
+	n, err := Generate(cfg)
+	require.NoError(t, err)
+	convs := n.Conversations()
+	starters := map[int]bool{}
+	ids := map[store.ConversationID]bool{}
+	var groups, memberships, unread, messages int
+	for _, c := range convs {
+		id := c.ID(n)
+		assert.False(t, ids[id], "a conversation twice")
+		ids[id] = true
+		assert.Equal(t, c.Group, id.IsGroup())
+		last := uint64(len(c.Authors))
+		messages += len(c.Authors)
+		if c.Group {
+			groups++
+			assert.GreaterOrEqual(t, len(c.Members), minGroup)
+			assert.LessOrEqual(t, len(c.Members), maxGroup)
+			assert.LessOrEqual(t, len(c.Authors), maxGroupMessages)
+			assert.Len(t, slices.Compact(slices.Sorted(slices.Values(c.Members))), len(c.Members), "members are distinct")
+		} else {
+			starters[c.Members[0]] = true
+			_, follows := slices.BinarySearch(n.Following(c.Members[0]), uint32(c.Members[1]))
+			assert.True(t, follows, "a direct conversation is with someone its starter follows")
+			assert.GreaterOrEqual(t, len(c.Authors), 1)
+			assert.LessOrEqual(t, len(c.Authors), maxDirectMessages)
+		}
+		for i, m := range c.Members {
+			memberships++
+			assert.LessOrEqual(t, c.Reads[i], last)
+			for s, a := range c.Authors {
+				assert.Contains(t, c.Members, a, "an author is a member")
+				if a == m {
+					assert.GreaterOrEqual(t, c.Reads[i], uint64(s+1), "a sender read its own message")
+				}
+			}
+			if c.Reads[i] < last {
+				unread++
+			}
+		}
+		for seq := range last {
+			m := n.convMessage(c, 0, seq+1)
+			assert.Equal(t, id, m.ConversationID)
+			assert.NotEmpty(t, m.Text)
+		}
+	}
+	assert.InDelta(t, directShare, float64(len(starters))/float64(cfg.Users), 0.02, "users who started direct conversations")
+	assert.InDelta(t, cfg.Users/groupUsers, groups, 3, "groups")
+	share := float64(unread) / float64(memberships)
+	assert.True(t, share > 0.05 && share < 0.4, "members with unread messages: %.2f", share)
+	assert.Equal(t, messages, n.ConversationMessages())
+	t.Logf("%d conversations (%d groups), %d messages, %.0f%% of memberships with unread messages", len(convs), groups, messages, 100*share)
+
+	again, err := Generate(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, convs, again.Conversations(), "the same on every run")
+}

@@ -108,6 +108,13 @@ func (d *deleter) run(ctx context.Context) {
 // past their grace period.
 func (d *deleter) sweep(ctx context.Context) error {
 	s := d.s
+	if !s.fanout.isLeader() {
+		return nil // the lease holder sweeps
+	}
+	// The same sweeper finishes conversation sends left pending.
+	if err := s.recoverConversationSends(ctx); err != nil {
+		return fmt.Errorf("recovering conversation sends: %w", err)
+	}
 	after := store.NilID
 	for {
 		if !s.fanout.isLeader() {

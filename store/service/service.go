@@ -92,6 +92,10 @@ type Options struct {
 	// (FanoutBacklog); between reads it reports the last figures. Default
 	// DefaultLagReadEvery.
 	LagReadEvery time.Duration
+	// MaxGroupMembers bounds a group conversation's members (default
+	// DefaultMaxGroupMembers): they are kept with the conversation, and
+	// each message updates every member's list and read state.
+	MaxGroupMembers int
 }
 
 // DefaultDeletionGrace is Options.DeletionGrace's default.
@@ -150,6 +154,9 @@ func NewService(backend storage.Backend, events pubsub.Events, opts Options) *Se
 	}
 	if opts.LagReadEvery <= 0 {
 		opts.LagReadEvery = DefaultLagReadEvery
+	}
+	if opts.MaxGroupMembers <= 0 {
+		opts.MaxGroupMembers = DefaultMaxGroupMembers
 	}
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = DefaultChunkSize

@@ -34,6 +34,7 @@ type Backend interface {
 	Inboxes
 	Caches
 	Jobs
+	Conversations
 
 	// Close releases the backend. No method may be called after it.
 	Close() error
@@ -475,6 +476,8 @@ type UserUpdate struct {
 	AvatarURL   *string
 	// Private makes the account private (true) or public (false).
 	Private *bool
+	// MessagesFrom sets who may send the user a direct message.
+	MessagesFrom *store.MessagePolicy
 }
 
 // MessageFilter selects an author's messages.

@@ -580,3 +580,73 @@ func (w observedLeaser) ReleaseFanoutLease(ctx context.Context, holder string) e
 	w.o.Observe("ReleaseFanoutLease", start, err)
 	return err
 }
+
+func (w *observed) CreateConversation(ctx context.Context, c *store.Conversation) error {
+	start := time.Now()
+	err := w.b.CreateConversation(ctx, c)
+	w.o.Observe("CreateConversation", start, err)
+	return err
+}
+
+func (w *observed) FindConversations(ctx context.Context, ids []store.ConversationID) ([]*store.Conversation, error) {
+	start := time.Now()
+	r0, err := w.b.FindConversations(ctx, ids)
+	w.o.Observe("FindConversations", start, err)
+	return r0, err
+}
+
+func (w *observed) AppendConversationMessage(ctx context.Context, m *store.ConversationMessage) (*store.Conversation, error) {
+	start := time.Now()
+	r0, err := w.b.AppendConversationMessage(ctx, m)
+	w.o.Observe("AppendConversationMessage", start, err)
+	return r0, err
+}
+
+func (w *observed) RecoverConversationSends(ctx context.Context, olderThan time.Time) ([]*store.ConversationMessage, error) {
+	start := time.Now()
+	r0, err := w.b.RecoverConversationSends(ctx, olderThan)
+	w.o.Observe("RecoverConversationSends", start, err)
+	return r0, err
+}
+
+func (w *observed) ListConversationMessages(ctx context.Context, conv store.ConversationID, r store.SeqRange) ([]*store.ConversationMessage, error) {
+	start := time.Now()
+	r0, err := w.b.ListConversationMessages(ctx, conv, r)
+	w.o.Observe("ListConversationMessages", start, err)
+	return r0, err
+}
+
+func (w *observed) UpdateConversationMessage(ctx context.Context, conv store.ConversationID, seq uint64, upd ConversationMessageUpdate) (*store.ConversationMessage, error) {
+	start := time.Now()
+	r0, err := w.b.UpdateConversationMessage(ctx, conv, seq, upd)
+	w.o.Observe("UpdateConversationMessage", start, err)
+	return r0, err
+}
+
+func (w *observed) ChangeConversationMembers(ctx context.Context, conv store.ConversationID, ch MemberChange) (*store.Conversation, error) {
+	start := time.Now()
+	r0, err := w.b.ChangeConversationMembers(ctx, conv, ch)
+	w.o.Observe("ChangeConversationMembers", start, err)
+	return r0, err
+}
+
+func (w *observed) ListConversations(ctx context.Context, user store.ID, r store.Range) ([]store.ConversationEntry, error) {
+	start := time.Now()
+	r0, err := w.b.ListConversations(ctx, user, r)
+	w.o.Observe("ListConversations", start, err)
+	return r0, err
+}
+
+func (w *observed) MarkConversationRead(ctx context.Context, user store.ID, conv store.ConversationID, seq uint64) (store.UnreadConversations, error) {
+	start := time.Now()
+	r0, err := w.b.MarkConversationRead(ctx, user, conv, seq)
+	w.o.Observe("MarkConversationRead", start, err)
+	return r0, err
+}
+
+func (w *observed) ReadUnreadConversations(ctx context.Context, user store.ID) (store.UnreadConversations, error) {
+	start := time.Now()
+	r0, err := w.b.ReadUnreadConversations(ctx, user)
+	w.o.Observe("ReadUnreadConversations", start, err)
+	return r0, err
+}

@@ -113,7 +113,7 @@ func TestObserve_NamesEachCallByItsMethod(t *testing.T) {
 		})
 	}
 	// Every Backend method but Close, the Leaser's two, and DeliverInboxes.
-	assert.Equal(t, 71+2+1, checked)
+	assert.Equal(t, 81+2+1, checked)
 }
 
 // delivering fakes DeliverInbox: the chunk of a job with no ID is gone,

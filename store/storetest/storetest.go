@@ -35,6 +35,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Likes", func(t *testing.T) { testLikes(t, open) })
 	t.Run("Blocks", func(t *testing.T) { testBlocks(t, open) })
 	t.Run("FollowRequests", func(t *testing.T) { testFollowRequests(t, open) })
+	t.Run("Conversations", func(t *testing.T) { testConversations(t, open) })
 	t.Run("Notifications", func(t *testing.T) { testNotifications(t, open) })
 	t.Run("Threads", func(t *testing.T) { testThreads(t, open) })
 	t.Run("Reposts", func(t *testing.T) { testReposts(t, open) })

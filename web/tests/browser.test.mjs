@@ -100,6 +100,21 @@ describe('playground at /', () => {
       await waitForResponse(page, 'the Follow result', (s) => s.includes(`"handle": "bob_${suffix}"`) && s.includes('"followerCount": 1') && s.includes('"viewerFollows": true'));
       await screenshot(page, dir, 'playground-1b-carried-id', false);
 
+      // A direct message to bob: its conversation's id and its own are
+      // carried, and Conversations lists the conversation.
+      await run(page, 'SendDirectMessage');
+      await waitForResponse(page, 'the SendDirectMessage result', (s) => s.includes('"text": "Tea at five?"') && s.includes('"seq": 1'));
+      // Global ids are base64url of "Conversation:..." and
+      // "ConversationMessage:...".
+      await until(
+        async () => /"conversationId": "Q29udmVyc2F0aW9uO[\w-]+"/.test(await savedVariables()) && /"conversationMessageId": "Q29udmVyc2F0aW9uTWVzc2FnZT[\w-]+"/.test(await savedVariables()),
+        TIMEOUT.ui,
+        'the conversation and message ids in the Variables pane',
+        savedVariables,
+      );
+      await run(page, 'Conversations');
+      await waitForResponse(page, 'the Conversations result', (s) => s.includes('"isGroup": false') && s.includes(`"handle": "bob_${suffix}"`) && s.includes('"conversationsUnreadCount": 0'));
+
       // The token is sent: Inbox, which needs sign-in, answers as alice.
       await run(page, 'Inbox');
       await waitForResponse(page, 'the Inbox result', (s) => /"totalCount": 0, "unreadCount": 0, "rebuilding": false/.test(s));

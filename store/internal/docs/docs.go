@@ -13,7 +13,8 @@
 //	          pc pulled messages (hybrid celebrity posts),
 //	          at custom attributes: [{k name-store token, v value}],
 //	          tv token version, rt revoked tokens: [{i token id, e expires}],
-//	          pv private account (absent when public)
+//	          pv private account (absent when public),
+//	          mf who may message the user (absent: everyone)
 //	messages: _id id, a author, t text, k kind (0 post, 1 reply, 2 repost),
 //	          r replied-to message, ra its author, c created, e edited,
 //	          pl pulled (not fanned out), me mentioned users,
@@ -61,7 +62,8 @@ type User struct {
 	Private bool       `bson:"pv,omitempty"`
 	// NeverBlocked (store.User.NeverBlocked): present, true, until the
 	// user is first blocked.
-	NeverBlocked bool `bson:"nb,omitempty"`
+	NeverBlocked bool  `bson:"nb,omitempty"`
+	MsgFrom      int32 `bson:"mf,omitempty"`
 }
 
 // Revoked is a revoked token as stored: its id and when it expires.
@@ -85,7 +87,7 @@ func FromUser(u *store.User) *User {
 		Created: u.CreatedAt, Seen: u.LastSeenAt,
 		Followers: int64(u.FollowerCount), Following: int64(u.FollowingCount), Messages: int64(u.MessageCount),
 		Pulled: int64(u.PulledCount), TokenVer: int64(u.TokenVersion), Revoked: FromRevoked(u.RevokedTokens), Kept: u.KeptToken,
-		Private: u.Private, NeverBlocked: u.NeverBlocked,
+		Private: u.Private, NeverBlocked: u.NeverBlocked, MsgFrom: int32(u.MessagesFrom),
 	}
 }
 
@@ -110,6 +112,7 @@ func (d *User) Store() *store.User {
 		FollowerCount: int(d.Followers), FollowingCount: int(d.Following), MessageCount: int(d.Messages),
 		PulledCount: int(d.Pulled), TokenVersion: int(d.TokenVer), RevokedTokens: d.RevokedTokens(),
 		KeptToken: d.Kept, DeletedAt: d.DeletedAt(), Private: d.Private, NeverBlocked: d.NeverBlocked,
+		MessagesFrom: store.MessagePolicy(d.MsgFrom),
 	}
 }
 

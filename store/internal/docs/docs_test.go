@@ -36,6 +36,7 @@ type longUser struct {
 	Deleted      *time.Time         `bson:"deletedAt,omitempty"`
 	Private      bool               `bson:"private,omitempty"`
 	NeverBlocked bool               `bson:"neverBlocked,omitempty"`
+	MsgFrom      int32              `bson:"messagesFrom,omitempty"`
 }
 
 func TestShortFieldNames_BytesSaved(t *testing.T) {

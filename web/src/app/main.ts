@@ -6,6 +6,7 @@
 //   #/notifications        notifications (views/notifications.ts)
 //   #/u/<handle>[/<tab>]   a profile: posts, followers, following, likes
 //   #/m/<id>               a conversation (views/thread.ts)
+//   #/messages[/...]       direct messages and groups (views/messages.ts)
 //   #/settings             settings (views/settings.ts)
 import './style.css';
 
@@ -19,6 +20,7 @@ import { startClock } from './time';
 import { avatar } from './ui';
 import { ownProfileChanged, startHome, stopHome } from './views/home';
 import { reloadNotifications, startNotifications, stopNotifications } from './views/notifications';
+import { renderMessages, startMessages, stopMessages } from './views/messages';
 import { renderProfile, type ProfileTab } from './views/profile';
 import { renderSearch } from './views/search';
 import { renderSettings } from './views/settings';
@@ -84,12 +86,14 @@ function showApp(v: Viewer): void {
   el.app.hidden = false;
   startHome();
   startNotifications();
+  startMessages();
   route();
 }
 
 function signOut(message?: string): void {
   stopHome();
   stopNotifications();
+  stopMessages();
   setToken(null);
   session.viewer = null;
   el.other.replaceChildren();
@@ -154,7 +158,7 @@ function route(): void {
   el.home.hidden = view !== 'home';
   el.notifications.hidden = view !== 'notifications';
   el.other.hidden = view === 'home' || view === 'notifications';
-  const titles: Record<string, string> = { home: 'Home', notifications: 'Notifications', search: 'Search', settings: 'Settings', m: 'Conversation' };
+  const titles: Record<string, string> = { home: 'Home', notifications: 'Notifications', search: 'Search', settings: 'Settings', m: 'Conversation', messages: 'Messages' };
   document.title = `${view === 'u' ? `@${arg}` : (titles[view] ?? 'Herald')} · Herald`;
   switch (view) {
     case 'home':
@@ -169,6 +173,9 @@ function route(): void {
       break;
     case 'm':
       renderThread(el.other, arg ?? '');
+      break;
+    case 'messages':
+      renderMessages(el.other, arg, sub);
       break;
     case 'settings':
       renderSettings(el.other, {

@@ -59,3 +59,35 @@ ${MESSAGE}`;
 
 export const msgMutation = (field: string): string => `mutation($id: ID!) { ${field}(messageId: $id) { ...Msg } } ${MESSAGE}`;
 export const userMutation = (field: string): string => `mutation($id: ID!) { ${field}(userId: $id) { ${USER} } }`;
+
+// ---- conversations (direct messages and groups) ----
+
+export const CONV_MESSAGE = `id conversationId seq author { ${USER_REF} } text createdAt editedAt deleted`;
+// What a row of the conversation list shows: peer or name, last message, unread.
+export const CONV_SUMMARY = `id isGroup name memberCount peer { ${USER_REF} } unreadCount lastMessage { ${CONV_MESSAGE} }`;
+// What the open conversation needs besides its messages.
+export const CONV_FULL = `${CONV_SUMMARY} members { ${USER_REF} } admins { id } readPositions { member { id } seq }`;
+
+export const CONVERSATIONS = `query Conversations($after: String) {
+  conversations(first: 20, after: $after) { edges { cursor node { ${CONV_SUMMARY} } } pageInfo { hasNextPage endCursor } }
+  conversationsUnreadCount
+}`;
+
+export const CONVERSATION = `query Conversation($id: ID!, $after: String) {
+  conversation(id: $id) {
+    ${CONV_FULL}
+    messages(first: 30, after: $after) { edges { cursor node { ${CONV_MESSAGE} } } pageInfo { hasNextPage endCursor } }
+  }
+}`;
+
+export const CONVERSATION_EVENTS = `subscription ConversationEvents($after: String) {
+  conversationEvents(after: $after) {
+    type conversationId unreadCount cursor
+    edge { cursor node { ${CONV_MESSAGE} } }
+    message { ${CONV_MESSAGE} }
+    deletedMessageId
+    member { ${USER_REF} }
+    readSeq
+    conversation { ${CONV_FULL} }
+  }
+}`;

@@ -90,3 +90,43 @@ export interface Connection<T> {
   edges: { cursor: string; node: T }[];
   pageInfo: { hasNextPage: boolean; endCursor: string | null };
 }
+
+export interface ConvMessage {
+  id: string;
+  conversationId: string;
+  seq: number;
+  author: UserRef | null;
+  text: string;
+  createdAt: string;
+  editedAt: string | null;
+  deleted: boolean;
+}
+
+export interface ConvSummary {
+  id: string;
+  isGroup: boolean;
+  name: string | null;
+  memberCount: number;
+  peer: UserRef | null;
+  unreadCount: number;
+  lastMessage: ConvMessage | null;
+}
+
+export interface ConvFull extends ConvSummary {
+  members: UserRef[];
+  admins: { id: string }[];
+  readPositions: { member: { id: string }; seq: number }[];
+}
+
+export interface ConversationEvent {
+  type: string;
+  conversationId: string;
+  unreadCount: number;
+  cursor: string;
+  edge: { cursor: string; node: ConvMessage } | null;
+  message: ConvMessage | null;
+  deletedMessageId: string | null;
+  member: UserRef | null;
+  readSeq: number | null;
+  conversation: ConvFull | null;
+}

@@ -71,6 +71,23 @@ export const exampleOperations = `# Herald's GraphQL playground: one named opera
 # 9. LogOut ends the token in the Headers pane at once,
 #    on every server: its websockets close with 4403.
 #    LogOutEverywhere ends every token of your account.
+# 10. Direct and group messages: SendDirectMessage sends
+#    "dmText" to the user in "userId" (run CreateFriend then
+#    FindUser first); its conversation's id lands in
+#    "conversationId" and the message's in
+#    "conversationMessageId". Conversations lists yours,
+#    most recently active first, with their last message
+#    and unread count; Conversation reads one's messages
+#    and read receipts. CreateGroup makes a group named
+#    "groupName" with the user in "userId";
+#    SendGroupMessage writes to the conversation in
+#    "conversationId", MarkConversationRead reads it,
+#    EditConversationMessage and DeleteConversationMessage
+#    change your message in "conversationMessageId".
+#    SetMessagesFrom ("messagesFrom": EVERYONE, FOLLOWING
+#    or NOBODY) says who may message you.
+#    ConversationEvents shows each change live: MESSAGE,
+#    EDITED, DELETED, READ, MEMBER_ADDED, MEMBER_REMOVED.
 
 mutation SignUp($handle: String!, $password: String!, $displayName: String) {
   signUp(input: {handle: $handle, password: $password, displayName: $displayName}) {
@@ -482,6 +499,169 @@ subscription InboxEvents($after: String) {
   }
 }
 
+mutation SendDirectMessage($userId: ID!, $dmText: String!) {
+  sendDirectMessage(to: $userId, text: $dmText) {
+    id
+    conversationId
+    seq
+    text
+    createdAt
+  }
+}
+
+query Conversations {
+  conversations(first: 20) {
+    edges {
+      cursor
+      node {
+        id
+        isGroup
+        name
+        memberCount
+        peer {
+          handle
+        }
+        unreadCount
+        lastMessage {
+          id
+          seq
+          text
+          author {
+            handle
+          }
+        }
+      }
+    }
+    pageInfo {
+      hasNextPage
+      endCursor
+    }
+  }
+  conversationsUnreadCount
+}
+
+query Conversation($conversationId: ID!) {
+  conversation(id: $conversationId) {
+    id
+    name
+    members {
+      handle
+    }
+    readPositions {
+      member {
+        handle
+      }
+      seq
+    }
+    messages(first: 20) {
+      edges {
+        cursor
+        node {
+          id
+          seq
+          text
+          deleted
+          editedAt
+          author {
+            handle
+          }
+        }
+      }
+      pageInfo {
+        hasNextPage
+        endCursor
+      }
+    }
+  }
+}
+
+mutation CreateGroup($groupName: String!, $userId: ID!) {
+  createGroup(name: $groupName, memberIds: [$userId]) {
+    id
+    name
+    memberCount
+    admins {
+      handle
+    }
+  }
+}
+
+mutation SendGroupMessage($conversationId: ID!, $dmText: String!) {
+  sendGroupMessage(conversationId: $conversationId, text: $dmText) {
+    id
+    conversationId
+    seq
+    text
+  }
+}
+
+mutation MarkConversationRead($conversationId: ID!) {
+  markConversationRead(id: $conversationId) {
+    id
+    unreadCount
+    readPositions {
+      member {
+        handle
+      }
+      seq
+    }
+  }
+}
+
+mutation EditConversationMessage($conversationMessageId: ID!, $dmText: String!) {
+  editConversationMessage(id: $conversationMessageId, text: $dmText) {
+    id
+    conversationId
+    text
+    editedAt
+  }
+}
+
+mutation DeleteConversationMessage($conversationMessageId: ID!) {
+  deleteConversationMessage(id: $conversationMessageId)
+}
+
+mutation SetMessagesFrom($messagesFrom: MessagePolicy!) {
+  setMessagesFrom(policy: $messagesFrom) {
+    handle
+    messagesFrom
+  }
+}
+
+subscription ConversationEvents($after: String) {
+  conversationEvents(after: $after) {
+    type
+    cursor
+    conversationId
+    unreadCount
+    edge {
+      cursor
+      node {
+        id
+        seq
+        text
+        author {
+          handle
+        }
+      }
+    }
+    message {
+      id
+      text
+      editedAt
+    }
+    deletedMessageId
+    member {
+      handle
+    }
+    readSeq
+    conversation {
+      id
+      memberCount
+    }
+  }
+}
+
 subscription NotificationEvents($after: String) {
   notificationEvents(after: $after) {
     type
@@ -536,6 +716,11 @@ export function exampleVariables(suffix: string = randomSuffix()): string {
   "text": "Hello from the playground, @${bob}!",
   "after": null,
   "private": true,
+  "conversationId": null,
+  "conversationMessageId": null,
+  "dmText": "Tea at five?",
+  "groupName": "Tea party",
+  "messagesFrom": "EVERYONE",
   "oldPassword": "correct horse",
   "newPassword": "correct horse battery staple"
 }

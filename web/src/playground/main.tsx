@@ -9,7 +9,7 @@ import { GraphiQL } from 'graphiql';
 import { StrictMode, useEffect, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 
-import { onCarried, withCarried, type Carried } from './carry';
+import { CARRIED_KEYS, onCarried, withCarried, type Carried } from './carry';
 import { exampleOperations, exampleVariables } from './examples';
 import { fetcher } from './fetcher';
 import { onIssuedToken, tokenOfText, withToken } from './token';
@@ -82,7 +82,8 @@ function TokenStatus() {
 }
 
 // CarryIds writes the ids each result shows into the Variables pane
-// ("userId", "messageId", "groupId"), so the next example runs on them,
+// ("userId", "messageId", "groupId", "conversationId",
+// "conversationMessageId"), so the next example runs on them,
 // and says under the result pane what it carried.
 function CarryIds() {
   const variableEditor = useGraphiQL((s) => s.variableEditor);
@@ -99,7 +100,7 @@ function CarryIds() {
     [variableEditor],
   );
   if (!last) return null;
-  const parts = (['userId', 'messageId', 'groupId'] as const).filter((k) => last[k]).map((k) => `${k} ← ${last.labels[k] || '…' + last[k]!.slice(-6)}`);
+  const parts = CARRIED_KEYS.filter((k) => last[k]).map((k) => `${k} ← ${last.labels[k] || '…' + last[k]!.slice(-6)}`);
   return (
     <p className="herald-token-status" data-testid="carried-ids" role="status">
       Carried into Variables: {parts.join(', ')}

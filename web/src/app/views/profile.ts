@@ -58,6 +58,8 @@ function renderHead(head: HTMLElement, u: User, x: UserExtras | undefined, tab: 
       }),
     );
   }
+  // The server says whether u takes messages from the viewer when one is sent.
+  if (!own && !x?.viewerBlocks) actions.append(h('a', { class: 'btn btn-secondary', href: `#/messages/to/${u.handle}`, 'data-testid': 'message-user' }, 'Message'));
   if (!own) actions.append(menu(u, x, reload));
 
   const base = `#/u/${u.handle}`;

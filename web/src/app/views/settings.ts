@@ -28,6 +28,7 @@ export function renderSettings(box: HTMLElement, hooks: SettingsHooks): void {
     h('div', { class: 'view-head' }, h('h1', {}, 'Settings')),
     profileSection(v, hooks),
     privacySection(),
+    messagesSection(),
     listSection('Blocked accounts', 'blocked', 'unblock', 'Unblock', "You haven't blocked anyone.", 'blocked-list'),
     listSection('Muted accounts', 'muted', 'unmute', 'Unmute', "You haven't muted anyone.", 'muted-list'),
     passwordSection(),
@@ -146,6 +147,49 @@ function privacySection(): HTMLElement {
     state,
     requests,
   );
+}
+
+// messagesSection sets who may send the viewer direct messages; groups
+// are not concerned.
+function messagesSection(): HTMLElement {
+  const options = [
+    ['EVERYONE', 'Everyone', 'Anyone you have not blocked.'],
+    ['FOLLOWING', 'People I follow', 'Only accounts you follow.'],
+    ['NOBODY', 'Nobody', 'Direct messages to you are refused. Groups still reach you.'],
+  ] as const;
+  const radios = options.map(([value]) => h('input', { type: 'radio', name: 'messagesFrom', value, disabled: true, 'data-testid': `messages-from-${value.toLowerCase()}` }));
+  const group = h(
+    'fieldset',
+    { class: 'radio-group', 'data-testid': 'messages-from' },
+    h('legend', { class: 'field-label' }, 'Who can message me'),
+    ...options.map(([, label, help], i) => h('label', { class: 'radio-row' }, radios[i], h('span', {}, h('strong', {}, label), h('span', { class: 'muted small block' }, help)))),
+  );
+  const set = (policy: string) => {
+    for (const r of radios) {
+      r.checked = r.value === policy;
+      r.disabled = false;
+    }
+  };
+  q<{ viewer: { messagesFrom: string } | null }>('{ viewer { id messagesFrom } }')
+    .then((d) => d.viewer && set(d.viewer.messagesFrom))
+    .catch(showError);
+  for (const r of radios) {
+    r.addEventListener('change', () => {
+      for (const x of radios) x.disabled = true;
+      clearError();
+      q<{ setMessagesFrom: { messagesFrom: string } }>('mutation($p: MessagePolicy!) { setMessagesFrom(policy: $p) { id messagesFrom } }', { p: r.value })
+        .then((d) => {
+          set(d.setMessagesFrom.messagesFrom);
+          showNotice(`Who can message you: ${options.find(([v]) => v === d.setMessagesFrom.messagesFrom)?.[1].toLowerCase()}.`);
+        })
+        .catch((err) => {
+          // What the server has is read again: the choice did not take.
+          showError(err);
+          void q<{ viewer: { messagesFrom: string } | null }>('{ viewer { id messagesFrom } }').then((d) => d.viewer && set(d.viewer.messagesFrom), showError);
+        });
+    });
+  }
+  return section('Messages', 'settings-messages', group);
 }
 
 function requestRow(u: User, reload: () => Promise<void>): HTMLLIElement {

@@ -1,4 +1,4 @@
-import{g as S,c as C,w as A}from"./endpoint-DHTdaLEw.js";import{g as E,p as N,c as j,j as n,r as l,G as u,u as p,T as U}from"./vendor-Dv8STY8J.js";import"./runtime-Bpr93w1e.js";const F=new Set(["viewer","signUp","logIn","updateProfile","setPrivate","setAttributes"]);let h="";function P(e){h=e.toLowerCase()}const f=e=>e!==null&&typeof e=="object"&&!Array.isArray(e);function T(e){return typeof e.id!="string"?null:"latestAt"in e||"latestActors"in e?"groupId":"handle"in e?"userId":"text"in e||"likeCount"in e||"repostCount"in e||"replyCount"in e||"viewerHasLiked"in e?"messageId":null}function q(e){const t={labels:{}},o=(r,s)=>{if(Array.isArray(r))return r.forEach(d=>o(d,!1));if(!f(r))return;const a=T(r),i=a==="userId"&&(s||h!==""&&String(r.handle).toLowerCase()===h);a&&!t[a]&&!i&&(t[a]=r.id,t.labels[a]=a==="userId"?`@${String(r.handle)}`:typeof r.text=="string"?`“${r.text.slice(0,24)}”`:"");for(const d of Object.values(r))o(d,!1)};if(f(e))for(const[r,s]of Object.entries(e))o(s,F.has(r));return t}const w=new Set;function R(e){return w.add(e),()=>w.delete(e)}function y(e){const t=q(e);if(!(!t.userId&&!t.messageId&&!t.groupId))for(const o of w)o(t)}function H(e,t){let o;try{const s=e.trim()===""?{}:JSON.parse(e);if(!f(s))return;o=s}catch{return}let r=!1;for(const s of["userId","messageId","groupId"])t[s]&&o[s]!==t[s]&&(o[s]=t[s],r=!0);return r?JSON.stringify(o,null,2):e}const D=`# Herald's GraphQL playground: one named operation per
+import{g as S,c as E,w as M}from"./endpoint-DHTdaLEw.js";import{g as A,p as D,c as N,j as r,r as l,G as u,u as p,T}from"./vendor-Dv8STY8J.js";import"./runtime-Bpr93w1e.js";const w=["userId","messageId","groupId","conversationId","conversationMessageId"],F=new Set(["viewer","signUp","logIn","updateProfile","setPrivate","setAttributes"]);let h="";function q(e){h=e.toLowerCase()}const g=e=>e!==null&&typeof e=="object"&&!Array.isArray(e);function R(e){return typeof e.id!="string"?null:"latestAt"in e||"latestActors"in e?"groupId":"seq"in e||"conversationId"in e?"conversationMessageId":"isGroup"in e||"memberCount"in e||"peer"in e||"lastMessage"in e?"conversationId":"handle"in e?"userId":"text"in e||"likeCount"in e||"repostCount"in e||"replyCount"in e||"viewerHasLiked"in e?"messageId":null}function j(e){const t={labels:{}},s=(n,o)=>{if(Array.isArray(n))return n.forEach(d=>s(d,!1));if(!g(n))return;const a=R(n),i=a==="userId"&&(o||h!==""&&String(n.handle).toLowerCase()===h);a&&!t[a]&&!i&&(t[a]=n.id,t.labels[a]=a==="userId"?`@${String(n.handle)}`:typeof n.text=="string"?`“${n.text.slice(0,24)}”`:""),a==="conversationMessageId"&&typeof n.conversationId=="string"&&!t.conversationId&&(t.conversationId=n.conversationId);for(const d of Object.values(n))s(d,!1)};if(g(e))for(const[n,o]of Object.entries(e))s(o,F.has(n));return t}const m=new Set;function P(e){return m.add(e),()=>m.delete(e)}function v(e){const t=j(e);if(w.some(s=>t[s]))for(const s of m)s(t)}function U(e,t){let s;try{const o=e.trim()===""?{}:JSON.parse(e);if(!g(o))return;s=o}catch{return}let n=!1;for(const o of w)t[o]&&s[o]!==t[o]&&(s[o]=t[o],n=!0);return n?JSON.stringify(s,null,2):e}const O=`# Herald's GraphQL playground: one named operation per
 # step. Press the run button and pick one, or put the
 # cursor in it and press Ctrl-Enter. Variables are in the
 # Variables pane below; the Headers pane holds your token.
@@ -68,6 +68,23 @@ import{g as S,c as C,w as A}from"./endpoint-DHTdaLEw.js";import{g as E,p as N,c 
 # 9. LogOut ends the token in the Headers pane at once,
 #    on every server: its websockets close with 4403.
 #    LogOutEverywhere ends every token of your account.
+# 10. Direct and group messages: SendDirectMessage sends
+#    "dmText" to the user in "userId" (run CreateFriend then
+#    FindUser first); its conversation's id lands in
+#    "conversationId" and the message's in
+#    "conversationMessageId". Conversations lists yours,
+#    most recently active first, with their last message
+#    and unread count; Conversation reads one's messages
+#    and read receipts. CreateGroup makes a group named
+#    "groupName" with the user in "userId";
+#    SendGroupMessage writes to the conversation in
+#    "conversationId", MarkConversationRead reads it,
+#    EditConversationMessage and DeleteConversationMessage
+#    change your message in "conversationMessageId".
+#    SetMessagesFrom ("messagesFrom": EVERYONE, FOLLOWING
+#    or NOBODY) says who may message you.
+#    ConversationEvents shows each change live: MESSAGE,
+#    EDITED, DELETED, READ, MEMBER_ADDED, MEMBER_REMOVED.
 
 mutation SignUp($handle: String!, $password: String!, $displayName: String) {
   signUp(input: {handle: $handle, password: $password, displayName: $displayName}) {
@@ -479,6 +496,169 @@ subscription InboxEvents($after: String) {
   }
 }
 
+mutation SendDirectMessage($userId: ID!, $dmText: String!) {
+  sendDirectMessage(to: $userId, text: $dmText) {
+    id
+    conversationId
+    seq
+    text
+    createdAt
+  }
+}
+
+query Conversations {
+  conversations(first: 20) {
+    edges {
+      cursor
+      node {
+        id
+        isGroup
+        name
+        memberCount
+        peer {
+          handle
+        }
+        unreadCount
+        lastMessage {
+          id
+          seq
+          text
+          author {
+            handle
+          }
+        }
+      }
+    }
+    pageInfo {
+      hasNextPage
+      endCursor
+    }
+  }
+  conversationsUnreadCount
+}
+
+query Conversation($conversationId: ID!) {
+  conversation(id: $conversationId) {
+    id
+    name
+    members {
+      handle
+    }
+    readPositions {
+      member {
+        handle
+      }
+      seq
+    }
+    messages(first: 20) {
+      edges {
+        cursor
+        node {
+          id
+          seq
+          text
+          deleted
+          editedAt
+          author {
+            handle
+          }
+        }
+      }
+      pageInfo {
+        hasNextPage
+        endCursor
+      }
+    }
+  }
+}
+
+mutation CreateGroup($groupName: String!, $userId: ID!) {
+  createGroup(name: $groupName, memberIds: [$userId]) {
+    id
+    name
+    memberCount
+    admins {
+      handle
+    }
+  }
+}
+
+mutation SendGroupMessage($conversationId: ID!, $dmText: String!) {
+  sendGroupMessage(conversationId: $conversationId, text: $dmText) {
+    id
+    conversationId
+    seq
+    text
+  }
+}
+
+mutation MarkConversationRead($conversationId: ID!) {
+  markConversationRead(id: $conversationId) {
+    id
+    unreadCount
+    readPositions {
+      member {
+        handle
+      }
+      seq
+    }
+  }
+}
+
+mutation EditConversationMessage($conversationMessageId: ID!, $dmText: String!) {
+  editConversationMessage(id: $conversationMessageId, text: $dmText) {
+    id
+    conversationId
+    text
+    editedAt
+  }
+}
+
+mutation DeleteConversationMessage($conversationMessageId: ID!) {
+  deleteConversationMessage(id: $conversationMessageId)
+}
+
+mutation SetMessagesFrom($messagesFrom: MessagePolicy!) {
+  setMessagesFrom(policy: $messagesFrom) {
+    handle
+    messagesFrom
+  }
+}
+
+subscription ConversationEvents($after: String) {
+  conversationEvents(after: $after) {
+    type
+    cursor
+    conversationId
+    unreadCount
+    edge {
+      cursor
+      node {
+        id
+        seq
+        text
+        author {
+          handle
+        }
+      }
+    }
+    message {
+      id
+      text
+      editedAt
+    }
+    deletedMessageId
+    member {
+      handle
+    }
+    readSeq
+    conversation {
+      id
+      memberCount
+    }
+  }
+}
+
 subscription NotificationEvents($after: String) {
   notificationEvents(after: $after) {
     type
@@ -504,22 +684,27 @@ subscription NotificationEvents($after: String) {
     }
   }
 }
-`;function L(){const e="abcdefghijkmnpqrstuvwxyz23456789",t=crypto.getRandomValues(new Uint8Array(4));return Array.from(t,o=>e[o%e.length]).join("")}function O(e=L()){const t=`alice_${e}`,o=`bob_${e}`;return`{
+`;function L(){const e="abcdefghijkmnpqrstuvwxyz23456789",t=crypto.getRandomValues(new Uint8Array(4));return Array.from(t,s=>e[s%e.length]).join("")}function H(e=L()){const t=`alice_${e}`,s=`bob_${e}`;return`{
   "handle": "${t}",
   "password": "correct horse",
   "displayName": "Alice",
-  "friendHandle": "${o}",
+  "friendHandle": "${s}",
   "bio": "Curious. Falls down rabbit holes.",
   "websiteUrl": "https://alice.example",
-  "followHandle": "${o}",
+  "followHandle": "${s}",
   "search": "bob_",
   "userId": "run FindUser: the id lands here",
   "messageId": "run Post or Inbox: the id lands here",
   "groupId": null,
-  "text": "Hello from the playground, @${o}!",
+  "text": "Hello from the playground, @${s}!",
   "after": null,
   "private": true,
+  "conversationId": null,
+  "conversationMessageId": null,
+  "dmText": "Tea at five?",
+  "groupName": "Tea party",
+  "messagesFrom": "EVERYONE",
   "oldPassword": "correct horse",
   "newPassword": "correct horse battery staple"
 }
-`}function b(e){if(e.trim()==="")return{};try{const t=JSON.parse(e);return t!==null&&typeof t=="object"&&!Array.isArray(t)?t:void 0}catch{return}}function k(e){for(const[t,o]of Object.entries(e??{}))if(t.toLowerCase()==="authorization"&&o!=null)return String(o);return""}function M(e,t){const o=b(e);if(!o)return;const r={};for(const[s,a]of Object.entries(o))s.toLowerCase()!=="authorization"&&(r[s]=a);return t!==""&&(r.Authorization=`Bearer ${t}`),Object.keys(r).length===0?"":JSON.stringify(r,null,2)}function I(e){const t=/^Bearer\s+(\S+)$/i.exec(k(b(e)).trim());return t?t[1]:""}const g=new Set;function B(e){return g.add(e),()=>g.delete(e)}function V(e){for(const t of g)t(e)}let c;function J(e){if(c?.authorization===e)return c.client;c?.client.dispose();const t=C({url:A(),connectionParams:e?{authorization:e}:{},retryAttempts:0});return c={authorization:e,client:t},t}function _(e,t){try{return E(t??N(e.query),e.operationName??void 0)?.operation==="subscription"}catch{return!1}}function z(e){if(Array.isArray(e))return e;if(e&&typeof e=="object"&&"code"in e){const t=e;return{message:`websocket closed: ${t.code}${t.reason?` ${t.reason}`:""}`}}return e instanceof Error?{message:e.message}:{message:"websocket failed (is the server running?)"}}async function G(e,t){const o={"Content-Type":"application/json",Accept:"application/graphql-response+json, application/json"};for(const[x,m]of Object.entries(t))m!=null&&(o[x]=String(m));const r=await fetch(S(),{method:"POST",headers:o,body:JSON.stringify(e)}),s=await r.text();let a;try{a=JSON.parse(s)}catch{return{errors:[{message:`HTTP ${r.status}: ${s.trim()}`}]}}const i=a.data,d=i?.signUp??i?.logIn;return d&&typeof d.token=="string"&&(P(String(d.user?.handle??"")),V({token:d.token,handle:String(d.user?.handle??"")})),y(a.data),a}const Q=(e,t)=>{const o=t?.headers??{};if(!_(e,t?.documentAST))return G(e,o);const r=J(k(o));return{subscribe(s){return{unsubscribe:r.subscribe({query:e.query,operationName:e.operationName,variables:e.variables},{next:i=>{y(i.data),s.next(i)},error:i=>s.error(z(i)),complete:()=>s.complete()})}}}};function W(){return n.jsxs("svg",{className:"graphiql-toolbar-icon","aria-hidden":"true",viewBox:"0 0 24 24",fill:"none",stroke:"currentColor",strokeWidth:"1.5",children:[n.jsx("circle",{cx:"8",cy:"15",r:"4"}),n.jsx("path",{d:"M11 12l9-9M17 6l3 3M14 9l2 2"})]})}function v(){const e=p(t=>t.headerEditor);return t=>{if(!e)return;const o=M(e.getValue(),t);if(o===void 0){window.alert("The Headers pane must hold a JSON object (for example {}) before a token can be put in it.");return}e.setValue(o)}}function K(){const e=v();return l.useEffect(()=>B(({token:t})=>e(t))),null}function Y(){const e=p(r=>r.headerEditor),t=v(),o=()=>{const r=I(e?.getValue()??""),s=window.prompt("Bearer token for HTTP requests and the websocket (empty to remove):",r);s!==null&&t(s.trim().replace(/^Bearer\s+/i,""))};return n.jsx(U,{label:"Set or clear the bearer token",onClick:o,"data-testid":"token-button",children:n.jsx(W,{})})}function X(){const e=p(s=>s.headerEditor),[t,o]=l.useState("");l.useEffect(()=>{if(!e)return;o(e.getValue());const s=e.onDidChangeModelContent(()=>o(e.getValue()));return()=>s.dispose()},[e]);const r=I(t);return n.jsx("p",{className:"herald-token-status","data-testid":"token-status",role:"status",children:r?`Signed in: requests and subscriptions carry the token …${r.slice(-8)} from the Headers pane.`:"No token: run SignUp or LogIn, or press the key button, to act as a user."})}function Z(){const e=p(s=>s.variableEditor),[t,o]=l.useState(null);if(l.useEffect(()=>R(s=>{if(!e)return;const a=e.getValue(),i=H(a,s);i!==void 0&&i!==a&&e.setValue(i),o(d=>({...d,...s,labels:{...d?.labels,...s.labels}}))}),[e]),!t)return null;const r=["userId","messageId","groupId"].filter(s=>t[s]).map(s=>`${s} ← ${t.labels[s]||"…"+t[s].slice(-6)}`);return n.jsxs("p",{className:"herald-token-status","data-testid":"carried-ids",role:"status",children:["Carried into Variables: ",r.join(", ")]})}const $=e=>localStorage.getItem(`graphiql:${e}`),ee=$("variables")??O();function te(){return n.jsxs(u,{fetcher:Q,initialQuery:$("query")??D,initialVariables:ee,defaultEditorToolsVisibility:"variables",children:[n.jsx(u.Logo,{children:"Herald"}),n.jsx(u.Toolbar,{children:({prettify:e,merge:t,copy:o})=>n.jsxs(n.Fragment,{children:[e,t,o,n.jsx(Y,{})]})}),n.jsxs(u.Footer,{children:[n.jsx(X,{}),n.jsx(Z,{})]}),n.jsx(K,{})]})}j.createRoot(document.getElementById("graphiql")).render(n.jsx(l.StrictMode,{children:n.jsx(te,{})}));
+`}function y(e){if(e.trim()==="")return{};try{const t=JSON.parse(e);return t!==null&&typeof t=="object"&&!Array.isArray(t)?t:void 0}catch{return}}function b(e){for(const[t,s]of Object.entries(e??{}))if(t.toLowerCase()==="authorization"&&s!=null)return String(s);return""}function B(e,t){const s=y(e);if(!s)return;const n={};for(const[o,a]of Object.entries(s))o.toLowerCase()!=="authorization"&&(n[o]=a);return t!==""&&(n.Authorization=`Bearer ${t}`),Object.keys(n).length===0?"":JSON.stringify(n,null,2)}function k(e){const t=/^Bearer\s+(\S+)$/i.exec(b(y(e)).trim());return t?t[1]:""}const f=new Set;function V(e){return f.add(e),()=>f.delete(e)}function G(e){for(const t of f)t(e)}let c;function _(e){if(c?.authorization===e)return c.client;c?.client.dispose();const t=E({url:M(),connectionParams:e?{authorization:e}:{},retryAttempts:0});return c={authorization:e,client:t},t}function J(e,t){try{return A(t??D(e.query),e.operationName??void 0)?.operation==="subscription"}catch{return!1}}function Y(e){if(Array.isArray(e))return e;if(e&&typeof e=="object"&&"code"in e){const t=e;return{message:`websocket closed: ${t.code}${t.reason?` ${t.reason}`:""}`}}return e instanceof Error?{message:e.message}:{message:"websocket failed (is the server running?)"}}async function z(e,t){const s={"Content-Type":"application/json",Accept:"application/graphql-response+json, application/json"};for(const[C,I]of Object.entries(t))I!=null&&(s[C]=String(I));const n=await fetch(S(),{method:"POST",headers:s,body:JSON.stringify(e)}),o=await n.text();let a;try{a=JSON.parse(o)}catch{return{errors:[{message:`HTTP ${n.status}: ${o.trim()}`}]}}const i=a.data,d=i?.signUp??i?.logIn;return d&&typeof d.token=="string"&&(q(String(d.user?.handle??"")),G({token:d.token,handle:String(d.user?.handle??"")})),v(a.data),a}const Q=(e,t)=>{const s=t?.headers??{};if(!J(e,t?.documentAST))return z(e,s);const n=_(b(s));return{subscribe(o){return{unsubscribe:n.subscribe({query:e.query,operationName:e.operationName,variables:e.variables},{next:i=>{v(i.data),o.next(i)},error:i=>o.error(Y(i)),complete:()=>o.complete()})}}}};function W(){return r.jsxs("svg",{className:"graphiql-toolbar-icon","aria-hidden":"true",viewBox:"0 0 24 24",fill:"none",stroke:"currentColor",strokeWidth:"1.5",children:[r.jsx("circle",{cx:"8",cy:"15",r:"4"}),r.jsx("path",{d:"M11 12l9-9M17 6l3 3M14 9l2 2"})]})}function $(){const e=p(t=>t.headerEditor);return t=>{if(!e)return;const s=B(e.getValue(),t);if(s===void 0){window.alert("The Headers pane must hold a JSON object (for example {}) before a token can be put in it.");return}e.setValue(s)}}function K(){const e=$();return l.useEffect(()=>V(({token:t})=>e(t))),null}function X(){const e=p(n=>n.headerEditor),t=$(),s=()=>{const n=k(e?.getValue()??""),o=window.prompt("Bearer token for HTTP requests and the websocket (empty to remove):",n);o!==null&&t(o.trim().replace(/^Bearer\s+/i,""))};return r.jsx(T,{label:"Set or clear the bearer token",onClick:s,"data-testid":"token-button",children:r.jsx(W,{})})}function Z(){const e=p(o=>o.headerEditor),[t,s]=l.useState("");l.useEffect(()=>{if(!e)return;s(e.getValue());const o=e.onDidChangeModelContent(()=>s(e.getValue()));return()=>o.dispose()},[e]);const n=k(t);return r.jsx("p",{className:"herald-token-status","data-testid":"token-status",role:"status",children:n?`Signed in: requests and subscriptions carry the token …${n.slice(-8)} from the Headers pane.`:"No token: run SignUp or LogIn, or press the key button, to act as a user."})}function ee(){const e=p(o=>o.variableEditor),[t,s]=l.useState(null);if(l.useEffect(()=>P(o=>{if(!e)return;const a=e.getValue(),i=U(a,o);i!==void 0&&i!==a&&e.setValue(i),s(d=>({...d,...o,labels:{...d?.labels,...o.labels}}))}),[e]),!t)return null;const n=w.filter(o=>t[o]).map(o=>`${o} ← ${t.labels[o]||"…"+t[o].slice(-6)}`);return r.jsxs("p",{className:"herald-token-status","data-testid":"carried-ids",role:"status",children:["Carried into Variables: ",n.join(", ")]})}const x=e=>localStorage.getItem(`graphiql:${e}`),te=x("variables")??H();function se(){return r.jsxs(u,{fetcher:Q,initialQuery:x("query")??O,initialVariables:te,defaultEditorToolsVisibility:"variables",children:[r.jsx(u.Logo,{children:"Herald"}),r.jsx(u.Toolbar,{children:({prettify:e,merge:t,copy:s})=>r.jsxs(r.Fragment,{children:[e,t,s,r.jsx(X,{})]})}),r.jsxs(u.Footer,{children:[r.jsx(Z,{}),r.jsx(ee,{})]}),r.jsx(K,{})]})}N.createRoot(document.getElementById("graphiql")).render(r.jsx(l.StrictMode,{children:r.jsx(se,{})}));

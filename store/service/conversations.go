@@ -68,15 +68,32 @@ func (s *Service) Conversation(ctx context.Context, viewer store.ID, conv store.
 // user to: either blocks the other, or to's MessagesFrom does not let
 // viewer in. It also reports NOT_FOUND for a missing or deleted user.
 func (s *Service) refuseDirect(ctx context.Context, viewer, to store.ID) error {
-	users, err := s.backend.FindUsersByIDs(ctx, []store.ID{to})
+	// Viewer comes in the same read: a user never blocked
+	// (store.User.NeverBlocked) spares the read of that side's blocks.
+	users, err := s.backend.FindUsersByIDs(ctx, []store.ID{to, viewer})
 	if err != nil {
 		return err
 	}
 	if users[0] == nil {
 		return store.Errorf(store.ENOTFOUND, "user not found")
 	}
-	if err := s.refuseBlockedFollow(ctx, viewer, to); err != nil {
-		return err
+	if !users[0].NeverBlocked {
+		kinds, err := s.backend.FindBlockers(ctx, to, []store.ID{viewer})
+		if err != nil {
+			return err
+		}
+		if kinds[0]&store.RelationBlock != 0 {
+			return store.Errorf(store.EFORBIDDEN, "you block this user")
+		}
+	}
+	if users[1] == nil || !users[1].NeverBlocked {
+		kinds, err := s.backend.FindBlockers(ctx, viewer, []store.ID{to})
+		if err != nil {
+			return err
+		}
+		if kinds[0]&store.RelationBlock != 0 {
+			return store.Errorf(store.EFORBIDDEN, "this user blocks you")
+		}
 	}
 	switch users[0].MessagesFrom {
 	case store.MessagesFromNobody:
@@ -195,18 +212,23 @@ func (s *Service) CreateGroup(ctx context.Context, viewer store.ID, name string,
 // every one is a live user, FORBIDDEN if a block stands either way or a
 // user's MessagesFrom does not let viewer in; else a spammer could reach
 // through groups the users who refuse their direct messages. The refusal
-// names the users refused (at most three). Four batched reads, whatever
-// the number of users: the users, their blocks of viewer, viewer's of
-// them, and whether those who take messages only from the people they
-// follow follow viewer.
+// names the users refused (at most three). At most four batched reads,
+// whatever the number of users: the users (and viewer), their blocks of
+// viewer (none if nobody ever blocked viewer), viewer's of those someone
+// has blocked, and whether those who take messages only from the people
+// they follow follow viewer.
 func (s *Service) refuseAdded(ctx context.Context, viewer store.ID, ids []store.ID) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	users, err := s.backend.FindUsersByIDs(ctx, ids)
+	// Viewer comes last in the same read: one nobody has blocked needs
+	// no read of who of them blocks it.
+	users, err := s.backend.FindUsersByIDs(ctx, append(slices.Clip(ids), viewer))
 	if err != nil {
 		return err
 	}
+	me := users[len(ids)]
+	users = users[:len(ids)]
 	refused := make([]bool, len(users))
 	var followedOnly []store.ID
 	for i, u := range users {
@@ -219,13 +241,28 @@ func (s *Service) refuseAdded(ctx context.Context, viewer store.ID, ids []store.
 			followedOnly = append(followedOnly, u.ID)
 		}
 	}
-	blockers, err := s.backend.FindBlockers(ctx, viewer, ids)
-	if err != nil {
-		return err
+	blockers := make([]store.RelationKind, len(ids))
+	if me == nil || !me.NeverBlocked {
+		if blockers, err = s.backend.FindBlockers(ctx, viewer, ids); err != nil {
+			return err
+		}
 	}
-	blocked, err := s.backend.FindBlocked(ctx, viewer, store.RelationBlock, ids)
-	if err != nil {
-		return err
+	// Viewer can block only users someone has blocked.
+	var maybe []store.ID
+	for _, u := range users {
+		if !u.NeverBlocked {
+			maybe = append(maybe, u.ID)
+		}
+	}
+	blocks := map[store.ID]bool{}
+	if len(maybe) > 0 {
+		b, err := s.backend.FindBlocked(ctx, viewer, store.RelationBlock, maybe)
+		if err != nil {
+			return err
+		}
+		for i, id := range maybe {
+			blocks[id] = b[i]
+		}
 	}
 	follows := map[store.ID]bool{}
 	if len(followedOnly) > 0 {
@@ -243,7 +280,7 @@ func (s *Service) refuseAdded(ctx context.Context, viewer store.ID, ids []store.
 		if u.MessagesFrom == store.MessagesFromFollowed && !follows[u.ID] {
 			refused[i] = true
 		}
-		if refused[i] || blockers[i]&store.RelationBlock != 0 || blocked[i] {
+		if refused[i] || blockers[i]&store.RelationBlock != 0 || blocks[u.ID] {
 			handles = append(handles, "@"+u.Handle)
 		}
 	}

@@ -346,7 +346,7 @@ var shardKeys = []struct {
 	{collBlocks, bson.D{{Key: "u", Value: 1}, {Key: "o", Value: 1}}, "block, unblock, lists and a page's checks name the user; fan-out's check names a chunk's owners, so it asks only their shards; the unique (u, o, rk) needs the shard key as its prefix"},
 	{collFollowRequests, bson.D{{Key: "o", Value: 1}, {Key: "u", Value: 1}}, "the list and its answers name the private account; a page's checks name the page's users, so they ask only their shards; the unique (o, u) needs the shard key as its prefix"},
 	{collConvs, bson.D{{Key: "_id", Value: "hashed"}}, "every conversation read and write names it; hashed spreads them evenly"},
-	{collDMs, bson.D{{Key: "c", Value: 1}, {Key: "s", Value: 1}}, "a conversation's history stays together: a page and every edit name (c, s); the unique (c, s) needs the shard key as its prefix"},
+	{collDMs, bson.D{{Key: "c", Value: 1}, {Key: "s", Value: 1}}, "a conversation's history stays together: a page and every edit name (c, s); the unique (c, s), the claim of each seq, needs the shard key as its prefix, so no time zones here (docs/design.md, Shard keys and time zones)"},
 	{collUserConvs, bson.D{{Key: "u", Value: 1}, {Key: "c", Value: 1}}, "a user's list and its updates name the user; the unique (u, c) needs the shard key as its prefix"},
 	{collDMReads, bson.D{{Key: "_id", Value: "hashed"}}, "every read state read and write names the user; hashed spreads them evenly"},
 	{collNotifGroups, bson.D{{Key: "o", Value: 1}, {Key: "k", Value: 1}}, "every read and write names the owner, so a feed page and a notice stay on one shard; the unique (o, k) needs the shard key as its prefix"},

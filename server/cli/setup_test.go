@@ -52,7 +52,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		for _, l := range indexLines {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 36, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.Equal(t, 37, strings.Count(out, `db.runCommand({"createIndexes"`), out)
 		assert.NotContains(t, out, "shardCollection")
 		assert.NotContains(t, out, "enableSharding")
 	})

@@ -80,7 +80,7 @@ func (f *fanout) edgeChangeMayBePending(j *storage.Job, now time.Time) bool {
 	default:
 		return false
 	}
-	k := jobKey{j.ID, j.Kind}
+	k := keyOf(j)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.known[k] {
@@ -146,8 +146,8 @@ func (f *fanout) tryLease() {
 func (f *fanout) resetOrderedLocked(jobs []*storage.Job) {
 	for _, l := range f.lanes {
 		for _, j := range l.queue {
-			delete(f.known, jobKey{j.ID, j.Kind})
-			delete(f.since, jobKey{j.ID, j.Kind})
+			delete(f.known, keyOf(j))
+			delete(f.since, keyOf(j))
 		}
 		l.queue = nil
 		if l.wantsExcl && !l.running {
@@ -160,7 +160,7 @@ func (f *fanout) resetOrderedLocked(jobs []*storage.Job) {
 	several := len(f.lanes) > 1
 	for _, begun := range []bool{true, false} {
 		for _, j := range jobs {
-			if k := (jobKey{j.ID, j.Kind}); !f.known[k] && (!several || (len(j.Cursor) > 0) == begun) {
+			if k := (keyOf(j)); !f.known[k] && (!several || (len(j.Cursor) > 0) == begun) {
 				f.queueLocked(j)
 			}
 		}

@@ -32,14 +32,15 @@ type laneShare struct {
 
 const laneConfigID = "fanout/config"
 
-// laneCount returns the number of lanes, as EnsureIndexes (before
-// serving) or FanoutLanes (when a process's fan-out starts) last read it:
-// 1 before either.
+// laneCount returns the number of lanes, as EnsureIndexes, ensureLanes or
+// FanoutLanes last read it: 1 before any did, or while none is stored.
 func (s *Store) laneCount() int {
 	return max(int(s.lanes.Load()), 1)
 }
 
-// readLanes reads the number of lanes stored (1 if none is).
+// readLanes reads the number of lanes stored. None stored leaves it
+// unknown (0; laneCount says 1), so that ensureLanes reads it again: the
+// first process's fan-out may store a number above 1 any time.
 func (s *Store) readLanes(ctx context.Context) error {
 	var d struct {
 		N int32 `bson:"n"`
@@ -48,8 +49,22 @@ func (s *Store) readLanes(ctx context.Context) error {
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return wrap("read fan-out lanes", err)
 	}
-	s.lanes.Store(max(d.N, 1))
+	if err == nil {
+		s.lanes.Store(max(d.N, 1))
+	}
 	return nil
+}
+
+// ensureLanes reads the number of lanes if it is not known yet, before a
+// message job is written: the server answers requests before its fan-out
+// (or EnsureIndexes) has read it, and a job stored for one lane under
+// N > 1 would be no lane's share (lane 0 adopts such jobs: adoptJobs).
+// Once known it costs nothing.
+func (s *Store) ensureLanes(ctx context.Context) error {
+	if s.lanes.Load() > 0 {
+		return nil
+	}
+	return s.readLanes(ctx)
 }
 
 // FanoutLanes implements storage.OwnerLanes. A first number above 1 is
@@ -260,4 +275,51 @@ func (s *Store) Heartbeat(ctx context.Context, holder string, ttl time.Duration)
 // are few at a time).
 func (s *Store) PendingLaneJobs(ctx context.Context, lane int) ([]*storage.Job, error) {
 	return s.pendingJobs(ctx, lane, s.laneCount())
+}
+
+// adoptJobs, run by lane 0's poll with N > 1, gives a lane share to each
+// message job stored without j.pl: one written for one lane before its
+// process knew N (or by a process from before owner lanes), which no lane
+// would run. The rule: a job not begun (no cursor, no plan, not lane 0's
+// running job) gets every lane, each running its share from the start as
+// if stored under N. A job begun for one lane has delivered to (or
+// planned) owners of every lane, and no lane's cursor can take it up
+// from there, so it is lane 0's alone, whole (j.w): lane 0 runs it on for
+// every owner, from its cursor and plan. That one job then writes other
+// lanes' inboxes beside their holders, a second writer: counts stay
+// exact unless a chunk of it is cut short and repeated after another
+// lane's job marked one of its owners. Each update is conditional on
+// j.pl still missing, and for a split on the job not begun; lane 0's
+// holder is the only adopter and no one-lane process runs beside it (it
+// would need lane 0's lease).
+func (s *Store) adoptJobs(ctx context.Context, n int) error {
+	noLanes := bson.E{Key: "j.pl", Value: bson.D{{Key: "$exists", Value: false}}}
+	cur, err := s.messages.Find(ctx, bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}, noLanes},
+		options.Find().SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "j", Value: 1}}))
+	if err != nil {
+		return wrap("adopt jobs", err)
+	}
+	var ds []*messageDoc
+	if err := cur.All(ctx, &ds); err != nil || len(ds) == 0 {
+		return wrap("adopt jobs", err)
+	}
+	running, isRunning, err := s.runningJob(ctx, 0)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		id := store.ID(d.ID)
+		filter := append(msgKey(id, store.ID(d.Author)), bson.E{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}, noLanes)
+		set := bson.D{{Key: "j.pl", Value: allLanes(n)}}
+		if len(d.Job.Cursor) > 0 || d.Job.Plan != nil || (isRunning && running.id == id) {
+			set = bson.D{{Key: "j.pl", Value: bson.A{int32(0)}}, {Key: "j.w", Value: true}}
+		} else {
+			filter = append(filter, bson.E{Key: "j.cur", Value: bson.D{{Key: "$exists", Value: false}}}, bson.E{Key: "j.p", Value: bson.D{{Key: "$exists", Value: false}}})
+		}
+		if _, err := s.messages.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}); err != nil {
+			return wrap("adopt jobs", err)
+		}
+		s.log.Error("fan-out lanes: a message job was stored for one lane under more; lane 0 adopted it", "message", id.String(), "whole", len(set) > 1)
+	}
+	return nil
 }

@@ -1,0 +1,91 @@
+package mongostore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/256dpi/lungo"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/bson/primitive"
+	"go.mongodb.org/mongo-driver/mongo/options"
+
+	"herald/store/mongostore"
+	"herald/store/storage"
+)
+
+// openTwo opens one database with two stores, as two processes; the
+// second has not read the number of lanes (no EnsureIndexes).
+func openTwo(t *testing.T) (lungo.IClient, *mongostore.Store, *mongostore.Store) {
+	ctx := context.Background()
+	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
+	require.NoError(t, err)
+	t.Cleanup(func() { engine.Close() })
+	a := mongostore.New(client, "herald", mongostore.Options{})
+	require.NoError(t, a.EnsureIndexes(ctx))
+	return client, a, mongostore.New(client, "herald", mongostore.Options{})
+}
+
+func hasJob(t *testing.T, st *mongostore.Store, lane int, j *storage.Job) bool {
+	js, err := st.PendingLaneJobs(context.Background(), lane)
+	require.NoError(t, err)
+	for _, p := range js {
+		if p.ID == j.ID && p.Kind == j.Kind {
+			return true
+		}
+	}
+	return false
+}
+
+// TestOwnerLanes_PostBeforeLanesRead stores a post through a store that
+// has not read the number of lanes yet (a server answers requests before
+// its setup ends): the job must still be every lane's.
+func TestOwnerLanes_PostBeforeLanesRead(t *testing.T) {
+	ctx := context.Background()
+	_, a, b := openTwo(t)
+	_, err := a.FanoutLanes(ctx, 2)
+	require.NoError(t, err)
+	author := mkUser(t, a, "author")
+	_, j := mkPost(t, b, author)
+	assert.True(t, hasJob(t, a, 1, j), "lane 1's share stored")
+	// A deletion through another store that has not read N either.
+	c := mongostore.New(a.Database().Client(), "herald", mongostore.Options{})
+	share := *j
+	share.Lane = 1
+	_, err = a.DeliverInbox(ctx, storage.Delivery{Job: &share, At: tickClock(), Done: true})
+	require.NoError(t, err)
+	require.False(t, hasJob(t, a, 1, j), "lane 1 done delivering")
+	m, _ := mkPost(t, a, author)
+	require.NoError(t, c.DeleteMessage(ctx, m.ID, retractJob(m)))
+	assert.True(t, hasJob(t, a, 1, retractJob(m)), "every lane retracts")
+}
+
+// TestOwnerLanes_LaneZeroAdoptsOneLaneJobs stores message jobs for one lane,
+// then two lanes: lane 0's poll gives a job not begun to every lane, and a
+// job begun for one lane to itself, whole.
+func TestOwnerLanes_LaneZeroAdoptsOneLaneJobs(t *testing.T) {
+	ctx := context.Background()
+	client, a, _ := openTwo(t)
+	author := mkUser(t, a, "author")
+	_, fresh := mkPost(t, a, author)
+	_, begun := mkPost(t, a, author)
+	msgs := client.Database("herald").Collection("messages")
+	_, err := msgs.UpdateOne(ctx, bson.D{{Key: "_id", Value: primitive.ObjectID(begun.ID)}}, bson.D{{Key: "$set", Value: bson.D{{Key: "j.cur", Value: []byte("x")}}}})
+	require.NoError(t, err)
+	_, err = client.Database("herald").Collection("leases").UpdateOne(ctx, bson.D{{Key: "_id", Value: "fanout/config"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: int32(2)}}}}, options.Update().SetUpsert(true))
+	require.NoError(t, err)
+	b := mongostore.New(client, "herald", mongostore.Options{})
+	n, err := b.FanoutLanes(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	js, err := b.PendingLaneJobs(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, js, 2)
+	for _, j := range js {
+		assert.Equal(t, j.ID == begun.ID, j.Whole, "only the begun job is whole")
+	}
+	assert.True(t, hasJob(t, b, 1, fresh), "the job not begun is every lane's")
+	assert.False(t, hasJob(t, b, 1, begun), "the begun job is lane 0's alone")
+}

@@ -86,7 +86,11 @@ func (s *Store) FanoutLanes(ctx context.Context, want int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if backlog.Jobs > 0 {
+		live, err := s.fanoutLive(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if backlog.Jobs > 0 || live {
 			want = 1
 		}
 	}
@@ -106,9 +110,19 @@ func (s *Store) FanoutLanes(ctx context.Context, want int) (int, error) {
 }
 
 // SetFanoutLanes stores n as the number of lanes (herald mongo setup). It
-// refuses while a job is pending: a job stored under one N is shared out
-// among that N's lanes.
+// refuses while a job is pending (a job stored under one N is shared out
+// among that N's lanes) and while a process may run: one still hashing
+// by the old N would give an inbox two writers. A process that starts
+// between the check and the write reads the new N; one already running
+// stops its lanes at its next renewal (their jobs are pending anyway).
 func (s *Store) SetFanoutLanes(ctx context.Context, n int) error {
+	live, err := s.fanoutLive(ctx)
+	if err != nil {
+		return err
+	}
+	if live {
+		return store.Errorf(store.EINVALID, "fan-out lanes: a process is running (a live heartbeat or fan-out lease); stop every process first")
+	}
 	backlog, err := s.JobBacklog(ctx, 1)
 	if err != nil {
 		return err
@@ -122,6 +136,21 @@ func (s *Store) SetFanoutLanes(ctx context.Context, n int) error {
 		s.lanes.Store(int32(max(n, 1)))
 	}
 	return wrap("fan-out lanes", err)
+}
+
+// fanoutLive reports whether any process may be running: a live
+// heartbeat (proc/*) or a live fan-out lease (fanout, fanout/<lane>; a
+// process from before owner lanes holds fanout without a heartbeat).
+func (s *Store) fanoutLive(ctx context.Context) (bool, error) {
+	now := time.Now().UTC()
+	n, err := s.leases.CountDocuments(ctx, bson.D{
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: "proc/"}, {Key: "$lt", Value: "proc0"}}}},
+			bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: "fanout"}, {Key: "$lt", Value: "fanout0"}}}},
+		}},
+		{Key: "x", Value: bson.D{{Key: "$gte", Value: now}}},
+	}, options.Count().SetLimit(1))
+	return n > 0, wrap("fan-out lanes", err)
 }
 
 // laneLeaseID names lane's lease document; lane 0's is the one-lane

@@ -3,6 +3,7 @@ package mongostore_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/256dpi/lungo"
 	"github.com/stretchr/testify/assert"
@@ -88,4 +89,23 @@ func TestOwnerLanes_LaneZeroAdoptsOneLaneJobs(t *testing.T) {
 	}
 	assert.True(t, hasJob(t, b, 1, fresh), "the job not begun is every lane's")
 	assert.False(t, hasJob(t, b, 1, begun), "the begun job is lane 0's alone")
+}
+
+// TestOwnerLanes_SetLanesRefusedWhileRunning checks that setup refuses a
+// new number while a process runs, even with no job pending, and that a
+// process finding the number changed under it stops its lanes.
+func TestOwnerLanes_SetLanesRefusedWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	db := openShared(t)
+	svc := db.process(t, db.st)
+	defer func() { _ = svc.Close(ctx) }()
+	require.Eventually(t, func() bool { return len(heldLanes(svc)) == sharedLanes }, 5*time.Second, 5*time.Millisecond)
+	setup := mongostore.New(db.client, "herald", mongostore.Options{})
+	require.Error(t, setup.SetFanoutLanes(ctx, 2), "a process runs")
+
+	_, err := db.client.Database("herald").Collection("leases").UpdateOne(ctx, bson.D{{Key: "_id", Value: "fanout/config"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: int32(2)}}}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(heldLanes(svc)) == 0 }, 5*time.Second, 5*time.Millisecond,
+		"the lanes stop once the stored number changed")
 }

@@ -82,6 +82,9 @@ type fanout struct {
 	begun       int
 	closing     bool
 	leader      bool // holds the fan-out lease (always, without a Leaser)
+	// lanesChanged is set, with owner lanes, once the stored number of
+	// lanes is found changed: no lane is taken again (renewLanes).
+	lanesChanged bool
 
 	// leaseUntil is when the lease, as last renewed, could pass to another
 	// process: past it this one stops running stored jobs, even before it

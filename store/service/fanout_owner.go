@@ -153,6 +153,29 @@ func (f *fanout) enqueueLanePending(i int) {
 // queue from the backend first, the job its last holder had begun first.
 func (f *fanout) renewLanes() {
 	n := len(f.lanes)
+	if f.lanesChanged {
+		return
+	}
+	// The stored N again: had it changed under this process (setup run
+	// while it ran), its lanes would hash owners by the old N beside
+	// processes using the new one, two writers for an inbox.
+	if stored, err := f.owners.FanoutLanes(f.ctx, n); err != nil {
+		if f.ctx.Err() == nil {
+			f.s.log.Warn("fan-out lanes: reading the stored number", "err", err)
+		}
+	} else if stored != n {
+		f.s.log.Error("fan-out lanes: the stored number changed while this process ran; its lanes stop until it restarts", "running", n, "stored", stored)
+		f.lanesChanged = true
+		for i := range f.lanes {
+			f.mu.Lock()
+			held := f.lanes[i].held
+			f.mu.Unlock()
+			if held {
+				f.dropLane(i, true)
+			}
+		}
+		return
+	}
 	live, err := f.owners.Heartbeat(f.ctx, f.holder, f.leaseTTL)
 	if err != nil {
 		if f.ctx.Err() == nil {

@@ -207,8 +207,9 @@ func (d *jobDoc) share(lane int, n int) (laneShare, bool) {
 
 // finishShare ends lane's share of a message job at its cursor: it pulls
 // the lane from j.pl, or, if it is the last lane there, ends the job (for
-// a retraction: its records, then the message). Each is one conditional
-// update, so of two lanes finishing at once exactly one ends the job.
+// a retraction: claims the end (j.end), then deletes its records, then the
+// message). Each is one conditional update, so of two lanes finishing at
+// once exactly one ends the job.
 func (s *Store) finishShare(ctx context.Context, j *storage.Job) error {
 	lane := int32(j.Lane)
 	for range 3 {
@@ -226,15 +227,21 @@ func (s *Store) finishShare(ctx context.Context, j *storage.Job) error {
 		}
 		last := append(s.jobFilter(j), bson.E{Key: "$and", Value: bson.A{bson.D{{Key: "j.pl", Value: bson.A{lane}}}}})
 		if j.Kind == storage.JobRetract {
-			if _, err := s.deliveries.DeleteMany(ctx, bson.D{{Key: "m", Value: oid(j.MessageID)}}); err != nil {
-				return wrap("retract: records", err)
-			}
-			del, err := s.messages.DeleteOne(ctx, last)
+			// Claim being last before deleting the records: a stale
+			// runner of this lane whose pull matched nothing (the new
+			// holder pulled it) must not wipe records that other lanes'
+			// shares still read. After a crash past the claim the lane,
+			// still in j.pl, runs its last chunk again and gets here.
+			claim, err := s.messages.UpdateOne(ctx, last, bson.D{{Key: "$set", Value: bson.D{{Key: "j.end", Value: true}}}})
 			if err != nil {
 				return wrap("advance job", err)
 			}
-			if del.DeletedCount > 0 {
-				return nil
+			if claim.MatchedCount > 0 {
+				if _, err := s.deliveries.DeleteMany(ctx, bson.D{{Key: "m", Value: oid(j.MessageID)}}); err != nil {
+					return wrap("retract: records", err)
+				}
+				_, err := s.messages.DeleteOne(ctx, append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: "j.end", Value: true}))
+				return wrap("advance job", err)
 			}
 		} else {
 			res, err := s.messages.UpdateOne(ctx, last, bson.D{{Key: "$unset", Value: bson.D{{Key: "j", Value: ""}}}})

@@ -2,6 +2,7 @@ package mongostore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/bson/primitive"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
+	"herald/store"
 	"herald/store/mongostore"
 	"herald/store/storage"
 )
@@ -108,4 +110,62 @@ func TestOwnerLanes_SetLanesRefusedWhileRunning(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(heldLanes(svc)) == 0 }, 5*time.Second, 5*time.Millisecond,
 		"the lanes stop once the stored number changed")
+}
+
+// TestOwnerLanes_StaleLastRetractionKeepsRecords has a stale runner of
+// lane 1 end lane 1's share of a retraction that lane 1's new holder has
+// already ended, while lane 0's share is pending: it must not delete the
+// delivery records lane 0 still reads, or lane 0's owner keeps the post.
+func TestOwnerLanes_StaleLastRetractionKeepsRecords(t *testing.T) {
+	ctx := context.Background()
+	st, _ := openFaulty(t)
+	_, err := st.FanoutLanes(ctx, 2)
+	require.NoError(t, err)
+	author := mkUser(t, st, "author")
+	var owners [2]store.ID
+	for i := 0; owners[0].IsZero() || owners[1].IsZero(); i++ {
+		u := mkUser(t, st, fmt.Sprintf("user%d", i))
+		if l := storage.OwnerLane(u, 2); owners[l].IsZero() {
+			owners[l] = u
+		}
+	}
+	m, j := mkPost(t, st, author)
+	for lane, o := range owners {
+		share := *j
+		share.Lane = lane
+		_, err := st.DeliverInbox(ctx, storage.Delivery{Job: &share, Owners: []store.ID{o}, At: tickClock(), Done: true})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.DeleteMessage(ctx, m.ID, retractJob(m)))
+	refs, _, err := st.FindDeliveries(ctx, m.ID, nil, 100)
+	require.NoError(t, err)
+	require.Len(t, refs, 2)
+	of := func(o store.ID) []storage.InboxRef {
+		var out []storage.InboxRef
+		for _, r := range refs {
+			if r.Owner == o {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	lane1 := retractJob(m)
+	lane1.Lane = 1
+	_, err = st.RemoveInboxEntries(ctx, storage.Removal{Job: lane1, Refs: of(owners[1]), Done: true})
+	require.NoError(t, err)
+	require.NoError(t, st.FinishShare(ctx, lane1), "the stale runner ends the share again")
+	refs, _, err = st.FindDeliveries(ctx, m.ID, nil, 100)
+	require.NoError(t, err)
+	require.Len(t, refs, 2, "lane 0's share still reads the records")
+
+	_, err = st.RemoveInboxEntries(ctx, storage.Removal{Job: retractJob(m), Refs: of(owners[0]), Done: true})
+	require.NoError(t, err)
+	for _, o := range owners {
+		c, n := inboxCounts(t, st, o)
+		assert.Zero(t, n, "no entry left")
+		assert.Zero(t, c.Total)
+	}
+	b, err := st.JobBacklog(ctx, 10)
+	require.NoError(t, err)
+	assert.Zero(t, b.Jobs)
 }

@@ -42,6 +42,9 @@ type jobDoc struct {
 	// Whole marks a one-lane job begun before lane 0 adopted it (adoptJobs):
 	// lane 0 runs it for every owner.
 	Whole bool `bson:"w,omitempty"`
+	// End marks a retraction whose last lane claimed its end: its records
+	// may be gone (finishShare).
+	End bool `bson:"end,omitempty"`
 }
 
 func newJobDoc(j *storage.Job) *jobDoc {

@@ -236,9 +236,13 @@ func (f *fanout) renewLanes() {
 		}
 		i := (first + k) % n
 		f.mu.Lock()
-		had, closing := f.lanes[i].held, f.closing
+		had, closing, windingDown := f.lanes[i].held, f.closing, f.lanes[i].running
 		f.mu.Unlock()
-		if had || closing {
+		// A lane given up whose last job still winds down is taken at a
+		// later renewal: retaken now, its queue would leave that job out
+		// (known while it runs) and run the jobs after it first, though
+		// its share is not done.
+		if had || closing || windingDown {
 			continue
 		}
 		asked := time.Now()

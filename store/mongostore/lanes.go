@@ -264,25 +264,42 @@ func (s *Store) finishShare(ctx context.Context, j *storage.Job) error {
 
 // TryLaneLease implements storage.OwnerLanes: the lease document is taken
 // if it is free, expired or already this holder's; another holder's live
-// lease makes the upsert collide with its _id.
+// lease makes the upsert collide with its _id. A lease newly taken (not
+// this holder's live one before) forgets this process's record of the
+// lane's running job: another holder may have recorded its own since, and
+// beginJob must write this process's again.
 func (s *Store) TryLaneLease(ctx context.Context, lane int, holder string, ttl time.Duration) (bool, error) {
 	now := time.Now().UTC()
-	_, err := s.leases.UpdateOne(ctx,
+	var before struct {
+		Holder string    `bson:"h"`
+		Until  time.Time `bson:"x"`
+	}
+	err := s.leases.FindOneAndUpdate(ctx,
 		bson.D{{Key: "_id", Value: laneLeaseID(lane)}, {Key: "$or", Value: bson.A{
 			bson.D{{Key: "h", Value: holder}},
 			// Expired, or never taken (a document made by beginJob has no x).
 			bson.D{{Key: "x", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: now}}}}}},
 		}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "h", Value: holder}, {Key: "x", Value: now.Add(ttl)}}}},
-		options.Update().SetUpsert(true))
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.Before).
+			SetProjection(bson.D{{Key: "h", Value: 1}, {Key: "x", Value: 1}})).Decode(&before)
 	if isDuplicate(err) {
 		return false, nil
 	}
-	return err == nil, wrap("fan-out lease", err)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return false, wrap("fan-out lease", err)
+	}
+	if before.Holder != holder || before.Until.Before(now) {
+		s.inFlight.Delete(lane)
+	}
+	return true, nil
 }
 
-// ReleaseLaneLease implements storage.OwnerLanes: the lease expires now.
+// ReleaseLaneLease implements storage.OwnerLanes: the lease expires now,
+// and this process's record of the lane's running job is forgotten (see
+// TryLaneLease).
 func (s *Store) ReleaseLaneLease(ctx context.Context, lane int, holder string) error {
+	s.inFlight.Delete(lane)
 	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(lane)}, {Key: "h", Value: holder}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: time.Unix(0, 0).UTC()}}}})
 	return wrap("fan-out lease", err)

@@ -169,3 +169,45 @@ func TestOwnerLanes_StaleLastRetractionKeepsRecords(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, b.Jobs)
 }
+
+// TestOwnerLanes_RetakenLaneRecordsRunningJob has a process run a chunk of
+// job J on lane 1, lose the lane to another that runs job K, and retake it
+// to run J on: the lane's record of its running job must name J again, so
+// that after a crash its next holder resumes J, not K, first.
+func TestOwnerLanes_RetakenLaneRecordsRunningJob(t *testing.T) {
+	ctx := context.Background()
+	_, a, b := openTwo(t)
+	for _, st := range []*mongostore.Store{a, b} {
+		_, err := st.FanoutLanes(ctx, 2)
+		require.NoError(t, err)
+	}
+	author := mkUser(t, a, "author")
+	_, k := mkPost(t, a, author)
+	_, j := mkPost(t, a, author)
+	chunk := func(st *mongostore.Store, job *storage.Job, from, to string) {
+		share := *job
+		share.Lane = 1
+		if from != "" {
+			share.Cursor = []byte(from)
+		}
+		_, err := st.DeliverInbox(ctx, storage.Delivery{Job: &share, At: tickClock(), Cursor: []byte(to)})
+		require.NoError(t, err)
+	}
+	take := func(st *mongostore.Store, holder string) {
+		ok, err := st.TryLaneLease(ctx, 1, holder, 30*time.Millisecond)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	take(a, "a")
+	chunk(a, j, "", "j1")
+	time.Sleep(40 * time.Millisecond)
+	take(b, "b")
+	chunk(b, k, "", "k1")
+	time.Sleep(40 * time.Millisecond)
+	take(a, "a")
+	chunk(a, j, "j1", "j2")
+	js, err := a.PendingLaneJobs(ctx, 1)
+	require.NoError(t, err)
+	require.NotEmpty(t, js)
+	assert.Equal(t, j.ID, js[0].ID, "the job the lane's holder last began first")
+}

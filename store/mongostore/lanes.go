@@ -309,6 +309,10 @@ func (s *Store) ReleaseLaneLease(ctx context.Context, lane int, holder string) e
 // process, with its expiry; the live ones are counted by an _id range,
 // and those expired a ttl ago are removed.
 func (s *Store) Heartbeat(ctx context.Context, holder string, ttl time.Duration) (int, error) {
+	if ttl <= 0 { // the process stops: the others count it out at once
+		_, err := s.leases.DeleteOne(ctx, bson.D{{Key: "_id", Value: "proc/" + holder}})
+		return 0, wrap("heartbeat", err)
+	}
 	now := time.Now().UTC()
 	if _, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "proc/" + holder}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: now.Add(ttl)}}}}, options.Update().SetUpsert(true)); err != nil {

@@ -15,6 +15,8 @@ import (
 
 	"herald/store"
 	"herald/store/mongostore"
+	"herald/store/pubsub"
+	"herald/store/service"
 	"herald/store/storage"
 )
 
@@ -210,4 +212,28 @@ func TestOwnerLanes_RetakenLaneRecordsRunningJob(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, js)
 	assert.Equal(t, j.ID, js[0].ID, "the job the lane's holder last began first")
+}
+
+// TestOwnerLanes_CloseEndsHeartbeat checks that a process stopped
+// gracefully is no longer counted live, so the others take its lanes
+// without waiting for its heartbeat to lapse.
+func TestOwnerLanes_CloseEndsHeartbeat(t *testing.T) {
+	ctx := context.Background()
+	db := openShared(t)
+	start := func() *service.Service {
+		st := mongostore.New(db.client, "herald", mongostore.Options{})
+		require.NoError(t, st.EnsureIndexes(ctx))
+		svc := service.NewService(st, pubsub.NewHub(), service.Options{Lanes: sharedLanes, LeaseTTL: time.Minute, JobPoll: 20 * time.Millisecond})
+		require.NoError(t, svc.Start(ctx))
+		return svc
+	}
+	a, b := start(), start()
+	defer func() { _ = b.Close(ctx) }()
+	live, err := db.st.Heartbeat(ctx, "probe", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 3, live)
+	require.NoError(t, a.Close(ctx))
+	live, err = db.st.Heartbeat(ctx, "probe", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, 2, live, "the stopped process is not counted")
 }

@@ -106,10 +106,17 @@ func (f *fanout) leadLanes() {
 	}
 }
 
-// releaseLanes gives up every lane held.
+// releaseLanes gives up every lane held, and ends this process's
+// heartbeat: until it lapsed the others would count this process live and
+// keep to a smaller share of the lanes.
 func (f *fanout) releaseLanes() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	defer func() {
+		if _, err := f.owners.Heartbeat(ctx, f.holder, 0); err != nil {
+			f.s.log.Warn("ending the fan-out heartbeat", "err", err)
+		}
+	}()
 	for i, l := range f.lanes {
 		f.mu.Lock()
 		held := l.held

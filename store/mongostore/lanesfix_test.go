@@ -237,3 +237,52 @@ func TestOwnerLanes_CloseEndsHeartbeat(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, live, "the stopped process is not counted")
 }
+
+// TestOwnerLanes_WholeJobReachesEveryLane stores a post for one lane whose
+// run had begun (lane 0's record names it) before two lanes were stored:
+// lane 0 adopts it whole and brings it to the followers of both lanes.
+func TestOwnerLanes_WholeJobReachesEveryLane(t *testing.T) {
+	ctx := context.Background()
+	db := openShared(t)
+	opts := service.Options{LeaseTTL: time.Minute, JobPoll: 20 * time.Millisecond, EdgeJobGrace: 10 * time.Millisecond}
+	one := service.NewService(db.st, pubsub.NewHub(), opts)
+	require.NoError(t, one.Start(ctx))
+	author := sharedUser(t, db.st, "author")
+	var fans [2]store.ID
+	for i := 0; fans[0].IsZero() || fans[1].IsZero(); i++ {
+		u := sharedUser(t, db.st, fmt.Sprintf("user%d", i))
+		if l := storage.OwnerLane(u, 2); fans[l].IsZero() {
+			fans[l] = u
+			_, err := one.Follow(ctx, u, author)
+			require.NoError(t, err)
+		}
+	}
+	require.Eventually(t, one.Idle, 5*time.Second, time.Millisecond)
+	require.NoError(t, one.Close(ctx))
+	m, _ := mkPost(t, db.st, author) // db.st knows one lane
+	leases := db.client.Database("herald").Collection("leases")
+	_, err := leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "fanout"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "cur", Value: primitive.ObjectID(m.ID)}, {Key: "ck", Value: int32(storage.JobDeliver)}}}})
+	require.NoError(t, err)
+	_, err = leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "fanout/config"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: int32(2)}}}})
+	require.NoError(t, err)
+
+	st := mongostore.New(db.client, "herald", mongostore.Options{})
+	require.NoError(t, st.EnsureIndexes(ctx))
+	opts.Lanes = 2
+	two := service.NewService(st, pubsub.NewHub(), opts)
+	require.NoError(t, two.Start(ctx))
+	defer func() { _ = two.Close(ctx) }()
+	waitDrained(t, st, two)
+	for lane, f := range fans {
+		items, _, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: f, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 10)})
+		require.NoError(t, err)
+		n := 0
+		for _, it := range items {
+			if it.MessageID == m.ID {
+				n++
+			}
+		}
+		assert.Equal(t, 1, n, "lane %d's follower has the post once", lane)
+	}
+}

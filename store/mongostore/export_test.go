@@ -1,6 +1,11 @@
 package mongostore
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"herald/store/storage"
+)
 
 // SetNotifClaimTTL makes a notifications claim expire after d (instead of
 // lockTTL), so a test sees a crashed notice taken over without waiting,
@@ -25,4 +30,10 @@ func SetRemoveActorBatch(n int) func() {
 	old := removeActorBatch
 	removeActorBatch = n
 	return func() { removeActorBatch = old }
+}
+
+// FinishShare ends j's lane's share of its message job (finishShare), as
+// a runner of the lane does after its last chunk.
+func (s *Store) FinishShare(ctx context.Context, j *storage.Job) error {
+	return s.finishShare(ctx, j)
 }

@@ -32,14 +32,15 @@ type laneShare struct {
 
 const laneConfigID = "fanout/config"
 
-// laneCount returns the number of lanes, as EnsureIndexes (before
-// serving) or FanoutLanes (when a process's fan-out starts) last read it:
-// 1 before either.
+// laneCount returns the number of lanes, as EnsureIndexes, ensureLanes or
+// FanoutLanes last read it: 1 before any did, or while none is stored.
 func (s *Store) laneCount() int {
 	return max(int(s.lanes.Load()), 1)
 }
 
-// readLanes reads the number of lanes stored (1 if none is).
+// readLanes reads the number of lanes stored. None stored leaves it
+// unknown (0; laneCount says 1), so that ensureLanes reads it again: the
+// first process's fan-out may store a number above 1 any time.
 func (s *Store) readLanes(ctx context.Context) error {
 	var d struct {
 		N int32 `bson:"n"`
@@ -48,8 +49,22 @@ func (s *Store) readLanes(ctx context.Context) error {
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return wrap("read fan-out lanes", err)
 	}
-	s.lanes.Store(max(d.N, 1))
+	if err == nil {
+		s.lanes.Store(max(d.N, 1))
+	}
 	return nil
+}
+
+// ensureLanes reads the number of lanes if it is not known yet, before a
+// message job is written: the server answers requests before its fan-out
+// (or EnsureIndexes) has read it, and a job stored for one lane under
+// N > 1 would be no lane's share (lane 0 adopts such jobs: adoptJobs).
+// Once known it costs nothing.
+func (s *Store) ensureLanes(ctx context.Context) error {
+	if s.lanes.Load() > 0 {
+		return nil
+	}
+	return s.readLanes(ctx)
 }
 
 // FanoutLanes implements storage.OwnerLanes. A first number above 1 is
@@ -71,7 +86,11 @@ func (s *Store) FanoutLanes(ctx context.Context, want int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if backlog.Jobs > 0 {
+		live, err := s.fanoutLive(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if backlog.Jobs > 0 || live {
 			want = 1
 		}
 	}
@@ -91,9 +110,19 @@ func (s *Store) FanoutLanes(ctx context.Context, want int) (int, error) {
 }
 
 // SetFanoutLanes stores n as the number of lanes (herald mongo setup). It
-// refuses while a job is pending: a job stored under one N is shared out
-// among that N's lanes.
+// refuses while a job is pending (a job stored under one N is shared out
+// among that N's lanes) and while a process may run: one still hashing
+// by the old N would give an inbox two writers. A process that starts
+// between the check and the write reads the new N; one already running
+// stops its lanes at its next renewal (their jobs are pending anyway).
 func (s *Store) SetFanoutLanes(ctx context.Context, n int) error {
+	live, err := s.fanoutLive(ctx)
+	if err != nil {
+		return err
+	}
+	if live {
+		return store.Errorf(store.EINVALID, "fan-out lanes: a process is running (a live heartbeat or fan-out lease); stop every process first")
+	}
 	backlog, err := s.JobBacklog(ctx, 1)
 	if err != nil {
 		return err
@@ -107,6 +136,21 @@ func (s *Store) SetFanoutLanes(ctx context.Context, n int) error {
 		s.lanes.Store(int32(max(n, 1)))
 	}
 	return wrap("fan-out lanes", err)
+}
+
+// fanoutLive reports whether any process may be running: a live
+// heartbeat (proc/*) or a live fan-out lease (fanout, fanout/<lane>; a
+// process from before owner lanes holds fanout without a heartbeat).
+func (s *Store) fanoutLive(ctx context.Context) (bool, error) {
+	now := time.Now().UTC()
+	n, err := s.leases.CountDocuments(ctx, bson.D{
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: "proc/"}, {Key: "$lt", Value: "proc0"}}}},
+			bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: "fanout"}, {Key: "$lt", Value: "fanout0"}}}},
+		}},
+		{Key: "x", Value: bson.D{{Key: "$gte", Value: now}}},
+	}, options.Count().SetLimit(1))
+	return n > 0, wrap("fan-out lanes", err)
 }
 
 // laneLeaseID names lane's lease document; lane 0's is the one-lane
@@ -163,8 +207,9 @@ func (d *jobDoc) share(lane int, n int) (laneShare, bool) {
 
 // finishShare ends lane's share of a message job at its cursor: it pulls
 // the lane from j.pl, or, if it is the last lane there, ends the job (for
-// a retraction: its records, then the message). Each is one conditional
-// update, so of two lanes finishing at once exactly one ends the job.
+// a retraction: claims the end (j.end), then deletes its records, then the
+// message). Each is one conditional update, so of two lanes finishing at
+// once exactly one ends the job.
 func (s *Store) finishShare(ctx context.Context, j *storage.Job) error {
 	lane := int32(j.Lane)
 	for range 3 {
@@ -182,15 +227,21 @@ func (s *Store) finishShare(ctx context.Context, j *storage.Job) error {
 		}
 		last := append(s.jobFilter(j), bson.E{Key: "$and", Value: bson.A{bson.D{{Key: "j.pl", Value: bson.A{lane}}}}})
 		if j.Kind == storage.JobRetract {
-			if _, err := s.deliveries.DeleteMany(ctx, bson.D{{Key: "m", Value: oid(j.MessageID)}}); err != nil {
-				return wrap("retract: records", err)
-			}
-			del, err := s.messages.DeleteOne(ctx, last)
+			// Claim being last before deleting the records: a stale
+			// runner of this lane whose pull matched nothing (the new
+			// holder pulled it) must not wipe records that other lanes'
+			// shares still read. After a crash past the claim the lane,
+			// still in j.pl, runs its last chunk again and gets here.
+			claim, err := s.messages.UpdateOne(ctx, last, bson.D{{Key: "$set", Value: bson.D{{Key: "j.end", Value: true}}}})
 			if err != nil {
 				return wrap("advance job", err)
 			}
-			if del.DeletedCount > 0 {
-				return nil
+			if claim.MatchedCount > 0 {
+				if _, err := s.deliveries.DeleteMany(ctx, bson.D{{Key: "m", Value: oid(j.MessageID)}}); err != nil {
+					return wrap("retract: records", err)
+				}
+				_, err := s.messages.DeleteOne(ctx, append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: "j.end", Value: true}))
+				return wrap("advance job", err)
 			}
 		} else {
 			res, err := s.messages.UpdateOne(ctx, last, bson.D{{Key: "$unset", Value: bson.D{{Key: "j", Value: ""}}}})
@@ -213,25 +264,42 @@ func (s *Store) finishShare(ctx context.Context, j *storage.Job) error {
 
 // TryLaneLease implements storage.OwnerLanes: the lease document is taken
 // if it is free, expired or already this holder's; another holder's live
-// lease makes the upsert collide with its _id.
+// lease makes the upsert collide with its _id. A lease newly taken (not
+// this holder's live one before) forgets this process's record of the
+// lane's running job: another holder may have recorded its own since, and
+// beginJob must write this process's again.
 func (s *Store) TryLaneLease(ctx context.Context, lane int, holder string, ttl time.Duration) (bool, error) {
 	now := time.Now().UTC()
-	_, err := s.leases.UpdateOne(ctx,
+	var before struct {
+		Holder string    `bson:"h"`
+		Until  time.Time `bson:"x"`
+	}
+	err := s.leases.FindOneAndUpdate(ctx,
 		bson.D{{Key: "_id", Value: laneLeaseID(lane)}, {Key: "$or", Value: bson.A{
 			bson.D{{Key: "h", Value: holder}},
 			// Expired, or never taken (a document made by beginJob has no x).
 			bson.D{{Key: "x", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: now}}}}}},
 		}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "h", Value: holder}, {Key: "x", Value: now.Add(ttl)}}}},
-		options.Update().SetUpsert(true))
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.Before).
+			SetProjection(bson.D{{Key: "h", Value: 1}, {Key: "x", Value: 1}})).Decode(&before)
 	if isDuplicate(err) {
 		return false, nil
 	}
-	return err == nil, wrap("fan-out lease", err)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return false, wrap("fan-out lease", err)
+	}
+	if before.Holder != holder || before.Until.Before(now) {
+		s.inFlight.Delete(lane)
+	}
+	return true, nil
 }
 
-// ReleaseLaneLease implements storage.OwnerLanes: the lease expires now.
+// ReleaseLaneLease implements storage.OwnerLanes: the lease expires now,
+// and this process's record of the lane's running job is forgotten (see
+// TryLaneLease).
 func (s *Store) ReleaseLaneLease(ctx context.Context, lane int, holder string) error {
+	s.inFlight.Delete(lane)
 	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(lane)}, {Key: "h", Value: holder}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: time.Unix(0, 0).UTC()}}}})
 	return wrap("fan-out lease", err)
@@ -241,6 +309,10 @@ func (s *Store) ReleaseLaneLease(ctx context.Context, lane int, holder string) e
 // process, with its expiry; the live ones are counted by an _id range,
 // and those expired a ttl ago are removed.
 func (s *Store) Heartbeat(ctx context.Context, holder string, ttl time.Duration) (int, error) {
+	if ttl <= 0 { // the process stops: the others count it out at once
+		_, err := s.leases.DeleteOne(ctx, bson.D{{Key: "_id", Value: "proc/" + holder}})
+		return 0, wrap("heartbeat", err)
+	}
 	now := time.Now().UTC()
 	if _, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "proc/" + holder}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: now.Add(ttl)}}}}, options.Update().SetUpsert(true)); err != nil {
@@ -260,4 +332,51 @@ func (s *Store) Heartbeat(ctx context.Context, holder string, ttl time.Duration)
 // are few at a time).
 func (s *Store) PendingLaneJobs(ctx context.Context, lane int) ([]*storage.Job, error) {
 	return s.pendingJobs(ctx, lane, s.laneCount())
+}
+
+// adoptJobs, run by lane 0's poll with N > 1, gives a lane share to each
+// message job stored without j.pl: one written for one lane before its
+// process knew N (or by a process from before owner lanes), which no lane
+// would run. The rule: a job not begun (no cursor, no plan, not lane 0's
+// running job) gets every lane, each running its share from the start as
+// if stored under N. A job begun for one lane has delivered to (or
+// planned) owners of every lane, and no lane's cursor can take it up
+// from there, so it is lane 0's alone, whole (j.w): lane 0 runs it on for
+// every owner, from its cursor and plan. That one job then writes other
+// lanes' inboxes beside their holders, a second writer: counts stay
+// exact unless a chunk of it is cut short and repeated after another
+// lane's job marked one of its owners. Each update is conditional on
+// j.pl still missing, and for a split on the job not begun; lane 0's
+// holder is the only adopter and no one-lane process runs beside it (it
+// would need lane 0's lease).
+func (s *Store) adoptJobs(ctx context.Context, n int) error {
+	noLanes := bson.E{Key: "j.pl", Value: bson.D{{Key: "$exists", Value: false}}}
+	cur, err := s.messages.Find(ctx, bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}, noLanes},
+		options.Find().SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "j", Value: 1}}))
+	if err != nil {
+		return wrap("adopt jobs", err)
+	}
+	var ds []*messageDoc
+	if err := cur.All(ctx, &ds); err != nil || len(ds) == 0 {
+		return wrap("adopt jobs", err)
+	}
+	running, isRunning, err := s.runningJob(ctx, 0)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		id := store.ID(d.ID)
+		filter := append(msgKey(id, store.ID(d.Author)), bson.E{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}, noLanes)
+		set := bson.D{{Key: "j.pl", Value: allLanes(n)}}
+		if len(d.Job.Cursor) > 0 || d.Job.Plan != nil || (isRunning && running.id == id) {
+			set = bson.D{{Key: "j.pl", Value: bson.A{int32(0)}}, {Key: "j.w", Value: true}}
+		} else {
+			filter = append(filter, bson.E{Key: "j.cur", Value: bson.D{{Key: "$exists", Value: false}}}, bson.E{Key: "j.p", Value: bson.D{{Key: "$exists", Value: false}}})
+		}
+		if _, err := s.messages.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}); err != nil {
+			return wrap("adopt jobs", err)
+		}
+		s.log.Error("fan-out lanes: a message job was stored for one lane under more; lane 0 adopted it", "message", id.String(), "whole", len(set) > 1)
+	}
+	return nil
 }

@@ -82,6 +82,9 @@ type fanout struct {
 	begun       int
 	closing     bool
 	leader      bool // holds the fan-out lease (always, without a Leaser)
+	// lanesChanged is set, with owner lanes, once the stored number of
+	// lanes is found changed: no lane is taken again (renewLanes).
+	lanesChanged bool
 
 	// leaseUntil is when the lease, as last renewed, could pass to another
 	// process: past it this one stops running stored jobs, even before it
@@ -150,9 +153,10 @@ func (f *fanout) laneOf(j *storage.Job) int {
 }
 
 // mine reports whether owner's inbox is written by j's lane: always, but
-// for a share of a message job with owner lanes.
+// for a share of a message job with owner lanes (a whole job is every
+// owner's: see storage.Job.Whole).
 func (f *fanout) mine(j *storage.Job, owner store.ID) bool {
-	return f.scheme == authorLanes || storage.OwnerLane(owner, len(f.lanes)) == j.Lane
+	return f.scheme == authorLanes || j.Whole || storage.OwnerLane(owner, len(f.lanes)) == j.Lane
 }
 
 // laneOf returns the lane of j among n: a stable hash (FNV-1a) of its lane

@@ -106,10 +106,17 @@ func (f *fanout) leadLanes() {
 	}
 }
 
-// releaseLanes gives up every lane held.
+// releaseLanes gives up every lane held, and ends this process's
+// heartbeat: until it lapsed the others would count this process live and
+// keep to a smaller share of the lanes.
 func (f *fanout) releaseLanes() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	defer func() {
+		if _, err := f.owners.Heartbeat(ctx, f.holder, 0); err != nil {
+			f.s.log.Warn("ending the fan-out heartbeat", "err", err)
+		}
+	}()
 	for i, l := range f.lanes {
 		f.mu.Lock()
 		held := l.held
@@ -153,6 +160,29 @@ func (f *fanout) enqueueLanePending(i int) {
 // queue from the backend first, the job its last holder had begun first.
 func (f *fanout) renewLanes() {
 	n := len(f.lanes)
+	if f.lanesChanged {
+		return
+	}
+	// The stored N again: had it changed under this process (setup run
+	// while it ran), its lanes would hash owners by the old N beside
+	// processes using the new one, two writers for an inbox.
+	if stored, err := f.owners.FanoutLanes(f.ctx, n); err != nil {
+		if f.ctx.Err() == nil {
+			f.s.log.Warn("fan-out lanes: reading the stored number", "err", err)
+		}
+	} else if stored != n {
+		f.s.log.Error("fan-out lanes: the stored number changed while this process ran; its lanes stop until it restarts", "running", n, "stored", stored)
+		f.lanesChanged = true
+		for i := range f.lanes {
+			f.mu.Lock()
+			held := f.lanes[i].held
+			f.mu.Unlock()
+			if held {
+				f.dropLane(i, true)
+			}
+		}
+		return
+	}
 	live, err := f.owners.Heartbeat(f.ctx, f.holder, f.leaseTTL)
 	if err != nil {
 		if f.ctx.Err() == nil {
@@ -213,9 +243,13 @@ func (f *fanout) renewLanes() {
 		}
 		i := (first + k) % n
 		f.mu.Lock()
-		had, closing := f.lanes[i].held, f.closing
+		had, closing, windingDown := f.lanes[i].held, f.closing, f.lanes[i].running
 		f.mu.Unlock()
-		if had || closing {
+		// A lane given up whose last job still winds down is taken at a
+		// later renewal: retaken now, its queue would leave that job out
+		// (known while it runs) and run the jobs after it first, though
+		// its share is not done.
+		if had || closing || windingDown {
 			continue
 		}
 		asked := time.Now()

@@ -695,7 +695,8 @@ type OwnerLanes interface {
 	// ReleaseLaneLease gives lane's lease up if holder has it.
 	ReleaseLaneLease(ctx context.Context, lane int, holder string) error
 	// Heartbeat records holder as live for ttl and returns the number of
-	// live processes, holder included.
+	// live processes, holder included. A ttl of 0 ends holder's heartbeat
+	// (a graceful stop), so the others count it out before it lapses.
 	Heartbeat(ctx context.Context, holder string, ttl time.Duration) (int, error)
 	// PendingLaneJobs is PendingJobs for one lane: the message jobs whose
 	// share for lane is not done (each with Lane set) and the jobs of

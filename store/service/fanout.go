@@ -82,8 +82,9 @@ type fanout struct {
 	begun       int
 	closing     bool
 	leader      bool // holds the fan-out lease (always, without a Leaser)
-	// lanesChanged is set, with owner lanes, once the stored number of
-	// lanes is found changed: no lane is taken again (renewLanes).
+	// lanesChanged is set, on a backend with owner lanes, once the stored
+	// number of lanes is found changed: no lane is taken again
+	// (renewLanes, oneLaneCurrent).
 	lanesChanged bool
 
 	// leaseUntil is when the lease, as last renewed, could pass to another

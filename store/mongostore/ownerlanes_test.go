@@ -114,10 +114,17 @@ func buildWorld(t *testing.T, st *mongostore.Store, svcs []*service.Service, nAu
 		w.authors = append(w.authors, sharedUser(t, st, fmt.Sprintf("author%d", i)))
 	}
 	lanes := map[int]bool{}
-	for i := range nFollowers {
-		f := sharedUser(t, st, fmt.Sprintf("follower%d", i))
+	for i, made := 0, 0; i < nFollowers; made++ {
+		// Every lane gets a follower: a user whose lane still lacks one
+		// takes one of the last places, others are left out of them (ids
+		// made at once may hash to few lanes).
+		f := sharedUser(t, st, fmt.Sprintf("follower%d", made))
+		if l := storage.OwnerLane(f, sharedLanes); !lanes[l] {
+			lanes[l] = true
+		} else if nFollowers-i <= sharedLanes-len(lanes) {
+			continue
+		}
 		w.followers = append(w.followers, f)
-		lanes[storage.OwnerLane(f, sharedLanes)] = true
 		for k, a := range w.authors {
 			if (i+k)%3 != 0 {
 				_, err := svcs[i%len(svcs)].Follow(ctx, f, a)
@@ -125,6 +132,7 @@ func buildWorld(t *testing.T, st *mongostore.Store, svcs []*service.Service, nAu
 				w.follows[f] = append(w.follows[f], a)
 			}
 		}
+		i++
 	}
 	require.Len(t, lanes, sharedLanes, "followers on every lane")
 	return w

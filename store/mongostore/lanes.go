@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
+	"go.mongodb.org/mongo-driver/bson/primitive"
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
@@ -337,18 +338,18 @@ func (s *Store) PendingLaneJobs(ctx context.Context, lane int) ([]*storage.Job, 
 // adoptJobs, run by lane 0's poll with N > 1, gives a lane share to each
 // message job stored without j.pl: one written for one lane before its
 // process knew N (or by a process from before owner lanes), which no lane
-// would run. The rule: a job not begun (no cursor, no plan, not lane 0's
-// running job) gets every lane, each running its share from the start as
-// if stored under N. A job begun for one lane has delivered to (or
-// planned) owners of every lane, and no lane's cursor can take it up
-// from there, so it is lane 0's alone, whole (j.w): lane 0 runs it on for
-// every owner, from its cursor and plan. That one job then writes other
-// lanes' inboxes beside their holders, a second writer: counts stay
-// exact unless a chunk of it is cut short and repeated after another
-// lane's job marked one of its owners. Each update is conditional on
-// j.pl still missing, and for a split on the job not begun; lane 0's
-// holder is the only adopter and no one-lane process runs beside it (it
-// would need lane 0's lease).
+// would run. Every lane gets a share, from where the job stands: its
+// cursor is where every lane's share goes on (a delivery's last follower
+// reached, in the order each lane lists its own; a retraction's position
+// in the delivery records, which every lane reads whole), and the plan of
+// a chunk cut short is split, each lane keeping its own owners (and the
+// record's key), so that no lane ever writes another lane's inboxes. A
+// job not begun thus runs as if stored under N. Each update is
+// conditional on j.pl still missing and on the cursor and plan read; lane
+// 0's holder is the only adopter and no one-lane process runs beside it.
+// What stays open: a chunk cut short before N > 1 was stored is run again
+// by each lane for its owners, and an owner whose lane ran another job on
+// its inbox in between (before the adoption) is counted again.
 func (s *Store) adoptJobs(ctx context.Context, n int) error {
 	noLanes := bson.E{Key: "j.pl", Value: bson.D{{Key: "$exists", Value: false}}}
 	cur, err := s.messages.Find(ctx, bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}, noLanes},
@@ -357,26 +358,51 @@ func (s *Store) adoptJobs(ctx context.Context, n int) error {
 		return wrap("adopt jobs", err)
 	}
 	var ds []*messageDoc
-	if err := cur.All(ctx, &ds); err != nil || len(ds) == 0 {
+	if err := cur.All(ctx, &ds); err != nil {
 		return wrap("adopt jobs", err)
-	}
-	running, isRunning, err := s.runningJob(ctx, 0)
-	if err != nil {
-		return err
 	}
 	for _, d := range ds {
 		id := store.ID(d.ID)
 		filter := append(msgKey(id, store.ID(d.Author)), bson.E{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}, noLanes)
 		set := bson.D{{Key: "j.pl", Value: allLanes(n)}}
-		if len(d.Job.Cursor) > 0 || d.Job.Plan != nil || (isRunning && running.id == id) {
-			set = bson.D{{Key: "j.pl", Value: bson.A{int32(0)}}, {Key: "j.w", Value: true}}
+		var unset bson.D
+		if cursor := d.Job.Cursor; len(cursor) > 0 {
+			filter = append(filter, bson.E{Key: "j.cur", Value: cursor})
+			for lane := 1; lane < n; lane++ {
+				set = append(set, bson.E{Key: laneField(lane, "cur"), Value: cursor})
+			}
 		} else {
-			filter = append(filter, bson.E{Key: "j.cur", Value: bson.D{{Key: "$exists", Value: false}}}, bson.E{Key: "j.p", Value: bson.D{{Key: "$exists", Value: false}}})
+			filter = append(filter, bson.E{Key: "j.cur", Value: bson.D{{Key: "$exists", Value: false}}})
 		}
-		if _, err := s.messages.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}); err != nil {
+		if plan := d.Job.Plan; plan != nil {
+			filter = append(filter, bson.E{Key: "j.p.k", Value: plan.Key}, bson.E{Key: "j.p.o", Value: bson.D{{Key: "$size", Value: len(plan.Owners)}}})
+			parts := make([][]primitive.ObjectID, n)
+			for _, o := range plan.Owners {
+				l := storage.OwnerLane(store.ID(o), n)
+				parts[l] = append(parts[l], o)
+			}
+			for lane, owners := range parts {
+				switch {
+				case len(owners) > 0:
+					set = append(set, bson.E{Key: laneField(lane, "p"), Value: &chunkPlan{Key: plan.Key, Owners: owners}})
+				case lane == 0:
+					unset = append(unset, bson.E{Key: "j.p", Value: ""})
+				}
+			}
+		} else {
+			filter = append(filter, bson.E{Key: "j.p", Value: bson.D{{Key: "$exists", Value: false}}})
+		}
+		upd := bson.D{{Key: "$set", Value: set}}
+		if len(unset) > 0 {
+			upd = append(upd, bson.E{Key: "$unset", Value: unset})
+		}
+		res, err := s.messages.UpdateOne(ctx, filter, upd)
+		if err != nil {
 			return wrap("adopt jobs", err)
 		}
-		s.log.Error("fan-out lanes: a message job was stored for one lane under more; lane 0 adopted it", "message", id.String(), "whole", len(set) > 1)
+		if res.MatchedCount > 0 {
+			s.log.Error("fan-out lanes: a message job was stored for one lane under more; lane 0 shared it out among the lanes", "message", id.String(), "begun", len(d.Job.Cursor) > 0 || d.Job.Plan != nil)
+		}
 	}
 	return nil
 }

@@ -67,8 +67,8 @@ func TestOwnerLanes_PostBeforeLanesRead(t *testing.T) {
 }
 
 // TestOwnerLanes_LaneZeroAdoptsOneLaneJobs stores message jobs for one lane,
-// then two lanes: lane 0's poll gives a job not begun to every lane, and a
-// job begun for one lane to itself, whole.
+// then two lanes: lane 0's poll gives each job to every lane, a job not
+// begun from its start, a job begun from its cursor.
 func TestOwnerLanes_LaneZeroAdoptsOneLaneJobs(t *testing.T) {
 	ctx := context.Background()
 	client, a, _ := openTwo(t)
@@ -88,11 +88,19 @@ func TestOwnerLanes_LaneZeroAdoptsOneLaneJobs(t *testing.T) {
 	js, err := b.PendingLaneJobs(ctx, 0)
 	require.NoError(t, err)
 	require.Len(t, js, 2)
-	for _, j := range js {
-		assert.Equal(t, j.ID == begun.ID, j.Whole, "only the begun job is whole")
-	}
 	assert.True(t, hasJob(t, b, 1, fresh), "the job not begun is every lane's")
-	assert.False(t, hasJob(t, b, 1, begun), "the begun job is lane 0's alone")
+	assert.True(t, hasJob(t, b, 1, begun), "the begun job is every lane's")
+	for lane := range 2 {
+		js, err := b.PendingLaneJobs(ctx, lane)
+		require.NoError(t, err)
+		for _, j := range js {
+			want := ""
+			if j.ID == begun.ID {
+				want = "x"
+			}
+			assert.Equal(t, want, string(j.Cursor), "lane %d's share of %s goes on from the job's cursor", lane, j.ID)
+		}
+	}
 }
 
 // TestOwnerLanes_SetLanesRefusedWhileRunning checks that setup refuses a
@@ -240,7 +248,8 @@ func TestOwnerLanes_CloseEndsHeartbeat(t *testing.T) {
 
 // TestOwnerLanes_WholeJobReachesEveryLane stores a post for one lane whose
 // run had begun (lane 0's record names it) before two lanes were stored:
-// lane 0 adopts it whole and brings it to the followers of both lanes.
+// lane 0 shares it out among both lanes, which bring it to their
+// followers.
 func TestOwnerLanes_WholeJobReachesEveryLane(t *testing.T) {
 	ctx := context.Background()
 	db := openShared(t)

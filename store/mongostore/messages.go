@@ -39,9 +39,6 @@ type jobDoc struct {
 	// cursor and plan of each lane but 0 (lanes.go).
 	Lanes  []int32               `bson:"pl,omitempty"`
 	Shares map[string]*laneShare `bson:"ln,omitempty"`
-	// Whole marks a one-lane job begun before lane 0 adopted it (adoptJobs):
-	// lane 0 runs it for every owner.
-	Whole bool `bson:"w,omitempty"`
 	// End marks a retraction whose last lane claimed its end: its records
 	// may be gone (finishShare).
 	End bool `bson:"end,omitempty"`
@@ -60,7 +57,6 @@ func (d *messageDoc) laneJob(lane, n int) *storage.Job {
 	j := &storage.Job{
 		ID: store.ID(d.ID), Kind: storage.JobKind(d.Job.Kind), Layout: storage.Layout(d.Job.Layout),
 		MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC(), Cursor: sh.Cursor, Lane: lane,
-		Whole: d.Job.Whole,
 	}
 	if d.ReplyBy != nil {
 		j.ReplyToAuthorID = store.ID(*d.ReplyBy)
@@ -354,9 +350,7 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *storage
 		}
 		n := s.laneCount()
 		set := bson.D{{Key: "x", Value: time.Now().UTC()}, {Key: "j.k", Value: int32(retract.Kind)}, {Key: "j.l", Value: int32(retract.Layout)}}
-		// A whole job's retraction is shared out: each lane reads the
-		// records; lane 0 keeps the plan, whose owners it undoes.
-		unset := bson.D{{Key: "j.cur", Value: ""}, {Key: "j.w", Value: ""}}
+		unset := bson.D{{Key: "j.cur", Value: ""}}
 		if n > 1 {
 			set = append(set, bson.E{Key: "j.pl", Value: allLanes(n)})
 			for lane := 1; lane < n; lane++ {
@@ -418,7 +412,7 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 	cond, sort := idRange("_id", f.Range, true)
 	filter := append(outboxFilter(f), cond...)
 	cur, err := s.messages.Find(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(f.Limit)).
-		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "ra", Value: 1}, {Key: "ro", Value: 1}, {Key: "roa", Value: 1}, {Key: "hh", Value: 1}, {Key: "j.k", Value: 1}, {Key: "j.pl", Value: 1}, {Key: "j.w", Value: 1}}))
+		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "ra", Value: 1}, {Key: "ro", Value: 1}, {Key: "roa", Value: 1}, {Key: "hh", Value: 1}, {Key: "j.k", Value: 1}, {Key: "j.pl", Value: 1}}))
 	if err != nil {
 		return nil, wrap("find outbox", err)
 	}
@@ -451,7 +445,7 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 			RepostOfAuthorID: store.ID(d.RepostBy),
 			HomeHidden:       d.Hidden,
 			Pending: d.Job != nil && storage.JobKind(d.Job.Kind) == storage.JobDeliver &&
-				(lane < 0 || len(d.Job.Lanes) == 0 || d.Job.Whole || slices.Contains(d.Job.Lanes, int32(lane))),
+				(lane < 0 || len(d.Job.Lanes) == 0 || slices.Contains(d.Job.Lanes, int32(lane))),
 		}
 	}
 	return out, nil

@@ -154,10 +154,9 @@ func (f *fanout) laneOf(j *storage.Job) int {
 }
 
 // mine reports whether owner's inbox is written by j's lane: always, but
-// for a share of a message job with owner lanes (a whole job is every
-// owner's: see storage.Job.Whole).
+// for a share of a message job with owner lanes.
 func (f *fanout) mine(j *storage.Job, owner store.ID) bool {
-	return f.scheme == authorLanes || j.Whole || storage.OwnerLane(owner, len(f.lanes)) == j.Lane
+	return f.scheme == authorLanes || storage.OwnerLane(owner, len(f.lanes)) == j.Lane
 }
 
 // laneOf returns the lane of j among n: a stable hash (FNV-1a) of its lane

@@ -115,9 +115,6 @@ type Job struct {
 	// JobDeliver or JobRetract this is: the share that reaches the owners
 	// of that lane. Zero otherwise, and for the jobs of one owner.
 	Lane int
-	// Whole is set, with owner lanes, on a message job stored for one lane
-	// and begun before lane 0 adopted it: lane 0 runs it for every owner.
-	Whole bool
 }
 
 // JobBacklog is what Jobs.JobBacklog reports of the stored jobs not done.

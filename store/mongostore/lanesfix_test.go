@@ -298,15 +298,16 @@ func TestOwnerLanes_WholeJobReachesEveryLane(t *testing.T) {
 
 // TestOwnerLanes_OneLaneStandbyCounted runs two processes on a database
 // that stores one lane; the one holding the lease stops. The other, a
-// standby, still runs: setup must refuse a new number of lanes, and a
-// standby finding the number changed anyway must not take the lease and
-// run every inbox's jobs beside the new lanes' holders.
+// standby, still runs: setup must refuse a new number of lanes. Once it
+// leads, a number changed anyway (setup racing its start) must make it
+// give lane 0's lease up rather than run every inbox's jobs beside the
+// new lanes' holders.
 func TestOwnerLanes_OneLaneStandbyCounted(t *testing.T) {
 	ctx := context.Background()
 	db := openShared(t)
 	_, err := db.st.FanoutLanes(ctx, 1)
 	require.NoError(t, err)
-	opts := service.Options{LeaseTTL: 200 * time.Millisecond, JobPoll: 20 * time.Millisecond}
+	opts := service.Options{LeaseTTL: 2 * time.Second, JobPoll: 20 * time.Millisecond}
 	a := service.NewService(db.st, pubsub.NewHub(), opts)
 	require.NoError(t, a.Start(ctx))
 	require.Eventually(t, func() bool { return a.Stats().Lanes[0].Held }, 5*time.Second, 5*time.Millisecond)
@@ -321,13 +322,12 @@ func TestOwnerLanes_OneLaneStandbyCounted(t *testing.T) {
 	setup := mongostore.New(db.client, "herald", mongostore.Options{})
 	require.Error(t, setup.SetFanoutLanes(ctx, 2), "the standby runs")
 
-	// Changed anyway (setup racing the standby's start): the standby
-	// stops leading for good.
+	require.Eventually(t, func() bool { return b.Stats().Lanes[0].Held }, 5*time.Second, 5*time.Millisecond, "the standby leads")
 	_, err = db.client.Database("herald").Collection("leases").UpdateOne(ctx, bson.D{{Key: "_id", Value: "fanout/config"}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: int32(2)}}}})
 	require.NoError(t, err)
-	time.Sleep(time.Second) // several lease periods
-	assert.False(t, b.Stats().Lanes[0].Held, "the standby leads no lane under another number")
+	require.Eventually(t, func() bool { return !b.Stats().Lanes[0].Held }, 5*time.Second, 5*time.Millisecond,
+		"a process on one lane leads no more under another number")
 	ok, err := setup.TryLaneLease(ctx, 0, "lanes", time.Minute)
 	require.NoError(t, err)
 	assert.True(t, ok, "lane 0's lease is free for the new lanes")

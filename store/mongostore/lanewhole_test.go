@@ -194,3 +194,35 @@ func TestOwnerLanes_CutChunkThenOtherLane(t *testing.T) {
 	assert.Equal(t, 2, entries)
 	assert.Equal(t, 2, c.Total, "each entry counted once")
 }
+
+// TestOwnerLanes_PostsWhileStarting posts while the Service starts, as a
+// server answers requests before its fan-out has read the number of lanes:
+// the fan-out's lanes and scheme, chosen then, must not race the posts'
+// queueing (go test -race), and every post is delivered.
+func TestOwnerLanes_PostsWhileStarting(t *testing.T) {
+	ctx := context.Background()
+	db := openShared(t)
+	_, err := db.st.FanoutLanes(ctx, 2)
+	require.NoError(t, err)
+	author, fan := sharedUser(t, db.st, "author"), sharedUser(t, db.st, "fan")
+	_, err = db.st.Follow(ctx, fan, author, time.Now())
+	require.NoError(t, err)
+	st := mongostore.New(db.client, "herald", mongostore.Options{})
+	svc := service.NewService(st, pubsub.NewHub(), service.Options{Lanes: 2, LeaseTTL: time.Minute, JobPoll: 20 * time.Millisecond})
+	posted := make(chan error, 1)
+	go func() {
+		for i := range 10 {
+			if _, err := svc.PostMessage(ctx, author, service.PostInput{Text: fmt.Sprintf("post %d", i)}); err != nil {
+				posted <- err
+				return
+			}
+		}
+		posted <- nil
+	}()
+	require.NoError(t, svc.Start(ctx))
+	defer func() { _ = svc.Close(ctx) }()
+	require.NoError(t, <-posted)
+	waitDrained(t, st, svc)
+	_, n := inboxCounts(t, st, fan)
+	assert.Equal(t, 10, n)
+}

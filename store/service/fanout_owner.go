@@ -34,8 +34,12 @@ func (f *fanout) chooseScheme(ctx context.Context, want int) error {
 		f.s.log.Warn("fan-out lanes: the database stores another number; using it", "flag", want, "stored", n)
 	}
 	if n > 1 {
+		// Under mu: the server answers requests before its fan-out starts,
+		// and they queue jobs and read the backlog meanwhile.
+		f.mu.Lock()
 		f.scheme = ownerLanes
 		f.setLanes(n)
+		f.mu.Unlock()
 	}
 	return nil
 }

@@ -73,3 +73,35 @@ func TestLanes_RetakeWaitsForRunningJob(t *testing.T) {
 	require.Len(t, l.queue, 2)
 	assert.Equal(t, keyOf(half), keyOf(l.queue[0]), "the unfinished share first")
 }
+
+// TestLanes_SchemeChosenWhileRequestsQueue chooses owner lanes while a
+// request queues a job and reads the backlog, as a server answering
+// requests before its fan-out has started does: under go test -race,
+// choosing must not race them.
+func TestLanes_SchemeChosenWhileRequestsQueue(t *testing.T) {
+	at := time.Now()
+	b := &fakeLanes{n: 2}
+	f := &fanout{s: &Service{now: time.Now, log: slog.Default()}, owners: b, leaser: b, holder: "h",
+		leaseTTL: time.Hour, known: map[jobKey]bool{}, since: map[jobKey]time.Time{}, polledAt: map[jobKey]time.Time{}}
+	f.s.fanout = f
+	f.cond = sync.NewCond(&f.mu)
+	f.ctx = context.Background()
+	f.setLanes(1)
+	j := &storage.Job{ID: store.NewID(at), Kind: storage.JobDeliver, AuthorID: store.NewID(at), MessageID: store.NewID(at)}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		assert.NoError(t, f.chooseScheme(context.Background(), 2))
+	}()
+	go func() {
+		defer wg.Done()
+		f.enqueue(j)
+		f.mu.Lock()
+		_ = f.queuedLocked()
+		f.mu.Unlock()
+	}()
+	wg.Wait()
+	assert.Len(t, f.lanes, 2)
+	assert.Equal(t, ownerLanes, f.scheme)
+}

@@ -307,7 +307,7 @@ func TestOwnerLanes_OneLaneStandbyCounted(t *testing.T) {
 	db := openShared(t)
 	_, err := db.st.FanoutLanes(ctx, 1)
 	require.NoError(t, err)
-	opts := service.Options{LeaseTTL: 2 * time.Second, JobPoll: 20 * time.Millisecond}
+	opts := service.Options{LeaseTTL: 4 * time.Second, JobPoll: 20 * time.Millisecond}
 	a := service.NewService(db.st, pubsub.NewHub(), opts)
 	require.NoError(t, a.Start(ctx))
 	require.Eventually(t, func() bool { return a.Stats().Lanes[0].Held }, 5*time.Second, 5*time.Millisecond)
@@ -328,7 +328,10 @@ func TestOwnerLanes_OneLaneStandbyCounted(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return !b.Stats().Lanes[0].Held }, 5*time.Second, 5*time.Millisecond,
 		"a process on one lane leads no more under another number")
-	ok, err := setup.TryLaneLease(ctx, 0, "lanes", time.Minute)
-	require.NoError(t, err)
-	assert.True(t, ok, "lane 0's lease is free for the new lanes")
+	// It gives the lease up just after it stops leading, long before the
+	// lease (4 s, renewed every 1 s) would lapse.
+	assert.Eventually(t, func() bool {
+		ok, err := setup.TryLaneLease(ctx, 0, "lanes", time.Minute)
+		return err == nil && ok
+	}, 1500*time.Millisecond, 5*time.Millisecond, "lane 0's lease is given up")
 }

@@ -158,7 +158,7 @@ func parseCommandConfig(cmd command, args []string, getenv func(string) string, 
 	fs.DurationVar(&cfg.DeletionGrace, "deletion-grace", service.DefaultDeletionGrace, "how long a deleted account's handle stays taken (and the account's record kept) before it is purged and the handle can be signed up again")
 	fs.DurationVar(&cfg.FanoutMaxLag, "fanout-max-lag", DefaultFanoutMaxLag, "when delivery is further behind than this (the age of the oldest unfinished fan-out job), postMessage and repost answer RATE_LIMITED with a retry hint until it catches up; 0 disables")
 	fs.IntVar(&cfg.FollowBackfill, "follow-backfill", 50, "how many of a followee's recent messages a follow brings into the follower's inbox")
-	fs.IntVar(&cfg.FanoutLanes, "fanout-lanes", 1, "how many ordered lanes run stored fan-out jobs at once, an author's jobs always on one lane (embedded engine; MongoDB runs one)")
+	fs.IntVar(&cfg.FanoutLanes, "fanout-lanes", 1, "how many ordered lanes run stored fan-out jobs at once: by author on the embedded engine; by inbox owner on MongoDB, spread over the processes, the first process's number stored for all")
 	fs.StringVar(&cfg.MongoURI, "mongodb-uri", "", "MongoDB connection string (mongodb:// or mongodb+srv://); when set, MongoDB is the store instead of the embedded engine. Prefer HERALD_MONGODB_URI when it holds a password")
 	fs.StringVar(&cfg.MongoDatabase, "mongodb-database", "", "MongoDB database name (default: the one -mongodb-uri names, else "+cli.DefaultDatabase+")")
 	fs.Uint64Var(&cfg.MongoPoolSize, "mongodb-pool-size", 0, "largest number of connections per MongoDB server (0: the driver's default, 100)")

@@ -28,6 +28,8 @@ type setupConfig struct {
 	HotShards     []string
 	ColdShards    []string
 	Timeout       time.Duration
+	// FanoutLanes, if above 0, is the number of fan-out lanes to store.
+	FanoutLanes int
 }
 
 // Mongo is `herald mongo <command>`; setup is the only command.
@@ -67,6 +69,7 @@ func parseSetupConfig(args []string, getenv func(string) string, usage io.Writer
 	fs.StringVar(&hot, "hot-shards", "", "with -time-zones: comma-separated shards for recent messages")
 	fs.StringVar(&cold, "cold-shards", "", "with -time-zones: comma-separated shards for old messages")
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Second, "how long to wait for MongoDB to answer before the steps run")
+	fs.IntVar(&cfg.FanoutLanes, "fanout-lanes", 0, "store the number of fan-out lanes, partitioned by inbox owner and spread over the processes (1 to 64; 0 leaves it; refused while fan-out jobs are pending: stop every process and let the queue drain first)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(usage)
@@ -96,6 +99,8 @@ func parseSetupConfig(args []string, getenv func(string) string, usage io.Writer
 		return setupConfig{}, errors.New("-hot-shards and -cold-shards need -time-zones")
 	case cfg.ColdAfter < 24*time.Hour:
 		return setupConfig{}, errors.New("-cold-after must be at least 24h: the cutoff moves a day at a time")
+	case cfg.FanoutLanes < 0 || cfg.FanoutLanes > 64:
+		return setupConfig{}, fmt.Errorf("invalid -fanout-lanes %d: 1 to 64, or 0 to leave it", cfg.FanoutLanes)
 	case cfg.Timeout <= 0:
 		return setupConfig{}, errors.New("-timeout must be positive")
 	}
@@ -211,6 +216,12 @@ func runSetup(ctx context.Context, cfg setupConfig, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "search terms given to %d users stored without them\n", n)
+	if cfg.FanoutLanes > 0 {
+		if err := mongostore.New(client, cfg.Database, mongostore.Options{}).SetFanoutLanes(ctx, cfg.FanoutLanes); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "fan-out lanes: %d\n", cfg.FanoutLanes)
+	}
 	fmt.Fprintln(out, "done")
 	return nil
 }

@@ -54,7 +54,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 		for _, l := range indexLines {
 			assert.Contains(t, out, l)
 		}
-		assert.Equal(t, 40, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.Equal(t, 41, strings.Count(out, `db.runCommand({"createIndexes"`), out)
 		assert.NotContains(t, out, "dms.sender", "the optional index only when asked for")
 		assert.NotContains(t, out, "shardCollection")
 		assert.NotContains(t, out, "enableSharding")
@@ -63,7 +63,7 @@ func TestMongoSetup_DryRun(t *testing.T) {
 	t.Run("OKDMSenderIndex", func(t *testing.T) {
 		out := dryRun(t, "-sharded", "no", "-dm-sender-index")
 		assert.Contains(t, out, `index dms.sender {"a":1,"_id":-1}: optional: the conversation messages a user sent`)
-		assert.Equal(t, 41, strings.Count(out, `db.runCommand({"createIndexes"`), out)
+		assert.Equal(t, 42, strings.Count(out, `db.runCommand({"createIndexes"`), out)
 	})
 
 	t.Run("OKSharded", func(t *testing.T) {

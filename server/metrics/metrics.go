@@ -174,9 +174,9 @@ var (
 	descJobsRunning = prometheus.NewDesc("herald_fanout_jobs_running",
 		"Stored fan-out jobs running in this process (at most one a lane).", nil, nil)
 	descLaneHeld = prometheus.NewDesc("herald_fanout_lane_held",
-		"1 if this process runs the fan-out lane's stored jobs (without a shared store always; else while it holds the lease), else 0.", []string{"lane"}, nil)
+		"1 if this process runs the fan-out lane's stored jobs (without a shared store always; else while it holds the lane's lease), else 0.", []string{"lane"}, nil)
 	descLaneQueue = prometheus.NewDesc("herald_fanout_lane_queue_jobs",
-		"Stored fan-out jobs waiting on the lane in this process.", []string{"lane"}, nil)
+		"Stored fan-out jobs waiting on the lane in this process (on owner lanes: the lane's shares of message jobs and its owners' jobs).", []string{"lane"}, nil)
 	descJobsDone = prometheus.NewDesc("herald_fanout_jobs_done_total",
 		"Stored fan-out jobs run to their end, by kind.", []string{"kind"}, nil)
 	descDeliveries = prometheus.NewDesc("herald_fanout_deliveries_total",

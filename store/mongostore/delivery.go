@@ -202,16 +202,17 @@ func (s *Store) storePlan(ctx context.Context, job *storage.Job, plan *chunkPlan
 		}
 		return plan, nil
 	}
-	filter := jobFilter(job)
+	filter := s.jobFilter(job)
+	p := laneField(job.Lane, "p")
 	var upd bson.D
 	if plan == nil {
 		plan = &chunkPlan{Key: oid(d.Owners[len(d.Owners)-1]), Owners: add}
-		filter = append(filter, bson.E{Key: "j.p", Value: bson.D{{Key: "$exists", Value: false}}})
-		upd = bson.D{{Key: "$set", Value: bson.D{{Key: "j.p", Value: plan}}}}
+		filter = append(filter, bson.E{Key: p, Value: bson.D{{Key: "$exists", Value: false}}})
+		upd = bson.D{{Key: "$set", Value: bson.D{{Key: p, Value: plan}}}}
 	} else {
 		plan = &chunkPlan{Key: plan.Key, Owners: append(slices.Clone(plan.Owners), add...)}
-		filter = append(filter, bson.E{Key: "j.p.k", Value: plan.Key})
-		upd = bson.D{{Key: "$addToSet", Value: bson.D{{Key: "j.p.o", Value: bson.D{{Key: "$each", Value: add}}}}}}
+		filter = append(filter, bson.E{Key: p + ".k", Value: plan.Key})
+		upd = bson.D{{Key: "$addToSet", Value: bson.D{{Key: p + ".o", Value: bson.D{{Key: "$each", Value: add}}}}}}
 	}
 	res, err := s.messages.UpdateOne(ctx, filter, upd)
 	if err != nil {

@@ -1,6 +1,11 @@
 package mongostore
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"herald/store/storage"
+)
 
 // SetNotifClaimTTL makes a notifications claim expire after d (instead of
 // lockTTL), so a test sees a crashed notice taken over without waiting,
@@ -41,4 +46,10 @@ func (s *Store) InterleaveSend(point int, fn func()) {
 		}
 	}
 	s.testHookSend.Store(&h)
+}
+
+// FinishShare ends j's lane's share of its message job (finishShare), as
+// a runner of the lane does after its last chunk.
+func (s *Store) FinishShare(ctx context.Context, j *storage.Job) error {
+	return s.finishShare(ctx, j)
 }

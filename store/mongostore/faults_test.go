@@ -26,7 +26,11 @@ import (
 // killed, or slowed, at that step.
 
 type faults struct {
-	gate        atomic.Bool   // block the next users.UpdateOne until release is closed
+	gate atomic.Bool // block the next users.UpdateOne until release is closed
+	// entriesGate blocks the next buckets.BulkWrite (a chunk's entries,
+	// written after its count step) the same way; once released, it is
+	// failed if writes fail by then (a process killed while it waited).
+	entriesGate atomic.Bool
 	gated       chan struct{} // closed when a call is blocked
 	release     chan struct{}
 	bucketsBulk atomic.Int32 // fail this many buckets.BulkWrite calls
@@ -165,6 +169,13 @@ func (c fColl) BulkWrite(ctx context.Context, m []mongo.WriteModel, o ...*option
 	}
 	if (c.name == "buckets" && c.f.bucketsBulk.Add(-1) >= 0) || (c.name == "messages" && c.f.msgsBulk.Add(-1) >= 0) {
 		return nil, errInjected
+	}
+	if c.name == "buckets" && c.f.entriesGate.CompareAndSwap(true, false) {
+		close(c.f.gated)
+		<-c.f.release
+		if err := c.f.writeErr(); err != nil {
+			return nil, err
+		}
 	}
 	return c.ICollection.BulkWrite(ctx, m, o...)
 }

@@ -100,45 +100,61 @@ func (s *Store) startChunk(ctx context.Context, j *storage.Job) (*storage.Job, *
 	if err != nil {
 		return nil, nil, missing(err, "job not found", "find job")
 	}
-	stored := d.job()
+	n := s.laneCount()
+	stored := d.laneJob(j.Lane, n)
 	if stored == nil || stored.Kind != j.Kind {
 		return nil, nil, store.Errorf(store.ENOTFOUND, "job not found")
+	}
+	sh, pending := d.Job.share(j.Lane, n)
+	if !pending {
+		return nil, nil, store.Errorf(store.ENOTFOUND, "job's share done")
 	}
 	if !bytes.Equal(stored.Cursor, j.Cursor) {
 		return nil, nil, nil
 	}
-	if len(stored.Cursor) == 0 {
+	// With owner lanes only lane 0's share counts: count's steps assume
+	// one writer (two lanes at once could both take the message out, one
+	// after the other's marker is forgotten), and lane 0's share runs
+	// before the job can end.
+	if len(stored.Cursor) == 0 && j.Lane == 0 {
 		if err := s.count(ctx, &d, stored.Kind == storage.JobRetract); err != nil {
 			return nil, nil, err
 		}
 	}
-	return stored, d.Job.Plan, s.beginJob(ctx, stored)
+	return stored, sh.Plan, s.beginJob(ctx, stored)
 }
 
-// jobFilter matches j's message while its job is j's kind at j's cursor.
-func jobFilter(j *storage.Job) bson.D {
+// jobFilter matches j's message while its job is j's kind at j's cursor
+// (with owner lanes: j's lane's share at its cursor, not done).
+func (s *Store) jobFilter(j *storage.Job) bson.D {
 	filter := append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: "j.k", Value: int32(j.Kind)})
-	if len(j.Cursor) == 0 {
-		return append(filter, bson.E{Key: "j.cur", Value: bson.D{{Key: "$exists", Value: false}}})
+	if s.lanes.Load() > 1 {
+		filter = append(filter, bson.E{Key: "j.pl", Value: int32(j.Lane)})
 	}
-	return append(filter, bson.E{Key: "j.cur", Value: j.Cursor})
+	cur := laneField(j.Lane, "cur")
+	if len(j.Cursor) == 0 {
+		return append(filter, bson.E{Key: cur, Value: bson.D{{Key: "$exists", Value: false}}})
+	}
+	return append(filter, bson.E{Key: cur, Value: j.Cursor})
 }
 
 // advanceJob moves a job from its cursor to the next, dropping the chunk's
 // plan, or ends it. The update names the old cursor, so of two processes
 // running one chunk only one moves the job on.
 func (s *Store) advanceJob(ctx context.Context, j *storage.Job, cursor []byte, done bool) error {
-	filter := jobFilter(j)
+	filter := s.jobFilter(j)
 	var err error
 	switch {
+	case s.lanes.Load() > 1 && done:
+		return s.finishShare(ctx, j)
 	case done && j.Kind == storage.JobRetract:
 		_, err = s.messages.DeleteOne(ctx, filter)
 	case done:
 		_, err = s.messages.UpdateOne(ctx, filter, bson.D{{Key: "$unset", Value: bson.D{{Key: "j", Value: ""}}}})
 	default:
 		_, err = s.messages.UpdateOne(ctx, filter, bson.D{
-			{Key: "$set", Value: bson.D{{Key: "j.cur", Value: cursor}}},
-			{Key: "$unset", Value: bson.D{{Key: "j.p", Value: ""}}},
+			{Key: "$set", Value: bson.D{{Key: laneField(j.Lane, "cur"), Value: cursor}}},
+			{Key: "$unset", Value: bson.D{{Key: laneField(j.Lane, "p"), Value: ""}}},
 		})
 	}
 	return wrap("advance job", err)

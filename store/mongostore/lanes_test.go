@@ -14,11 +14,10 @@ import (
 	"herald/store/service"
 )
 
-// TestLanes_SharedBackendRunsOne checks that a Service on MongoDB runs one
-// fan-out lane whatever Options.Lanes says: its count-step markers hold
-// one job per inbox, which lanes writing one inbox at once would break
-// (docs/design.md#scaling-fan-out-across-processes).
-func TestLanes_SharedBackendRunsOne(t *testing.T) {
+// TestLanes_OneProcessHoldsEveryLane checks that a lone Service on MongoDB
+// started with four lanes stores that number and, the only live process,
+// takes all four owner lanes at start.
+func TestLanes_OneProcessHoldsEveryLane(t *testing.T) {
 	ctx := context.Background()
 	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
 	require.NoError(t, err)
@@ -29,6 +28,11 @@ func TestLanes_SharedBackendRunsOne(t *testing.T) {
 	require.NoError(t, svc.Start(ctx))
 	defer func() { _ = svc.Close(ctx) }()
 	lanes := svc.Stats().Lanes
-	require.Len(t, lanes, 1)
-	assert.True(t, lanes[0].Held, "the only process takes the lease at start")
+	require.Len(t, lanes, 4)
+	for i, l := range lanes {
+		assert.True(t, l.Held, "lane %d", i)
+	}
+	n, err := st.FanoutLanes(ctx, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n, "the first process stores its number; a later one uses it")
 }

@@ -35,19 +35,28 @@ type jobDoc struct {
 	// chunk counts anything (see deliverStored); a retraction that replaces
 	// the delivery keeps it, to undo what the chunk did.
 	Plan *chunkPlan `bson:"p,omitempty"`
+	// With owner lanes: the lanes whose share is not done, and the
+	// cursor and plan of each lane but 0 (lanes.go).
+	Lanes  []int32               `bson:"pl,omitempty"`
+	Shares map[string]*laneShare `bson:"ln,omitempty"`
+	// End marks a retraction whose last lane claimed its end: its records
+	// may be gone (finishShare).
+	End bool `bson:"end,omitempty"`
 }
 
 func newJobDoc(j *storage.Job) *jobDoc {
 	return &jobDoc{Kind: int32(j.Kind), Layout: int32(j.Layout), Cursor: j.Cursor}
 }
 
-func (d *messageDoc) job() *storage.Job {
+// laneJob returns lane's share of d's job among n lanes.
+func (d *messageDoc) laneJob(lane, n int) *storage.Job {
 	if d.Job == nil {
 		return nil
 	}
+	sh, _ := d.Job.share(lane, n)
 	j := &storage.Job{
 		ID: store.ID(d.ID), Kind: storage.JobKind(d.Job.Kind), Layout: storage.Layout(d.Job.Layout),
-		MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC(), Cursor: d.Job.Cursor,
+		MessageID: store.ID(d.ID), AuthorID: store.ID(d.Author), CreatedAt: d.Created.UTC(), Cursor: sh.Cursor, Lane: lane,
 	}
 	if d.ReplyBy != nil {
 		j.ReplyToAuthorID = store.ID(*d.ReplyBy)
@@ -93,7 +102,14 @@ func (s *Store) CreateMessage(ctx context.Context, m *store.Message, job *storag
 	}
 	d := &messageDoc{Message: *docs.FromMessage(m)}
 	if job != nil {
+		if err := s.ensureLanes(ctx); err != nil {
+			return err
+		}
 		d.Job = newJobDoc(job)
+		n := s.laneCount()
+		if n > 1 {
+			d.Job.Lanes = allLanes(n)
+		}
 	}
 	if _, err := s.messages.InsertOne(ctx, d); err != nil {
 		return wrap("create message", err)
@@ -327,10 +343,23 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *storage
 		err = s.messages.FindOneAndDelete(ctx, filter).Decode(&d)
 	} else {
 		// The retraction takes the delivery's place field by field, so that
-		// the plan of a delivery chunk cut short (j.p) stays for it.
+		// the plan of a delivery chunk cut short (j.p) stays for it. With
+		// owner lanes every lane retracts, those done delivering too.
+		if err := s.ensureLanes(ctx); err != nil {
+			return err
+		}
+		n := s.laneCount()
+		set := bson.D{{Key: "x", Value: time.Now().UTC()}, {Key: "j.k", Value: int32(retract.Kind)}, {Key: "j.l", Value: int32(retract.Layout)}}
+		unset := bson.D{{Key: "j.cur", Value: ""}}
+		if n > 1 {
+			set = append(set, bson.E{Key: "j.pl", Value: allLanes(n)})
+			for lane := 1; lane < n; lane++ {
+				unset = append(unset, bson.E{Key: laneField(lane, "cur"), Value: ""})
+			}
+		}
 		err = s.messages.FindOneAndUpdate(ctx, filter, bson.D{
-			{Key: "$set", Value: bson.D{{Key: "x", Value: time.Now().UTC()}, {Key: "j.k", Value: int32(retract.Kind)}, {Key: "j.l", Value: int32(retract.Layout)}}},
-			{Key: "$unset", Value: bson.D{{Key: "j.cur", Value: ""}}},
+			{Key: "$set", Value: set},
+			{Key: "$unset", Value: unset},
 		}, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&d)
 	}
 	if err != nil {
@@ -383,9 +412,16 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 	cond, sort := idRange("_id", f.Range, true)
 	filter := append(outboxFilter(f), cond...)
 	cur, err := s.messages.Find(ctx, filter, options.Find().SetSort(sort).SetLimit(int64(f.Limit)).
-		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "ra", Value: 1}, {Key: "ro", Value: 1}, {Key: "roa", Value: 1}, {Key: "hh", Value: 1}, {Key: "j.k", Value: 1}}))
+		SetProjection(bson.D{{Key: "a", Value: 1}, {Key: "c", Value: 1}, {Key: "ra", Value: 1}, {Key: "ro", Value: 1}, {Key: "roa", Value: 1}, {Key: "hh", Value: 1}, {Key: "j.k", Value: 1}, {Key: "j.pl", Value: 1}}))
 	if err != nil {
 		return nil, wrap("find outbox", err)
+	}
+	lane := -1 // any lane's share pending
+	if !f.PendingFor.IsZero() {
+		n := s.laneCount()
+		if n > 1 {
+			lane = storage.OwnerLane(f.PendingFor, n)
+		}
 	}
 	var ds []struct {
 		ID       primitive.ObjectID `bson:"_id"`
@@ -408,7 +444,8 @@ func (s *Store) FindOutbox(ctx context.Context, f storage.OutboxFilter) ([]stora
 			RepostOfID:       store.ID(d.RepostOf),
 			RepostOfAuthorID: store.ID(d.RepostBy),
 			HomeHidden:       d.Hidden,
-			Pending:          d.Job != nil && storage.JobKind(d.Job.Kind) == storage.JobDeliver,
+			Pending: d.Job != nil && storage.JobKind(d.Job.Kind) == storage.JobDeliver &&
+				(lane < 0 || len(d.Job.Lanes) == 0 || slices.Contains(d.Job.Lanes, int32(lane))),
 		}
 	}
 	return out, nil
@@ -503,8 +540,22 @@ func (s *Store) FinishJob(ctx context.Context, j *storage.Job) error {
 // the partial jobs index), in the jobs collection, and as users' rebuilding
 // flags (through the partial rebuilding index), merged by ID.
 func (s *Store) PendingJobs(ctx context.Context) ([]*storage.Job, error) {
-	cur, err := s.messages.Find(ctx, bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}},
-		options.Find().SetProjection(bson.D{{Key: "t", Value: 0}}))
+	return s.pendingJobs(ctx, 0, 1)
+}
+
+// pendingJobs returns the jobs of lane among n: with n > 1 the shares of
+// message jobs that lane has not done, and the owner jobs of its owners.
+func (s *Store) pendingJobs(ctx context.Context, lane, n int) ([]*storage.Job, error) {
+	filter := bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}
+	if n > 1 {
+		if lane == 0 {
+			if err := s.adoptJobs(ctx, n); err != nil {
+				return nil, err
+			}
+		}
+		filter = bson.D{{Key: "j.pl", Value: int32(lane)}}
+	}
+	cur, err := s.messages.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "t", Value: 0}}))
 	if err != nil {
 		return nil, wrap("find jobs", err)
 	}
@@ -515,11 +566,12 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*storage.Job, error) {
 	out := make([]*storage.Job, 0, len(ds))
 	planned := map[store.ID]bool{} // jobs with a chunk's plan stored: begun
 	for _, d := range ds {
-		out = append(out, d.job())
-		if d.Job.Plan != nil {
+		out = append(out, d.laneJob(lane, n))
+		if sh, _ := d.Job.share(lane, n); sh.Plan != nil {
 			planned[store.ID(d.ID)] = true
 		}
 	}
+	mine := func(owner store.ID) bool { return storage.OwnerLane(owner, n) == lane }
 	cur, err = s.jobs.Find(ctx, bson.D{})
 	if err != nil {
 		return nil, wrap("find jobs", err)
@@ -529,7 +581,9 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*storage.Job, error) {
 		return nil, wrap("find jobs", err)
 	}
 	for _, j := range js {
-		out = append(out, j.Store())
+		if j := j.Store(); mine(j.OwnerID) {
+			out = append(out, j)
+		}
 	}
 	cur, err = s.users.Find(ctx, bson.D{{Key: "rb", Value: bson.D{{Key: "$exists", Value: true}}}},
 		options.Find().SetProjection(bson.D{{Key: "rb", Value: 1}}))
@@ -541,7 +595,9 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*storage.Job, error) {
 		return nil, wrap("find jobs", err)
 	}
 	for _, u := range us {
-		out = append(out, rebuildJob(u))
+		if j := rebuildJob(u); mine(j.OwnerID) {
+			out = append(out, j)
+		}
 	}
 	slices.SortFunc(out, func(a, b *storage.Job) int {
 		if c := bytes.Compare(a.ID[:], b.ID[:]); c != 0 {
@@ -560,7 +616,7 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*storage.Job, error) {
 	}
 	slices.SortStableFunc(out, func(a, b *storage.Job) int { return begun(a) - begun(b) })
 	// The job a lease holder had begun goes first (see beginJob).
-	running, ok, err := s.runningJob(ctx)
+	running, ok, err := s.runningJob(ctx, lane)
 	if err != nil || !ok {
 		return out, err
 	}

@@ -247,30 +247,30 @@ func (s *Store) CountUsersByAttribute(ctx context.Context, name, value string) (
 	return int(n), wrap("count users", err)
 }
 
-// ReleaseFanoutLease implements storage.Leaser: the lease expires now.
+// ReleaseFanoutLease implements storage.Leaser: lane 0's lease.
 func (s *Store) ReleaseFanoutLease(ctx context.Context, holder string) error {
-	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "fanout"}, {Key: "h", Value: holder}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: time.Unix(0, 0).UTC()}}}})
-	return wrap("fan-out lease", err)
+	return s.ReleaseLaneLease(ctx, 0, holder)
 }
 
-// beginJob records on the lease document which job the lease holder is
-// running, before its first write of a chunk. The markers that make a chunk
-// idempotent (lj, lq) hold only the last job per inbox, so a chunk cut
-// short must be finished before any other job touches those inboxes; the
-// next holder reads this record to run that job first (PendingJobs).
+// beginJob records on the lease document of j's lane which job the lane's
+// holder is running, before its first write of a chunk. The markers that
+// make a chunk idempotent (lj, lq) hold only the last job per inbox, so a
+// chunk cut short must be finished before any other job touches those
+// inboxes; the lane's next holder reads this record to run that job first
+// (PendingJobs).
 func (s *Store) beginJob(ctx context.Context, j *storage.Job) error {
 	k := jobKey{j.ID, j.Kind}
-	if s.inFlight.Load() != nil && *s.inFlight.Load() == k {
+	lane := jobLane(j, max(int(s.lanes.Load()), 1))
+	if v, ok := s.inFlight.Load(lane); ok && v.(jobKey) == k {
 		return nil
 	}
-	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: "fanout"}},
+	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(lane)}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "cur", Value: oid(j.ID)}, {Key: "ck", Value: int32(j.Kind)}}}},
 		options.Update().SetUpsert(true))
 	if err != nil {
 		return wrap("record running job", err)
 	}
-	s.inFlight.Store(&k)
+	s.inFlight.Store(lane, k)
 	return nil
 }
 
@@ -279,13 +279,13 @@ type jobKey struct {
 	kind storage.JobKind
 }
 
-// runningJob returns the job last begun by a lease holder, if any.
-func (s *Store) runningJob(ctx context.Context) (jobKey, bool, error) {
+// runningJob returns the job last begun by a holder of lane, if any.
+func (s *Store) runningJob(ctx context.Context, lane int) (jobKey, bool, error) {
 	var d struct {
 		Msg  *primitive.ObjectID `bson:"cur"`
 		Kind int32               `bson:"ck"`
 	}
-	err := s.leases.FindOne(ctx, bson.D{{Key: "_id", Value: "fanout"}}).Decode(&d)
+	err := s.leases.FindOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(lane)}}).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && d.Msg == nil) {
 		return jobKey{}, false, nil
 	} else if err != nil {
@@ -294,21 +294,7 @@ func (s *Store) runningJob(ctx context.Context) (jobKey, bool, error) {
 	return jobKey{store.ID(*d.Msg), storage.JobKind(d.Kind)}, true, nil
 }
 
-// TryFanoutLease implements storage.Leaser: the lease document is taken if
-// it is free, expired or already this holder's; another holder's live
-// lease makes the upsert collide with its _id.
+// TryFanoutLease implements storage.Leaser: lane 0's lease.
 func (s *Store) TryFanoutLease(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
-	now := time.Now().UTC()
-	_, err := s.leases.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: "fanout"}, {Key: "$or", Value: bson.A{
-			bson.D{{Key: "h", Value: holder}},
-			// Expired, or never taken (a document made by beginJob has no x).
-			bson.D{{Key: "x", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$gte", Value: now}}}}}},
-		}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "h", Value: holder}, {Key: "x", Value: now.Add(ttl)}}}},
-		options.Update().SetUpsert(true))
-	if isDuplicate(err) {
-		return false, nil
-	}
-	return err == nil, wrap("fan-out lease", err)
+	return s.TryLaneLease(ctx, 0, holder, ttl)
 }

@@ -99,7 +99,7 @@ func (s *Store) RemoveInboxEntries(ctx context.Context, r storage.Removal) ([]st
 			return nil, err
 		}
 	}
-	if r.Done {
+	if r.Done && s.lanes.Load() <= 1 { // with lanes, the last lane's (finishShare)
 		if _, err := s.deliveries.DeleteMany(ctx, bson.D{{Key: "m", Value: oid(job.MessageID)}}); err != nil {
 			return nil, wrap("retract: records", err)
 		}

@@ -212,7 +212,9 @@ const (
 	// that numbers events documents (q). One document: not sharded.
 	collEventSeq = "eventseq"
 	// leases: {_id: name, h: holder, x: expires, cur, ck} — the fan-out
-	// lease, and the job its holder last began.
+	// lease of each lane (fanout, fanout/<lane>), and the job its holder
+	// last began; fanout/config {n}: the number of lanes; proc/<holder>
+	// {x}: a live process (owner lanes' fair share).
 	collLeases = "leases"
 	// locks: {_id: key, k: token, x: expires} — short locks that make the
 	// steps of one follow or unfollow (or like or unlike) of a pair run one
@@ -259,6 +261,8 @@ var indexes = []index{
 		"an author's messages newest first (the outbox; Inbox caches: (uid, created)); fan-out on read merges several with $in"),
 	idx(collMessages, bson.D{{Key: "j.k", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("jobs").SetPartialFilterExpression(bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"pending fan-out jobs, oldest first; partial, so only messages with a job are indexed"),
+	idx(collMessages, bson.D{{Key: "j.pl", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("joblanes").SetPartialFilterExpression(bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}),
+		"a fan-out lane's share of pending message jobs (PendingLaneJobs, owner lanes); multikey, partial, so only messages with a job are indexed"),
 	idx(collMessages, bson.D{{Key: "j.k", Value: 1}, {Key: "x", Value: 1}}, options.Index().SetName("retractions").SetPartialFilterExpression(bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}),
 		"the oldest pending retraction by its deletion time, for the fan-out backlog (JobBacklog); partial, so only messages with a job are indexed"),
 	idx(collMessages, bson.D{{Key: "r", Value: 1}, {Key: "_id", Value: 1}}, options.Index().SetName("replies").SetPartialFilterExpression(bson.D{{Key: "r", Value: bson.D{{Key: "$exists", Value: true}}}}),

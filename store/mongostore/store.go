@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,8 +55,11 @@ type Store struct {
 	convs, dms, userConvs, dmReads lungo.ICollection
 
 	tokens *tokenCache
-	// inFlight is the job this process last recorded as running (beginJob).
-	inFlight atomic.Pointer[jobKey]
+	// inFlight is, by lane, the job this process last recorded as running
+	// (beginJob).
+	inFlight sync.Map
+	// lanes is the number of fan-out lanes stored, once read (laneCount).
+	lanes atomic.Int32
 	// testHookSend, when set, runs at each point of a conversation send
 	// where another write may come between its own (sendPoint).
 	testHookSend atomic.Pointer[func(point int)]
@@ -137,15 +141,16 @@ func New(client lungo.IClient, name string, opts Options) *Store {
 // Database returns the database the store uses.
 func (s *Store) Database() lungo.IDatabase { return s.db }
 
-// EnsureIndexes creates every index that does not exist yet. It is
-// idempotent.
+// EnsureIndexes creates every index that does not exist yet, and reads
+// the number of fan-out lanes stored, which every message job is stored
+// for. It is idempotent.
 func (s *Store) EnsureIndexes(ctx context.Context) error {
 	for _, ix := range indexes {
 		if _, err := s.db.Collection(ix.coll).Indexes().CreateOne(ctx, ix.model); err != nil {
 			return fmt.Errorf("create index %s on %s: %w", *ix.model.Options.Name, ix.coll, err)
 		}
 	}
-	return nil
+	return s.readLanes(ctx)
 }
 
 // Ping reports whether MongoDB answers.

@@ -15,7 +15,10 @@ import (
 type jobKey struct {
 	id   store.ID
 	kind storage.JobKind
+	lane int // with owner lanes, a message job's share
 }
+
+func keyOf(j *storage.Job) jobKey { return jobKey{j.ID, j.Kind, j.Lane} }
 
 // fanout runs stored jobs (deliveries, retractions, follow backfills,
 // unfollows, rebuilds, hide jobs) on one or more ordered lanes, each one
@@ -37,10 +40,16 @@ type jobKey struct {
 //
 // On a backend shared by several processes (a Leaser), only the holder of
 // the fan-out lease runs stored jobs, on one lane; it finds jobs stored by
-// other processes by polling PendingJobs.
+// other processes by polling PendingJobs. A shared backend with owner
+// lanes (storage.OwnerLanes, N > 1 stored) runs the lanes partitioned by
+// inbox owner instead, each under a lease of its own, spread over the
+// processes (fanout_owner.go): laneScheme says which.
 type fanout struct {
-	s        *Service
-	chunk    int
+	s      *Service
+	chunk  int
+	scheme laneScheme
+	// owners is the backend's owner lanes, if it has them.
+	owners   storage.OwnerLanes
 	leaser   storage.Leaser
 	holder   string
 	leaseTTL time.Duration
@@ -73,6 +82,10 @@ type fanout struct {
 	begun       int
 	closing     bool
 	leader      bool // holds the fan-out lease (always, without a Leaser)
+	// lanesChanged is set, on a backend with owner lanes, once the stored
+	// number of lanes is found changed: no lane is taken again
+	// (renewLanes, oneLaneCurrent).
+	lanesChanged bool
 
 	// leaseUntil is when the lease, as last renewed, could pass to another
 	// process: past it this one stops running stored jobs, even before it
@@ -104,6 +117,46 @@ type lane struct {
 	// wantsExcl is set while the job first in queue, exclusive, waits for
 	// the other lanes or runs.
 	wantsExcl bool
+
+	// With owner lanes: the lane's index, whether this process holds its
+	// lease and until when it may count on it, and whether it gives the
+	// lane up (fair share) once the job running ends.
+	index      int
+	held       bool
+	leaseUntil time.Time
+	draining   bool
+}
+
+// laneScheme is how stored jobs are shared among lanes.
+type laneScheme int
+
+const (
+	// authorLanes partition jobs by author (laneOf), in one process: the
+	// embedded engine's, whose chunks take its inbox lock, and any backend
+	// run on one lane.
+	authorLanes laneScheme = iota
+	// ownerLanes partition inboxes by owner (storage.OwnerLane): each lane
+	// runs its share of every message job and the jobs of its owners, so
+	// every inbox has one writer, as a shared backend's per-inbox markers
+	// need; the lanes' leases spread them over processes.
+	ownerLanes
+)
+
+// laneOf returns the index of j's lane.
+func (f *fanout) laneOf(j *storage.Job) int {
+	if f.scheme == authorLanes {
+		return laneOf(j, len(f.lanes))
+	}
+	if j.Kind == storage.JobDeliver || j.Kind == storage.JobRetract {
+		return j.Lane
+	}
+	return storage.OwnerLane(j.OwnerID, len(f.lanes))
+}
+
+// mine reports whether owner's inbox is written by j's lane: always, but
+// for a share of a message job with owner lanes.
+func (f *fanout) mine(j *storage.Job, owner store.ID) bool {
+	return f.scheme == authorLanes || storage.OwnerLane(owner, len(f.lanes)) == j.Lane
 }
 
 // laneOf returns the lane of j among n: a stable hash (FNV-1a) of its lane
@@ -145,29 +198,39 @@ func newFanout(s *Service, opts Options) *fanout {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		f.leaser, f.holder = l, hex.EncodeToString(b[:])
-		if n > 1 {
+		f.owners, _ = storage.OwnerLanesOf(s.backend)
+		if n > 1 && f.owners == nil {
 			// The markers that make a chunk idempotent there hold one job
-			// per inbox (docs/design.md#scaling-fan-out-across-processes).
+			// per inbox (docs/design.md#owner-lanes).
 			s.log.Warn("fan-out lanes: a backend shared by several processes runs one lane", "lanes", n)
-			n = 1
 		}
+		// One lane until Start reads the stored number (chooseScheme):
+		// author lanes across processes would give an inbox two writers.
+		n = 1
 	} else {
 		f.leader = true
 	}
-	f.lanes = make([]*lane, n)
-	for i := range f.lanes {
-		f.lanes[i] = &lane{}
-	}
+	f.setLanes(n)
 	return f
 }
 
+func (f *fanout) setLanes(n int) {
+	f.lanes = make([]*lane, n)
+	for i := range f.lanes {
+		f.lanes[i] = &lane{index: i}
+	}
+}
+
 func (f *fanout) start(pending []*storage.Job) {
-	if f.leaser != nil {
+	switch {
+	case f.scheme == ownerLanes:
+		f.renewLanes()
+	case f.leaser != nil:
 		// Take the lease now if it is free, so a restarted process resumes
 		// its jobs at once (in the backend's order) rather than at the
 		// first poll.
 		f.tryLease()
-	} else {
+	default:
 		// Stored jobs queued before the start are among pending too; the
 		// backend's order (a half-done job first) is the one to follow.
 		f.mu.Lock()
@@ -181,7 +244,11 @@ func (f *fanout) start(pending []*storage.Job) {
 	go runLane(f, &f.notices, f.runNotice)
 	if f.leaser != nil {
 		f.leadStop, f.leadDone = make(chan struct{}), make(chan struct{})
-		go f.lead()
+		if f.scheme == ownerLanes {
+			go f.leadLanes()
+		} else {
+			go f.lead()
+		}
 	}
 }
 
@@ -194,7 +261,11 @@ func (f *fanout) enqueue(j *storage.Job) {
 	if f.closing {
 		return // stored jobs resume at the next start
 	}
-	k := jobKey{j.ID, j.Kind}
+	if f.scheme == ownerLanes {
+		f.enqueueSharesLocked(j, len(j.Cursor) == 0)
+		return
+	}
+	k := keyOf(j)
 	if f.known[k] || !f.leader {
 		return
 	}
@@ -206,9 +277,9 @@ func (f *fanout) enqueue(j *storage.Job) {
 
 // queueLocked appends j to its lane's queue. Callers hold mu.
 func (f *fanout) queueLocked(j *storage.Job) {
-	l := f.lanes[laneOf(j, len(f.lanes))]
+	l := f.lanes[f.laneOf(j)]
 	l.queue = append(l.queue, j)
-	k := jobKey{j.ID, j.Kind}
+	k := keyOf(j)
 	f.known[k] = true
 	f.since[k] = f.s.clock()
 	if len(j.Cursor) > 0 {
@@ -327,8 +398,8 @@ func (f *fanout) runStored(l *lane) {
 		l.running, l.current = false, nil
 		f.running--
 		f.storedRunning--
-		delete(f.known, jobKey{j.ID, j.Kind})
-		delete(f.since, jobKey{j.ID, j.Kind})
+		delete(f.known, keyOf(j))
+		delete(f.since, keyOf(j))
 		if l.wantsExcl {
 			l.wantsExcl, f.exclRunning = false, false
 			f.exclusive--
@@ -346,8 +417,8 @@ func (f *fanout) runStored(l *lane) {
 // the other lanes off, except for those half-done jobs; nothing starts
 // while it runs. Callers hold mu.
 func (f *fanout) mayStartLocked(l *lane) bool {
-	if len(f.lanes) == 1 {
-		return true
+	if len(f.lanes) == 1 || f.scheme == ownerLanes {
+		return true // owner lanes: see fanout_owner.go
 	}
 	if f.exclRunning {
 		return false
@@ -374,13 +445,14 @@ func (f *fanout) runJob(l *lane, j *storage.Job) {
 	if ran {
 		return
 	}
-	f.retry(func() error { return f.step(j, &next) }, true, "kind", j.Kind, "message", j.MessageID.String())
+	f.retry(func() error { return f.step(j, &next) }, l.index, "kind", j.Kind, "message", j.MessageID.String())
 }
 
 // retry runs step until it succeeds, retrying failures with backoff until
-// the fan-out is stopped or, for a stored job, the lease is lost; a stopped
-// job stays stored and resumes at restart or with the new lease holder.
-func (f *fanout) retry(step func() error, stored bool, logArgs ...any) {
+// the fan-out is stopped or, for a stored job (of lane, -1 for none), the
+// lease is lost; a stopped job stays stored and resumes at restart or with
+// the new lease holder.
+func (f *fanout) retry(step func() error, lane int, logArgs ...any) {
 	backoff := 10 * time.Millisecond
 	for {
 		err := step()
@@ -390,7 +462,7 @@ func (f *fanout) retry(step func() error, stored bool, logArgs ...any) {
 		if f.ctx.Err() != nil {
 			return
 		}
-		if stored && !f.isLeader() {
+		if lane >= 0 && !f.holds(lane) {
 			return // the new lease holder resumes it
 		}
 		f.s.log.Error("fan-out step failed; retrying", append(logArgs, "err", err, "retry_in", backoff)...)
@@ -413,7 +485,7 @@ func (f *fanout) step(j *storage.Job, next **followerPage) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !f.isLeader() {
+		if !f.holds(f.laneOf(j)) {
 			return nil // the lease moved: its new holder resumes the job
 		}
 		done, err := f.runChunk(ctx, j, next)

@@ -39,7 +39,7 @@ type groupChunk struct {
 // any. A job whose followers do not fit ends the group and stays queued,
 // so a big job runs alone and no job passes another.
 func (f *fanout) runGroup(l *lane, j *storage.Job) (bool, *followerPage) {
-	if !groupable(j) || f.ctx.Err() != nil || !f.isLeader() {
+	if !groupable(j) || f.ctx.Err() != nil || !f.holds(l.index) {
 		return false, nil
 	}
 	chunks := []groupChunk{{job: j}}
@@ -67,7 +67,7 @@ func (f *fanout) runGroup(l *lane, j *storage.Job) (bool, *followerPage) {
 	}
 	taken := f.takeQueued(l, queued[:len(chunks)-1])
 	defer f.releaseTaken(taken)
-	f.deliverGroup(chunks[:1+len(taken)])
+	f.deliverGroup(l.index, chunks[:1+len(taken)])
 	return true, nil
 }
 
@@ -120,11 +120,11 @@ func parallelChunks(cs []groupChunk, do func(*groupChunk)) {
 // deliverGroup chooses the owners of the chunks, each its job's last,
 // stores them in one step, retrying the rest after a failure, and
 // publishes each job's events in order.
-func (f *fanout) deliverGroup(chunks []groupChunk) {
+func (f *fanout) deliverGroup(lane int, chunks []groupChunk) {
 	s, ctx := f.s, f.ctx
 	var rest []storage.Delivery
 	f.retry(func() error {
-		if !f.isLeader() {
+		if !f.holds(lane) {
 			return nil // the lease moved: its new holder resumes the jobs
 		}
 		if rest == nil {
@@ -152,7 +152,7 @@ func (f *fanout) deliverGroup(chunks []groupChunk) {
 		}
 		rest = rest[len(r):]
 		return err
-	}, true, "kind", storage.JobDeliver, "jobs", len(chunks))
+	}, lane, "kind", storage.JobDeliver, "jobs", len(chunks))
 }
 
 // peekGroupable returns up to n groupable jobs queued at the head of lane
@@ -200,8 +200,8 @@ func (f *fanout) releaseTaken(jobs []*storage.Job) {
 	for _, j := range jobs {
 		f.running--
 		f.storedRunning--
-		delete(f.known, jobKey{j.ID, j.Kind})
-		delete(f.since, jobKey{j.ID, j.Kind})
+		delete(f.known, keyOf(j))
+		delete(f.since, keyOf(j))
 	}
 	f.cond.Broadcast() // an exclusive job may wait for them
 }

@@ -22,10 +22,9 @@ type followerPage struct {
 // readAhead starts reading the followers after cursor.
 func (f *fanout) readAhead(ctx context.Context, j *storage.Job, cursor []byte) *followerPage {
 	p := &followerPage{after: cursor, done: make(chan struct{})}
-	author := j.AuthorID
 	go func() {
 		defer close(p.done)
-		p.ids, p.err = f.followersAfter(ctx, author, cursor)
+		p.ids, p.err = f.followersAfter(ctx, j, cursor)
 	}()
 	return p
 }
@@ -142,6 +141,16 @@ func (f *fanout) retract(ctx context.Context, j *storage.Job) (bool, error) {
 	refs, next, err := b.FindDeliveries(ctx, j.MessageID, j.Cursor, f.chunk)
 	if err != nil {
 		return false, err
+	}
+	if f.scheme == ownerLanes {
+		// Every lane reads every record, and removes its own owners' refs.
+		mine := refs[:0:0]
+		for _, r := range refs {
+			if f.mine(j, r.Owner) {
+				mine = append(mine, r)
+			}
+		}
+		refs = mine
 	}
 	r := storage.Removal{Job: j, Refs: refs, Cursor: next, Done: next == nil}
 	changes, err := b.RemoveInboxEntries(ctx, r)
@@ -306,12 +315,46 @@ func (f *fanout) edgeExists(ctx context.Context, j *storage.Job) (bool, error) {
 // nextFollowers returns the chunk of the author's followers after the
 // job's cursor, the last follower of the chunk before.
 func (f *fanout) nextFollowers(ctx context.Context, j *storage.Job) ([]store.ID, error) {
-	return f.followersAfter(ctx, j.AuthorID, j.Cursor)
+	return f.followersAfter(ctx, j, j.Cursor)
 }
 
-// followersAfter returns the chunk of author's followers after cursor (a
+// followersAfter returns the chunk of j's author's followers after cursor
+// (a follower's id; empty: from the first). With owner lanes it keeps
+// those of j's lane, reading on until it has a chunk's worth or the list
+// ends: a chunk shorter than a chunk's worth is the last, and the last
+// follower kept is the next cursor (those read past it are read again).
+func (f *fanout) followersAfter(ctx context.Context, j *storage.Job, cursor []byte) ([]store.ID, error) {
+	if f.scheme == authorLanes {
+		return f.followersPage(ctx, j.AuthorID, cursor)
+	}
+	after := store.NilID
+	if len(cursor) == len(after) {
+		copy(after[:], cursor)
+	}
+	var out []store.ID
+	for {
+		page, err := f.s.backend.ListFollowers(ctx, j.AuthorID, store.Forward(after, f.chunk))
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page {
+			if f.mine(j, o) {
+				out = append(out, o)
+				if len(out) == f.chunk {
+					return out, nil
+				}
+			}
+		}
+		if len(page) < f.chunk {
+			return out, nil
+		}
+		after = page[len(page)-1]
+	}
+}
+
+// followersPage returns the chunk of author's followers after cursor (a
 // follower's id; empty: from the first).
-func (f *fanout) followersAfter(ctx context.Context, author store.ID, cursor []byte) ([]store.ID, error) {
+func (f *fanout) followersPage(ctx context.Context, author store.ID, cursor []byte) ([]store.ID, error) {
 	after := store.NilID
 	if len(cursor) == len(after) {
 		copy(after[:], cursor)
@@ -353,7 +396,9 @@ func (f *fanout) backfill(ctx context.Context, j *storage.Job) ([]store.InboxEnt
 	if err != nil {
 		return nil, err
 	}
-	filter := storage.OutboxFilter{Authors: without(authors, hidden), Range: store.Forward(store.NilID, limit), Pulled: s.strategy.pullFilter()}
+	// PendingFor: with owner lanes a delivery's share for another lane
+	// does not bring the message here.
+	filter := storage.OutboxFilter{Authors: without(authors, hidden), Range: store.Forward(store.NilID, limit), Pulled: s.strategy.pullFilter(), PendingFor: j.OwnerID}
 	if len(filter.Authors) == 0 {
 		return nil, nil // a followee the owner mutes: nothing comes
 	}

@@ -69,11 +69,11 @@ func (s *Service) FanoutBacklog(ctx context.Context) (FanoutBacklog, error) {
 	f := s.fanout
 	now := s.clock()
 	f.mu.Lock()
-	if f.leader {
+	if f.leader && f.scheme == authorLanes { // one holder has every job
 		b := FanoutBacklog{Jobs: f.queuedLocked() + f.storedRunning}
 		var oldest time.Time
 		older := func(j *storage.Job) {
-			seen, ok := f.since[jobKey{j.ID, j.Kind}]
+			seen, ok := f.since[keyOf(j)]
 			if !ok {
 				seen = now
 			}

@@ -31,13 +31,18 @@ func (f *fanout) lead() {
 			held := f.leader
 			f.leader = false
 			f.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if held {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				if err := f.leaser.ReleaseFanoutLease(ctx, f.holder); err != nil {
 					f.s.log.Warn("releasing the fan-out lease", "err", err)
 				}
-				cancel()
 			}
+			if f.owners != nil {
+				if _, err := f.owners.Heartbeat(ctx, f.holder, 0); err != nil {
+					f.s.log.Warn("ending the fan-out heartbeat", "err", err)
+				}
+			}
+			cancel()
 			return
 		}
 		if time.Since(tried) >= f.leaseTTL/4 {
@@ -80,7 +85,7 @@ func (f *fanout) edgeChangeMayBePending(j *storage.Job, now time.Time) bool {
 	default:
 		return false
 	}
-	k := jobKey{j.ID, j.Kind}
+	k := keyOf(j)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.known[k] {
@@ -100,6 +105,19 @@ func (f *fanout) edgeChangeMayBePending(j *storage.Job, now time.Time) bool {
 // first: its idempotency depends on no other job touching its inboxes
 // before it is finished.
 func (f *fanout) tryLease() {
+	if !f.oneLaneCurrent() {
+		f.mu.Lock()
+		held := f.leader
+		f.leader = false
+		f.resetOrderedLocked(nil)
+		f.mu.Unlock()
+		if held {
+			if err := f.leaser.ReleaseFanoutLease(f.ctx, f.holder); err != nil && f.ctx.Err() == nil {
+				f.s.log.Warn("releasing the fan-out lease", "err", err)
+			}
+		}
+		return
+	}
 	asked := time.Now()
 	held, err := f.leaser.TryFanoutLease(f.ctx, f.holder, f.leaseTTL)
 	if err != nil && f.ctx.Err() == nil {
@@ -146,8 +164,8 @@ func (f *fanout) tryLease() {
 func (f *fanout) resetOrderedLocked(jobs []*storage.Job) {
 	for _, l := range f.lanes {
 		for _, j := range l.queue {
-			delete(f.known, jobKey{j.ID, j.Kind})
-			delete(f.since, jobKey{j.ID, j.Kind})
+			delete(f.known, keyOf(j))
+			delete(f.since, keyOf(j))
 		}
 		l.queue = nil
 		if l.wantsExcl && !l.running {
@@ -160,7 +178,7 @@ func (f *fanout) resetOrderedLocked(jobs []*storage.Job) {
 	several := len(f.lanes) > 1
 	for _, begun := range []bool{true, false} {
 		for _, j := range jobs {
-			if k := (jobKey{j.ID, j.Kind}); !f.known[k] && (!several || (len(j.Cursor) > 0) == begun) {
+			if k := (keyOf(j)); !f.known[k] && (!several || (len(j.Cursor) > 0) == begun) {
 				f.queueLocked(j)
 			}
 		}
@@ -169,4 +187,36 @@ func (f *fanout) resetOrderedLocked(jobs []*storage.Job) {
 		}
 	}
 	f.cond.Broadcast()
+}
+
+// oneLaneCurrent, for a process running one lane on a backend with owner
+// lanes, heartbeats it (so that setup, counting the live processes,
+// refuses a new number of lanes while it runs, lease holder or not) and
+// checks that the stored number is still one. Once it is found changed
+// the process leads no more until it restarts: its one lane would write
+// every inbox beside the new lanes' holders, and end jobs whose other
+// lanes' shares are still to run.
+func (f *fanout) oneLaneCurrent() bool {
+	if f.owners == nil {
+		return true
+	}
+	if f.lanesChanged {
+		return false
+	}
+	if _, err := f.owners.Heartbeat(f.ctx, f.holder, f.leaseTTL); err != nil && f.ctx.Err() == nil {
+		f.s.log.Warn("fan-out heartbeat", "err", err)
+	}
+	stored, err := f.owners.FanoutLanes(f.ctx, 1)
+	if err != nil {
+		if f.ctx.Err() == nil {
+			f.s.log.Warn("fan-out lanes: reading the stored number", "err", err)
+		}
+		return true
+	}
+	if stored != 1 {
+		f.s.log.Error("fan-out lanes: the stored number changed while this process ran one lane; it leads no more until it restarts", "stored", stored)
+		f.lanesChanged = true
+		return false
+	}
+	return true
 }

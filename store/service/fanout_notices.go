@@ -81,7 +81,7 @@ func (f *fanout) enqueueNotice(n *notice) {
 }
 
 func (f *fanout) runNotice(n *notice) {
-	f.retry(func() error { return f.notify(n) }, false, "notice", n.event, "message", n.message.String())
+	f.retry(func() error { return f.notify(n) }, -1, "notice", n.event, "message", n.message.String())
 }
 
 // notify tells n's readers, a chunk at a time, from where it stopped.
@@ -126,7 +126,7 @@ func (f *fanout) noticeReaders(ctx context.Context, n *notice) ([]store.ID, []by
 		}
 		return owners, next, nil
 	}
-	fs, err := f.followersAfter(ctx, n.author, n.cursor)
+	fs, err := f.followersPage(ctx, n.author, n.cursor)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -113,5 +113,5 @@ func TestLanes_GroupTakesBegunJobs(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	assert.Zero(t, f.storedRunning)
-	assert.False(t, f.known[jobKey{b.ID, b.Kind}])
+	assert.False(t, f.known[keyOf(b)])
 }

@@ -60,9 +60,12 @@ type Options struct {
 	JobPoll  time.Duration
 	// Lanes is how many ordered lanes run stored fan-out jobs at once
 	// (default 1). A job's lane is a hash of its author (its owner for
-	// rebuilds and hide jobs), so one author's jobs keep their order. A
-	// backend shared by several processes runs one lane whatever this
-	// says.
+	// rebuilds and hide jobs), so one author's jobs keep their order. On a
+	// backend shared by several processes with owner lanes
+	// (storage.OwnerLanes) it is the number stored if none is, and the
+	// stored number is used: lanes partition inboxes by owner and spread
+	// over the processes (fanout_owner.go); another shared backend runs
+	// one lane.
 	Lanes int
 	// EdgeJobGrace is how long the lease holder leaves a follow, unfollow
 	// or hide job it finds by polling before running it (default 15s). A
@@ -200,9 +203,15 @@ func (s *Service) clock() time.Time { return s.now().UTC().Truncate(time.Millise
 // Start runs the fan-out workers and queues every job left pending by an
 // earlier run. It returns an error if the pending jobs cannot be read.
 func (s *Service) Start(ctx context.Context) error {
-	jobs, err := s.backend.PendingJobs(ctx)
-	if err != nil {
+	if err := s.fanout.chooseScheme(ctx, s.opts.Lanes); err != nil {
 		return err
+	}
+	var jobs []*storage.Job
+	var err error
+	if s.fanout.scheme == authorLanes { // owner lanes read theirs as they take them
+		if jobs, err = s.backend.PendingJobs(ctx); err != nil {
+			return err
+		}
 	}
 	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	if err := s.watchSessions(watchCtx); err != nil {
@@ -279,7 +288,11 @@ func (s *Service) Stats() Stats {
 	f.mu.Lock()
 	st := Stats{JobsQueued: f.queuedLocked(), JobsRunning: f.storedRunning, Lanes: make([]LaneStats, len(f.lanes))}
 	for i, l := range f.lanes {
-		st.Lanes[i] = LaneStats{Held: f.leader, Queued: len(l.queue)}
+		held := f.leader
+		if f.scheme == ownerLanes {
+			held = l.held
+		}
+		st.Lanes[i] = LaneStats{Held: held, Queued: len(l.queue)}
 	}
 	f.mu.Unlock()
 	for k := range f.done {

@@ -509,6 +509,10 @@ type OutboxFilter struct {
 	// Home, if not nil, leaves out the replies and reposts a home timeline
 	// does not show.
 	Home *HomeRule
+	// PendingFor, with owner lanes, makes an entry's Pending mean that
+	// the share of its JobDeliver for this owner's lane is still to run:
+	// the share of another lane does not reach this owner.
+	PendingFor store.ID
 }
 
 // HomeRule is the home timeline's rule for one reader, for replies
@@ -675,4 +679,43 @@ type Leaser interface {
 	// ReleaseFanoutLease gives the lease up if holder has it, so another
 	// process can take it at once.
 	ReleaseFanoutLease(ctx context.Context, holder string) error
+}
+
+// OwnerLanes is implemented by shared backends whose fan-out runs on N
+// lanes partitioned by inbox owner (docs/design.md#owner-lanes): an
+// owner's jobs run on its lane only (OwnerLane), and each lane runs its
+// own share of every message job (Job.Lane), so every inbox keeps one
+// writer. Each lane has a lease of its own, so the lanes spread over the
+// processes sharing the backend.
+type OwnerLanes interface {
+	Leaser
+	// FanoutLanes returns the number of lanes stored in the backend,
+	// storing want first if none is.
+	FanoutLanes(ctx context.Context, want int) (int, error)
+	// TryLaneLease takes or renews lane's lease for holder for ttl and
+	// reports whether holder has it.
+	TryLaneLease(ctx context.Context, lane int, holder string, ttl time.Duration) (bool, error)
+	// ReleaseLaneLease gives lane's lease up if holder has it.
+	ReleaseLaneLease(ctx context.Context, lane int, holder string) error
+	// Heartbeat records holder as live for ttl and returns the number of
+	// live processes, holder included. A ttl of 0 ends holder's heartbeat
+	// (a graceful stop), so the others count it out before it lapses.
+	Heartbeat(ctx context.Context, holder string, ttl time.Duration) (int, error)
+	// PendingLaneJobs is PendingJobs for one lane: the message jobs whose
+	// share for lane is not done (each with Lane set) and the jobs of
+	// lane's owners, the one that lane's last holder had begun first.
+	PendingLaneJobs(ctx context.Context, lane int) ([]*Job, error)
+}
+
+// OwnerLane returns owner's lane among n: a stable hash (FNV-1a) of the
+// owner, modulo n.
+func OwnerLane(owner store.ID, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := uint32(2166136261)
+	for _, b := range owner {
+		h = (h ^ uint32(b)) * 16777619
+	}
+	return int(h % uint32(n))
 }

@@ -650,3 +650,61 @@ func (w *observed) ReadUnreadConversations(ctx context.Context, user store.ID) (
 	w.o.Observe("ReadUnreadConversations", start, err)
 	return r0, err
 }
+
+// OwnerLanesOf returns b's OwnerLanes, if it has them, looking through the
+// wrappers that Unwrap and observing its calls where b is observed.
+func OwnerLanesOf(b Backend) (OwnerLanes, bool) {
+	switch w := b.(type) {
+	case OwnerLanes:
+		return w, true
+	case *observed:
+		l, ok := OwnerLanesOf(w.b)
+		if !ok {
+			return nil, false
+		}
+		return observedOwnerLanes{observedLeaser: observedLeaser{l: l, o: w.o}, l: l}, true
+	case interface{ Unwrap() Backend }:
+		return OwnerLanesOf(w.Unwrap())
+	}
+	return nil, false
+}
+
+type observedOwnerLanes struct {
+	observedLeaser
+	l OwnerLanes
+}
+
+func (w observedOwnerLanes) FanoutLanes(ctx context.Context, want int) (int, error) {
+	start := time.Now()
+	n, err := w.l.FanoutLanes(ctx, want)
+	w.o.Observe("FanoutLanes", start, err)
+	return n, err
+}
+
+func (w observedOwnerLanes) TryLaneLease(ctx context.Context, lane int, holder string, ttl time.Duration) (bool, error) {
+	start := time.Now()
+	held, err := w.l.TryLaneLease(ctx, lane, holder, ttl)
+	w.o.Observe("TryLaneLease", start, err)
+	return held, err
+}
+
+func (w observedOwnerLanes) ReleaseLaneLease(ctx context.Context, lane int, holder string) error {
+	start := time.Now()
+	err := w.l.ReleaseLaneLease(ctx, lane, holder)
+	w.o.Observe("ReleaseLaneLease", start, err)
+	return err
+}
+
+func (w observedOwnerLanes) Heartbeat(ctx context.Context, holder string, ttl time.Duration) (int, error) {
+	start := time.Now()
+	n, err := w.l.Heartbeat(ctx, holder, ttl)
+	w.o.Observe("Heartbeat", start, err)
+	return n, err
+}
+
+func (w observedOwnerLanes) PendingLaneJobs(ctx context.Context, lane int) ([]*Job, error) {
+	start := time.Now()
+	js, err := w.l.PendingLaneJobs(ctx, lane)
+	w.o.Observe("PendingLaneJobs", start, err)
+	return js, err
+}

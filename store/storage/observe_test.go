@@ -112,8 +112,9 @@ func TestObserve_NamesEachCallByItsMethod(t *testing.T) {
 			return true
 		})
 	}
-	// Every Backend method but Close, the Leaser's two, and DeliverInboxes.
-	assert.Equal(t, 81+2+1, checked)
+	// Every Backend method but Close, the Leaser's two, OwnerLanes' five, and
+	// DeliverInboxes.
+	assert.Equal(t, 81+2+5+1, checked)
 }
 
 // delivering fakes DeliverInbox: the chunk of a job with no ID is gone,

@@ -111,6 +111,10 @@ type Job struct {
 	// made it: the last follower delivered to, or the position in the
 	// message's delivery records. Empty means not started.
 	Cursor []byte
+	// Lane is, with owner lanes (OwnerLanes), the lane whose share of a
+	// JobDeliver or JobRetract this is: the share that reaches the owners
+	// of that lane. Zero otherwise, and for the jobs of one owner.
+	Lane int
 }
 
 // JobBacklog is what Jobs.JobBacklog reports of the stored jobs not done.

@@ -14,7 +14,7 @@ import { ApiError, subscribe } from '../api';
 import { h, must, plural } from '../dom';
 import { friendly } from '../errors';
 import { icon } from '../icons';
-import { CONVERSATION, CONVERSATIONS, CONVERSATION_EVENTS, CONV_FULL, CONV_MESSAGE, PROFILE, USER, USER_REF } from '../queries';
+import { CONVERSATION, CONVERSATIONS, CONVERSATION_EVENTS, CONVERSATION_OLDER, CONV_FULL, CONV_MESSAGE, PROFILE, USER, USER_REF } from '../queries';
 import { act, q, session, showError, showNotice } from '../session';
 import { timeEl } from '../time';
 import type { Connection, ConvFull, ConvMessage, ConvSummary, ConversationEvent, User, UserRef } from '../types';
@@ -531,7 +531,7 @@ function renderConversation(box: HTMLElement, id: string): void {
   const loadOlder = async () => {
     loadingOlder = true;
     try {
-      const d = await q<{ conversation: ConvFull & { messages: Connection<ConvMessage> } }>(CONVERSATION, { id, after: olderCursor });
+      const d = await q<{ conversation: { messages: Connection<ConvMessage> } }>(CONVERSATION_OLDER, { id, after: olderCursor });
       const keep = document.body.scrollHeight - window.scrollY;
       for (const e of d.conversation.messages.edges) put(e.node);
       olderCursor = d.conversation.messages.pageInfo.endCursor;

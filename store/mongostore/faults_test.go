@@ -56,6 +56,9 @@ type faults struct {
 	// convWrite fails the convWrite-th write to the conversation
 	// collections from now (1: the next one); 0 fails none.
 	convWrite atomic.Int32
+	// anyWrite fails the anyWrite-th write to any collection from now (1:
+	// the next one); 0 fails none (groupfaults_test.go).
+	anyWrite atomic.Int32
 	// unkeyed counts the writes of messages whose filter does not name the
 	// author, the shard key's prefix.
 	unkeyed atomic.Int32
@@ -137,6 +140,9 @@ func (c fColl) notifFails() bool {
 // convFails reports whether this write to a conversation collection is
 // the one convWrite names.
 func (c fColl) convFails() bool {
+	if c.f.anyWrite.Load() > 0 && c.f.anyWrite.Add(-1) == 0 {
+		return true
+	}
 	switch c.name {
 	case "convs", "dms", "userconvs", "dmreads":
 		return c.f.convWrite.Add(-1) == 0

@@ -292,6 +292,7 @@ func (s *Store) TryLaneLease(ctx context.Context, lane int, holder string, ttl t
 	}
 	if before.Holder != holder || before.Until.Before(now) {
 		s.inFlight.Delete(lane)
+		s.noGroupOn.Delete(lane)
 	}
 	return true, nil
 }
@@ -301,6 +302,7 @@ func (s *Store) TryLaneLease(ctx context.Context, lane int, holder string, ttl t
 // TryLaneLease).
 func (s *Store) ReleaseLaneLease(ctx context.Context, lane int, holder string) error {
 	s.inFlight.Delete(lane)
+	s.noGroupOn.Delete(lane)
 	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(lane)}, {Key: "h", Value: holder}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: time.Unix(0, 0).UTC()}}}})
 	return wrap("fan-out lease", err)

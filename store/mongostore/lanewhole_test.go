@@ -55,6 +55,11 @@ func (c *crossCut) DeliverInbox(ctx context.Context, d storage.Delivery) ([]stor
 
 func (c *crossCut) Unwrap() storage.Backend { return c.Backend }
 
+// DeliverInboxes passes a group's chunks through the cut one at a time.
+func (c *crossCut) DeliverInboxes(ctx context.Context, ds []storage.Delivery) ([]storage.Delivered, error) {
+	return oneByOne(ctx, c, ds)
+}
+
 // setLanes stores n lanes as setup would with no process running.
 func setLanes(t *testing.T, st *mongostore.Store, n int) {
 	_, err := st.Database().Collection("leases").UpdateOne(context.Background(), bson.D{{Key: "_id", Value: "fanout/config"}},

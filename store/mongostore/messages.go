@@ -546,6 +546,11 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*storage.Job, error) {
 // pendingJobs returns the jobs of lane among n: with n > 1 the shares of
 // message jobs that lane has not done, and the owner jobs of its owners.
 func (s *Store) pendingJobs(ctx context.Context, lane, n int) ([]*storage.Job, error) {
+	// A group cut short is finished first: its plan names the inboxes
+	// that nothing else may write before it is done (group.go).
+	if err := s.finishGroup(ctx, lane); err != nil {
+		return nil, err
+	}
 	filter := bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}
 	if n > 1 {
 		if lane == 0 {

@@ -42,9 +42,15 @@ func openShared(t *testing.T) *sharedDB {
 
 // process starts a Service on st with four lanes and a short lease.
 func (db *sharedDB) process(t *testing.T, st *mongostore.Store) *service.Service {
+	return db.processWith(t, st, "", 3)
+}
+
+// processWith starts a Service on st with four lanes, a short lease, the
+// strategy (the default if "") and the chunk size.
+func (db *sharedDB) processWith(t *testing.T, st *mongostore.Store, strategy service.Strategy, chunk int) *service.Service {
 	svc := service.NewService(st, pubsub.NewHub(), service.Options{
-		Lanes: sharedLanes, LeaseTTL: 400 * time.Millisecond, JobPoll: 20 * time.Millisecond, ChunkSize: 3,
-		EdgeJobGrace: 50 * time.Millisecond,
+		Lanes: sharedLanes, LeaseTTL: 400 * time.Millisecond, JobPoll: 20 * time.Millisecond, ChunkSize: chunk,
+		EdgeJobGrace: 50 * time.Millisecond, Strategy: strategy,
 	})
 	require.NoError(t, svc.Start(context.Background()))
 	return svc
@@ -143,9 +149,14 @@ func buildWorld(t *testing.T, st *mongostore.Store, svcs []*service.Service, nAu
 // newest first.
 func checkInboxes(t *testing.T, st *mongostore.Store, w *world, posts map[store.ID][]store.ID, deleted map[store.ID]bool) {
 	t.Helper()
+	checkInboxesIn(t, st, storage.LayoutBuckets, w, posts, deleted)
+}
+
+func checkInboxesIn(t *testing.T, st *mongostore.Store, lay storage.Layout, w *world, posts map[store.ID][]store.ID, deleted map[store.ID]bool) {
+	t.Helper()
 	ctx := context.Background()
 	for _, f := range w.followers {
-		items, c, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: f, Layout: storage.LayoutBuckets, Range: store.Forward(store.NilID, 1000)})
+		items, c, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: f, Layout: lay, Range: store.Forward(store.NilID, 1000)})
 		require.NoError(t, err)
 		var want []store.ID
 		for _, a := range w.follows[f] {
@@ -197,10 +208,20 @@ func TestOwnerLanes_TwoProcesses(t *testing.T) {
 	posts := map[store.ID][]store.ID{}
 	deleted := map[store.ID]bool{}
 	for round := range 6 {
+		// A round's posts at once: a burst the lanes store in groups.
+		ms := make([]*store.Message, len(w.authors))
+		var wg sync.WaitGroup
 		for k, author := range w.authors {
-			m, err := svcs[(round+k)%2].PostMessage(ctx, author, service.PostInput{Text: fmt.Sprintf("post %d", round)})
-			require.NoError(t, err)
-			posts[author] = append(posts[author], m.ID)
+			wg.Go(func() {
+				m, err := svcs[(round+k)%2].PostMessage(ctx, author, service.PostInput{Text: fmt.Sprintf("post %d", round)})
+				assert.NoError(t, err)
+				ms[k] = m
+			})
+		}
+		wg.Wait()
+		for k, author := range w.authors {
+			require.NotNil(t, ms[k])
+			posts[author] = append(posts[author], ms[k].ID)
 		}
 		switch round {
 		case 2: // a follow: its backfill and the deliveries still stored
@@ -227,6 +248,68 @@ func TestOwnerLanes_TwoProcesses(t *testing.T) {
 	waitDrained(t, db.st, a, b)
 	waitSplit(t, splitTwoTwo, a, b) // a lane may have moved meanwhile under load; shares bring it back
 	checkInboxes(t, db.st, w, posts, deleted)
+	checkMessageCounts(t, db.st, posts, deleted)
+}
+
+// TestOwnerLanes_TwoProcessesGrouped is TwoProcesses with stored entries
+// (strategy write) and chunks that hold many small jobs, so each lane
+// stores its shares in groups (group.go), with a follow, an unfollow and
+// deletions among them, one of them perhaps while its delivery is in a
+// group: every inbox ends exact.
+func TestOwnerLanes_TwoProcessesGrouped(t *testing.T) {
+	ctx := context.Background()
+	db := openShared(t)
+	a := db.processWith(t, db.st, service.StrategyWrite, 100)
+	defer func() { _ = a.Close(ctx) }()
+	b := db.processWith(t, mongostore.New(db.client, "herald", mongostore.Options{}), service.StrategyWrite, 100)
+	defer func() { _ = b.Close(ctx) }()
+	waitSplit(t, splitTwoTwo, a, b)
+
+	svcs := []*service.Service{a, b}
+	w := buildWorld(t, db.st, svcs, 8, 24)
+	waitDrained(t, db.st, a, b)
+	posts := map[store.ID][]store.ID{}
+	deleted := map[store.ID]bool{}
+	for round := range 6 {
+		// A round's posts at once: a burst the lanes store in groups.
+		ms := make([]*store.Message, len(w.authors))
+		var wg sync.WaitGroup
+		for k, author := range w.authors {
+			wg.Go(func() {
+				m, err := svcs[(round+k)%2].PostMessage(ctx, author, service.PostInput{Text: fmt.Sprintf("post %d", round)})
+				assert.NoError(t, err)
+				ms[k] = m
+			})
+		}
+		wg.Wait()
+		for k, author := range w.authors {
+			require.NotNil(t, ms[k])
+			posts[author] = append(posts[author], ms[k].ID)
+		}
+		switch round {
+		case 2:
+			f := w.followers[0]
+			for _, x := range w.authors {
+				if !slices.Contains(w.follows[f], x) {
+					_, err := b.Follow(ctx, f, x)
+					require.NoError(t, err)
+					w.follows[f] = append(w.follows[f], x)
+					break
+				}
+			}
+		case 3:
+			f := w.followers[1]
+			_, err := a.Unfollow(ctx, f, w.follows[f][0])
+			require.NoError(t, err)
+			w.follows[f] = w.follows[f][1:]
+		case 4, 5:
+			m := posts[w.authors[round-3]][round]
+			require.NoError(t, b.DeleteMessage(ctx, w.authors[round-3], m))
+			deleted[m] = true
+		}
+	}
+	waitDrained(t, db.st, a, b)
+	checkInboxesIn(t, db.st, storage.LayoutEntries, w, posts, deleted)
 	checkMessageCounts(t, db.st, posts, deleted)
 }
 
@@ -372,6 +455,26 @@ func (g *laneGate) DeliverInbox(ctx context.Context, d storage.Delivery) ([]stor
 }
 
 func (g *laneGate) Unwrap() storage.Backend { return g.Backend }
+
+// DeliverInboxes passes a group's chunks through the gate one at a time.
+func (g *laneGate) DeliverInboxes(ctx context.Context, ds []storage.Delivery) ([]storage.Delivered, error) {
+	return oneByOne(ctx, g, ds)
+}
+
+// oneByOne stores ds one DeliverInbox of b at a time, as storage's
+// fallback does: a test's wrapper that cuts or holds chunks sees each
+// chunk of a group.
+func oneByOne(ctx context.Context, b storage.Backend, ds []storage.Delivery) ([]storage.Delivered, error) {
+	out := make([]storage.Delivered, 0, len(ds))
+	for _, d := range ds {
+		changes, err := b.DeliverInbox(ctx, d)
+		if err != nil && store.ErrorCode(err) != store.ENOTFOUND {
+			return out, err
+		}
+		out = append(out, storage.Delivered{Changes: changes, Err: err})
+	}
+	return out, nil
+}
 
 // TestOwnerLanes_FollowBackfillTrustsOwnLaneOnly follows an author while
 // the delivery of its post is done on the new follower's lane but still

@@ -35,6 +35,9 @@ import (
 type Options struct {
 	// Logger receives background errors; slog.Default() by default.
 	Logger *slog.Logger
+	// NoGroupCommit stores every delivery chunk alone (DeliverInbox), as
+	// before group commit: for comparisons (measure_group_test.go).
+	NoGroupCommit bool
 }
 
 // Store is the MongoDB backend. It is safe for concurrent use, and several
@@ -54,7 +57,12 @@ type Store struct {
 	// conversations (conversations.go)
 	convs, dms, userConvs, dmReads lungo.ICollection
 
-	tokens *tokenCache
+	tokens  *tokenCache
+	noGroup bool // Options.NoGroupCommit
+	// noGroupOn holds the lanes this process knows no group plan is
+	// stored on: it finished or found none since it last took the lane,
+	// and stored none since (group.go).
+	noGroupOn sync.Map
 	// inFlight is, by lane, the job this process last recorded as running
 	// (beginJob).
 	inFlight sync.Map
@@ -124,7 +132,7 @@ func New(client lungo.IClient, name string, opts Options) *Store {
 	}
 	db := client.Database(name)
 	return &Store{
-		client: client, db: db, log: opts.Logger,
+		client: client, db: db, log: opts.Logger, noGroup: opts.NoGroupCommit,
 		users: db.Collection(collUsers), handles: db.Collection(collHandles),
 		followees: db.Collection(collFollowees), followers: db.Collection(collFollowers),
 		messages: db.Collection(collMessages), entries: db.Collection(collEntries),

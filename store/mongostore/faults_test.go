@@ -59,6 +59,9 @@ type faults struct {
 	// anyWrite fails the anyWrite-th write to any collection from now (1:
 	// the next one); 0 fails none (groupfaults_test.go).
 	anyWrite atomic.Int32
+	// onWrite, if set, is called with the collection's name before each
+	// write that anyWrite counts.
+	onWrite atomic.Pointer[func(string)]
 	// unkeyed counts the writes of messages whose filter does not name the
 	// author, the shard key's prefix.
 	unkeyed atomic.Int32
@@ -140,6 +143,9 @@ func (c fColl) notifFails() bool {
 // convFails reports whether this write to a conversation collection is
 // the one convWrite names.
 func (c fColl) convFails() bool {
+	if h := c.f.onWrite.Load(); h != nil {
+		(*h)(c.name)
+	}
 	if c.f.anyWrite.Load() > 0 && c.f.anyWrite.Add(-1) == 0 {
 		return true
 	}

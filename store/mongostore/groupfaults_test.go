@@ -3,6 +3,7 @@ package mongostore_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/256dpi/lungo"
@@ -215,4 +216,60 @@ func groupKilledAt(t *testing.T, lanes, k int, resume string) bool {
 		assert.Equal(t, len(want[o]), counts.Unread)
 	}
 	return hit
+}
+
+// TestGroupFaults_MarkReadBeforeCount marks an owner's inbox read after
+// a group read its inbox fields and before it counts: the owner's count
+// step misses (its version moved), is read again and counted once, with
+// unread counting only the entries above the new mark.
+func TestGroupFaults_MarkReadBeforeCount(t *testing.T) {
+	ctx := context.Background()
+	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
+	require.NoError(t, err)
+	t.Cleanup(func() { engine.Close() })
+	f := &faults{}
+	st := mongostore.New(fClient{client, f}, "herald", mongostore.Options{})
+	require.NoError(t, st.EnsureIndexes(ctx))
+	other := mongostore.New(client, "herald", mongostore.Options{})
+	require.NoError(t, other.EnsureIndexes(ctx))
+	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
+	var ds []storage.Delivery
+	var ms []*store.Message
+	for i := range 3 {
+		a := mkUser(t, st, fmt.Sprintf("a%d", i))
+		now := tickClock()
+		m := &store.Message{ID: store.NewID(now), AuthorID: a, Text: "hi", Kind: store.KindPost, CreatedAt: now}
+		j := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutEntries, MessageID: m.ID, AuthorID: a, CreatedAt: now}
+		require.NoError(t, st.CreateMessage(ctx, m, j))
+		ms = append(ms, m)
+		ds = append(ds, storage.Delivery{Job: j, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
+	}
+	var once sync.Once
+	hook := func(coll string) {
+		if coll == "leases" { // the group's plan: its owners were read
+			once.Do(func() {
+				_, err := other.MarkInboxRead(ctx, o1, storage.LayoutEntries, ms[0].ID)
+				assert.NoError(t, err)
+			})
+		}
+	}
+	f.onWrite.Store(&hook)
+	r, err := st.DeliverInboxes(ctx, ds)
+	f.onWrite.Store(nil)
+	require.NoError(t, err)
+	require.Len(t, r, 3)
+	for _, want := range []struct {
+		owner         store.ID
+		total, unread int
+	}{{o1, 3, 2}, {o2, 3, 3}} {
+		items, c, err := other.ReadInbox(ctx, storage.InboxFilter{Owner: want.owner, Layout: storage.LayoutEntries, Range: store.Backward(store.NilID, 100)})
+		require.NoError(t, err)
+		assert.Len(t, items, 3)
+		assert.Equal(t, want.total, c.Total)
+		assert.Equal(t, want.unread, c.Unread)
+	}
+	assert.Equal(t, 3, r[2].Changes[0].Counts.Total, "the last chunk's counts hold the group")
+	pending, err := other.PendingJobs(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
 }

@@ -160,6 +160,22 @@ func (s *Store) FindConversations(_ context.Context, ids []store.ConversationID)
 	return out, nil
 }
 
+// raiseReadState raises, in b, user's last seq told in conv to seq, and
+// its read seq too if read; never lowers either.
+func (s *Store) raiseReadState(b *pebble.Batch, user store.ID, conv store.ConversationID, seq int64, read bool) error {
+	st, err := s.readState(user)
+	if err != nil {
+		return err
+	}
+	p := st.V[conv.String()]
+	p.Last = max(p.Last, seq)
+	if read {
+		p.Read = max(p.Read, seq)
+	}
+	st.V[conv.String()] = p
+	return setDoc(b, key(pConvReads, user), st)
+}
+
 func (s *Store) readState(user store.ID) (*docs.ReadState, error) {
 	v, ok, err := s.get(key(pConvReads, user))
 	if err != nil {
@@ -209,23 +225,12 @@ func (s *Store) AppendConversationMessage(_ context.Context, m *store.Conversati
 	if err := setDoc(b, key(pConvMessage, ck, m.Seq), md.Snapshot()); err != nil {
 		return nil, err
 	}
-	hexID := m.ConversationID.String()
 	for _, u := range d.Members {
 		user := store.ID(u)
 		if err := s.placeEntry(b, user, m.ConversationID, m.ID, md); err != nil {
 			return nil, err
 		}
-		st, err := s.readState(user)
-		if err != nil {
-			return nil, err
-		}
-		p := st.V[hexID]
-		p.Last = max(p.Last, d.Seq)
-		if user == m.AuthorID {
-			p.Read = max(p.Read, d.Seq)
-		}
-		st.V[hexID] = p
-		if err := setDoc(b, key(pConvReads, user), st); err != nil {
+		if err := s.raiseReadState(b, user, m.ConversationID, d.Seq, user == m.AuthorID); err != nil {
 			return nil, err
 		}
 	}
@@ -368,14 +373,7 @@ func (s *Store) ChangeConversationMembers(_ context.Context, conv store.Conversa
 		}
 		// What came before the join counts as read: unread counts start
 		// at the join, not at the group's first message.
-		st, err := s.readState(u)
-		if err != nil {
-			return nil, err
-		}
-		p := st.V[conv.String()]
-		p.Last, p.Read = max(p.Last, d.Seq), max(p.Read, d.Seq)
-		st.V[conv.String()] = p
-		if err := setDoc(b, key(pConvReads, u), st); err != nil {
+		if err := s.raiseReadState(b, u, conv, d.Seq, true); err != nil {
 			return nil, err
 		}
 	}

@@ -227,6 +227,23 @@ func containsOID(ids []primitive.ObjectID, id primitive.ObjectID) bool {
 	return false
 }
 
+// raiseReadStates raises, by $max, each of users' last seq told in conv
+// to seq, and its read seq too where read says so, in one bulk write of
+// upserts: a repeat changes nothing, and no seq goes back.
+func (s *Store) raiseReadStates(ctx context.Context, conv store.ConversationID, users []store.ID, seq int64, read func(store.ID) bool) error {
+	field := "v." + conv.String()
+	models := make([]mongo.WriteModel, len(users))
+	for i, u := range users {
+		up := bson.D{{Key: field + ".l", Value: seq}}
+		if read(u) {
+			up = append(up, bson.E{Key: field + ".r", Value: seq})
+		}
+		models[i] = mongo.NewUpdateOneModel().SetUpsert(true).SetFilter(bson.D{{Key: "_id", Value: oid(u)}}).
+			SetUpdate(bson.D{{Key: "$max", Value: up}})
+	}
+	return wrap("raise read states", upsertAll(ctx, s.dmReads, models))
+}
+
 // finishSend runs steps 3 to 6 of a send of md to members (the members
 // step 1 read), and returns the conversation after.
 func (s *Store) finishSend(ctx context.Context, md *docs.ConvMsg, members []store.ID) (*store.Conversation, error) {
@@ -236,18 +253,8 @@ func (s *Store) finishSend(ctx context.Context, md *docs.ConvMsg, members []stor
 	if err := s.placeEntries(ctx, c, members, store.ID(md.ID), md); err != nil {
 		return nil, err
 	}
-	field := "v." + c.String()
-	models := make([]mongo.WriteModel, len(members))
-	for i, u := range members {
-		up := bson.D{{Key: field + ".l", Value: md.Seq}}
-		if u == author {
-			up = append(up, bson.E{Key: field + ".r", Value: md.Seq})
-		}
-		models[i] = mongo.NewUpdateOneModel().SetUpsert(true).SetFilter(bson.D{{Key: "_id", Value: oid(u)}}).
-			SetUpdate(bson.D{{Key: "$max", Value: up}})
-	}
-	if err := upsertAll(ctx, s.dmReads, models); err != nil {
-		return nil, wrap("raise read states", err)
+	if err := s.raiseReadStates(ctx, c, members, md.Seq, func(u store.ID) bool { return u == author }); err != nil {
+		return nil, err
 	}
 	s.sendPoint(2)
 	var d docs.Conv
@@ -409,9 +416,11 @@ func (s *Store) ChangeConversationMembers(ctx context.Context, conv store.Conver
 			return nil, store.Errorf(store.ENOTFOUND, "conversation not found")
 		}
 		var added bson.A
+		var joined []store.ID // added, as IDs
 		for _, u := range ch.Add {
 			if !containsOID(cur.Members, oid(u)) && !containsA(added, oid(u)) {
 				added = append(added, oid(u))
+				joined = append(joined, u)
 			}
 		}
 		f := convFilter(conv)
@@ -443,15 +452,9 @@ func (s *Store) ChangeConversationMembers(ctx context.Context, conv store.Conver
 		// added (not by members already in: that would mark their unread
 		// read), so their unread counts start at the join. A crash before
 		// it leaves the history unread for them, nothing worse.
-		if len(added) > 0 {
-			field := "v." + conv.String()
-			models := make([]mongo.WriteModel, len(added))
-			for i, u := range added {
-				models[i] = mongo.NewUpdateOneModel().SetUpsert(true).SetFilter(bson.D{{Key: "_id", Value: u}}).
-					SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: field + ".l", Value: d.Seq}, {Key: field + ".r", Value: d.Seq}}}})
-			}
-			if err := upsertAll(ctx, s.dmReads, models); err != nil {
-				return nil, wrap("start read states", err)
+		if len(joined) > 0 {
+			if err := s.raiseReadStates(ctx, conv, joined, d.Seq, func(store.ID) bool { return true }); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -280,6 +280,7 @@ func TestEvents_Resume(t *testing.T) {
 // b watches, its stream held back when it reopens until lose lets it go.
 type historyLoss struct {
 	a, b    *Events
+	events  lungo.ICollection // the events collection, as a writes it
 	user    store.ID
 	ch      <-chan store.Event // b's subscription of user
 	logs    *lockedBuffer      // b's log
@@ -293,7 +294,7 @@ func newHistoryLoss(t *testing.T) *historyLoss {
 	// A publish that timed out on a loaded machine would leave the oplog
 	// unaged and the history not lost: a has all the time it needs.
 	a := startEvents(t, c1, "herald", EventsOptions{PublishTimeout: time.Minute})
-	h := &historyLoss{a: a, logs: &lockedBuffer{}, release: make(chan struct{}), user: store.NewID(time.Now())}
+	h := &historyLoss{a: a, events: c1.Database("herald").Collection(collEvents), logs: &lockedBuffer{}, release: make(chan struct{}), user: store.NewID(time.Now())}
 	h.b = NewEvents(c2.Database("herald"), EventsOptions{Logger: slog.New(slog.NewTextHandler(h.logs, nil))})
 	h.b.testHookReopen = func() { <-h.release }
 	require.NoError(t, h.b.Run(context.Background()))
@@ -316,13 +317,22 @@ func (h *historyLoss) lose(t *testing.T, then ...store.Event) {
 	for i := range 5 {
 		h.a.Publish(context.Background(), h.ev(2+i))
 	}
+	// Publish returns before its write lands: on a loaded machine the
+	// writes came after b reopened, which then lost nothing (a CI run
+	// failed so). Wait for all six documents, then for the oplog to age.
+	require.Eventually(t, func() bool {
+		n, err := h.events.CountDocuments(context.Background(), bson.D{})
+		return err == nil && n >= 6
+	}, 30*time.Second, 10*time.Millisecond, "events 1 to 6 stored")
 	time.Sleep(1100 * time.Millisecond) // lungo ages its oplog in whole seconds
 	for _, ev := range then {
 		h.a.Publish(context.Background(), ev)
 	}
 	close(h.release)
+	// Generous: on a loaded 2-core machine the reopen, after its backoff,
+	// has taken over 5 s (a CI run failed so).
 	require.Eventually(t, func() bool { return bytes.Contains([]byte(h.logs.String()), []byte("events lost; starting from now")) },
-		5*time.Second, 10*time.Millisecond, "logs:\n%s", h.logs.String())
+		30*time.Second, 10*time.Millisecond, "logs:\n%s", h.logs.String())
 }
 
 // TestEvents_Resume_HistoryLost: when the events after the last one

@@ -36,7 +36,7 @@ type faults struct {
 	bucketsBulk atomic.Int32 // fail this many buckets.BulkWrite calls
 	msgsBulk    atomic.Int32 // fail this many messages.BulkWrite calls
 	usersUpdate atomic.Int32 // fail this many users.UpdateOne calls
-	msgsUpdate  atomic.Int32 // fail this many messages.UpdateOne calls,
+	msgsUpdate  atomic.Int32 // fail this many messages.UpdateOne and FindOneAndUpdate calls,
 	msgsSkip    atomic.Int32 // after letting this many through
 	likesWrite  atomic.Int32 // fail this many likes.UpdateOne and DeleteOne calls
 	// repostsWrite fails this many reposts.InsertOne and DeleteOne calls
@@ -222,6 +222,9 @@ func (c fColl) FindOneAndUpdate(ctx context.Context, f, u interface{}, o ...*opt
 		return mongo.NewSingleResultFromDocument(bson.D{}, err, nil)
 	}
 	if c.notifFails() || c.convFails() {
+		return mongo.NewSingleResultFromDocument(bson.D{}, errInjected, nil)
+	}
+	if c.name == "messages" && c.f.msgsSkip.Add(-1) < 0 && c.f.msgsUpdate.Add(-1) >= 0 {
 		return mongo.NewSingleResultFromDocument(bson.D{}, errInjected, nil)
 	}
 	return c.ICollection.FindOneAndUpdate(ctx, f, u, o...)

@@ -120,17 +120,10 @@ func (s *Store) DeliverInboxes(ctx context.Context, ds []storage.Delivery) ([]st
 		case sh.Plan != nil || stored.Layout != storage.LayoutEntries:
 			return s.deliverEach(ctx, ds) // a chunk cut short: the one-job path repeats it
 		}
-		if len(stored.Cursor) == 0 && lane == 0 && !doc.Counted {
-			// Read again just before counting, as startChunk does: the
-			// read above may be many counts old, and a count that read the
-			// message before its poster's count ended may count it again
-			// (count's op marker is forgotten once the flag is set).
-			var fresh messageDoc
-			if err := s.messages.FindOne(ctx, msgKey(d.Job.MessageID, d.Job.AuthorID),
-				options.FindOne().SetProjection(bson.D{{Key: "t", Value: 0}})).Decode(&fresh); err != nil {
-				return nil, missing(err, "job not found", "find job")
-			}
-			if err := s.count(ctx, &fresh, false); err != nil {
+		if len(stored.Cursor) == 0 && lane == 0 {
+			// countByJob reads it again as it marks it read: the read
+			// above may be many counts old.
+			if err := s.countByJob(ctx, doc, false); err != nil {
 				return nil, err
 			}
 		}

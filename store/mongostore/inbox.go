@@ -117,7 +117,7 @@ func (s *Store) startChunk(ctx context.Context, j *storage.Job) (*storage.Job, *
 	// after the other's marker is forgotten), and lane 0's share runs
 	// before the job can end.
 	if len(stored.Cursor) == 0 && j.Lane == 0 {
-		if err := s.count(ctx, &d, stored.Kind == storage.JobRetract); err != nil {
+		if err := s.countByJob(ctx, &d, stored.Kind == storage.JobRetract); err != nil {
 			return nil, nil, err
 		}
 	}

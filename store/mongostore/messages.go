@@ -3,11 +3,13 @@ package mongostore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/bson/primitive"
+	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
@@ -24,6 +26,21 @@ type messageDoc struct {
 	// taken this message in, and (after a deletion) out again.
 	Counted   bool `bson:"mn,omitempty"`
 	Uncounted bool `bson:"xn,omitempty"`
+	// The fan-out job's part in counting (countByJob): it read the message
+	// not yet counted (mr; xr for the deletion), and it counted it (mj, xj).
+	JobSawUncounted  bool `bson:"mr,omitempty"`
+	JobCounted       bool `bson:"mj,omitempty"`
+	JobSawNotRemoved bool `bson:"xr,omitempty"`
+	JobUncounted     bool `bson:"xj,omitempty"`
+}
+
+// countFlags are d's flags of the count (deleted false) or of the uncount:
+// done, and the job's two.
+func (d *messageDoc) countFlags(deleted bool) (done, jobSaw, jobDone bool) {
+	if deleted {
+		return d.Uncounted, d.JobSawNotRemoved, d.JobUncounted
+	}
+	return d.Counted, d.JobSawUncounted, d.JobCounted
 }
 
 // jobDoc is a message's pending fan-out job: kind, layout and cursor.
@@ -114,7 +131,7 @@ func (s *Store) CreateMessage(ctx context.Context, m *store.Message, job *storag
 	if _, err := s.messages.InsertOne(ctx, d); err != nil {
 		return wrap("create message", err)
 	}
-	return s.count(ctx, d, false)
+	return s.count(ctx, d, false, false)
 }
 
 // countInc is what message d adds to its author's counters (sign 1) or
@@ -136,13 +153,26 @@ func countInc(d *messageDoc, sign int64) bson.D {
 // after the user's and before the flag, so while the user still has the
 // marker the parent may or may not have been counted, and once the flag
 // is set both were.
-func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
+//
+// Two callers count each change: the poster (or deleter), here with byJob
+// false, and the fan-out job's first chunk on lane 0 (countByJob), which
+// repeats it in case the poster died. A marker forgotten while the other
+// still acts on a read from before the flag would let that one count
+// again, so the markers are forgotten only once neither can: by the poster
+// if the job has not read the message uncounted (mr) or has counted it
+// (mj), else by the job once it has counted and the poster's flag is set.
+// The flags are set by findAndModify, so of two callers the second sees
+// the first's. A poster that dies between its increment and its flag
+// leaves its marker on the author (a few bytes, never read again).
+func (s *Store) count(ctx context.Context, d *messageDoc, deleted, byJob bool) error {
 	id, author := store.ID(d.ID), store.ID(d.Author)
-	op, inc, flag, sign := postedOp(id), countInc(d, 1), "mn", int64(1)
+	op, inc, sign := postedOp(id), countInc(d, 1), int64(1)
+	flag, jobRead, jobFlag := "mn", "mr", "mj"
 	if deleted {
-		op, inc, flag, sign = deletedOp(id), countInc(d, -1), "xn", -1
+		op, inc, sign = deletedOp(id), countInc(d, -1), -1
+		flag, jobRead, jobFlag = "xn", "xr", "xj"
 	}
-	if (!deleted && d.Counted) || (deleted && d.Uncounted) {
+	if done, _, _ := d.countFlags(deleted); done {
 		return nil
 	}
 	if deleted {
@@ -190,13 +220,50 @@ func (s *Store) count(ctx context.Context, d *messageDoc, deleted bool) error {
 			return err
 		}
 	}
-	if _, err := s.messages.UpdateOne(ctx, msgKey(id, author), bson.D{{Key: "$set", Value: bson.D{{Key: flag, Value: true}}}}); err != nil {
+	set := bson.D{{Key: flag, Value: true}}
+	opts := options.FindOneAndUpdate().SetProjection(bson.D{{Key: flag, Value: 1}, {Key: jobRead, Value: 1}, {Key: jobFlag, Value: 1}})
+	if byJob {
+		set = append(set, bson.E{Key: jobFlag, Value: true})
+	}
+	var was messageDoc // before the update
+	err := s.messages.FindOneAndUpdate(ctx, msgKey(id, author), bson.D{{Key: "$set", Value: set}}, opts).Decode(&was)
+	done, jobSaw, jobDone := was.countFlags(deleted)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		// Gone: its retraction has ended, so the job counted before.
+	case err != nil:
 		return wrap("count message", err)
+	case byJob && (!done || jobDone):
+		return nil // the poster's flag is to come, and it forgets them
+	case !byJob && jobSaw && !jobDone:
+		return nil // the job may still count: it forgets them
 	}
 	if err := s.forgetOp(ctx, s.users, userKey(author), op); err != nil || parent == nil {
 		return err
 	}
 	return s.forgetOp(ctx, s.messages, parent, op)
+}
+
+// countByJob is count for a fan-out job's first chunk, given d as the job
+// read it: when the count is not done, it first records on the message
+// that the job read it so (mr, xr), reading it again in the same step, so
+// that the poster leaves the markers for the job to forget.
+func (s *Store) countByJob(ctx context.Context, d *messageDoc, deleted bool) error {
+	if done, _, _ := d.countFlags(deleted); done {
+		return nil
+	}
+	read := "mr"
+	if deleted {
+		read = "xr"
+	}
+	var fresh messageDoc
+	err := s.messages.FindOneAndUpdate(ctx, msgKey(store.ID(d.ID), store.ID(d.Author)),
+		bson.D{{Key: "$set", Value: bson.D{{Key: read, Value: true}}}},
+		options.FindOneAndUpdate().SetProjection(bson.D{{Key: "t", Value: 0}}).SetReturnDocument(options.After)).Decode(&fresh)
+	if err != nil {
+		return missing(err, "job not found", "count message")
+	}
+	return s.count(ctx, &fresh, deleted, true)
 }
 
 // liveKey finds live message id by _id alone (which may ask every shard)
@@ -398,7 +465,7 @@ func (s *Store) DeleteMessage(ctx context.Context, id store.ID, retract *storage
 	// A message whose count was not finished (or with a job to repeat
 	// this) takes the careful way; without a job the flag it sets lands
 	// nowhere, the document being gone.
-	return s.count(ctx, &d, true)
+	return s.count(ctx, &d, true, false)
 }
 
 // FindOutbox implements storage.Backend: one query through the outbox

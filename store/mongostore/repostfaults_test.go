@@ -78,7 +78,7 @@ func TestFaults_RepostCountedByJob(t *testing.T) {
 			assert.Equal(t, store.ECONFLICT, store.ErrorCode(err), "the repost is stored: a second one is refused: %v", err)
 			_, err = st.DeliverInbox(ctx, storage.Delivery{Job: j, At: tickClock(), Done: true})
 			require.NoError(t, err)
-			want := repostState{reposts: 1, markers: c.stale, posted: 1, guards: 1, found: m.ID}
+			want := repostState{reposts: 1, markers: jobLeavesMarker, posted: 1, guards: 1, found: m.ID}
 			assert.Equal(t, want, readRepost(t, st, orig, x), "job repeated the count")
 		})
 	}
@@ -120,11 +120,10 @@ func TestFaults_RepostNotStored(t *testing.T) {
 // The steps of an unrepost (DeleteMessage with its retraction) after the
 // deletion mark: the guard released, then the count's steps.
 var unrepostFaults = append([]struct {
-	name  string
-	fail  func(f *faults)
-	half  threadState
-	stale int
-}{{"GuardFails", func(f *faults) { f.repostsWrite.Store(1) }, threadState{}, 0}}, replyFaults...)
+	name string
+	fail func(f *faults)
+	half threadState
+}{{"GuardFails", func(f *faults) { f.repostsWrite.Store(1) }, threadState{}}}, replyFaults...)
 
 // A repost counted, then its unrepost cut short at each step, then the
 // retraction's first chunk repeating it: the original's count ends at 0,
@@ -139,7 +138,7 @@ func TestFaults_UnrepostRetried(t *testing.T) {
 			m, _, err := mkRepost(st, f, func(*faults) {}, x, orig, tickClock())
 			require.NoError(t, err)
 			require.Equal(t, repostState{reposts: 1, posted: 1, guards: 1, found: m.ID}, readRepost(t, st, orig, x))
-			c.fail(f)
+			deletionFails(c.fail)(f)
 			r := retractJob(m)
 			require.ErrorIs(t, st.DeleteMessage(ctx, m.ID, r), errInjected)
 			assert.Equal(t, store.NilID, readRepost(t, st, orig, x).found, "a repost being deleted is not found")

@@ -278,21 +278,32 @@ func (s *Service) dropCaches(ctx context.Context, users ...store.ID) error {
 }
 
 // refuseBlockedFollow refuses (FORBIDDEN) a follow between two users when
-// either blocks the other: one FindBlockers call.
+// either blocks the other: two FindBlockers calls.
 func (s *Service) refuseBlockedFollow(ctx context.Context, viewer, target store.ID) error {
-	kinds, err := s.backend.FindBlockers(ctx, target, []store.ID{viewer})
-	if err != nil {
-		return err
+	return s.refuseBlocked(ctx, viewer, target, false, false)
+}
+
+// refuseBlocked refuses (FORBIDDEN) viewer acting toward target when
+// either blocks the other: a FindBlockers call for each side that may be
+// blocked, none for a side known never blocked (store.User.NeverBlocked).
+func (s *Service) refuseBlocked(ctx context.Context, viewer, target store.ID, viewerNeverBlocked, targetNeverBlocked bool) error {
+	if !targetNeverBlocked {
+		kinds, err := s.backend.FindBlockers(ctx, target, []store.ID{viewer})
+		if err != nil {
+			return err
+		}
+		if kinds[0]&store.RelationBlock != 0 {
+			return store.Errorf(store.EFORBIDDEN, "you block this user")
+		}
 	}
-	if kinds[0]&store.RelationBlock != 0 {
-		return store.Errorf(store.EFORBIDDEN, "you block this user")
-	}
-	kinds, err = s.backend.FindBlockers(ctx, viewer, []store.ID{target})
-	if err != nil {
-		return err
-	}
-	if kinds[0]&store.RelationBlock != 0 {
-		return store.Errorf(store.EFORBIDDEN, "this user blocks you")
+	if !viewerNeverBlocked {
+		kinds, err := s.backend.FindBlockers(ctx, viewer, []store.ID{target})
+		if err != nil {
+			return err
+		}
+		if kinds[0]&store.RelationBlock != 0 {
+			return store.Errorf(store.EFORBIDDEN, "this user blocks you")
+		}
 	}
 	return nil
 }

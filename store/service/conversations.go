@@ -77,23 +77,8 @@ func (s *Service) refuseDirect(ctx context.Context, viewer, to store.ID) error {
 	if users[0] == nil {
 		return store.Errorf(store.ENOTFOUND, "user not found")
 	}
-	if !users[0].NeverBlocked {
-		kinds, err := s.backend.FindBlockers(ctx, to, []store.ID{viewer})
-		if err != nil {
-			return err
-		}
-		if kinds[0]&store.RelationBlock != 0 {
-			return store.Errorf(store.EFORBIDDEN, "you block this user")
-		}
-	}
-	if users[1] == nil || !users[1].NeverBlocked {
-		kinds, err := s.backend.FindBlockers(ctx, viewer, []store.ID{to})
-		if err != nil {
-			return err
-		}
-		if kinds[0]&store.RelationBlock != 0 {
-			return store.Errorf(store.EFORBIDDEN, "this user blocks you")
-		}
+	if err := s.refuseBlocked(ctx, viewer, to, users[1] != nil && users[1].NeverBlocked, users[0].NeverBlocked); err != nil {
+		return err
 	}
 	switch users[0].MessagesFrom {
 	case store.MessagesFromNobody:
@@ -230,28 +215,27 @@ func (s *Service) refuseAdded(ctx context.Context, viewer store.ID, ids []store.
 	me := users[len(ids)]
 	users = users[:len(ids)]
 	refused := make([]bool, len(users))
-	var followedOnly []store.ID
+	// followedOnly take messages only from the people they follow; maybe
+	// are those someone has blocked, the only ones viewer can block.
+	var followedOnly, maybe []store.ID
 	for i, u := range users {
-		switch {
-		case u == nil:
+		if u == nil {
 			return store.Errorf(store.ENOTFOUND, "user not found")
-		case u.MessagesFrom == store.MessagesFromNobody:
+		}
+		switch u.MessagesFrom {
+		case store.MessagesFromNobody:
 			refused[i] = true
-		case u.MessagesFrom == store.MessagesFromFollowed:
+		case store.MessagesFromFollowed:
 			followedOnly = append(followedOnly, u.ID)
+		}
+		if !u.NeverBlocked {
+			maybe = append(maybe, u.ID)
 		}
 	}
 	blockers := make([]store.RelationKind, len(ids))
 	if me == nil || !me.NeverBlocked {
 		if blockers, err = s.backend.FindBlockers(ctx, viewer, ids); err != nil {
 			return err
-		}
-	}
-	// Viewer can block only users someone has blocked.
-	var maybe []store.ID
-	for _, u := range users {
-		if !u.NeverBlocked {
-			maybe = append(maybe, u.ID)
 		}
 	}
 	blocks := map[store.ID]bool{}

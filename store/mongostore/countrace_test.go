@@ -102,13 +102,14 @@ func TestCount_PosterAndJobRace(t *testing.T) {
 		}()
 		return errors.Join(<-errs, <-errs)
 	}
+	at := tickClock() // tickClock is not for goroutines
 	var wg sync.WaitGroup
 	for _, m := range msgs {
 		j := &storage.Job{ID: m.ID, Kind: storage.JobDeliver, Layout: storage.LayoutBuckets, MessageID: m.ID, AuthorID: x, CreatedAt: m.CreatedAt}
 		wg.Go(func() {
 			assert.NoError(t, both(func() error { return st.CreateMessage(ctx, m, j) },
 				func() error {
-					_, err := st.DeliverInbox(ctx, storage.Delivery{Job: j, At: tickClock(), Done: true})
+					_, err := st.DeliverInbox(ctx, storage.Delivery{Job: j, At: at, Done: true})
 					return err
 				}))
 		})

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/256dpi/lungo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
 	"herald/store/mongostore"
@@ -262,4 +264,97 @@ func TestGroupReview_PlanOrphanedByLaneCountChange(t *testing.T) {
 	assert.Equal(t, 3, n, "entries")
 	assert.Equal(t, 3, c.Total, "total")
 	assert.Equal(t, 3, c.Unread, "unread")
+}
+
+// readHook, if set, is called with the collection's name before each Find
+// made through a faulty client (fColl).
+var readHook atomic.Pointer[func(*faults, string)]
+
+func (c fColl) Find(ctx context.Context, filter interface{}, o ...*options.FindOptions) (lungo.ICursor, error) {
+	if h := readHook.Load(); h != nil {
+		(*h)(c.f, c.name)
+	}
+	return c.ICollection.Find(ctx, filter, o...)
+}
+
+// TestGroupReview_PollFinishesRunningGroupLate: the lane's poll
+// (leadLanes → PendingLaneJobs, or enqueuePending → PendingJobs) runs
+// beside the lane's worker in the same process. While the worker's group
+// g1 is in flight, noGroupOn is cleared (storeGroup), so the poll reads
+// g1's plan and starts finishing it too. If the worker finishes g1 and
+// counts its next group g2 on the same owners before the poll reads the
+// owners, the poll finds them without g1's mark, with a fresh iv, and
+// counts g1's entries again. No stale lease holder is needed.
+//
+// Fails on the branch: each owner's total and unread are 6 for 4 entries.
+func TestGroupReview_PollFinishesRunningGroupLate(t *testing.T) {
+	ctx := context.Background()
+	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
+	require.NoError(t, err)
+	t.Cleanup(func() { engine.Close() })
+	fw, fp := &faults{}, &faults{}
+	worker := mongostore.New(fClient{client, fw}, "herald", mongostore.Options{})
+	require.NoError(t, worker.EnsureIndexes(ctx))
+	poll := mongostore.New(fClient{client, fp}, "herald", mongostore.Options{})
+	require.NoError(t, poll.EnsureIndexes(ctx))
+	other := mongostore.New(client, "herald", mongostore.Options{})
+	require.NoError(t, other.EnsureIndexes(ctx))
+
+	o1, o2 := mkUser(t, other, "o1"), mkUser(t, other, "o2")
+	var as []store.ID
+	for i := range 4 {
+		as = append(as, mkUser(t, other, fmt.Sprintf("a%d", i)))
+	}
+	_, js := postJobs(t, ctx, other, as)
+	deliveries := func(js []*storage.Job) []storage.Delivery {
+		var ds []storage.Delivery
+		for _, j := range js {
+			jj := *j
+			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
+		}
+		return ds
+	}
+
+	pReady, pGo, pDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var readyOnce sync.Once
+	rh := func(f *faults, coll string) {
+		if f == fp && coll == "users" { // the poll read g1's plan; it reads g1's owners next
+			readyOnce.Do(func() {
+				close(pReady)
+				<-pGo
+			})
+		}
+	}
+	readHook.Store(&rh)
+	defer readHook.Store(nil)
+	var startOnce sync.Once
+	wh := func(coll string) {
+		if coll == "users" { // the worker's count of g1: its plan is stored
+			startOnce.Do(func() {
+				go func() {
+					defer close(pDone)
+					_, err := poll.PendingJobs(ctx)
+					t.Logf("poll's PendingJobs: err=%v", err)
+				}()
+				<-pReady
+			})
+		}
+	}
+	fw.onWrite.Store(&wh)
+	r, err := worker.DeliverInboxes(ctx, deliveries(js[:2])) // g1
+	require.NoError(t, err)
+	require.Len(t, r, 2)
+	r, err = worker.DeliverInboxes(ctx, deliveries(js[2:])) // g2, same owners
+	require.NoError(t, err)
+	require.Len(t, r, 2)
+	fw.onWrite.Store(nil)
+	close(pGo)
+	<-pDone
+
+	for _, o := range []store.ID{o1, o2} {
+		n, c := inboxOf(t, ctx, other, o)
+		assert.Equal(t, 4, n, "entries")
+		assert.Equal(t, 4, c.Total, "total counted once")
+		assert.Equal(t, 4, c.Unread, "unread counted once")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/bson"
@@ -32,6 +33,9 @@ type groupPlan struct {
 	Lane   int32              `bson:"ln"`
 	At     time.Time          `bson:"at"`
 	Jobs   []groupJob         `bson:"j"`
+	// Claimed records that every job's share was claimed for the group
+	// (claimGroup), before anything was counted.
+	Claimed bool `bson:"cl,omitempty"`
 }
 
 // groupJob is one job of a group: where it stands and goes, and the
@@ -123,7 +127,10 @@ func (s *Store) DeliverInboxes(ctx context.Context, ds []storage.Delivery) ([]st
 		if len(stored.Cursor) == 0 && lane == 0 {
 			// countByJob reads it again as it marks it read: the read
 			// above may be many counts old.
-			if err := s.countByJob(ctx, doc, false); err != nil {
+			if err := s.countByJob(ctx, doc, false); store.ErrorCode(err) == store.ENOTFOUND {
+				out[i].Err = err
+				continue
+			} else if err != nil {
 				return nil, err
 			}
 		}
@@ -183,6 +190,9 @@ func (s *Store) DeliverInboxes(ctx context.Context, ds []storage.Delivery) ([]st
 		}
 	}
 	changes, moved, err := s.completeGroup(ctx, g, heads)
+	if errors.Is(err, errGroupAborted) {
+		return s.deliverEach(ctx, ds) // a job moved or was taken before the count
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +225,7 @@ func (s *Store) deliverEach(ctx context.Context, ds []storage.Delivery) ([]stora
 // storeGroup stores g on its lane's lease document, on condition that no
 // other group is stored there.
 func (s *Store) storeGroup(ctx context.Context, lane int, g *groupPlan) error {
+	s.groupGeneration(lane).Add(1)
 	s.noGroupOn.Delete(lane)
 	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(lane)}, {Key: "g", Value: bson.D{{Key: "$exists", Value: false}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "g", Value: g}}}}, options.Update().SetUpsert(true))
@@ -251,17 +262,142 @@ func (s *Store) finishGroup(ctx context.Context, lane int) error {
 	if _, ok := s.noGroupOn.Load(lane); ok {
 		return nil
 	}
+	gen := s.groupGeneration(lane).Load()
 	g, err := s.storedGroup(ctx, lane)
 	if err != nil {
 		return err
 	}
 	if g != nil {
-		if _, _, err := s.completeGroup(ctx, g, nil); err != nil {
+		if err := s.finishStored(ctx, g); err != nil {
 			return err
 		}
 	}
-	s.noGroupOn.Store(lane, true)
+	if s.groupGeneration(lane).Load() == gen {
+		s.noGroupOn.Store(lane, true)
+	}
 	return nil
+}
+
+// finishStored finishes stored plan g; an aborted plan, or one another
+// run completed, is finished too.
+func (s *Store) finishStored(ctx context.Context, g *groupPlan) error {
+	_, _, err := s.completeGroup(ctx, g, nil)
+	if errors.Is(err, errGroupAborted) || errors.Is(err, errGroupDone) {
+		return nil
+	}
+	return err
+}
+
+// groupGeneration is lane's count of plans this process stored.
+func (s *Store) groupGeneration(lane int) *atomic.Uint64 {
+	v, _ := s.groupGen.LoadOrStore(lane, new(atomic.Uint64))
+	return v.(*atomic.Uint64)
+}
+
+var (
+	// errGroupAborted: a job of the group could not be claimed (it moved,
+	// or another run holds it), so nothing was counted and the plan was
+	// dropped.
+	errGroupAborted = errors.New("mongostore deliver: the group's jobs moved before it counted; dropped")
+	// errGroupDone: the group was completed by another run.
+	errGroupDone = errors.New("mongostore deliver: the group was finished by another run")
+)
+
+// claimGroup claims every job's share for g (gc = g's id), each on
+// condition that it is still at the plan's cursor with no chunk's plan
+// and no other group's claim, then records on the plan that it did. Only
+// then may the group count: a one-job chunk stores its plan only on a
+// share without a claim (storePlan), another group claims only free
+// shares, and the claims go only with the advance (advanceGroup) or an
+// abort before any count, so a run that finds a claim gone knows the
+// count step is over. A claim refused is final (a share never comes
+// back to a cursor), so the group is aborted: the claims it made are
+// released and the plan dropped, and it reports errGroupAborted.
+func (s *Store) claimGroup(ctx context.Context, g *groupPlan) error {
+	lane := int(g.Lane)
+	gc := laneField(lane, "gc")
+	models := make([]mongo.WriteModel, len(g.Jobs))
+	for k := range g.Jobs {
+		filter := append(s.jobFilter(g.job(&g.Jobs[k])),
+			bson.E{Key: laneField(lane, "p"), Value: bson.D{{Key: "$exists", Value: false}}},
+			bson.E{Key: "$and", Value: bson.A{bson.D{{Key: "$or", Value: bson.A{
+				bson.D{{Key: gc, Value: bson.D{{Key: "$exists", Value: false}}}},
+				bson.D{{Key: gc, Value: g.ID}},
+			}}}}})
+		models[k] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: gc, Value: g.ID}}}})
+	}
+	res, err := s.messages.BulkWrite(ctx, models, unordered)
+	if err != nil {
+		return wrap("group: claim jobs", err)
+	}
+	if int(res.MatchedCount) < len(models) {
+		if err := s.releaseClaims(ctx, g); err != nil {
+			return err
+		}
+		if err := s.dropGroup(ctx, g); err != nil {
+			return err
+		}
+		return errGroupAborted
+	}
+	_, err = s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(lane)}, {Key: "g.id", Value: g.ID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "g.cl", Value: true}}}})
+	if err != nil {
+		return wrap("group: claim jobs", err)
+	}
+	g.Claimed = true
+	return nil
+}
+
+// releaseClaims takes g's claims off its jobs.
+func (s *Store) releaseClaims(ctx context.Context, g *groupPlan) error {
+	gc := laneField(int(g.Lane), "gc")
+	models := make([]mongo.WriteModel, len(g.Jobs))
+	for k, gj := range g.Jobs {
+		models[k] = mongo.NewUpdateOneModel().
+			SetFilter(append(msgKey(store.ID(gj.Message), store.ID(gj.Author)), bson.E{Key: gc, Value: g.ID})).
+			SetUpdate(bson.D{{Key: "$unset", Value: bson.D{{Key: gc, Value: ""}}}})
+	}
+	_, err := s.messages.BulkWrite(ctx, models, unordered)
+	return wrap("group: release jobs", err)
+}
+
+// groupHeld reports whether every job of g still holds g's claim: the
+// group has not begun its advance, which comes after its count step.
+func (s *Store) groupHeld(ctx context.Context, g *groupPlan) (bool, error) {
+	keys := make(bson.A, len(g.Jobs))
+	for k, gj := range g.Jobs {
+		keys[k] = msgKey(store.ID(gj.Message), store.ID(gj.Author))
+	}
+	n, err := s.messages.CountDocuments(ctx, bson.D{{Key: "$or", Value: keys}, {Key: laneField(int(g.Lane), "gc"), Value: g.ID}})
+	if err != nil {
+		return false, wrap("group: check claims", err)
+	}
+	return int(n) == len(g.Jobs), nil
+}
+
+// dropGroup removes plan g from its lane's lease document.
+func (s *Store) dropGroup(ctx context.Context, g *groupPlan) error {
+	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(int(g.Lane))}, {Key: "g.id", Value: g.ID}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "g", Value: ""}}}})
+	return wrap("group: drop plan", err)
+}
+
+// settleClaim is for a one-job chunk that found its share claimed by
+// group id: the group is finished if its plan is stored on the lane, and
+// the claim released if not (a plan aborted before its count, or a
+// job the group could not advance: a retraction now).
+func (s *Store) settleClaim(ctx context.Context, j *storage.Job, id primitive.ObjectID) error {
+	g, err := s.storedGroup(ctx, j.Lane)
+	if err != nil {
+		return err
+	}
+	if g != nil && g.ID == id {
+		return s.finishStored(ctx, g)
+	}
+	gc := laneField(j.Lane, "gc")
+	_, err = s.messages.UpdateOne(ctx, append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: gc, Value: id}),
+		bson.D{{Key: "$unset", Value: bson.D{{Key: gc, Value: ""}}}})
+	return wrap("group: release job", err)
 }
 
 // completeGroup runs a stored group's writes: the count step of every
@@ -288,10 +424,21 @@ func (s *Store) completeGroup(ctx context.Context, g *groupPlan, heads map[primi
 	base := map[primitive.ObjectID]*userDoc{} // the fields before the count, if known
 	counted := map[primitive.ObjectID]*userDoc{}
 	if len(owners) > 0 {
+		if !g.Claimed {
+			if err := s.claimGroup(ctx, g); err != nil {
+				return nil, nil, err
+			}
+		}
 		var pending []*userDoc
 		if heads == nil {
 			hs, err := s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: owners}}}}, options.Find().SetProjection(inboxProjection))
 			if err != nil {
+				return nil, nil, err
+			}
+			// Read after the owners: a claim gone means the count step was
+			// over before they were read, so an owner without the mark was
+			// counted and written since, not missed.
+			if held, err := s.heldOrDrop(ctx, g); err != nil || !held {
 				return nil, nil, err
 			}
 			for _, h := range hs {
@@ -330,15 +477,13 @@ func (s *Store) completeGroup(ctx context.Context, g *groupPlan, heads map[primi
 			if err := again(ctx, n, "group: count"); err != nil {
 				return nil, nil, err
 			}
-			// Some moved (a mark-read): read them again, unless another
-			// run finished the group meanwhile.
-			if now, err := s.storedGroup(ctx, int(g.Lane)); err != nil {
-				return nil, nil, err
-			} else if now == nil || now.ID != g.ID {
-				return nil, nil, errors.New("mongostore deliver: the group was finished by another run")
-			}
+			// Some moved (a mark-read, or another run's writes): read them
+			// again, then stop if another run has finished the group.
 			reread, err := s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}, options.Find().SetProjection(inboxProjection))
 			if err != nil {
+				return nil, nil, err
+			}
+			if held, err := s.heldOrDrop(ctx, g); err != nil || !held {
 				return nil, nil, err
 			}
 			pending = pending[:0]
@@ -395,11 +540,28 @@ func (s *Store) completeGroup(ctx context.Context, g *groupPlan, heads map[primi
 	if err != nil || len(owners) == 0 {
 		return changes, moved, err
 	}
-	if _, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(int(g.Lane))}, {Key: "g.id", Value: g.ID}},
-		bson.D{{Key: "$unset", Value: bson.D{{Key: "g", Value: ""}}}}); err != nil {
-		return nil, nil, wrap("group: drop plan", err)
+	if err := s.dropGroup(ctx, g); err != nil {
+		return nil, nil, err
 	}
 	return changes, moved, nil
+}
+
+// heldOrDrop is groupHeld; when a claim is gone, the group's advance had
+// begun (its count, entries and records done): the advance is finished
+// (each move conditional on the plan's cursor, so those made are not
+// made again), the plan dropped, and errGroupDone reported.
+func (s *Store) heldOrDrop(ctx context.Context, g *groupPlan) (bool, error) {
+	held, err := s.groupHeld(ctx, g)
+	if err != nil || held {
+		return held, err
+	}
+	if _, err := s.advanceGroup(ctx, g); err != nil {
+		return false, err
+	}
+	if err := s.dropGroup(ctx, g); err != nil {
+		return false, err
+	}
+	return false, errGroupDone
 }
 
 // countGroup is owner h's count step for a group: its entries of the
@@ -459,7 +621,7 @@ func (s *Store) advanceGroup(ctx context.Context, g *groupPlan) ([]bool, error) 
 				SetFilter(append(slices.Clone(filter), bson.E{Key: "$and", Value: bson.A{bson.D{{Key: "j.pl", Value: bson.D{{Key: "$ne", Value: bson.A{lane}}}}}}})).
 				SetUpdate(bson.D{
 					{Key: "$pull", Value: bson.D{{Key: "j.pl", Value: lane}}},
-					{Key: "$unset", Value: bson.D{{Key: laneField(j.Lane, "cur"), Value: ""}, {Key: laneField(j.Lane, "p"), Value: ""}}},
+					{Key: "$unset", Value: bson.D{{Key: laneField(j.Lane, "cur"), Value: ""}, {Key: laneField(j.Lane, "p"), Value: ""}, {Key: laneField(j.Lane, "gc"), Value: ""}}},
 				}))
 			ends = append(ends, mongo.NewUpdateOneModel().
 				SetFilter(append(slices.Clone(filter), bson.E{Key: "$and", Value: bson.A{bson.D{{Key: "j.pl", Value: bson.A{lane}}}}})).
@@ -470,7 +632,7 @@ func (s *Store) advanceGroup(ctx context.Context, g *groupPlan) ([]bool, error) 
 		default:
 			first = append(first, mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(bson.D{
 				{Key: "$set", Value: bson.D{{Key: laneField(j.Lane, "cur"), Value: gj.Next}}},
-				{Key: "$unset", Value: bson.D{{Key: laneField(j.Lane, "p"), Value: ""}}},
+				{Key: "$unset", Value: bson.D{{Key: laneField(j.Lane, "p"), Value: ""}, {Key: laneField(j.Lane, "gc"), Value: ""}}},
 			}))
 		}
 	}

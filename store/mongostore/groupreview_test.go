@@ -10,6 +10,7 @@ import (
 	"github.com/256dpi/lungo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo/options"
 
 	"herald/store"
@@ -232,7 +233,7 @@ func TestGroupReview_PlanOrphanedByLaneCountChange(t *testing.T) {
 	leases := 0
 	hook := func(coll string) {
 		if coll == "leases" {
-			if leases++; leases == 2 { // the plan's drop
+			if leases++; leases == 3 { // the plan's drop (after its store and its claims' record)
 				f.anyWrite.Store(1)
 			}
 		}
@@ -357,4 +358,52 @@ func TestGroupReview_PollFinishesRunningGroupLate(t *testing.T) {
 		assert.Equal(t, 4, c.Total, "total counted once")
 		assert.Equal(t, 4, c.Unread, "unread counted once")
 	}
+}
+
+// A group dies once its jobs are claimed (plan stored, claims made and
+// recorded), and a process runs one of its jobs alone without having
+// listed the lane's jobs first: the one-job chunk finds the claim,
+// finishes the group from its plan (which ends the job), and changes
+// nothing itself; every
+// owner is counted once, and no claim is left.
+func TestGroupReview_OneJobChunkFinishesClaimingGroup(t *testing.T) {
+	ctx, f, st, other := reviewFixture(t)
+	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
+	a0, a1 := mkUser(t, st, "a0"), mkUser(t, st, "a1")
+	_, js := postJobs(t, ctx, st, []store.ID{a0, a1})
+	deliveries := func() []storage.Delivery {
+		var ds []storage.Delivery
+		for _, j := range js {
+			jj := *j
+			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
+		}
+		return ds
+	}
+	f.anyWrite.Store(4) // the plan, the claims, their record; then the count fails
+	_, err := st.DeliverInboxes(ctx, deliveries())
+	f.anyWrite.Store(0)
+	require.Error(t, err, "killed at the count")
+	for _, o := range []store.ID{o1, o2} {
+		n, c := inboxOf(t, ctx, other, o)
+		require.Zero(t, n)
+		require.Zero(t, c.Total)
+	}
+
+	for _, d := range deliveries() {
+		// The group ended both jobs: the chunk finds its job gone.
+		_, err := other.DeliverInbox(ctx, d)
+		require.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "%v", err)
+	}
+	for _, o := range []store.ID{o1, o2} {
+		n, c := inboxOf(t, ctx, other, o)
+		assert.Equal(t, 2, n, "entries")
+		assert.Equal(t, 2, c.Total, "total counted once")
+		assert.Equal(t, 2, c.Unread, "unread counted once")
+	}
+	claimed, err := other.Database().Collection("messages").CountDocuments(ctx, bson.D{{Key: "j.gc", Value: bson.D{{Key: "$exists", Value: true}}}})
+	require.NoError(t, err)
+	assert.Zero(t, claimed, "claims left")
+	pending, err := other.PendingJobs(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, pending, "the jobs ended")
 }

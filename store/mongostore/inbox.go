@@ -95,19 +95,34 @@ func cmpID(a, b primitive.ObjectID) int { return bytes.Compare(a[:], b[:]) }
 // names the author, the shard key's prefix, so it goes to one shard.
 func (s *Store) startChunk(ctx context.Context, j *storage.Job) (*storage.Job, *chunkPlan, error) {
 	var d messageDoc
-	err := s.messages.FindOne(ctx, msgKey(j.MessageID, j.AuthorID),
-		options.FindOne().SetProjection(bson.D{{Key: "t", Value: 0}})).Decode(&d)
-	if err != nil {
-		return nil, nil, missing(err, "job not found", "find job")
-	}
+	var stored *storage.Job
+	var sh laneShare
 	n := s.laneCount()
-	stored := d.laneJob(j.Lane, n)
-	if stored == nil || stored.Kind != j.Kind {
-		return nil, nil, store.Errorf(store.ENOTFOUND, "job not found")
-	}
-	sh, pending := d.Job.share(j.Lane, n)
-	if !pending {
-		return nil, nil, store.Errorf(store.ENOTFOUND, "job's share done")
+	// A share a group claimed: the group is finished first (or its stale
+	// claim released), then the share read again. Each settling takes a
+	// claim off for good, so this ends.
+	for {
+		d = messageDoc{} // a decode leaves the fields the document lacks
+		err := s.messages.FindOne(ctx, msgKey(j.MessageID, j.AuthorID),
+			options.FindOne().SetProjection(bson.D{{Key: "t", Value: 0}})).Decode(&d)
+		if err != nil {
+			return nil, nil, missing(err, "job not found", "find job")
+		}
+		stored = d.laneJob(j.Lane, n)
+		if stored == nil || stored.Kind != j.Kind {
+			return nil, nil, store.Errorf(store.ENOTFOUND, "job not found")
+		}
+		var pending bool
+		sh, pending = d.Job.share(j.Lane, n)
+		if !pending {
+			return nil, nil, store.Errorf(store.ENOTFOUND, "job's share done")
+		}
+		if sh.Claim == nil {
+			break
+		}
+		if err := s.settleClaim(ctx, j, *sh.Claim); err != nil {
+			return nil, nil, err
+		}
 	}
 	if !bytes.Equal(stored.Cursor, j.Cursor) {
 		return nil, nil, nil

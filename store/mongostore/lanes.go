@@ -27,8 +27,9 @@ var _ storage.OwnerLanes = (*Store)(nil)
 
 // laneShare is one lane's cursor and chunk plan of a message job.
 type laneShare struct {
-	Cursor []byte     `bson:"cur,omitempty"`
-	Plan   *chunkPlan `bson:"p,omitempty"`
+	Cursor []byte              `bson:"cur,omitempty"`
+	Plan   *chunkPlan          `bson:"p,omitempty"`
+	Claim  *primitive.ObjectID `bson:"gc,omitempty"`
 }
 
 const laneConfigID = "fanout/config"
@@ -194,11 +195,11 @@ func allLanes(n int) []int32 {
 // it is still to run.
 func (d *jobDoc) share(lane int, n int) (laneShare, bool) {
 	if n <= 1 {
-		return laneShare{Cursor: d.Cursor, Plan: d.Plan}, true
+		return laneShare{Cursor: d.Cursor, Plan: d.Plan, Claim: d.Claim}, true
 	}
 	pending := slices.Contains(d.Lanes, int32(lane))
 	if lane == 0 {
-		return laneShare{Cursor: d.Cursor, Plan: d.Plan}, pending
+		return laneShare{Cursor: d.Cursor, Plan: d.Plan, Claim: d.Claim}, pending
 	}
 	if sh := d.Shares[strconv.Itoa(lane)]; sh != nil {
 		return *sh, pending

@@ -52,6 +52,9 @@ type jobDoc struct {
 	// chunk counts anything (see deliverStored); a retraction that replaces
 	// the delivery keeps it, to undo what the chunk did.
 	Plan *chunkPlan `bson:"p,omitempty"`
+	// Claim names the group (group.go) whose plan holds this share, from
+	// before its count until its advance.
+	Claim *primitive.ObjectID `bson:"gc,omitempty"`
 	// With owner lanes: the lanes whose share is not done, and the
 	// cursor and plan of each lane but 0 (lanes.go).
 	Lanes  []int32               `bson:"pl,omitempty"`

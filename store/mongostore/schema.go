@@ -379,7 +379,7 @@ var FieldNames = map[string]string{
 	"u": "user", "o": "other", "t": "time", "op": "operation", "st": "state", "uop": "unfollowOperation",
 	// messages (t is the text there), jobs, deletion and counting marks
 	"a": "author", "r": "replyTo", "ra": "replyToAuthor", "e": "editedAt", "pl": "pulled", "j": "job", "cur": "cursor",
-	"x": "deletedAt", "mn": "counted", "xn": "uncounted",
+	"x": "deletedAt", "mn": "counted", "xn": "uncounted", "gc": "groupClaim", "cl": "claimed",
 	"mr": "jobSawUncounted", "mj": "jobCounted", "xr": "jobSawNotRemoved", "xj": "jobUncounted", "me": "mentions", "lc": "likeCount",
 	// and threads
 	"tr": "threadRoot", "tra": "threadRootAuthor", "rc": "replyCount",

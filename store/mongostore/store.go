@@ -63,6 +63,10 @@ type Store struct {
 	// stored on: it finished or found none since it last took the lane,
 	// and stored none since (group.go).
 	noGroupOn sync.Map
+	// groupGen counts, by lane, the plans this process stored (a
+	// *atomic.Uint64), so that a read that found none does not mark the
+	// lane free of plans after one was stored meanwhile.
+	groupGen sync.Map
 	// inFlight is, by lane, the job this process last recorded as running
 	// (beginJob).
 	inFlight sync.Map

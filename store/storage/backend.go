@@ -377,7 +377,9 @@ type GroupDeliverer interface {
 	// counts of the chunks before it. A chunk whose job is gone is skipped
 	// (its Delivered.Err is NOT_FOUND) without failing the others; one
 	// applied before changes nothing. It returns one Delivered per chunk,
-	// or an error and nothing applied.
+	// or an error: then the chunks may be partly stored (a backend without
+	// transactions), and the same call again, or each chunk alone, ends
+	// them with every owner counted once.
 	DeliverInboxes(ctx context.Context, ds []Delivery) ([]Delivered, error)
 }
 

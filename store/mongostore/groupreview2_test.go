@@ -1,0 +1,139 @@
+package mongostore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/256dpi/lungo"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"herald/store"
+	"herald/store/mongostore"
+	"herald/store/storage"
+)
+
+// Second review of the group commit's claims (c9fb46f).
+
+// hasEntry reports whether o's inbox holds m.
+func hasEntry(t *testing.T, ctx context.Context, st *mongostore.Store, o, m store.ID) bool {
+	items, _, err := st.ReadInbox(ctx, storage.InboxFilter{Owner: o, Layout: storage.LayoutEntries, Range: store.Backward(store.NilID, 100)})
+	require.NoError(t, err)
+	for _, it := range items {
+		if it.MessageID == m {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGroupReview2_AbortReleasesClaimsOfCountingRun: two runs of one plan
+// g. The worker stores g; the lane's poll (PendingJobs → finishGroup)
+// reads g before g.cl is set. The worker claims A and B, records cl and
+// starts its count. Message A is deleted (its job becomes a retraction,
+// keeping its claim), and o1 marks its inbox read (iv moves). The poll's
+// claimGroup (its copy of g has no cl) is refused on A, so it releases
+// every claim of g (B's, which the worker holds and is counting under)
+// and drops the plan. The worker's count misses on o1, it reads o1 again,
+// groupHeld finds the claims gone and concludes that "the advance had
+// begun": it advances B without counting o1 and without writing any
+// entry or record (o2 was counted for A and B, no entries).
+//
+// Fails on the branch: o1 never gets B (lost), o2's total is 2 with no
+// entry.
+func TestGroupReview2_AbortReleasesClaimsOfCountingRun(t *testing.T) {
+	abortRace(t, true)
+}
+
+// TestGroupReview2_AbortRaceControl: the same deletion and mark-read
+// without the poll's run: passes (the worker counts o1 again and writes
+// every entry), so the poll's release is the fault.
+func TestGroupReview2_AbortRaceControl(t *testing.T) {
+	abortRace(t, false)
+}
+
+func abortRace(t *testing.T, withPoll bool) {
+	ctx := context.Background()
+	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
+	require.NoError(t, err)
+	t.Cleanup(func() { engine.Close() })
+	fw, fp := &faults{}, &faults{}
+	worker := mongostore.New(fClient{client, fw}, "herald", mongostore.Options{})
+	require.NoError(t, worker.EnsureIndexes(ctx))
+	poll := mongostore.New(fClient{client, fp}, "herald", mongostore.Options{})
+	require.NoError(t, poll.EnsureIndexes(ctx))
+	other := mongostore.New(client, "herald", mongostore.Options{})
+	require.NoError(t, other.EnsureIndexes(ctx))
+
+	o1, o2 := mkUser(t, other, "o1"), mkUser(t, other, "o2")
+	a0, a1 := mkUser(t, other, "a0"), mkUser(t, other, "a1")
+	ms, js := postJobs(t, ctx, other, []store.ID{a0, a1})
+	deliveries := func() []storage.Delivery {
+		var ds []storage.Delivery
+		for _, j := range js {
+			jj := *j
+			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
+		}
+		return ds
+	}
+
+	pReady, pGo, pDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var pOnce sync.Once
+	ph := func(coll string) {
+		if coll == "messages" { // the poll's claimGroup, from a plan read without cl
+			pOnce.Do(func() {
+				close(pReady)
+				<-pGo
+			})
+		}
+	}
+	fp.onWrite.Store(&ph)
+	stage := 0
+	wh := func(coll string) {
+		switch {
+		case stage == 0 && coll == "leases": // the worker stores g
+			stage = 1
+		case stage == 1 && coll == "messages": // the worker claims: the poll has read g
+			stage = 2
+			if !withPoll {
+				close(pDone)
+				return
+			}
+			go func() {
+				defer close(pDone)
+				_, err := poll.PendingJobs(ctx)
+				t.Logf("poll's PendingJobs: err=%v", err)
+			}()
+			<-pReady
+		case stage == 2 && coll == "users": // the worker's count (claims made, cl recorded)
+			stage = 3
+			m := ms[0]
+			require.NoError(t, other.DeleteMessage(ctx, m.ID, &storage.Job{ID: m.ID, Kind: storage.JobRetract, Layout: storage.LayoutEntries,
+				MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}))
+			_, err := other.MarkInboxRead(ctx, o1, storage.LayoutEntries, store.NewID(time.Unix(1, 0)))
+			require.NoError(t, err)
+			if withPoll {
+				close(pGo)
+			}
+			<-pDone
+		}
+	}
+	fw.onWrite.Store(&wh)
+	r, err := worker.DeliverInboxes(ctx, deliveries())
+	fw.onWrite.Store(nil)
+	fp.onWrite.Store(nil)
+	t.Logf("worker's DeliverInboxes: %v err=%v", r, err)
+	require.Equal(t, 3, stage, "interleaving reached")
+	// The Service retries the group.
+	r, err = worker.DeliverInboxes(ctx, deliveries())
+	t.Logf("worker's retry: %v err=%v", r, err)
+
+	for _, o := range []store.ID{o1, o2} {
+		n, c := inboxOf(t, ctx, other, o)
+		assert.True(t, hasEntry(t, ctx, other, o, ms[1].ID), "B's entry in %s's inbox", fmt.Sprint(o))
+		assert.Equal(t, n, c.Total, "total counts the entries")
+	}
+}

@@ -137,3 +137,91 @@ func abortRace(t *testing.T, withPoll bool) {
 		assert.Equal(t, n, c.Total, "total counts the entries")
 	}
 }
+
+// TestGroupReview2_RetractedGroupKeepsClaimsAfterDrop: every job of a
+// group g is deleted after g claimed them. The worker counts g, writes
+// its entries and records, fails to advance either job (retractions now,
+// each keeping g's claim until its retraction's chunk settles it), drops
+// g, and goes on to its next group g2 on the same owners (the retraction
+// shares run after the deliveries queued before them). The lane's poll,
+// which read g's plan (with cl) while the worker was counting, now reads
+// the owners: g2's mark, a fresh iv. groupHeld is true (both jobs still
+// hold g's claim although g's advance and drop are done), so the poll
+// counts g's entries a second time.
+//
+// Fails on the branch: each owner's total is 6 for 4 entries.
+func TestGroupReview2_RetractedGroupKeepsClaimsAfterDrop(t *testing.T) {
+	ctx := context.Background()
+	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
+	require.NoError(t, err)
+	t.Cleanup(func() { engine.Close() })
+	fw, fp := &faults{}, &faults{}
+	worker := mongostore.New(fClient{client, fw}, "herald", mongostore.Options{})
+	require.NoError(t, worker.EnsureIndexes(ctx))
+	poll := mongostore.New(fClient{client, fp}, "herald", mongostore.Options{})
+	require.NoError(t, poll.EnsureIndexes(ctx))
+	other := mongostore.New(client, "herald", mongostore.Options{})
+	require.NoError(t, other.EnsureIndexes(ctx))
+
+	o1, o2 := mkUser(t, other, "o1"), mkUser(t, other, "o2")
+	var as []store.ID
+	for i := range 4 {
+		as = append(as, mkUser(t, other, fmt.Sprintf("a%d", i)))
+	}
+	ms, js := postJobs(t, ctx, other, as)
+	deliveries := func(js []*storage.Job) []storage.Delivery {
+		var ds []storage.Delivery
+		for _, j := range js {
+			jj := *j
+			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
+		}
+		return ds
+	}
+
+	pReady, pGo, pDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var readyOnce sync.Once
+	rh := func(f *faults, coll string) {
+		if f == fp && coll == "users" { // the poll read g's plan, with cl; it reads g's owners next
+			readyOnce.Do(func() {
+				close(pReady)
+				<-pGo
+			})
+		}
+	}
+	readHook.Store(&rh)
+	defer readHook.Store(nil)
+	var startOnce sync.Once
+	wh := func(coll string) {
+		if coll == "users" { // the worker's count of g: claims made and recorded
+			startOnce.Do(func() {
+				go func() {
+					defer close(pDone)
+					_, err := poll.PendingJobs(ctx)
+					t.Logf("poll's PendingJobs: err=%v", err)
+				}()
+				<-pReady
+				for _, m := range ms[:2] {
+					require.NoError(t, other.DeleteMessage(ctx, m.ID, &storage.Job{ID: m.ID, Kind: storage.JobRetract, Layout: storage.LayoutEntries,
+						MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}))
+				}
+			})
+		}
+	}
+	fw.onWrite.Store(&wh)
+	r, err := worker.DeliverInboxes(ctx, deliveries(js[:2])) // g: both deleted meanwhile
+	require.NoError(t, err)
+	t.Logf("g: %v", r)
+	r, err = worker.DeliverInboxes(ctx, deliveries(js[2:])) // g2, same owners
+	require.NoError(t, err)
+	t.Logf("g2: %v", r)
+	fw.onWrite.Store(nil)
+	close(pGo)
+	<-pDone
+
+	// g's entries are still there (their retractions have not run): 4.
+	for _, o := range []store.ID{o1, o2} {
+		n, c := inboxOf(t, ctx, other, o)
+		assert.Equal(t, 4, n, "entries")
+		assert.Equal(t, 4, c.Total, "total counted once")
+	}
+}

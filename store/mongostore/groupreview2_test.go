@@ -225,3 +225,85 @@ func TestGroupReview2_RetractedGroupKeepsClaimsAfterDrop(t *testing.T) {
 		assert.Equal(t, 4, c.Total, "total counted once")
 	}
 }
+
+// TestGroupReview2_StaleOneJobAdvanceTakesClaim: a stale holder S runs a
+// one-job chunk of job A with no owners (its last, empty chunk: no chunk
+// plan is stored, so nothing conditional on gc is written) and stalls
+// before advancing it. The new holder H groups A with B, claims both,
+// records cl and starts counting. S's advanceJob, conditional only on
+// A's cursor, ends A ($unset j), taking H's claim with it. One owner
+// marks its inbox read, H's count misses on it, H reads it again and
+// groupHeld (A's claim gone) says the advance had begun: H advances B
+// and drops the plan without counting that owner or writing any entry.
+//
+// Fails on the branch: B's entry is missing from both inboxes, o2's total
+// is 2 with no entry.
+func TestGroupReview2_StaleOneJobAdvanceTakesClaim(t *testing.T) {
+	ctx := context.Background()
+	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
+	require.NoError(t, err)
+	t.Cleanup(func() { engine.Close() })
+	fs, fh := &faults{}, &faults{}
+	stale := mongostore.New(fClient{client, fs}, "herald", mongostore.Options{})
+	require.NoError(t, stale.EnsureIndexes(ctx))
+	holder := mongostore.New(fClient{client, fh}, "herald", mongostore.Options{})
+	require.NoError(t, holder.EnsureIndexes(ctx))
+	other := mongostore.New(client, "herald", mongostore.Options{})
+	require.NoError(t, other.EnsureIndexes(ctx))
+
+	o1, o2 := mkUser(t, other, "o1"), mkUser(t, other, "o2")
+	a0, a1 := mkUser(t, other, "a0"), mkUser(t, other, "a1")
+	ms, js := postJobs(t, ctx, other, []store.ID{a0, a1})
+	deliveries := func() []storage.Delivery {
+		var ds []storage.Delivery
+		for _, j := range js {
+			jj := *j
+			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
+		}
+		return ds
+	}
+
+	hReady, hGo, hDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	hStage := 0
+	hh := func(coll string) {
+		switch {
+		case hStage == 0 && coll == "leases": // H stores its plan
+			hStage = 1
+		case hStage == 1 && coll == "users": // H's count: claims made and recorded
+			hStage = 2
+			close(hReady)
+			<-hGo
+		}
+	}
+	fh.onWrite.Store(&hh)
+	var sOnce sync.Once
+	sh := func(coll string) {
+		if coll == "messages" { // S is about to advance A
+			sOnce.Do(func() {
+				go func() {
+					defer close(hDone)
+					r, err := holder.DeliverInboxes(ctx, deliveries())
+					t.Logf("H's group: %v err=%v", r, err)
+				}()
+				<-hReady
+			})
+		}
+	}
+	fs.onWrite.Store(&sh)
+	jj := *js[0]
+	_, err = stale.DeliverInbox(ctx, storage.Delivery{Job: &jj, At: tickClock(), Done: true})
+	t.Logf("S's empty chunk: err=%v", err)
+	fs.onWrite.Store(nil)
+	_, err = other.MarkInboxRead(ctx, o1, storage.LayoutEntries, store.NewID(time.Unix(1, 0)))
+	require.NoError(t, err)
+	close(hGo)
+	<-hDone
+	fh.onWrite.Store(nil)
+	require.Equal(t, 2, hStage, "interleaving reached")
+
+	for _, o := range []store.ID{o1, o2} {
+		n, c := inboxOf(t, ctx, other, o)
+		assert.True(t, hasEntry(t, ctx, other, o, ms[1].ID), "B's entry in %s's inbox", fmt.Sprint(o))
+		assert.Equal(t, n, c.Total, "total counts the entries")
+	}
+}

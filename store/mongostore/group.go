@@ -301,6 +301,9 @@ var (
 	errGroupAborted = errors.New("mongostore deliver: the group's jobs moved before it counted; dropped")
 	// errGroupDone: the group was completed by another run.
 	errGroupDone = errors.New("mongostore deliver: the group was finished by another run")
+	// errGroupClaimed: another run of the plan recorded its claims, so
+	// this one, refused a claim since, goes on as a claimed run.
+	errGroupClaimed = errors.New("mongostore deliver: the group's claims are recorded by another run")
 )
 
 // claimGroup claims every job's share for g (gc = g's id), each on
@@ -331,18 +334,36 @@ func (s *Store) claimGroup(ctx context.Context, g *groupPlan) error {
 		return wrap("group: claim jobs", err)
 	}
 	if int(res.MatchedCount) < len(models) {
-		if err := s.releaseClaims(ctx, g); err != nil {
-			return err
+		// Drop the plan only while no run has recorded its claims.
+		r, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(lane)}, {Key: "g.id", Value: g.ID}, {Key: "g.cl", Value: bson.D{{Key: "$exists", Value: false}}}},
+			bson.D{{Key: "$unset", Value: bson.D{{Key: "g", Value: ""}}}})
+		if err != nil {
+			return wrap("group: drop plan", err)
 		}
-		if err := s.dropGroup(ctx, g); err != nil {
+		if r.MatchedCount == 0 {
+			cur, err := s.storedGroup(ctx, lane)
+			if err != nil {
+				return err
+			}
+			if cur != nil && cur.ID == g.ID && cur.Claimed {
+				return errGroupClaimed
+			}
+		}
+		if err := s.releaseClaims(ctx, g); err != nil {
 			return err
 		}
 		return errGroupAborted
 	}
-	_, err = s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(lane)}, {Key: "g.id", Value: g.ID}},
+	r, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(lane)}, {Key: "g.id", Value: g.ID}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "g.cl", Value: true}}}})
 	if err != nil {
 		return wrap("group: claim jobs", err)
+	}
+	if r.MatchedCount == 0 { // dropped by an abort
+		if err := s.releaseClaims(ctx, g); err != nil {
+			return err
+		}
+		return errGroupAborted
 	}
 	g.Claimed = true
 	return nil
@@ -359,6 +380,17 @@ func (s *Store) releaseClaims(ctx context.Context, g *groupPlan) error {
 	}
 	_, err := s.messages.BulkWrite(ctx, models, unordered)
 	return wrap("group: release jobs", err)
+}
+
+// releaseUnmoved takes g's claims off the jobs its advance did not move
+// (turned into retractions, or moved before), so that no claim of g is
+// left once its plan is dropped; a claim left would read as the group
+// still held. The advance took the others' off.
+func (s *Store) releaseUnmoved(ctx context.Context, g *groupPlan, moved []bool) error {
+	if !slices.Contains(moved, true) {
+		return nil
+	}
+	return s.releaseClaims(ctx, g)
 }
 
 // groupHeld reports whether every job of g still holds g's claim: the
@@ -425,7 +457,9 @@ func (s *Store) completeGroup(ctx context.Context, g *groupPlan, heads map[primi
 	counted := map[primitive.ObjectID]*userDoc{}
 	if len(owners) > 0 {
 		if !g.Claimed {
-			if err := s.claimGroup(ctx, g); err != nil {
+			if err := s.claimGroup(ctx, g); errors.Is(err, errGroupClaimed) {
+				g.Claimed, heads = true, nil
+			} else if err != nil {
 				return nil, nil, err
 			}
 		}
@@ -540,6 +574,9 @@ func (s *Store) completeGroup(ctx context.Context, g *groupPlan, heads map[primi
 	if err != nil || len(owners) == 0 {
 		return changes, moved, err
 	}
+	if err := s.releaseUnmoved(ctx, g, moved); err != nil {
+		return nil, nil, err
+	}
 	if err := s.dropGroup(ctx, g); err != nil {
 		return nil, nil, err
 	}
@@ -555,7 +592,11 @@ func (s *Store) heldOrDrop(ctx context.Context, g *groupPlan) (bool, error) {
 	if err != nil || held {
 		return held, err
 	}
-	if _, err := s.advanceGroup(ctx, g); err != nil {
+	moved, err := s.advanceGroup(ctx, g)
+	if err != nil {
+		return false, err
+	}
+	if err := s.releaseUnmoved(ctx, g, moved); err != nil {
 		return false, err
 	}
 	if err := s.dropGroup(ctx, g); err != nil {
@@ -676,6 +717,11 @@ func (s *Store) advanceGroup(ctx context.Context, g *groupPlan) ([]bool, error) 
 		if n, err := s.messages.CountDocuments(ctx, s.jobFilter(j)); err != nil {
 			return nil, wrap("group: advance jobs", err)
 		} else if n > 0 {
+			gc := laneField(j.Lane, "gc")
+			if _, err := s.messages.UpdateOne(ctx, append(msgKey(j.MessageID, j.AuthorID), bson.E{Key: gc, Value: g.ID}),
+				bson.D{{Key: "$unset", Value: bson.D{{Key: gc, Value: ""}}}}); err != nil {
+				return nil, wrap("group: advance jobs", err)
+			}
 			if err := s.advanceJob(ctx, j, gj.Next, gj.Done); err != nil {
 				return nil, err
 			}

@@ -157,7 +157,7 @@ func (s *Store) jobFilter(j *storage.Job) bson.D {
 // plan, or ends it. The update names the old cursor, so of two processes
 // running one chunk only one moves the job on.
 func (s *Store) advanceJob(ctx context.Context, j *storage.Job, cursor []byte, done bool) error {
-	filter := s.jobFilter(j)
+	filter := append(s.jobFilter(j), bson.E{Key: laneField(j.Lane, "gc"), Value: bson.D{{Key: "$exists", Value: false}}})
 	var err error
 	switch {
 	case s.lanes.Load() > 1 && done:

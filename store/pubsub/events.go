@@ -8,6 +8,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"herald/store"
 )
@@ -80,6 +81,9 @@ type Hub struct {
 	// that monitoring never waits on a publish.
 	open    atomic.Int64
 	dropped atomic.Uint64
+	// pumps is the number of subscribers' pumps running, which Close
+	// waits for (closeWait).
+	pumps atomic.Int64
 }
 
 // HubStats are a hub's counters, for monitoring.
@@ -160,7 +164,7 @@ func (h *Hub) Publish(_ context.Context, evs ...store.Event) {
 			s.pumping = true
 			s.mu.Unlock()
 			if start {
-				go s.pump()
+				s.startPump()
 			}
 		}
 	}
@@ -232,7 +236,7 @@ func (h *Hub) SubscribeWith(ctx context.Context, userID store.ID, opts Subscribe
 	}
 	h.mu.Unlock()
 	if replaying {
-		go s.pump()
+		s.startPump()
 	}
 
 	// Registered after the subscriber, so that a ctx already ended removes
@@ -288,12 +292,22 @@ func (h *Hub) removeLocked(s *hubSub, flush bool) {
 		stop() // does not wait for a running h.remove(s)
 	}
 	if start {
-		go s.pump()
+		s.startPump()
 	}
 }
 
 // pump delivers s's queued events, and returns when the queue is empty;
 // once s is removed, it calls end and returns.
+// startPump runs s.pump on a goroutine of its own, counted in the hub's
+// pumps.
+func (s *hubSub) startPump() {
+	s.hub.pumps.Add(1)
+	go func() {
+		defer s.hub.pumps.Add(-1)
+		s.pump()
+	}()
+}
+
 func (s *hubSub) pump() {
 	live := false // the last event delivered was live, not replayed
 	for {
@@ -342,12 +356,13 @@ func (h *Hub) Stats() HubStats {
 	return HubStats{Subscriptions: h.Len(), Dropped: h.dropped.Load()}
 }
 
-// Close ends every subscription and refuses new ones. It does not wait for
-// the subscriptions' end functions.
+// Close ends every subscription and refuses new ones. It waits, up to
+// closeWait, for the deliveries under way and the subscriptions' end
+// functions to return, so that the store they read may be closed after.
 func (h *Hub) Close() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return
 	}
 	h.closed = true
@@ -357,4 +372,14 @@ func (h *Hub) Close() {
 			h.removeLocked(s, false)
 		}
 	}
+	h.mu.Unlock()
+	// The deliveries under way read the store (an event's fields), which
+	// closes next: they get closeWait to return.
+	for deadline := time.Now().Add(closeWait); h.pumps.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 }
+
+// closeWait bounds Close's wait for deliveries under way: a deliver may
+// block until its subscriber's context ends.
+const closeWait = 5 * time.Second

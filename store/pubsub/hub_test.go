@@ -2,6 +2,7 @@ package pubsub_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,4 +102,24 @@ func TestHub_Stats(t *testing.T) {
 	cancel() // already dropped: ending it counts nothing more
 	h.Publish(context.Background(), store.Event{Type: store.EventRead, UserID: user})
 	assert.Equal(t, pubsub.HubStats{Subscriptions: 1, Dropped: 1}, h.Stats())
+}
+
+// Close returns once a delivery under way has returned: the event's
+// fields are resolved from the store, which the server closes next.
+func TestHub_CloseWaitsForDeliveries(t *testing.T) {
+	hub := pubsub.NewHub()
+	u := store.NewID(time.Now())
+	ctx := context.Background()
+	started := make(chan struct{})
+	var returned atomic.Bool
+	require.NoError(t, hub.SubscribeFunc(ctx, u, func(store.Event) bool {
+		close(started)
+		time.Sleep(100 * time.Millisecond) // reading the store
+		returned.Store(true)
+		return true
+	}, func() {}))
+	hub.Publish(ctx, store.Event{Type: store.EventRead, UserID: u})
+	<-started
+	hub.Close()
+	assert.True(t, returned.Load(), "Close returned while a delivery was under way")
 }

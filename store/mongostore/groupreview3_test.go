@@ -88,3 +88,70 @@ func TestGroupReview3_RetryAfterTransientErrorOneJobControl(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, changes, 2)
 }
+
+// TestGroupReview3_RetractionSettlesStaleGroupAfterReadingRefs: process
+// B holds the lane and has listed its jobs (finishGroup found no plan, so
+// noGroupOn is set). Process A, a stale holder (its lease lapsed), stores
+// its plan for jobs A and B, which B has not run yet, claims them,
+// records the claims and dies before its count. Message A is deleted: its
+// job becomes a retraction that keeps A's claim. B runs the retraction as
+// fanout.retract does: FindDeliveries first (no record yet: nothing was
+// written), then RemoveInboxEntries, whose startChunk finds the claim and
+// finishes A's group (settleClaim → finishStored): o1 and o2 are counted
+// for A and B, A's entries and records written. The retraction then goes
+// on with the refs it read before (none) and no chunk plan (a group job
+// stores none, so retractStored has no planned owners to look up by
+// mark), and ends, deleting the records. A stays in both inboxes,
+// counted, though deleted. On the one-job path a stale chunk's plan (j.p)
+// stays on the retraction, which finds the counted owners by their mark.
+//
+// Fails on the branch: each owner holds 2 entries, total 2 (want 1).
+func TestGroupReview3_RetractionSettlesStaleGroupAfterReadingRefs(t *testing.T) {
+	ctx, f, st, other := reviewFixture(t)
+	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
+	a0, a1 := mkUser(t, st, "a0"), mkUser(t, st, "a1")
+	ms, js := postJobs(t, ctx, st, []store.ID{a0, a1})
+	var ds []storage.Delivery
+	for _, j := range js {
+		jj := *j
+		ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
+	}
+	// B has taken the lane and listed its jobs.
+	_, err := other.PendingJobs(ctx)
+	require.NoError(t, err)
+
+	// A (stale) stores its plan, claims, records the claims, dies at its count.
+	f.anyWrite.Store(4)
+	_, err = st.DeliverInboxes(ctx, ds)
+	f.anyWrite.Store(0)
+	require.Error(t, err, "A killed at its count")
+
+	// A is deleted; B runs its retraction as fanout.retract does.
+	rj := &storage.Job{ID: ms[0].ID, Kind: storage.JobRetract, Layout: storage.LayoutEntries, MessageID: ms[0].ID, AuthorID: a0, CreatedAt: ms[0].CreatedAt}
+	require.NoError(t, other.DeleteMessage(ctx, ms[0].ID, rj))
+	for {
+		refs, next, err := other.FindDeliveries(ctx, rj.MessageID, rj.Cursor, 100)
+		require.NoError(t, err)
+		_, err = other.RemoveInboxEntries(ctx, storage.Removal{Job: rj, Refs: refs, Cursor: next, Done: next == nil})
+		require.NoError(t, err)
+		if next == nil {
+			break
+		}
+		rj.Cursor = next
+	}
+	// B's lane goes on: B's own chunk finds its job done by A's group.
+	jj := *js[1]
+	_, err = other.DeliverInbox(ctx, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
+	t.Logf("B's chunk: %v", err)
+
+	for _, o := range []store.ID{o1, o2} {
+		n, c := inboxOf(t, ctx, other, o)
+		assert.False(t, hasEntry(t, ctx, other, o, ms[0].ID), "the deleted message left in the inbox")
+		assert.Equal(t, 1, n, "entries")
+		assert.Equal(t, 1, c.Total, "total")
+		assert.Equal(t, 1, c.Unread, "unread")
+	}
+	pending, err := other.PendingJobs(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+}

@@ -1,6 +1,7 @@
 package mongostore_test
 
 import (
+	"go.mongodb.org/mongo-driver/bson"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -154,4 +155,74 @@ func TestGroupReview3_RetractionSettlesStaleGroupAfterReadingRefs(t *testing.T) 
 	pending, err := other.PendingJobs(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, pending)
+}
+
+// TestGroupReview3_PollMarksLaneFreeWhileStoring: one process. The lane's
+// poll (PendingJobs → finishGroup) loads the lane's generation after the
+// worker's storeGroup added to it and deleted noGroupOn, and reads the
+// lease document before the worker's $set g is applied: it finds no plan,
+// sees the generation unchanged, and stores noGroupOn = true while the
+// worker's plan is stored. The worker's group then fails after its count
+// (a transient error). From then on this process skips step 1 on the
+// lane: PendingJobs (the lane's poll, or its re-take by the same holder
+// within the lease, which keeps noGroupOn) lists the lane's jobs without
+// finishing the plan, so a job listed first (a begun job's chunk, an
+// owner job) writes an owner the plan counted, and the plan's repeat
+// finds that owner without its mark and counts it again.
+//
+// Fails on the branch: the plan is still stored after PendingJobs, and o1's
+// total is 4 for 3 entries.
+func TestGroupReview3_PollMarksLaneFreeWhileStoring(t *testing.T) {
+	ctx, f, st, other := reviewFixture(t)
+	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
+	a0, a1, a2 := mkUser(t, st, "a0"), mkUser(t, st, "a1"), mkUser(t, st, "a2")
+	_, js := postJobs(t, ctx, st, []store.ID{a0, a1})
+	var ds []storage.Delivery
+	for _, j := range js {
+		jj := *j
+		ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
+	}
+	_, err := st.PendingJobs(ctx) // the lane taken: no plan, noGroupOn set
+	require.NoError(t, err)
+	polled, failed := false, false
+	hook := func(coll string) {
+		switch {
+		case coll == "leases" && !polled: // storeGroup: generation added, noGroupOn deleted, $set not applied yet
+			polled = true
+			_, err := st.PendingJobs(ctx) // the lane's poll, same process
+			assert.NoError(t, err)
+		case coll == "entries" && !failed: // after the count
+			failed = true
+			f.anyWrite.Store(1)
+		}
+	}
+	f.onWrite.Store(&hook)
+	_, err = st.DeliverInboxes(ctx, ds)
+	f.onWrite.Store(nil)
+	f.anyWrite.Store(0)
+	require.Error(t, err, "the group failed after its count")
+
+	// The lane's jobs listed again by this process: the plan must be finished first.
+	_, err = st.PendingJobs(ctx)
+	require.NoError(t, err)
+	plans, err := other.Database().Collection("leases").CountDocuments(ctx, bson.D{{Key: "g", Value: bson.D{{Key: "$exists", Value: true}}}})
+	require.NoError(t, err)
+	assert.Zero(t, plans, "PendingJobs listed the lane's jobs with the plan still stored")
+
+	// The lane's next write on o1 (a job listed before the group's), then the group again.
+	_, jc := postJobs(t, ctx, st, []store.ID{a2})
+	jj := *jc[0]
+	_, err = st.DeliverInbox(ctx, storage.Delivery{Job: &jj, Owners: []store.ID{o1}, At: tickClock(), Done: true})
+	require.NoError(t, err)
+	for range 3 {
+		if _, err = st.DeliverInboxes(ctx, ds); err == nil {
+			break
+		}
+		t.Logf("retry: %v", err)
+	}
+	require.NoError(t, err)
+	n, c := inboxOf(t, ctx, other, o1)
+	assert.Equal(t, 3, n, "entries")
+	assert.Equal(t, 3, c.Total, "total counted once")
+	assert.Equal(t, 3, c.Unread, "unread counted once")
 }

@@ -1,11 +1,11 @@
 package mongostore_test
 
 import (
-	"go.mongodb.org/mongo-driver/bson"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.mongodb.org/mongo-driver/bson"
 
 	"herald/store"
 	"herald/store/storage"

@@ -226,3 +226,51 @@ func TestGroupReview3_PollMarksLaneFreeWhileStoring(t *testing.T) {
 	assert.Equal(t, 3, c.Total, "total counted once")
 	assert.Equal(t, 3, c.Unread, "unread counted once")
 }
+
+// TestGroupReview3_PollOvertakesWorkerLosesEvents: no fault, no stale
+// holder. The lane's poll (PendingJobs → finishGroup, same process)
+// reads the worker's plan (claims recorded) and runs it to the end while
+// the worker's count is on its way: the worker's count misses on every
+// owner (the mark is there), its re-read finds the claims gone, and it
+// returns errGroupDone. The Service retries; the jobs are gone (Done), so
+// every job is NOT_FOUND, which deliverGroup takes for a deletion: no
+// EventAdded for the group. The poll's run threw its changes away.
+//
+// Fails on the branch: the first call errs, the retry reports NOT_FOUND.
+func TestGroupReview3_PollOvertakesWorkerLosesEvents(t *testing.T) {
+	ctx, f, worker, poll := reviewFixture(t)
+	o1, o2 := mkUser(t, poll, "o1"), mkUser(t, poll, "o2")
+	a0, a1 := mkUser(t, poll, "a0"), mkUser(t, poll, "a1")
+	_, js := postJobs(t, ctx, poll, []store.ID{a0, a1})
+	var ds []storage.Delivery
+	for _, j := range js {
+		jj := *j
+		ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
+	}
+	ran := false
+	hook := func(coll string) {
+		if coll == "users" && !ran { // the worker's count: plan stored, claims recorded
+			ran = true
+			_, err := worker.PendingJobs(ctx) // the lane's poll: the same Store
+			assert.NoError(t, err)
+		}
+	}
+	f.onWrite.Store(&hook)
+	r, err := worker.DeliverInboxes(ctx, ds)
+	f.onWrite.Store(nil)
+	if err != nil {
+		t.Logf("worker: %v; the Service retries", err)
+		r, err = worker.DeliverInboxes(ctx, ds)
+	}
+	require.NoError(t, err)
+	require.Len(t, r, 2)
+	for i, d := range r {
+		assert.NoError(t, d.Err, "job %d reported cancelled: no events", i)
+		assert.Len(t, d.Changes, 2, "job %d's changes", i)
+	}
+	for _, o := range []store.ID{o1, o2} {
+		n, c := inboxOf(t, ctx, poll, o)
+		assert.Equal(t, 2, n)
+		assert.Equal(t, 2, c.Total)
+	}
+}

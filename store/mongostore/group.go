@@ -77,8 +77,26 @@ func (s *Store) DeliverInboxes(ctx context.Context, ds []storage.Delivery) ([]st
 			grouped = false
 		}
 	}
-	if err := s.finishGroup(ctx, lane); err != nil {
+	prior, err := s.finishGroup(ctx, lane)
+	if err != nil {
 		return nil, err
+	}
+	if prior != nil {
+		// A plan left by this process's failed attempt (the Service's
+		// retry) or finished under it: the jobs it covered are reported
+		// with its changes, not as gone.
+		if out, rest, idx := prior.cover(ds); len(rest) < len(ds) {
+			if len(rest) > 0 {
+				r, err := s.DeliverInboxes(ctx, rest)
+				for k, d := range r {
+					out[idx[k]] = d
+				}
+				if err != nil {
+					return out[:idx[len(r)]], err
+				}
+			}
+			return out, nil
+		}
 	}
 	if !grouped || len(ds) == 1 || s.noGroup {
 		return s.deliverEach(ctx, ds)
@@ -193,6 +211,12 @@ func (s *Store) DeliverInboxes(ctx context.Context, ds []storage.Delivery) ([]st
 	if errors.Is(err, errGroupAborted) {
 		return s.deliverEach(ctx, ds) // a job moved or was taken before the count
 	}
+	if errors.Is(err, errGroupDone) {
+		// Another run (the lane's poll) finished the plan: its changes
+		// are read back, so that the events are published.
+		changes, err = s.plannedChanges(ctx, g)
+		moved = make([]bool, len(g.Jobs))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +249,9 @@ func (s *Store) deliverEach(ctx context.Context, ds []storage.Delivery) ([]stora
 // storeGroup stores g on its lane's lease document, on condition that no
 // other group is stored there.
 func (s *Store) storeGroup(ctx context.Context, lane int, g *groupPlan) error {
-	s.groupGeneration(lane).Add(1)
+	gen := s.groupGeneration(lane)
+	gen.Add(1) // odd while the store is under way (finishGroup)
+	defer gen.Add(1)
 	s.noGroupOn.Delete(lane)
 	_, err := s.leases.UpdateOne(ctx, bson.D{{Key: "_id", Value: laneLeaseID(lane)}, {Key: "g", Value: bson.D{{Key: "$exists", Value: false}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "g", Value: g}}}}, options.Update().SetUpsert(true))
@@ -258,24 +284,122 @@ func (s *Store) storedGroup(ctx context.Context, lane int) (*groupPlan, error) {
 // A process that knows no plan is stored on the lane (noGroupOn) skips the
 // read: it finished or found none since it last took the lane's lease,
 // and only the lane's holder stores one.
-func (s *Store) finishGroup(ctx context.Context, lane int) error {
+func (s *Store) finishGroup(ctx context.Context, lane int) (*finishedPlan, error) {
 	if _, ok := s.noGroupOn.Load(lane); ok {
-		return nil
+		return nil, nil
 	}
 	gen := s.groupGeneration(lane).Load()
 	g, err := s.storedGroup(ctx, lane)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var done *finishedPlan
 	if g != nil {
-		if err := s.finishStored(ctx, g); err != nil {
-			return err
+		changes, moved, err := s.completeGroup(ctx, g, nil)
+		switch {
+		case errors.Is(err, errGroupAborted):
+		case errors.Is(err, errGroupDone):
+			if changes, err = s.plannedChanges(ctx, g); err != nil {
+				return nil, err
+			}
+			done = &finishedPlan{g: g, changes: changes, moved: make([]bool, len(g.Jobs))}
+		case err != nil:
+			return nil, err
+		default:
+			done = &finishedPlan{g: g, changes: changes, moved: moved}
 		}
 	}
-	if s.groupGeneration(lane).Load() == gen {
+	// Odd: a store of this process is under way, whose plan the read may
+	// have missed.
+	if now := s.groupGeneration(lane).Load(); now == gen && now%2 == 0 {
 		s.noGroupOn.Store(lane, true)
 	}
-	return nil
+	return done, nil
+}
+
+// finishedPlan is a plan finishGroup finished, with each job's changes.
+type finishedPlan struct {
+	g       *groupPlan
+	changes [][]storage.InboxChange
+	moved   []bool
+}
+
+// cover reports the chunks of ds that p's plan stood for (same lane,
+// message and cursor) with p's changes, and returns the others, with
+// their indexes in ds (and len(ds) last).
+func (p *finishedPlan) cover(ds []storage.Delivery) ([]storage.Delivered, []storage.Delivery, []int) {
+	out := make([]storage.Delivered, len(ds))
+	var rest []storage.Delivery
+	var idx []int
+	for i, d := range ds {
+		k := -1
+		if d.Job.Lane == int(p.g.Lane) && d.Job.Kind == storage.JobDeliver {
+			k = slices.IndexFunc(p.g.Jobs, func(gj groupJob) bool {
+				return store.ID(gj.Message) == d.Job.MessageID && bytes.Equal(gj.Cursor, d.Job.Cursor)
+			})
+		}
+		switch {
+		case k < 0:
+			rest = append(rest, d)
+			idx = append(idx, i)
+		case p.moved[k]:
+			out[i].Err = store.Errorf(store.ENOTFOUND, "job not found")
+		default:
+			out[i].Changes = p.changes[k]
+		}
+	}
+	return out, rest, append(idx, len(ds))
+}
+
+// plannedChanges reads back what plan g delivered (another run finished
+// it): for each job, its owners holding the entry, with their counts now.
+func (s *Store) plannedChanges(ctx context.Context, g *groupPlan) ([][]storage.InboxChange, error) {
+	var owners, msgs bson.A
+	seen := map[primitive.ObjectID]bool{}
+	for _, gj := range g.Jobs {
+		msgs = append(msgs, gj.Message)
+		for _, o := range gj.Owners {
+			if !seen[o] {
+				seen[o] = true
+				owners = append(owners, o)
+			}
+		}
+	}
+	changes := make([][]storage.InboxChange, len(g.Jobs))
+	if len(owners) == 0 {
+		return changes, nil
+	}
+	cur, err := s.entries.Find(ctx, bson.D{{Key: "o", Value: bson.D{{Key: "$in", Value: owners}}}, {Key: "m", Value: bson.D{{Key: "$in", Value: msgs}}}},
+		options.Find().SetProjection(bson.D{{Key: "o", Value: 1}, {Key: "m", Value: 1}}))
+	if err != nil {
+		return nil, wrap("group: read entries", err)
+	}
+	var rows []entryRow
+	if err := cur.All(ctx, &rows); err != nil {
+		return nil, wrap("group: read entries", err)
+	}
+	type om struct{ o, m primitive.ObjectID }
+	has := map[om]bool{}
+	for _, r := range rows {
+		has[om{r.Owner, r.Entry.Message}] = true
+	}
+	hs, err := s.findUserDocs(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: owners}}}}, options.Find().SetProjection(inboxProjection))
+	if err != nil {
+		return nil, err
+	}
+	heads := map[primitive.ObjectID]*userDoc{}
+	for _, h := range hs {
+		heads[h.ID] = h
+	}
+	lay := storage.Layout(g.Layout)
+	for k, gj := range g.Jobs {
+		for _, o := range gj.Owners {
+			if h := heads[o]; h != nil && has[om{o, gj.Message}] {
+				changes[k] = append(changes[k], storage.InboxChange{InboxRef: storage.InboxRef{Owner: store.ID(o)}, MessageID: store.ID(gj.Message), Counts: h.counts(lay)})
+			}
+		}
+	}
+	return changes, nil
 }
 
 // finishStored finishes stored plan g; an aborted plan, or one another
@@ -523,7 +647,10 @@ func (s *Store) completeGroup(ctx context.Context, g *groupPlan, heads map[primi
 			pending = pending[:0]
 			for _, h := range reread {
 				if h.LastJob == mark {
-					counted[h.ID] = nil
+					// Counted by another run, from its own read: this
+					// run's base is not the count's.
+					counted[h.ID] = h
+					delete(base, h.ID)
 				} else {
 					pending = append(pending, h)
 				}

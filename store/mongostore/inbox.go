@@ -97,6 +97,7 @@ func (s *Store) startChunk(ctx context.Context, j *storage.Job) (*storage.Job, *
 	var d messageDoc
 	var stored *storage.Job
 	var sh laneShare
+	settled := false
 	n := s.laneCount()
 	// A share a group claimed: the group is finished first (or its stale
 	// claim released), then the share read again. Each settling takes a
@@ -123,6 +124,12 @@ func (s *Store) startChunk(ctx context.Context, j *storage.Job) (*storage.Job, *
 		if err := s.settleClaim(ctx, j, *sh.Claim); err != nil {
 			return nil, nil, err
 		}
+		settled = true
+	}
+	if settled && j.Kind == storage.JobRetract {
+		// The group may have written records the chunk's refs (read
+		// before) lack: the Service reads them again.
+		return nil, nil, errors.New("mongostore retract: a group's claim was settled; the records are read again")
 	}
 	if !bytes.Equal(stored.Cursor, j.Cursor) {
 		return nil, nil, nil

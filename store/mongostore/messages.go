@@ -618,7 +618,7 @@ func (s *Store) PendingJobs(ctx context.Context) ([]*storage.Job, error) {
 func (s *Store) pendingJobs(ctx context.Context, lane, n int) ([]*storage.Job, error) {
 	// A group cut short is finished first: its plan names the inboxes
 	// that nothing else may write before it is done (group.go).
-	if err := s.finishGroup(ctx, lane); err != nil {
+	if _, err := s.finishGroup(ctx, lane); err != nil {
 		return nil, err
 	}
 	filter := bson.D{{Key: "j", Value: bson.D{{Key: "$exists", Value: true}}}}

@@ -1,17 +1,14 @@
 package mongostore_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
 
-	"github.com/256dpi/lungo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"herald/store"
-	"herald/store/mongostore"
 	"herald/store/storage"
 )
 
@@ -46,15 +43,7 @@ func groupKilledEach(t *testing.T, lanes int, resume string) {
 // shares' group (o1's lane's is killed at its k-th write), and the other
 // process resumes every lane.
 func groupKilledAt(t *testing.T, lanes, k int, resume string) bool {
-	ctx := context.Background()
-	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
-	require.NoError(t, err)
-	t.Cleanup(func() { engine.Close() })
-	f := &faults{}
-	st := mongostore.New(fClient{client, f}, "herald", mongostore.Options{})
-	require.NoError(t, st.EnsureIndexes(ctx))
-	other := mongostore.New(client, "herald", mongostore.Options{})
-	require.NoError(t, other.EnsureIndexes(ctx))
+	ctx, f, st, other := reviewFixture(t)
 	if lanes > 1 {
 		n, err := st.FanoutLanes(ctx, lanes)
 		require.NoError(t, err)
@@ -69,14 +58,7 @@ func groupKilledAt(t *testing.T, lanes, k int, resume string) bool {
 		authors[i] = mkUser(t, st, fmt.Sprintf("a%d", i))
 	}
 	o1, o2, o3 := mkUser(t, st, "o1"), mkUser(t, st, "o2"), mkUser(t, st, "o3")
-	var ms [4]*store.Message
-	var jobs [4]*storage.Job
-	for i, a := range authors {
-		now := tickClock()
-		ms[i] = &store.Message{ID: store.NewID(now), AuthorID: a, Text: "hi", Kind: store.KindPost, CreatedAt: now}
-		jobs[i] = &storage.Job{ID: ms[i].ID, Kind: storage.JobDeliver, Layout: storage.LayoutEntries, MessageID: ms[i].ID, AuthorID: a, CreatedAt: now}
-		require.NoError(t, st.CreateMessage(ctx, ms[i], jobs[i]))
-	}
+	ms, jobs := postJobs(t, ctx, st, authors[:])
 	owners := [][]store.ID{{o1, o2}, {o1, o2, o3}, {o1}, {o1, o3}}
 	mine := func(lane int, os []store.ID) []store.ID {
 		var out []store.ID
@@ -106,7 +88,7 @@ func groupKilledAt(t *testing.T, lanes, k int, resume string) bool {
 		if lane == killed {
 			f.anyWrite.Store(int32(k))
 		}
-		_, err = st.DeliverInboxes(ctx, ds)
+		_, err := st.DeliverInboxes(ctx, ds)
 		f.anyWrite.Store(0)
 		if lane == killed {
 			hit = err != nil
@@ -223,15 +205,7 @@ func groupKilledAt(t *testing.T, lanes, k int, resume string) bool {
 // step misses (its version moved), is read again and counted once, with
 // unread counting only the entries above the new mark.
 func TestGroupFaults_MarkReadBeforeCount(t *testing.T) {
-	ctx := context.Background()
-	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
-	require.NoError(t, err)
-	t.Cleanup(func() { engine.Close() })
-	f := &faults{}
-	st := mongostore.New(fClient{client, f}, "herald", mongostore.Options{})
-	require.NoError(t, st.EnsureIndexes(ctx))
-	other := mongostore.New(client, "herald", mongostore.Options{})
-	require.NoError(t, other.EnsureIndexes(ctx))
+	ctx, f, st, other := reviewFixture(t)
 	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
 	var ds []storage.Delivery
 	var ms []*store.Message

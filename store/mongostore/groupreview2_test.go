@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/256dpi/lungo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -56,29 +55,9 @@ func TestGroupReview2_AbortRaceControl(t *testing.T) {
 }
 
 func abortRace(t *testing.T, withPoll bool) {
-	ctx := context.Background()
-	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
-	require.NoError(t, err)
-	t.Cleanup(func() { engine.Close() })
-	fw, fp := &faults{}, &faults{}
-	worker := mongostore.New(fClient{client, fw}, "herald", mongostore.Options{})
-	require.NoError(t, worker.EnsureIndexes(ctx))
-	poll := mongostore.New(fClient{client, fp}, "herald", mongostore.Options{})
-	require.NoError(t, poll.EnsureIndexes(ctx))
-	other := mongostore.New(client, "herald", mongostore.Options{})
-	require.NoError(t, other.EnsureIndexes(ctx))
+	ctx, worker, poll, other, fw, fp := twoStores(t)
 
-	o1, o2 := mkUser(t, other, "o1"), mkUser(t, other, "o2")
-	a0, a1 := mkUser(t, other, "a0"), mkUser(t, other, "a1")
-	ms, js := postJobs(t, ctx, other, []store.ID{a0, a1})
-	deliveries := func() []storage.Delivery {
-		var ds []storage.Delivery
-		for _, j := range js {
-			jj := *j
-			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
-		}
-		return ds
-	}
+	o1, o2, ms, js := groupPosts(t, ctx, other, 2)
 
 	pReady, pGo, pDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var pOnce sync.Once
@@ -122,13 +101,13 @@ func abortRace(t *testing.T, withPoll bool) {
 		}
 	}
 	fw.onWrite.Store(&wh)
-	r, err := worker.DeliverInboxes(ctx, deliveries())
+	r, err := worker.DeliverInboxes(ctx, groupDeliveries(js, o1, o2))
 	fw.onWrite.Store(nil)
 	fp.onWrite.Store(nil)
 	t.Logf("worker's DeliverInboxes: %v err=%v", r, err)
 	require.Equal(t, 3, stage, "interleaving reached")
 	// The Service retries the group.
-	r, err = worker.DeliverInboxes(ctx, deliveries())
+	r, err = worker.DeliverInboxes(ctx, groupDeliveries(js, o1, o2))
 	t.Logf("worker's retry: %v err=%v", r, err)
 
 	for _, o := range []store.ID{o1, o2} {
@@ -151,79 +130,30 @@ func abortRace(t *testing.T, withPoll bool) {
 //
 // Fails on the branch: each owner's total is 6 for 4 entries.
 func TestGroupReview2_RetractedGroupKeepsClaimsAfterDrop(t *testing.T) {
-	ctx := context.Background()
-	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
-	require.NoError(t, err)
-	t.Cleanup(func() { engine.Close() })
-	fw, fp := &faults{}, &faults{}
-	worker := mongostore.New(fClient{client, fw}, "herald", mongostore.Options{})
-	require.NoError(t, worker.EnsureIndexes(ctx))
-	poll := mongostore.New(fClient{client, fp}, "herald", mongostore.Options{})
-	require.NoError(t, poll.EnsureIndexes(ctx))
-	other := mongostore.New(client, "herald", mongostore.Options{})
-	require.NoError(t, other.EnsureIndexes(ctx))
+	ctx, worker, poll, other, fw, fp := twoStores(t)
 
-	o1, o2 := mkUser(t, other, "o1"), mkUser(t, other, "o2")
-	var as []store.ID
-	for i := range 4 {
-		as = append(as, mkUser(t, other, fmt.Sprintf("a%d", i)))
-	}
-	ms, js := postJobs(t, ctx, other, as)
-	deliveries := func(js []*storage.Job) []storage.Delivery {
-		var ds []storage.Delivery
-		for _, j := range js {
-			jj := *j
-			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
-		}
-		return ds
-	}
+	o1, o2, ms, js := groupPosts(t, ctx, other, 4)
 
-	pReady, pGo, pDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var readyOnce sync.Once
-	rh := func(f *faults, coll string) {
-		if f == fp && coll == "users" { // the poll read g's plan, with cl; it reads g's owners next
-			readyOnce.Do(func() {
-				close(pReady)
-				<-pGo
-			})
+	// The poll starts at the worker's count of g (claims made and recorded)
+	// and is parked once it read g's plan, with cl: it reads g's owners
+	// next. Meanwhile g's messages are deleted.
+	release := parkPollAtCount(t, ctx, poll, fw, fp, func() {
+		for _, m := range ms[:2] {
+			require.NoError(t, other.DeleteMessage(ctx, m.ID, &storage.Job{ID: m.ID, Kind: storage.JobRetract, Layout: storage.LayoutEntries,
+				MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}))
 		}
-	}
-	readHook.Store(&rh)
-	defer readHook.Store(nil)
-	var startOnce sync.Once
-	wh := func(coll string) {
-		if coll == "users" { // the worker's count of g: claims made and recorded
-			startOnce.Do(func() {
-				go func() {
-					defer close(pDone)
-					_, err := poll.PendingJobs(ctx)
-					t.Logf("poll's PendingJobs: err=%v", err)
-				}()
-				<-pReady
-				for _, m := range ms[:2] {
-					require.NoError(t, other.DeleteMessage(ctx, m.ID, &storage.Job{ID: m.ID, Kind: storage.JobRetract, Layout: storage.LayoutEntries,
-						MessageID: m.ID, AuthorID: m.AuthorID, CreatedAt: m.CreatedAt}))
-				}
-			})
-		}
-	}
-	fw.onWrite.Store(&wh)
-	r, err := worker.DeliverInboxes(ctx, deliveries(js[:2])) // g: both deleted meanwhile
+	})
+	r, err := worker.DeliverInboxes(ctx, groupDeliveries(js[:2], o1, o2)) // g: both deleted meanwhile
 	require.NoError(t, err)
 	t.Logf("g: %v", r)
-	r, err = worker.DeliverInboxes(ctx, deliveries(js[2:])) // g2, same owners
+	r, err = worker.DeliverInboxes(ctx, groupDeliveries(js[2:], o1, o2)) // g2, same owners
 	require.NoError(t, err)
 	t.Logf("g2: %v", r)
 	fw.onWrite.Store(nil)
-	close(pGo)
-	<-pDone
+	release()
 
 	// g's entries are still there (their retractions have not run): 4.
-	for _, o := range []store.ID{o1, o2} {
-		n, c := inboxOf(t, ctx, other, o)
-		assert.Equal(t, 4, n, "entries")
-		assert.Equal(t, 4, c.Total, "total counted once")
-	}
+	assertTotals(t, ctx, other, 4, o1, o2)
 }
 
 // TestGroupReview2_StaleOneJobAdvanceTakesClaim: a stale holder S runs a
@@ -239,29 +169,9 @@ func TestGroupReview2_RetractedGroupKeepsClaimsAfterDrop(t *testing.T) {
 // Fails on the branch: B's entry is missing from both inboxes, o2's total
 // is 2 with no entry.
 func TestGroupReview2_StaleOneJobAdvanceTakesClaim(t *testing.T) {
-	ctx := context.Background()
-	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
-	require.NoError(t, err)
-	t.Cleanup(func() { engine.Close() })
-	fs, fh := &faults{}, &faults{}
-	stale := mongostore.New(fClient{client, fs}, "herald", mongostore.Options{})
-	require.NoError(t, stale.EnsureIndexes(ctx))
-	holder := mongostore.New(fClient{client, fh}, "herald", mongostore.Options{})
-	require.NoError(t, holder.EnsureIndexes(ctx))
-	other := mongostore.New(client, "herald", mongostore.Options{})
-	require.NoError(t, other.EnsureIndexes(ctx))
+	ctx, stale, holder, other, fs, fh := twoStores(t)
 
-	o1, o2 := mkUser(t, other, "o1"), mkUser(t, other, "o2")
-	a0, a1 := mkUser(t, other, "a0"), mkUser(t, other, "a1")
-	ms, js := postJobs(t, ctx, other, []store.ID{a0, a1})
-	deliveries := func() []storage.Delivery {
-		var ds []storage.Delivery
-		for _, j := range js {
-			jj := *j
-			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
-		}
-		return ds
-	}
+	o1, o2, ms, js := groupPosts(t, ctx, other, 2)
 
 	hReady, hGo, hDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	hStage := 0
@@ -282,7 +192,7 @@ func TestGroupReview2_StaleOneJobAdvanceTakesClaim(t *testing.T) {
 			sOnce.Do(func() {
 				go func() {
 					defer close(hDone)
-					r, err := holder.DeliverInboxes(ctx, deliveries())
+					r, err := holder.DeliverInboxes(ctx, groupDeliveries(js, o1, o2))
 					t.Logf("H's group: %v err=%v", r, err)
 				}()
 				<-hReady
@@ -290,8 +200,7 @@ func TestGroupReview2_StaleOneJobAdvanceTakesClaim(t *testing.T) {
 		}
 	}
 	fs.onWrite.Store(&sh)
-	jj := *js[0]
-	_, err = stale.DeliverInbox(ctx, storage.Delivery{Job: &jj, At: tickClock(), Done: true})
+	_, err := stale.DeliverInbox(ctx, groupDeliveries(js[:1])[0])
 	t.Logf("S's empty chunk: err=%v", err)
 	fs.onWrite.Store(nil)
 	_, err = other.MarkInboxRead(ctx, o1, storage.LayoutEntries, store.NewID(time.Unix(1, 0)))

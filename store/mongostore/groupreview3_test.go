@@ -27,22 +27,9 @@ import (
 // Fails on the branch: every job's Err is NOT_FOUND, no changes.
 func TestGroupReview3_RetryAfterTransientErrorLosesEvents(t *testing.T) {
 	ctx, f, st, other := reviewFixture(t)
-	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
-	a0, a1 := mkUser(t, st, "a0"), mkUser(t, st, "a1")
-	_, js := postJobs(t, ctx, st, []store.ID{a0, a1})
-	var ds []storage.Delivery
-	for _, j := range js {
-		jj := *j
-		ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
-	}
-	failed := false
-	hook := func(coll string) {
-		if coll == "entries" && !failed { // after the plan, the claims and the count
-			failed = true
-			f.anyWrite.Store(1)
-		}
-	}
-	f.onWrite.Store(&hook)
+	o1, o2, _, js := groupPosts(t, ctx, st, 2)
+	ds := groupDeliveries(js, o1, o2)
+	failFirstWrite(f, "entries") // after the plan, the claims and the count
 	_, err := st.DeliverInboxes(ctx, ds)
 	f.onWrite.Store(nil)
 	f.anyWrite.Store(0)
@@ -56,11 +43,7 @@ func TestGroupReview3_RetryAfterTransientErrorLosesEvents(t *testing.T) {
 		assert.NoError(t, d.Err, "job %d reported cancelled: its events are never published", i)
 		assert.Len(t, d.Changes, 2, "job %d's changes", i)
 	}
-	for _, o := range []store.ID{o1, o2} {
-		n, c := inboxOf(t, ctx, other, o)
-		assert.Equal(t, 2, n)
-		assert.Equal(t, 2, c.Total)
-	}
+	assertTotals(t, ctx, other, 2, o1, o2)
 }
 
 // TestGroupReview3_RetryAfterTransientErrorOneJobControl: the same fault
@@ -68,19 +51,9 @@ func TestGroupReview3_RetryAfterTransientErrorLosesEvents(t *testing.T) {
 // and reports the owners it counted (passes).
 func TestGroupReview3_RetryAfterTransientErrorOneJobControl(t *testing.T) {
 	ctx, f, st, _ := reviewFixture(t)
-	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
-	a0 := mkUser(t, st, "a0")
-	_, js := postJobs(t, ctx, st, []store.ID{a0})
-	jj := *js[0]
-	d := storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true}
-	failed := false
-	hook := func(coll string) {
-		if coll == "entries" && !failed {
-			failed = true
-			f.anyWrite.Store(1)
-		}
-	}
-	f.onWrite.Store(&hook)
+	o1, o2, _, js := groupPosts(t, ctx, st, 1)
+	d := groupDeliveries(js, o1, o2)[0]
+	failFirstWrite(f, "entries")
 	_, err := st.DeliverInbox(ctx, d)
 	f.onWrite.Store(nil)
 	f.anyWrite.Store(0)
@@ -109,14 +82,8 @@ func TestGroupReview3_RetryAfterTransientErrorOneJobControl(t *testing.T) {
 // Fails on the branch: each owner holds 2 entries, total 2 (want 1).
 func TestGroupReview3_RetractionSettlesStaleGroupAfterReadingRefs(t *testing.T) {
 	ctx, f, st, other := reviewFixture(t)
-	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
-	a0, a1 := mkUser(t, st, "a0"), mkUser(t, st, "a1")
-	ms, js := postJobs(t, ctx, st, []store.ID{a0, a1})
-	var ds []storage.Delivery
-	for _, j := range js {
-		jj := *j
-		ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
-	}
+	o1, o2, ms, js := groupPosts(t, ctx, st, 2)
+	ds := groupDeliveries(js, o1, o2)
 	// B has taken the lane and listed its jobs.
 	_, err := other.PendingJobs(ctx)
 	require.NoError(t, err)
@@ -128,7 +95,7 @@ func TestGroupReview3_RetractionSettlesStaleGroupAfterReadingRefs(t *testing.T) 
 	require.Error(t, err, "A killed at its count")
 
 	// A is deleted; B runs its retraction as fanout.retract does.
-	rj := &storage.Job{ID: ms[0].ID, Kind: storage.JobRetract, Layout: storage.LayoutEntries, MessageID: ms[0].ID, AuthorID: a0, CreatedAt: ms[0].CreatedAt}
+	rj := &storage.Job{ID: ms[0].ID, Kind: storage.JobRetract, Layout: storage.LayoutEntries, MessageID: ms[0].ID, AuthorID: ms[0].AuthorID, CreatedAt: ms[0].CreatedAt}
 	require.NoError(t, other.DeleteMessage(ctx, ms[0].ID, rj))
 	for attempt := 0; ; attempt++ {
 		require.Less(t, attempt, 5)
@@ -145,17 +112,13 @@ func TestGroupReview3_RetractionSettlesStaleGroupAfterReadingRefs(t *testing.T) 
 		rj.Cursor = next
 	}
 	// B's lane goes on: B's own chunk finds its job done by A's group.
-	jj := *js[1]
-	_, err = other.DeliverInbox(ctx, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
+	_, err = other.DeliverInbox(ctx, groupDeliveries(js[1:2], o1, o2)[0])
 	t.Logf("B's chunk: %v", err)
 
 	for _, o := range []store.ID{o1, o2} {
-		n, c := inboxOf(t, ctx, other, o)
 		assert.False(t, hasEntry(t, ctx, other, o, ms[0].ID), "the deleted message left in the inbox")
-		assert.Equal(t, 1, n, "entries")
-		assert.Equal(t, 1, c.Total, "total")
-		assert.Equal(t, 1, c.Unread, "unread")
 	}
+	assertInboxes(t, ctx, other, 1, o1, o2)
 	pending, err := other.PendingJobs(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, pending)
@@ -181,11 +144,7 @@ func TestGroupReview3_PollMarksLaneFreeWhileStoring(t *testing.T) {
 	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
 	a0, a1, a2 := mkUser(t, st, "a0"), mkUser(t, st, "a1"), mkUser(t, st, "a2")
 	_, js := postJobs(t, ctx, st, []store.ID{a0, a1})
-	var ds []storage.Delivery
-	for _, j := range js {
-		jj := *j
-		ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
-	}
+	ds := groupDeliveries(js, o1, o2)
 	_, err := st.PendingJobs(ctx) // the lane taken: no plan, noGroupOn set
 	require.NoError(t, err)
 	polled, failed := false, false
@@ -215,8 +174,7 @@ func TestGroupReview3_PollMarksLaneFreeWhileStoring(t *testing.T) {
 
 	// The lane's next write on o1 (a job listed before the group's), then the group again.
 	_, jc := postJobs(t, ctx, st, []store.ID{a2})
-	jj := *jc[0]
-	_, err = st.DeliverInbox(ctx, storage.Delivery{Job: &jj, Owners: []store.ID{o1}, At: tickClock(), Done: true})
+	_, err = st.DeliverInbox(ctx, groupDeliveries(jc, o1)[0])
 	require.NoError(t, err)
 	for range 3 {
 		if _, err = st.DeliverInboxes(ctx, ds); err == nil {
@@ -225,10 +183,7 @@ func TestGroupReview3_PollMarksLaneFreeWhileStoring(t *testing.T) {
 		t.Logf("retry: %v", err)
 	}
 	require.NoError(t, err)
-	n, c := inboxOf(t, ctx, other, o1)
-	assert.Equal(t, 3, n, "entries")
-	assert.Equal(t, 3, c.Total, "total counted once")
-	assert.Equal(t, 3, c.Unread, "unread counted once")
+	assertInboxes(t, ctx, other, 3, o1)
 }
 
 // TestGroupReview3_PollOvertakesWorkerLosesEvents: no fault, no stale
@@ -243,14 +198,8 @@ func TestGroupReview3_PollMarksLaneFreeWhileStoring(t *testing.T) {
 // Fails on the branch: the first call errs, the retry reports NOT_FOUND.
 func TestGroupReview3_PollOvertakesWorkerLosesEvents(t *testing.T) {
 	ctx, f, worker, poll := reviewFixture(t)
-	o1, o2 := mkUser(t, poll, "o1"), mkUser(t, poll, "o2")
-	a0, a1 := mkUser(t, poll, "a0"), mkUser(t, poll, "a1")
-	_, js := postJobs(t, ctx, poll, []store.ID{a0, a1})
-	var ds []storage.Delivery
-	for _, j := range js {
-		jj := *j
-		ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
-	}
+	o1, o2, _, js := groupPosts(t, ctx, poll, 2)
+	ds := groupDeliveries(js, o1, o2)
 	ran := false
 	hook := func(coll string) {
 		if coll == "users" && !ran { // the worker's count: plan stored, claims recorded
@@ -272,9 +221,5 @@ func TestGroupReview3_PollOvertakesWorkerLosesEvents(t *testing.T) {
 		assert.NoError(t, d.Err, "job %d reported cancelled: no events", i)
 		assert.Len(t, d.Changes, 2, "job %d's changes", i)
 	}
-	for _, o := range []store.ID{o1, o2} {
-		n, c := inboxOf(t, ctx, poll, o)
-		assert.Equal(t, 2, n)
-		assert.Equal(t, 2, c.Total)
-	}
+	assertTotals(t, ctx, poll, 2, o1, o2)
 }

@@ -22,15 +22,10 @@ import (
 
 // reviewFixture opens one database with a faulty store and a clean one.
 func reviewFixture(t *testing.T) (context.Context, *faults, *mongostore.Store, *mongostore.Store) {
-	ctx := context.Background()
-	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
-	require.NoError(t, err)
-	t.Cleanup(func() { engine.Close() })
+	ctx, client := openEngine(t)
 	f := &faults{}
-	st := mongostore.New(fClient{client, f}, "herald", mongostore.Options{})
-	require.NoError(t, st.EnsureIndexes(ctx))
-	other := mongostore.New(client, "herald", mongostore.Options{})
-	require.NoError(t, other.EnsureIndexes(ctx))
+	st := indexedStore(t, ctx, fClient{client, f})
+	other := indexedStore(t, ctx, client)
 	return ctx, f, st, other
 }
 
@@ -68,37 +63,22 @@ func inboxOf(t *testing.T, ctx context.Context, st *mongostore.Store, o store.ID
 // Fails on the branch: each owner's total and unread are 4 for 2 entries.
 func TestGroupReview_StaleRunnerStoresPlanAfterNewHolderFinished(t *testing.T) {
 	ctx, f, st, other := reviewFixture(t)
-	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
-	a0, a1 := mkUser(t, st, "a0"), mkUser(t, st, "a1")
-	_, js := postJobs(t, ctx, st, []store.ID{a0, a1})
-	deliveries := func() []storage.Delivery {
-		var ds []storage.Delivery
-		for _, j := range js {
-			jj := *j
-			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
-		}
-		return ds
-	}
+	o1, o2, _, js := groupPosts(t, ctx, st, 2)
 	var once sync.Once
 	hook := func(coll string) {
 		if coll == "leases" { // A is about to store its plan
 			once.Do(func() {
-				r, err := other.DeliverInboxes(ctx, deliveries())
+				r, err := other.DeliverInboxes(ctx, groupDeliveries(js, o1, o2))
 				assert.NoError(t, err)
 				assert.Len(t, r, 2)
 			})
 		}
 	}
 	f.onWrite.Store(&hook)
-	_, err := st.DeliverInboxes(ctx, deliveries())
+	_, err := st.DeliverInboxes(ctx, groupDeliveries(js, o1, o2))
 	f.onWrite.Store(nil)
 	t.Logf("stale runner's DeliverInboxes: err=%v", err)
-	for _, o := range []store.ID{o1, o2} {
-		n, c := inboxOf(t, ctx, other, o)
-		assert.Equal(t, 2, n, "entries")
-		assert.Equal(t, 2, c.Total, "total counted once")
-		assert.Equal(t, 2, c.Unread, "unread counted once")
-	}
+	assertInboxes(t, ctx, other, 2, o1, o2)
 }
 
 // TestGroupReview_StaleRunnerPlanFinishedByNewHolder: as above, but A
@@ -114,20 +94,12 @@ func TestGroupReview_StaleRunnerPlanFinishedByNewHolder(t *testing.T) {
 	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
 	a0, a1, a2, a3 := mkUser(t, st, "a0"), mkUser(t, st, "a1"), mkUser(t, st, "a2"), mkUser(t, st, "a3")
 	_, js := postJobs(t, ctx, st, []store.ID{a0, a1})
-	deliveries := func(js []*storage.Job) []storage.Delivery {
-		var ds []storage.Delivery
-		for _, j := range js {
-			jj := *j
-			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
-		}
-		return ds
-	}
 	leases := 0
 	hook := func(coll string) {
 		if coll == "leases" {
 			leases++
 			if leases == 1 { // A is about to store its plan: B runs the jobs first
-				r, err := other.DeliverInboxes(ctx, deliveries(js))
+				r, err := other.DeliverInboxes(ctx, groupDeliveries(js, o1, o2))
 				assert.NoError(t, err)
 				assert.Len(t, r, 2)
 				f.anyWrite.Store(2) // A dies right after storing its plan
@@ -135,7 +107,7 @@ func TestGroupReview_StaleRunnerPlanFinishedByNewHolder(t *testing.T) {
 		}
 	}
 	f.onWrite.Store(&hook)
-	_, err := st.DeliverInboxes(ctx, deliveries(js))
+	_, err := st.DeliverInboxes(ctx, groupDeliveries(js, o1, o2))
 	f.onWrite.Store(nil)
 	f.anyWrite.Store(0)
 	require.Error(t, err, "A killed after its plan")
@@ -144,18 +116,13 @@ func TestGroupReview_StaleRunnerPlanFinishedByNewHolder(t *testing.T) {
 	_, js2 := postJobs(t, ctx, st, []store.ID{a2, a3})
 	var r []storage.Delivered
 	for range 3 {
-		if r, err = other.DeliverInboxes(ctx, deliveries(js2)); err == nil {
+		if r, err = other.DeliverInboxes(ctx, groupDeliveries(js2, o1, o2)); err == nil {
 			break
 		}
 		t.Logf("B's group: %v", err)
 	}
 	require.NoError(t, err)
-	for _, o := range []store.ID{o1, o2} {
-		n, c := inboxOf(t, ctx, other, o)
-		assert.Equal(t, 4, n, "entries")
-		assert.Equal(t, 4, c.Total, "total counted once")
-		assert.Equal(t, 4, c.Unread, "unread counted once")
-	}
+	assertInboxes(t, ctx, other, 4, o1, o2)
 	_ = fmt.Sprint(r)
 }
 
@@ -165,31 +132,21 @@ func TestGroupReview_StaleRunnerPlanFinishedByNewHolder(t *testing.T) {
 // (passes on the branch: the group path is the regression).
 func TestGroupReview_StaleRunnerOneJobControl(t *testing.T) {
 	ctx, f, st, other := reviewFixture(t)
-	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
-	a0 := mkUser(t, st, "a0")
-	_, js := postJobs(t, ctx, st, []store.ID{a0})
-	delivery := func() storage.Delivery {
-		jj := *js[0]
-		return storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true}
-	}
+	o1, o2, _, js := groupPosts(t, ctx, st, 1)
 	var once sync.Once
 	hook := func(coll string) {
 		if coll == "messages" || coll == "leases" {
 			once.Do(func() {
-				_, err := other.DeliverInbox(ctx, delivery())
+				_, err := other.DeliverInbox(ctx, groupDeliveries(js, o1, o2)[0])
 				assert.NoError(t, err)
 			})
 		}
 	}
 	f.onWrite.Store(&hook)
-	_, err := st.DeliverInbox(ctx, delivery())
+	_, err := st.DeliverInbox(ctx, groupDeliveries(js, o1, o2)[0])
 	f.onWrite.Store(nil)
 	t.Logf("stale runner's DeliverInbox: err=%v", err)
-	for _, o := range []store.ID{o1, o2} {
-		n, c := inboxOf(t, ctx, other, o)
-		assert.Equal(t, 1, n, "entries")
-		assert.Equal(t, 1, c.Total, "total counted once")
-	}
+	assertTotals(t, ctx, other, 1, o1, o2)
 }
 
 // TestGroupReview_PlanOrphanedByLaneCountChange: lane 1's group is cut
@@ -219,16 +176,14 @@ func TestGroupReview_PlanOrphanedByLaneCountChange(t *testing.T) {
 	}
 	a0, a1 := mkUser(t, st, "a0"), mkUser(t, st, "a1")
 	_, js := postJobs(t, ctx, st, []store.ID{a0, a1})
-	share := func(lane int, owners []store.ID) []storage.Delivery {
-		var ds []storage.Delivery
-		for _, j := range js {
-			jj := *j
-			jj.Lane = lane
-			ds = append(ds, storage.Delivery{Job: &jj, Owners: owners, At: tickClock(), Done: true})
+	share := func(lane int, owners ...store.ID) []storage.Delivery {
+		ds := groupDeliveries(js, owners...)
+		for _, d := range ds {
+			d.Job.Lane = lane
 		}
 		return ds
 	}
-	_, err := other.DeliverInboxes(ctx, share(0, nil))
+	_, err := other.DeliverInboxes(ctx, share(0))
 	require.NoError(t, err)
 	leases := 0
 	hook := func(coll string) {
@@ -239,7 +194,7 @@ func TestGroupReview_PlanOrphanedByLaneCountChange(t *testing.T) {
 		}
 	}
 	f.onWrite.Store(&hook)
-	_, err = st.DeliverInboxes(ctx, share(1, []store.ID{ox}))
+	_, err = st.DeliverInboxes(ctx, share(1, ox))
 	f.onWrite.Store(nil)
 	f.anyWrite.Store(0)
 	require.Error(t, err, "killed before the plan's drop")
@@ -250,8 +205,7 @@ func TestGroupReview_PlanOrphanedByLaneCountChange(t *testing.T) {
 	// Every process stopped, no job pending: the lanes go to 1.
 	require.NoError(t, other.SetFanoutLanes(ctx, 1))
 	_, js2 := postJobs(t, ctx, other, []store.ID{a0})
-	jj := *js2[0]
-	_, err = other.DeliverInbox(ctx, storage.Delivery{Job: &jj, Owners: []store.ID{ox}, At: tickClock(), Done: true})
+	_, err = other.DeliverInbox(ctx, groupDeliveries(js2, ox)[0])
 	require.NoError(t, err)
 	n, c = inboxOf(t, ctx, other, ox)
 	require.Equal(t, 3, n)
@@ -261,10 +215,7 @@ func TestGroupReview_PlanOrphanedByLaneCountChange(t *testing.T) {
 	require.NoError(t, other.SetFanoutLanes(ctx, 2))
 	_, err = other.PendingLaneJobs(ctx, 1)
 	require.NoError(t, err)
-	n, c = inboxOf(t, ctx, other, ox)
-	assert.Equal(t, 3, n, "entries")
-	assert.Equal(t, 3, c.Total, "total")
-	assert.Equal(t, 3, c.Unread, "unread")
+	assertInboxes(t, ctx, other, 3, ox)
 }
 
 // readHook, if set, is called with the collection's name before each Find
@@ -289,75 +240,23 @@ func (c fColl) Find(ctx context.Context, filter interface{}, o ...*options.FindO
 //
 // Fails on the branch: each owner's total and unread are 6 for 4 entries.
 func TestGroupReview_PollFinishesRunningGroupLate(t *testing.T) {
-	ctx := context.Background()
-	client, engine, err := lungo.Open(ctx, lungo.Options{Store: lungo.NewMemoryStore()})
-	require.NoError(t, err)
-	t.Cleanup(func() { engine.Close() })
-	fw, fp := &faults{}, &faults{}
-	worker := mongostore.New(fClient{client, fw}, "herald", mongostore.Options{})
-	require.NoError(t, worker.EnsureIndexes(ctx))
-	poll := mongostore.New(fClient{client, fp}, "herald", mongostore.Options{})
-	require.NoError(t, poll.EnsureIndexes(ctx))
-	other := mongostore.New(client, "herald", mongostore.Options{})
-	require.NoError(t, other.EnsureIndexes(ctx))
+	ctx, worker, poll, other, fw, fp := twoStores(t)
 
-	o1, o2 := mkUser(t, other, "o1"), mkUser(t, other, "o2")
-	var as []store.ID
-	for i := range 4 {
-		as = append(as, mkUser(t, other, fmt.Sprintf("a%d", i)))
-	}
-	_, js := postJobs(t, ctx, other, as)
-	deliveries := func(js []*storage.Job) []storage.Delivery {
-		var ds []storage.Delivery
-		for _, j := range js {
-			jj := *j
-			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
-		}
-		return ds
-	}
+	o1, o2, _, js := groupPosts(t, ctx, other, 4)
 
-	pReady, pGo, pDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var readyOnce sync.Once
-	rh := func(f *faults, coll string) {
-		if f == fp && coll == "users" { // the poll read g1's plan; it reads g1's owners next
-			readyOnce.Do(func() {
-				close(pReady)
-				<-pGo
-			})
-		}
-	}
-	readHook.Store(&rh)
-	defer readHook.Store(nil)
-	var startOnce sync.Once
-	wh := func(coll string) {
-		if coll == "users" { // the worker's count of g1: its plan is stored
-			startOnce.Do(func() {
-				go func() {
-					defer close(pDone)
-					_, err := poll.PendingJobs(ctx)
-					t.Logf("poll's PendingJobs: err=%v", err)
-				}()
-				<-pReady
-			})
-		}
-	}
-	fw.onWrite.Store(&wh)
-	r, err := worker.DeliverInboxes(ctx, deliveries(js[:2])) // g1
+	// The poll starts at the worker's count of g1 (its plan is stored) and
+	// is parked once it read g1's plan: it reads g1's owners next.
+	release := parkPollAtCount(t, ctx, poll, fw, fp, nil)
+	r, err := worker.DeliverInboxes(ctx, groupDeliveries(js[:2], o1, o2)) // g1
 	require.NoError(t, err)
 	require.Len(t, r, 2)
-	r, err = worker.DeliverInboxes(ctx, deliveries(js[2:])) // g2, same owners
+	r, err = worker.DeliverInboxes(ctx, groupDeliveries(js[2:], o1, o2)) // g2, same owners
 	require.NoError(t, err)
 	require.Len(t, r, 2)
 	fw.onWrite.Store(nil)
-	close(pGo)
-	<-pDone
+	release()
 
-	for _, o := range []store.ID{o1, o2} {
-		n, c := inboxOf(t, ctx, other, o)
-		assert.Equal(t, 4, n, "entries")
-		assert.Equal(t, 4, c.Total, "total counted once")
-		assert.Equal(t, 4, c.Unread, "unread counted once")
-	}
+	assertInboxes(t, ctx, other, 4, o1, o2)
 }
 
 // A group dies once its jobs are claimed (plan stored, claims made and
@@ -368,19 +267,9 @@ func TestGroupReview_PollFinishesRunningGroupLate(t *testing.T) {
 // owner is counted once, and no claim is left.
 func TestGroupReview_OneJobChunkFinishesClaimingGroup(t *testing.T) {
 	ctx, f, st, other := reviewFixture(t)
-	o1, o2 := mkUser(t, st, "o1"), mkUser(t, st, "o2")
-	a0, a1 := mkUser(t, st, "a0"), mkUser(t, st, "a1")
-	_, js := postJobs(t, ctx, st, []store.ID{a0, a1})
-	deliveries := func() []storage.Delivery {
-		var ds []storage.Delivery
-		for _, j := range js {
-			jj := *j
-			ds = append(ds, storage.Delivery{Job: &jj, Owners: []store.ID{o1, o2}, At: tickClock(), Done: true})
-		}
-		return ds
-	}
+	o1, o2, _, js := groupPosts(t, ctx, st, 2)
 	f.anyWrite.Store(4) // the plan, the claims, their record; then the count fails
-	_, err := st.DeliverInboxes(ctx, deliveries())
+	_, err := st.DeliverInboxes(ctx, groupDeliveries(js, o1, o2))
 	f.anyWrite.Store(0)
 	require.Error(t, err, "killed at the count")
 	for _, o := range []store.ID{o1, o2} {
@@ -389,17 +278,12 @@ func TestGroupReview_OneJobChunkFinishesClaimingGroup(t *testing.T) {
 		require.Zero(t, c.Total)
 	}
 
-	for _, d := range deliveries() {
+	for _, d := range groupDeliveries(js, o1, o2) {
 		// The group ended both jobs: the chunk finds its job gone.
 		_, err := other.DeliverInbox(ctx, d)
 		require.Equal(t, store.ENOTFOUND, store.ErrorCode(err), "%v", err)
 	}
-	for _, o := range []store.ID{o1, o2} {
-		n, c := inboxOf(t, ctx, other, o)
-		assert.Equal(t, 2, n, "entries")
-		assert.Equal(t, 2, c.Total, "total counted once")
-		assert.Equal(t, 2, c.Unread, "unread counted once")
-	}
+	assertInboxes(t, ctx, other, 2, o1, o2)
 	claimed, err := other.Database().Collection("messages").CountDocuments(ctx, bson.D{{Key: "j.gc", Value: bson.D{{Key: "$exists", Value: true}}}})
 	require.NoError(t, err)
 	assert.Zero(t, claimed, "claims left")

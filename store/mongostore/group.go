@@ -207,15 +207,9 @@ func (s *Store) DeliverInboxes(ctx context.Context, ds []storage.Delivery) ([]st
 			return nil, err
 		}
 	}
-	changes, moved, err := s.completeGroup(ctx, g, heads)
+	changes, moved, err := s.completeOrRead(ctx, g, heads)
 	if errors.Is(err, errGroupAborted) {
 		return s.deliverEach(ctx, ds) // a job moved or was taken before the count
-	}
-	if errors.Is(err, errGroupDone) {
-		// Another run (the lane's poll) finished the plan: its changes
-		// are read back, so that the events are published.
-		changes, err = s.plannedChanges(ctx, g)
-		moved = make([]bool, len(g.Jobs))
 	}
 	if err != nil {
 		return nil, err
@@ -295,14 +289,9 @@ func (s *Store) finishGroup(ctx context.Context, lane int) (*finishedPlan, error
 	}
 	var done *finishedPlan
 	if g != nil {
-		changes, moved, err := s.completeGroup(ctx, g, nil)
+		changes, moved, err := s.completeOrRead(ctx, g, nil)
 		switch {
 		case errors.Is(err, errGroupAborted):
-		case errors.Is(err, errGroupDone):
-			if changes, err = s.plannedChanges(ctx, g); err != nil {
-				return nil, err
-			}
-			done = &finishedPlan{g: g, changes: changes, moved: make([]bool, len(g.Jobs))}
 		case err != nil:
 			return nil, err
 		default:
@@ -349,6 +338,18 @@ func (p *finishedPlan) cover(ds []storage.Delivery) ([]storage.Delivered, []stor
 		}
 	}
 	return out, rest, append(idx, len(ds))
+}
+
+// completeOrRead is completeGroup, but when another run (the lane's poll,
+// say) finished the plan, its changes are read back (plannedChanges) and
+// no job reported moved, so that the jobs' events are published.
+func (s *Store) completeOrRead(ctx context.Context, g *groupPlan, heads map[primitive.ObjectID]*userDoc) ([][]storage.InboxChange, []bool, error) {
+	changes, moved, err := s.completeGroup(ctx, g, heads)
+	if errors.Is(err, errGroupDone) {
+		changes, err = s.plannedChanges(ctx, g)
+		moved = make([]bool, len(g.Jobs))
+	}
+	return changes, moved, err
 }
 
 // plannedChanges reads back what plan g delivered (another run finished

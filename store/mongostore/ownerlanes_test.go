@@ -203,12 +203,48 @@ func TestOwnerLanes_TwoProcesses(t *testing.T) {
 	defer func() { _ = b.Close(ctx) }()
 	waitSplit(t, splitTwoTwo, a, b)
 
+	w := buildWorld(t, db.st, []*service.Service{a, b}, 4, 24)
+	posts, deleted := postRounds(t, a, b, w, map[int][2]int{4: {1, 1}}) // a deletion, its delivery perhaps still running
+	waitDrained(t, db.st, a, b)
+	waitSplit(t, splitTwoTwo, a, b) // a lane may have moved meanwhile under load; shares bring it back
+	checkInboxes(t, db.st, w, posts, deleted)
+	checkMessageCounts(t, db.st, posts, deleted)
+}
+
+// TestOwnerLanes_TwoProcessesGrouped is TwoProcesses with stored entries
+// (strategy write) and chunks that hold many small jobs, so each lane
+// stores its shares in groups (group.go), with a follow, an unfollow and
+// deletions among them, one of them perhaps while its delivery is in a
+// group: every inbox ends exact.
+func TestOwnerLanes_TwoProcessesGrouped(t *testing.T) {
+	ctx := context.Background()
+	db := openShared(t)
+	a := db.processWith(t, db.st, service.StrategyWrite, 100)
+	defer func() { _ = a.Close(ctx) }()
+	b := db.processWith(t, mongostore.New(db.client, "herald", mongostore.Options{}), service.StrategyWrite, 100)
+	defer func() { _ = b.Close(ctx) }()
+	waitSplit(t, splitTwoTwo, a, b)
+
+	w := buildWorld(t, db.st, []*service.Service{a, b}, 8, 24)
+	waitDrained(t, db.st, a, b)
+	posts, deleted := postRounds(t, a, b, w, map[int][2]int{4: {1, 4}, 5: {2, 5}})
+	waitDrained(t, db.st, a, b)
+	checkInboxesIn(t, db.st, storage.LayoutEntries, w, posts, deleted)
+	checkMessageCounts(t, db.st, posts, deleted)
+}
+
+// postRounds runs six rounds of posts, each by every author of w at once
+// (a burst the lanes store in groups), through a and b in turn: round 2
+// adds a follow (on b), round 3 an unfollow (on a), and a round in
+// deletions deletes (on b) author k's i-th post, deletions[round] = {k,
+// i}. It returns each author's posts and the deleted ones.
+func postRounds(t *testing.T, a, b *service.Service, w *world, deletions map[int][2]int) (map[store.ID][]store.ID, map[store.ID]bool) {
+	t.Helper()
+	ctx := context.Background()
 	svcs := []*service.Service{a, b}
-	w := buildWorld(t, db.st, svcs, 4, 24)
 	posts := map[store.ID][]store.ID{}
 	deleted := map[store.ID]bool{}
 	for round := range 6 {
-		// A round's posts at once: a burst the lanes store in groups.
 		ms := make([]*store.Message, len(w.authors))
 		var wg sync.WaitGroup
 		for k, author := range w.authors {
@@ -239,78 +275,15 @@ func TestOwnerLanes_TwoProcesses(t *testing.T) {
 			_, err := a.Unfollow(ctx, f, w.follows[f][0])
 			require.NoError(t, err)
 			w.follows[f] = w.follows[f][1:]
-		case 4: // a deletion, its delivery perhaps still running
-			m := posts[w.authors[1]][1]
-			require.NoError(t, b.DeleteMessage(ctx, w.authors[1], m))
+		}
+		if d, ok := deletions[round]; ok {
+			author := w.authors[d[0]]
+			m := posts[author][d[1]]
+			require.NoError(t, b.DeleteMessage(ctx, author, m))
 			deleted[m] = true
 		}
 	}
-	waitDrained(t, db.st, a, b)
-	waitSplit(t, splitTwoTwo, a, b) // a lane may have moved meanwhile under load; shares bring it back
-	checkInboxes(t, db.st, w, posts, deleted)
-	checkMessageCounts(t, db.st, posts, deleted)
-}
-
-// TestOwnerLanes_TwoProcessesGrouped is TwoProcesses with stored entries
-// (strategy write) and chunks that hold many small jobs, so each lane
-// stores its shares in groups (group.go), with a follow, an unfollow and
-// deletions among them, one of them perhaps while its delivery is in a
-// group: every inbox ends exact.
-func TestOwnerLanes_TwoProcessesGrouped(t *testing.T) {
-	ctx := context.Background()
-	db := openShared(t)
-	a := db.processWith(t, db.st, service.StrategyWrite, 100)
-	defer func() { _ = a.Close(ctx) }()
-	b := db.processWith(t, mongostore.New(db.client, "herald", mongostore.Options{}), service.StrategyWrite, 100)
-	defer func() { _ = b.Close(ctx) }()
-	waitSplit(t, splitTwoTwo, a, b)
-
-	svcs := []*service.Service{a, b}
-	w := buildWorld(t, db.st, svcs, 8, 24)
-	waitDrained(t, db.st, a, b)
-	posts := map[store.ID][]store.ID{}
-	deleted := map[store.ID]bool{}
-	for round := range 6 {
-		// A round's posts at once: a burst the lanes store in groups.
-		ms := make([]*store.Message, len(w.authors))
-		var wg sync.WaitGroup
-		for k, author := range w.authors {
-			wg.Go(func() {
-				m, err := svcs[(round+k)%2].PostMessage(ctx, author, service.PostInput{Text: fmt.Sprintf("post %d", round)})
-				assert.NoError(t, err)
-				ms[k] = m
-			})
-		}
-		wg.Wait()
-		for k, author := range w.authors {
-			require.NotNil(t, ms[k])
-			posts[author] = append(posts[author], ms[k].ID)
-		}
-		switch round {
-		case 2:
-			f := w.followers[0]
-			for _, x := range w.authors {
-				if !slices.Contains(w.follows[f], x) {
-					_, err := b.Follow(ctx, f, x)
-					require.NoError(t, err)
-					w.follows[f] = append(w.follows[f], x)
-					break
-				}
-			}
-		case 3:
-			f := w.followers[1]
-			_, err := a.Unfollow(ctx, f, w.follows[f][0])
-			require.NoError(t, err)
-			w.follows[f] = w.follows[f][1:]
-		case 4, 5:
-			m := posts[w.authors[round-3]][round]
-			require.NoError(t, b.DeleteMessage(ctx, w.authors[round-3], m))
-			deleted[m] = true
-		}
-	}
-	waitDrained(t, db.st, a, b)
-	checkInboxesIn(t, db.st, storage.LayoutEntries, w, posts, deleted)
-	checkMessageCounts(t, db.st, posts, deleted)
+	return posts, deleted
 }
 
 // checkMessageCounts checks that each author's count holds its live

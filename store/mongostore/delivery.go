@@ -203,7 +203,7 @@ func (s *Store) storePlan(ctx context.Context, job *storage.Job, plan *chunkPlan
 		return plan, nil
 	}
 	// Not on a share a group claimed (group.go): the group counts it.
-	filter := append(s.jobFilter(job), bson.E{Key: laneField(job.Lane, "gc"), Value: bson.D{{Key: "$exists", Value: false}}})
+	filter := append(s.jobFilter(job), unclaimed(job.Lane))
 	p := laneField(job.Lane, "p")
 	var upd bson.D
 	if plan == nil {

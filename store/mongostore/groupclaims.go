@@ -47,7 +47,7 @@ func (s *Store) claimGroup(ctx context.Context, g *groupPlan) error {
 		filter := append(s.jobFilter(g.job(&g.Jobs[k])),
 			bson.E{Key: laneField(lane, "p"), Value: bson.D{{Key: "$exists", Value: false}}},
 			bson.E{Key: "$and", Value: bson.A{bson.D{{Key: "$or", Value: bson.A{
-				bson.D{{Key: gc, Value: bson.D{{Key: "$exists", Value: false}}}},
+				bson.D{unclaimed(lane)},
 				bson.D{{Key: gc, Value: g.ID}},
 			}}}}})
 		models[k] = mongo.NewUpdateOneModel().SetFilter(filter).SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: gc, Value: g.ID}}}})
@@ -90,6 +90,13 @@ func (s *Store) claimGroup(ctx context.Context, g *groupPlan) error {
 	}
 	g.Claimed = true
 	return nil
+}
+
+// unclaimed is the condition that lane's share of a job holds no group's
+// claim: what a one-job chunk's plan and advance, and a share's end,
+// require, so that they never move a share a group is counting.
+func unclaimed(lane int) bson.E {
+	return bson.E{Key: laneField(lane, "gc"), Value: bson.D{{Key: "$exists", Value: false}}}
 }
 
 // releaseClaims takes g's claims off its jobs.

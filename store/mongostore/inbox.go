@@ -164,7 +164,7 @@ func (s *Store) jobFilter(j *storage.Job) bson.D {
 // plan, or ends it. The update names the old cursor, so of two processes
 // running one chunk only one moves the job on.
 func (s *Store) advanceJob(ctx context.Context, j *storage.Job, cursor []byte, done bool) error {
-	filter := append(s.jobFilter(j), bson.E{Key: laneField(j.Lane, "gc"), Value: bson.D{{Key: "$exists", Value: false}}})
+	filter := append(s.jobFilter(j), unclaimed(j.Lane))
 	var err error
 	switch {
 	case s.lanes.Load() > 1 && done:

@@ -216,7 +216,7 @@ func (s *Store) finishShare(ctx context.Context, j *storage.Job) error {
 	lane := int32(j.Lane)
 	for range 3 {
 		res, err := s.messages.UpdateOne(ctx,
-			append(s.jobFilter(j), bson.E{Key: laneField(j.Lane, "gc"), Value: bson.D{{Key: "$exists", Value: false}}}, bson.E{Key: "$and", Value: bson.A{bson.D{{Key: "j.pl", Value: bson.D{{Key: "$ne", Value: bson.A{lane}}}}}}}),
+			append(s.jobFilter(j), unclaimed(j.Lane), bson.E{Key: "$and", Value: bson.A{bson.D{{Key: "j.pl", Value: bson.D{{Key: "$ne", Value: bson.A{lane}}}}}}}),
 			bson.D{
 				{Key: "$pull", Value: bson.D{{Key: "j.pl", Value: lane}}},
 				{Key: "$unset", Value: bson.D{{Key: laneField(j.Lane, "cur"), Value: ""}, {Key: laneField(j.Lane, "p"), Value: ""}}},
@@ -227,7 +227,7 @@ func (s *Store) finishShare(ctx context.Context, j *storage.Job) error {
 		if res.MatchedCount > 0 {
 			return nil
 		}
-		last := append(s.jobFilter(j), bson.E{Key: laneField(j.Lane, "gc"), Value: bson.D{{Key: "$exists", Value: false}}}, bson.E{Key: "$and", Value: bson.A{bson.D{{Key: "j.pl", Value: bson.A{lane}}}}})
+		last := append(s.jobFilter(j), unclaimed(j.Lane), bson.E{Key: "$and", Value: bson.A{bson.D{{Key: "j.pl", Value: bson.A{lane}}}}})
 		if j.Kind == storage.JobRetract {
 			// Claim being last before deleting the records: a stale
 			// runner of this lane whose pull matched nothing (the new
